@@ -1,0 +1,19 @@
+/* args.h — small helpers shared by the subcommands' flag parsers. */
+#ifndef KLD_CLI_ARGS_H
+#define KLD_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Parses a whole decimal integer in [lo, hi]; prints an error naming the
+ * flag and returns false otherwise. */
+bool kld_arg_int(const char *flag, const char *value, int64_t lo, int64_t hi, int64_t *out);
+bool kld_arg_u64(const char *flag, const char *value, uint64_t *out);
+
+/* The value after flag argv[*i] (advancing *i), or NULL with an error. */
+const char *kld_arg_value(int argc, char **argv, int *i);
+
+/* Default thread count: the cores this process may run on. */
+int kld_default_threads(void);
+
+#endif

@@ -1,0 +1,11 @@
+/* cmd_kl.c — placeholder until its module lands (replaced, not kept). */
+#include "cli/commands.h"
+
+#include <stdio.h>
+
+int kld_cmd_kl(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "kldeval kl: not implemented yet\n");
+    return 2;
+}

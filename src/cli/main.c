@@ -1,0 +1,48 @@
+/* main.c — `kldeval <command> [flags]`: dispatches to one cmd_*.c. */
+#include "cli/commands.h"
+#include "kld.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"demo", kld_cmd_demo, "the built-in demonstration (no arguments needed)"},
+    {"inspect", kld_cmd_inspect, "describe a model file: format, shapes, types, tokenizer"},
+    {"synth", kld_cmd_synth, "write a seeded random-weight GGUF model"},
+    {"logits", kld_cmd_logits, "run the forward pass over token ids and print/write logits"},
+    {"generate", kld_cmd_generate, "greedy generation from a prompt"},
+    {"tokenize", kld_cmd_tokenize, "text to token ids (or pieces, or counts)"},
+    {"kl", kld_cmd_kl, "teacher-forced KL divergence of an arm against a reference"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "kldeval %s — how much did the model change?\n\n"
+               "usage: kldeval <command> [flags]   (kldeval <command> --help for its flags)\n\n"
+               "commands:\n",
+            kld_version());
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("kldeval %s\n", kld_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kldeval: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,55 @@
+/* hparams.h — normalised hyper-parameters of a model, read from GGUF
+ * metadata, a Hugging Face config.json or a llama2.c header. Names follow
+ * llama.cpp's: n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab. */
+#ifndef KLD_MODEL_HPARAMS_H
+#define KLD_MODEL_HPARAMS_H
+
+#include "io/source.h"
+#include "model/arch.h"
+
+typedef struct kld_hparams {
+    char arch[32];          /* "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3" */
+    char name[128];         /* general.name or the folder name */
+    int64_t n_embd;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;       /* per-head size of q/k (key_length) */
+    int64_t head_dim_v;     /* per-head size of v (value_length) */
+    int64_t n_ff;
+    int64_t n_vocab;        /* rows of token_embd */
+    int64_t n_ctx_train;
+    int64_t n_rot;          /* dims rotated by RoPE (usually head_dim) */
+    kld_rope_type rope_type;/* layout of the q/k rows in THIS file (HF llama: NEOX) */
+    double rope_freq_base;
+    double rope_freq_scale; /* 1/linear factor; 1.0 = none */
+    char rope_scaling[16];  /* "none", "linear", "llama3", "longrope" */
+    double norm_eps;
+    bool tied_output;       /* no separate output.weight: the embedding is reused */
+    double attn_softcap;    /* 0 = off */
+    double final_softcap;   /* 0 = off */
+    int64_t sliding_window; /* 0 = off; key j is masked for query i when i - j >= window */
+
+    /* Added by the engine helper (all filled by kld_hparams_read). */
+    kld_arch_switches sw;   /* the architecture's switch row (copy) */
+    int swa_pattern;        /* layer il slides iff window && (p == 0 || il % p < p - 1) */
+    double rope_freq_base_swa;  /* RoPE base / scale of the sliding layers */
+    double rope_freq_scale_swa;
+    double rope_attn_factor;    /* multiplies cos and sin (LongRoPE); 1 = none */
+    int64_t rope_orig_ctx;      /* original (pre-extension) context; 0 = unknown */
+    double rope_factor;         /* llama3 / longrope "factor"; 0 = unused */
+    double rope_low_freq_factor;  /* llama3 rope_scaling (HF config only) */
+    double rope_high_freq_factor;
+    double attn_scale;      /* multiplies q·k before any soft-cap (1/sqrt(head_dim) by default) */
+    double embd_scale;      /* multiplies the token embedding (gemma: sqrt(n_embd)); 1 = none */
+    double norm_weight_offset; /* added to RMSNorm weights at load (HF Gemma stores w - 1) */
+} kld_hparams;
+
+/* Reads and validates the hyper-parameters; unknown architecture or a
+ * missing/out-of-range field is an error naming the key and the file. */
+kld_status kld_hparams_read(const kld_source *src, kld_hparams *hp, kld_error *err);
+
+/* True when layer il uses the sliding window. */
+bool kld_hparams_layer_swa(const kld_hparams *hp, int64_t il);
+
+#endif

@@ -1,0 +1,231 @@
+/* synth_model.c — writes a seeded random-weight llama-architecture GGUF
+ * with a vocabulary learned from the built-in corpus. Scales are chosen so
+ * that each layer contributes to the residual stream and the tied output
+ * gives peaked next-token distributions (entropy of a few nats), like a
+ * trained model's, so that KLD figures between quantizations are
+ * realistic in size. */
+#include "synth/synth.h"
+
+#include "io/gguf_writer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void kld_synth_defaults(kld_synth_options *o) {
+    o->arch = "llama";
+    o->n_embd = 512;
+    o->n_layer = 4;
+    o->n_head = 8;
+    o->n_head_kv = 4;
+    o->n_ff = 1536;
+    o->n_ctx = 2048;
+    o->n_vocab = 4096;
+    o->seed = 42;
+    o->type = "f16";
+    o->name = "kldeval-synth";
+}
+
+/* One weight tensor kept alive until the file is written. */
+typedef struct synth_tensor {
+    char name[96];
+    uint32_t type;
+    int n_dims;
+    int64_t ne[2];
+    void *data;
+    uint64_t nbytes;
+} synth_tensor;
+
+typedef struct synth_state {
+    const kld_synth_options *o;
+    kld_rng rng;
+    synth_tensor *t;
+    int n_t;
+    float *row; /* scratch for one row of float values */
+} synth_state;
+
+/* llama.cpp's q4_K_M rule: more bits for attn_v / ffn_down in the first and
+ * last eighth of the layers and every third layer between. */
+static bool use_more_bits(int64_t layer, int64_t n_layer) {
+    return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+static kld_status weight_type(const kld_synth_options *o, const char *role, int64_t layer,
+                              uint32_t *out, kld_error *err) {
+    if (!strcmp(o->type, "q4_K_M")) {
+        bool more = (!strcmp(role, "attn_v") || !strcmp(role, "ffn_down")) &&
+                    use_more_bits(layer, o->n_layer);
+        *out = !strcmp(role, "token_embd") || more ? KLD_TYPE_Q6_K : KLD_TYPE_Q4_K;
+        return KLD_OK;
+    }
+    if (!kld_type_from_name(o->type, out))
+        return kld_fail(err, KLD_ERR_ARG, "synth: unknown weight type '%s'", o->type);
+    const kld_type_info *ti = kld_type_info_get(*out);
+    if (*out != KLD_TYPE_F32 && (!ti || !ti->quantize_row))
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "synth: no quantizer for type '%s'", o->type);
+    return KLD_OK;
+}
+
+/* Adds a [ne0 × ne1] tensor: values gain·N(0,1) (+ offset), stored as type. */
+static kld_status add_tensor(synth_state *s, const char *name, uint32_t type, int64_t ne0,
+                             int64_t ne1, double gain, double offset, kld_error *err) {
+    synth_tensor *t = &s->t[s->n_t];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = type;
+    t->n_dims = ne1 > 1 ? 2 : 1;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    uint64_t row_bytes;
+    kld_status st = kld_type_row_bytes(type, (uint64_t)ne0, &row_bytes, name, err);
+    if (st) return st;
+    t->nbytes = row_bytes * (uint64_t)ne1;
+    t->data = malloc(t->nbytes);
+    if (!t->data) return kld_fail(err, KLD_ERR_NOMEM, "synth: out of memory for %s", name);
+    s->n_t++;
+    const kld_type_info *ti = kld_type_info_get(type);
+    for (int64_t r = 0; r < ne1; r++) {
+        for (int64_t c = 0; c < ne0; c++)
+            s->row[c] = (float)(offset + gain * kld_rng_gaussian(&s->rng));
+        uint8_t *dst = (uint8_t *)t->data + (uint64_t)r * row_bytes;
+        if (type == KLD_TYPE_F32) memcpy(dst, s->row, (size_t)ne0 * sizeof(float));
+        else ti->quantize_row(s->row, dst, ne0);
+    }
+    return KLD_OK;
+}
+
+static kld_status add_matrix(synth_state *s, const char *name, const char *role, int64_t layer,
+                             int64_t ne0, int64_t ne1, double gain, kld_error *err) {
+    uint32_t type;
+    kld_status st = weight_type(s->o, role, layer, &type, err);
+    if (st) return st;
+    return add_tensor(s, name, type, ne0, ne1, gain, 0.0, err);
+}
+
+static kld_status check_shape(const kld_synth_options *o, kld_error *err) {
+    if (strcmp(o->arch, "llama") != 0)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "synth: architecture '%s' (only llama)", o->arch);
+    if (o->n_embd < 32 || o->n_embd > 16384 || o->n_layer < 1 || o->n_layer > 256 ||
+        o->n_head < 1 || o->n_head_kv < 1 || o->n_ff < 32 || o->n_ff > 65536 || o->n_ctx < 16 ||
+        o->n_vocab < 512 || o->n_vocab > 1000000)
+        return kld_fail(err, KLD_ERR_ARG, "synth: shape out of range (n_embd %lld, n_layer %lld, "
+                        "n_head %lld, n_head_kv %lld, n_ff %lld, n_ctx %lld, n_vocab %d)",
+                        (long long)o->n_embd, (long long)o->n_layer, (long long)o->n_head,
+                        (long long)o->n_head_kv, (long long)o->n_ff, (long long)o->n_ctx,
+                        o->n_vocab);
+    if (o->n_embd % o->n_head || o->n_head % o->n_head_kv || (o->n_embd / o->n_head) % 2)
+        return kld_fail(err, KLD_ERR_ARG,
+                        "synth: n_embd %lld must split into n_head %lld even-sized heads, and "
+                        "n_head_kv %lld must divide n_head",
+                        (long long)o->n_embd, (long long)o->n_head, (long long)o->n_head_kv);
+    return KLD_OK;
+}
+
+static int file_type_of(const char *type) {
+    static const struct { const char *name; int ftype; } map[] = {
+        {"f32", 0}, {"f16", 1}, {"q4_0", 2}, {"q4_1", 3}, {"q8_0", 7}, {"q5_0", 8},
+        {"q5_1", 9}, {"q2_K", 10}, {"q3_K", 11}, {"q4_K", 14}, {"q4_K_M", 15}, {"q5_K", 16},
+        {"q6_K", 18}, {"iq4_nl", 25}, {"iq4_xs", 30}, {"bf16", 32}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(map[i].name, type)) return map[i].ftype;
+    return -1;
+}
+
+static kld_status write_metadata(kld_gguf_writer *w, const kld_synth_options *o,
+                                 const kld_synth_vocab *v) {
+    kld_status st = KLD_OK;
+    int64_t hd = o->n_embd / o->n_head;
+#define SET(call) if (!st) st = (call)
+    SET(kld_gguf_writer_set_str(w, "general.architecture", "llama"));
+    SET(kld_gguf_writer_set_str(w, "general.name", o->name));
+    if (file_type_of(o->type) >= 0)
+        SET(kld_gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type_of(o->type)));
+    SET(kld_gguf_writer_set_u64(w, "kldeval.synth.seed", o->seed));
+    SET(kld_gguf_writer_set_u32(w, "llama.context_length", (uint32_t)o->n_ctx));
+    SET(kld_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)o->n_embd));
+    SET(kld_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)o->n_layer));
+    SET(kld_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)o->n_ff));
+    SET(kld_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)o->n_head));
+    SET(kld_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)o->n_head_kv));
+    SET(kld_gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)hd));
+    SET(kld_gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f));
+    SET(kld_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f));
+    SET(kld_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)v->n));
+    SET(kld_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
+    SET(kld_gguf_writer_set_str(w, "tokenizer.ggml.pre", "default"));
+    SET(kld_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->pieces,
+                                    (uint64_t)v->n));
+    SET(kld_gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", v->scores, (uint64_t)v->n));
+    SET(kld_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", v->types, (uint64_t)v->n));
+    SET(kld_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0));
+    SET(kld_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1));
+    SET(kld_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2));
+    SET(kld_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true));
+    SET(kld_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false));
+    SET(kld_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", true));
+#undef SET
+    return st;
+}
+
+static kld_status add_weights(synth_state *s, int64_t n_vocab, kld_error *err) {
+    const kld_synth_options *o = s->o;
+    int64_t hd = o->n_embd / o->n_head, n_kv = hd * o->n_head_kv;
+    double in_embd = 1.0 / sqrt((double)o->n_embd), in_ff = 1.0 / sqrt((double)o->n_ff);
+    /* The tied output's logits have std ≈ sqrt(n_embd)·σ_e·g_out ≈ 3.5. */
+    double sigma_e = 0.05, g_out = 3.5 / (sqrt((double)o->n_embd) * sigma_e);
+    kld_status st = add_matrix(s, "token_embd.weight", "token_embd", 0, o->n_embd, n_vocab,
+                               sigma_e, err);
+    if (!st) st = add_tensor(s, "output_norm.weight", KLD_TYPE_F32, o->n_embd, 1, 0.1 * g_out,
+                             g_out, err);
+    char name[96];
+    for (int64_t l = 0; l < o->n_layer && !st; l++) {
+#define NAME(x) (snprintf(name, sizeof name, "blk.%lld." x ".weight", (long long)l), name)
+        st = add_tensor(s, NAME("attn_norm"), KLD_TYPE_F32, o->n_embd, 1, 0.1, 1.0, err);
+        if (!st) st = add_matrix(s, NAME("attn_q"), "attn_q", l, o->n_embd, o->n_embd, 2.0 * in_embd, err);
+        if (!st) st = add_matrix(s, NAME("attn_k"), "attn_k", l, o->n_embd, n_kv, 2.0 * in_embd, err);
+        if (!st) st = add_matrix(s, NAME("attn_v"), "attn_v", l, o->n_embd, n_kv, in_embd, err);
+        if (!st) st = add_matrix(s, NAME("attn_output"), "attn_output", l, o->n_embd, o->n_embd, in_embd, err);
+        if (!st) st = add_tensor(s, NAME("ffn_norm"), KLD_TYPE_F32, o->n_embd, 1, 0.1, 1.0, err);
+        if (!st) st = add_matrix(s, NAME("ffn_gate"), "ffn_gate", l, o->n_embd, o->n_ff, in_embd, err);
+        if (!st) st = add_matrix(s, NAME("ffn_up"), "ffn_up", l, o->n_embd, o->n_ff, in_embd, err);
+        if (!st) st = add_matrix(s, NAME("ffn_down"), "ffn_down", l, o->n_ff, o->n_embd, 2.0 * in_ff, err);
+#undef NAME
+    }
+    return st;
+}
+
+kld_status kld_synth_write(const kld_synth_options *o, const char *path, kld_error *err) {
+    kld_kernels_init();
+    kld_status st = check_shape(o, err);
+    if (st) return st;
+    kld_synth_vocab v;
+    st = kld_synth_vocab_train((const char *)kld_builtin_corpus, kld_builtin_corpus_len,
+                               o->n_vocab, &v, err);
+    if (st) return st;
+    synth_state s = {.o = o};
+    kld_rng_seed(&s.rng, o->seed);
+    int64_t max_row = o->n_embd > o->n_ff ? o->n_embd : o->n_ff;
+    s.t = calloc((size_t)(2 + 9 * o->n_layer), sizeof *s.t);
+    s.row = malloc((size_t)max_row * sizeof *s.row);
+    kld_gguf_writer *w = kld_gguf_writer_create();
+    if (!s.t || !s.row || !w) {
+        st = kld_fail(err, KLD_ERR_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    st = add_weights(&s, v.n, err);
+    if (st) goto done;
+    if ((st = write_metadata(w, o, &v))) {
+        kld_fail(err, st, "synth: cannot build metadata");
+        goto done;
+    }
+    for (int i = 0; i < s.n_t && !st; i++)
+        st = kld_gguf_writer_add_tensor(w, s.t[i].name, s.t[i].type, s.t[i].n_dims, s.t[i].ne,
+                                        s.t[i].data, s.t[i].nbytes, err);
+    if (!st) st = kld_gguf_writer_write(w, path, err);
+done:
+    kld_gguf_writer_free(w);
+    for (int i = 0; i < s.n_t; i++) free(s.t[i].data);
+    free(s.t);
+    free(s.row);
+    kld_synth_vocab_free(&v);
+    return st;
+}
