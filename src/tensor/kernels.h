@@ -1,0 +1,123 @@
+/* kernels.h — the per-type row kernels behind the type table (internal to
+ * the tensor module; everything else reaches them through kld_type_info).
+ * Block layouts are ggml's (ggml-common.h); each block is read byte-wise
+ * because blocks inside a file mapping are not aligned. */
+#ifndef KLD_TENSOR_KERNELS_H
+#define KLD_TENSOR_KERNELS_H
+
+#include "tensor/types.h"
+
+#define KLD_QK_K 256 /* super-block size of the k-quants and iq4_xs */
+
+/* Block sizes in bytes (values per block in the comment). */
+enum {
+    KLD_BYTES_Q4_0 = 18,   /* 32: d f16, qs[16] */
+    KLD_BYTES_Q4_1 = 20,   /* 32: d, m f16, qs[16] */
+    KLD_BYTES_Q5_0 = 22,   /* 32: d, qh[4], qs[16] */
+    KLD_BYTES_Q5_1 = 24,   /* 32: d, m, qh[4], qs[16] */
+    KLD_BYTES_Q8_0 = 34,   /* 32: d, qs[32] int8 */
+    KLD_BYTES_Q2_K = 84,   /* 256: scales[16], qs[64], d, dmin */
+    KLD_BYTES_Q3_K = 110,  /* 256: hmask[32], qs[64], scales[12], d */
+    KLD_BYTES_Q4_K = 144,  /* 256: d, dmin, scales[12], qs[128] */
+    KLD_BYTES_Q5_K = 176,  /* 256: d, dmin, scales[12], qh[32], qs[128] */
+    KLD_BYTES_Q6_K = 210,  /* 256: ql[128], qh[64], scales[16] int8, d */
+    KLD_BYTES_IQ4_NL = 18, /* 32: d, qs[16] */
+    KLD_BYTES_IQ4_XS = 136 /* 256: d, scales_h u16, scales_l[4], qs[128] */
+};
+
+/* The 16 non-linear levels of iq4_nl / iq4_xs (ggml's kvalues_iq4nl). */
+extern const int8_t kld_iq4nl_values[16];
+
+/* 6-bit scale and min j (0..7) of a q4_K/q5_K block's packed scales[12]. */
+static inline void kld_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* The 16 signed 6-bit scales of a q3_K block (already minus 32). */
+void kld_q3k_scales(const uint8_t *packed12, int8_t out[16]);
+
+/* Scalar references (dequant_ref.c, dequant_k_ref.c). */
+void kld_dequant_f32_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_f16_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_bf16_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q4_0_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q4_1_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q5_0_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q5_1_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q8_0_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_iq4_nl_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q2_k_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q3_k_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q4_k_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q5_k_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_q6_k_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_iq4_xs_ref(const void *src, float *dst, int64_t n);
+
+/* AVX2 + F16C versions (dequant_avx2.c); same results bit for bit. */
+void kld_dequant_f32_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_f16_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_bf16_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q4_0_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q4_1_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q5_0_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q5_1_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q8_0_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_iq4_nl_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q2_k_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q3_k_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q4_k_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q5_k_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_q6_k_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_iq4_xs_avx2(const void *src, float *dst, int64_t n);
+
+/* Reference quantizers (quantize_ref.c, quantize_k_ref.c, quantize_iq4_ref.c). */
+void kld_quant_f32_ref(const float *src, void *dst, int64_t n);
+void kld_quant_f16_ref(const float *src, void *dst, int64_t n);
+void kld_quant_bf16_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q4_0_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q4_1_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q5_0_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q5_1_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q8_0_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q2_k_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q3_k_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q4_k_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q5_k_ref(const float *src, void *dst, int64_t n);
+void kld_quant_q6_k_ref(const float *src, void *dst, int64_t n);
+void kld_quant_iq4_nl_ref(const float *src, void *dst, int64_t n);
+void kld_quant_iq4_xs_ref(const float *src, void *dst, int64_t n);
+
+/* kld_f16_to_f32, inlined into the row kernels (exact; NaNs made quiet as
+ * ggml and VCVTPH2PS do). */
+static inline float kld_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1F;
+    uint32_t mant = h & 0x3FF;
+    uint32_t u;
+    if (exp == 0x1F) {
+        u = sign | 0x7F800000 | (mant ? 0x400000 | (mant << 13) : 0);
+    } else if (exp == 0) {
+        if (mant == 0) {
+            u = sign;
+        } else { /* subnormal: mant * 2^-24, normalised to a leading 1 at bit 10 */
+            int shift = __builtin_clz(mant) - 21;
+            u = sign | (uint32_t)(113 - shift) << 23 | ((mant << shift) & 0x3FF) << 13;
+        }
+    } else {
+        u = sign | (exp + 112) << 23 | mant << 13;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Little-endian half stores for the quantizers. */
+static inline void kld_store_u16(void *p, uint16_t v) { memcpy(p, &v, 2); }
+
+#endif

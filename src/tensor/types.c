@@ -1,0 +1,189 @@
+/* types.c — the type table (ggml ids, names, block geometry, kernels), size
+ * arithmetic with overflow checks, run-time kernel selection, and the exact
+ * half/bfloat16 conversions everything else builds on. */
+#include "tensor/kernels.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Indexed by ggml type id. Ids ggml retired (4, 5, 31-33) or that postdate
+ * the ids we know have no entry (block_size 0). */
+static kld_type_info type_table[KLD_TYPE_COUNT] = {
+    [KLD_TYPE_F32] = {"f32", 1, 4, false, kld_dequant_f32_ref, NULL, kld_dequant_f32_avx2,
+                      kld_quant_f32_ref},
+    [KLD_TYPE_F16] = {"f16", 1, 2, false, kld_dequant_f16_ref, NULL, kld_dequant_f16_avx2,
+                      kld_quant_f16_ref},
+    [KLD_TYPE_Q4_0] = {"q4_0", 32, KLD_BYTES_Q4_0, true, kld_dequant_q4_0_ref, NULL,
+                       kld_dequant_q4_0_avx2, kld_quant_q4_0_ref},
+    [KLD_TYPE_Q4_1] = {"q4_1", 32, KLD_BYTES_Q4_1, true, kld_dequant_q4_1_ref, NULL,
+                       kld_dequant_q4_1_avx2, kld_quant_q4_1_ref},
+    [KLD_TYPE_Q5_0] = {"q5_0", 32, KLD_BYTES_Q5_0, true, kld_dequant_q5_0_ref, NULL,
+                       kld_dequant_q5_0_avx2, kld_quant_q5_0_ref},
+    [KLD_TYPE_Q5_1] = {"q5_1", 32, KLD_BYTES_Q5_1, true, kld_dequant_q5_1_ref, NULL,
+                       kld_dequant_q5_1_avx2, kld_quant_q5_1_ref},
+    [KLD_TYPE_Q8_0] = {"q8_0", 32, KLD_BYTES_Q8_0, true, kld_dequant_q8_0_ref, NULL,
+                       kld_dequant_q8_0_avx2, kld_quant_q8_0_ref},
+    [KLD_TYPE_Q8_1] = {"q8_1", 32, 36, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_Q2_K] = {"q2_K", KLD_QK_K, KLD_BYTES_Q2_K, true, kld_dequant_q2_k_ref, NULL,
+                       kld_dequant_q2_k_avx2, kld_quant_q2_k_ref},
+    [KLD_TYPE_Q3_K] = {"q3_K", KLD_QK_K, KLD_BYTES_Q3_K, true, kld_dequant_q3_k_ref, NULL,
+                       kld_dequant_q3_k_avx2, kld_quant_q3_k_ref},
+    [KLD_TYPE_Q4_K] = {"q4_K", KLD_QK_K, KLD_BYTES_Q4_K, true, kld_dequant_q4_k_ref, NULL,
+                       kld_dequant_q4_k_avx2, kld_quant_q4_k_ref},
+    [KLD_TYPE_Q5_K] = {"q5_K", KLD_QK_K, KLD_BYTES_Q5_K, true, kld_dequant_q5_k_ref, NULL,
+                       kld_dequant_q5_k_avx2, kld_quant_q5_k_ref},
+    [KLD_TYPE_Q6_K] = {"q6_K", KLD_QK_K, KLD_BYTES_Q6_K, true, kld_dequant_q6_k_ref, NULL,
+                       kld_dequant_q6_k_avx2, kld_quant_q6_k_ref},
+    [KLD_TYPE_Q8_K] = {"q8_K", KLD_QK_K, 292, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_IQ2_XXS] = {"iq2_xxs", KLD_QK_K, 66, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_IQ2_XS] = {"iq2_xs", KLD_QK_K, 74, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_IQ3_XXS] = {"iq3_xxs", KLD_QK_K, 98, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_IQ1_S] = {"iq1_s", KLD_QK_K, 50, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_IQ4_NL] = {"iq4_nl", 32, KLD_BYTES_IQ4_NL, true, kld_dequant_iq4_nl_ref, NULL,
+                         kld_dequant_iq4_nl_avx2, kld_quant_iq4_nl_ref},
+    [KLD_TYPE_IQ3_S] = {"iq3_s", KLD_QK_K, 110, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_IQ2_S] = {"iq2_s", KLD_QK_K, 82, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_IQ4_XS] = {"iq4_xs", KLD_QK_K, KLD_BYTES_IQ4_XS, true, kld_dequant_iq4_xs_ref, NULL,
+                         kld_dequant_iq4_xs_avx2, kld_quant_iq4_xs_ref},
+    [KLD_TYPE_I8] = {"i8", 1, 1, false, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_I16] = {"i16", 1, 2, false, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_I32] = {"i32", 1, 4, false, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_I64] = {"i64", 1, 8, false, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_F64] = {"f64", 1, 8, false, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_IQ1_M] = {"iq1_m", KLD_QK_K, 56, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_BF16] = {"bf16", 1, 2, false, kld_dequant_bf16_ref, NULL, kld_dequant_bf16_avx2,
+                       kld_quant_bf16_ref},
+    [KLD_TYPE_TQ1_0] = {"tq1_0", KLD_QK_K, 54, true, NULL, NULL, NULL, NULL},
+    [KLD_TYPE_TQ2_0] = {"tq2_0", KLD_QK_K, 66, true, NULL, NULL, NULL, NULL},
+};
+
+/* ---- kernel selection ---- */
+
+static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
+static const char *kernels_name = "ref";
+
+bool kld_cpu_has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+static void kernels_pick(void) {
+    const char *env = getenv("KLD_KERNELS");
+    bool force_ref = env && strcmp(env, "ref") == 0;
+    bool use_avx2 = !force_ref && kld_cpu_has_avx2();
+    for (int i = 0; i < KLD_TYPE_COUNT; i++) {
+        kld_type_info *t = &type_table[i];
+        t->to_float = use_avx2 && t->to_float_avx2 ? t->to_float_avx2 : t->to_float_ref;
+    }
+    kernels_name = use_avx2 ? "avx2" : "ref";
+}
+
+void kld_kernels_init(void) { pthread_once(&kernels_once, kernels_pick); }
+
+const char *kld_kernels_name(void) {
+    kld_kernels_init();
+    return kernels_name;
+}
+
+/* ---- lookups and sizes ---- */
+
+const kld_type_info *kld_type_info_get(uint32_t type_id) {
+    if (type_id >= KLD_TYPE_COUNT || type_table[type_id].block_size == 0) return NULL;
+    kld_kernels_init(); /* so that to_float is never read before it is chosen */
+    return &type_table[type_id];
+}
+
+bool kld_type_from_name(const char *name, uint32_t *out) {
+    for (uint32_t i = 0; i < KLD_TYPE_COUNT; i++) {
+        if (type_table[i].block_size && strcmp(type_table[i].name, name) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *kld_type_name(uint32_t type_id, char buf[16]) {
+    if (type_id < KLD_TYPE_COUNT && type_table[type_id].block_size) return type_table[type_id].name;
+    snprintf(buf, 16, "type#%" PRIu32, type_id);
+    return buf;
+}
+
+kld_status kld_type_row_bytes(uint32_t type_id, uint64_t n, uint64_t *out, const char *what,
+                              kld_error *err) {
+    char nb[16];
+    const kld_type_info *t = kld_type_info_get(type_id);
+    if (!t)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: unknown tensor type %s", what,
+                        kld_type_name(type_id, nb));
+    if (n % (uint64_t)t->block_size != 0)
+        return kld_fail(err, KLD_ERR_FORMAT,
+                        "%s: row length %" PRIu64 " is not a multiple of the %s block size %d",
+                        what, n, t->name, t->block_size);
+    if (!kld_mul_u64(n / (uint64_t)t->block_size, (uint64_t)t->type_size, out))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: a %s row of %" PRIu64 " values overflows 64 bits",
+                        what, t->name, n);
+    return KLD_OK;
+}
+
+kld_status kld_type_tensor_bytes(uint32_t type_id, int n_dims, const int64_t *ne, uint64_t *out,
+                                 const char *what, kld_error *err) {
+    char nb[16];
+    if (n_dims < 1 || n_dims > 4)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %d dimensions (want 1..4)", what, n_dims);
+    for (int i = 0; i < n_dims; i++) {
+        if (ne[i] < 0)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: dimension %d is negative (%" PRId64 ")", what,
+                            i, ne[i]);
+    }
+    uint64_t bytes;
+    kld_status st = kld_type_row_bytes(type_id, (uint64_t)ne[0], &bytes, what, err);
+    if (st != KLD_OK) return st;
+    for (int i = 1; i < n_dims; i++) {
+        if (!kld_mul_u64(bytes, (uint64_t)ne[i], &bytes))
+            return kld_fail(err, KLD_ERR_FORMAT,
+                            "%s: %s tensor size overflows 64 bits at dimension %d (%" PRId64 ")",
+                            what, kld_type_name(type_id, nb), i, ne[i]);
+    }
+    *out = bytes;
+    return KLD_OK;
+}
+
+/* ---- half and bfloat16 (IEEE binary16; bfloat16 = top half of binary32) ---- */
+
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+float kld_f16_to_f32(uint16_t h) { return kld_half_to_float(h); }
+
+uint16_t kld_f32_to_f16(float f) {
+    uint32_t u = f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t a = u & 0x7FFFFFFF;
+    if (a > 0x7F800000) return sign | 0x7E00;   /* NaN, as ggml's scalar conversion */
+    if (a >= 0x477FF000) return sign | 0x7C00;  /* >= 65520 rounds (ties-to-even) to inf */
+    if (a >= 0x38800000) {                      /* normal half: rebias, round 13 bits */
+        uint32_t r = (a >> 13) - (112u << 10);
+        uint32_t rem = a & 0x1FFF;
+        if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r++; /* carry may bump the exponent */
+        return sign | (uint16_t)r;
+    }
+    if (a <= 0x33000000) return sign;           /* <= 2^-25: ties to even zero */
+    /* subnormal half: value = m * 2^(e-150) in units of 2^-24 */
+    uint32_t e = a >> 23, m = (a & 0x7FFFFF) | 0x800000;
+    uint32_t shift = 126 - e; /* 14..24 */
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) r++;
+    return sign | (uint16_t)r;
+}
+
+float kld_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t kld_f32_to_bf16(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7FFFFFFF) > 0x7F800000) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16); /* ties to even; may reach inf */
+}
