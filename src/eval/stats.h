@@ -1,0 +1,203 @@
+/* stats.h — the statistics of `kldeval kl`: per-position divergence math
+ * (kld_math*.c) and the accumulator that turns position records into the
+ * run summary (stats*.c).
+ *
+ * Flow: for every scored position the driver has two float32 logit rows
+ * (reference, arm) and the true next token. kld_position_compute turns them
+ * into one kld_position record (double precision); kld_stats keeps every
+ * record (exact percentiles, per-position TSV) plus document boundaries;
+ * kld_stats_finalize produces a kld_summary. Records are source-independent:
+ * a later reader of llama.cpp base files fills the same record from a decoded
+ * uint16 log-prob row instead of reference logits.
+ *
+ * Definitions (N = number of values, all sums in double):
+ *   Per position, with p = softmax(ref), q = softmax(arm), computed as
+ *   log p_i = (x_i - max x) - ln sum_j exp(x_j - max x):
+ *     KLD      = sum_i p_i (ln p_i - ln q_i)               nats, KL(ref || arm)
+ *     KLD_rev  = sum_i q_i (ln q_i - ln p_i)               nats, KL(arm || ref)
+ *     JSD      = 1/2 KL(p || m) + 1/2 KL(q || m), m = (p+q)/2, nats, in [0, ln 2]
+ *     terms with p_i = 0 (resp. q_i = 0) count as 0; identical rows give
+ *     exactly 0.0 for all three.
+ *     top-1    = argmax, first index on ties; top-k overlap = |topk(ref) n topk(arm)| / k
+ *              with ties broken towards the lower index.
+ *     nll      = -ln p(next);  dp = p_arm(next) - p_ref(next).
+ *   Mean and its standard error: mean = S/N, var = population variance
+ *     (sum (x - mean)^2 / N, two-pass), se = sqrt(var / (N-1)) for N >= 2,
+ *     else 0. This is llama.cpp's mean_and_uncertainty, except that llama.cpp
+ *     reports 0 for N <= 10 and uses one-pass sums.
+ *   Percentile f: on the sorted values x[0..N-1], h = f (N-1), i = floor(h),
+ *     w = h - i: (1-w) x[i] + w x[min(i+1, N-1)]; f <= 0 gives the minimum,
+ *     f >= 1 the maximum. Median = the 0.5 percentile (the mean of the two
+ *     middle values for even N).
+ *   Binomial error of a fraction f: sqrt(f (1-f) / (N-1)) (top-1 agreement).
+ *   PPL = exp(mean nll) with error PPL * se(nll). cov = population covariance
+ *     of (nll_arm, nll_ref) / (N-1); ln(PPL_arm/PPL_ref) = mean nll_arm -
+ *     mean nll_ref with error sqrt(u_arm^2 + u_ref^2 - 2 cov), computed as the
+ *     standard error of the per-position differences (identical algebraically,
+ *     never negative). Ratio = exp(ln ratio), error ratio * that error.
+ *     Difference = PPL_arm - PPL_ref, error sqrt(e_arm^2 + e_ref^2 -
+ *     2 PPL_arm PPL_ref cov) (0 if rounding makes it negative).
+ *     Correlation = population covariance / sqrt(var_arm var_ref) (0 when a
+ *     variance is 0). PPL, dp and the correlation use only positions with a
+ *     next token (n_tokens); everything else uses all n_positions.
+ *   RMS dp = sqrt(mean dp^2), error 0.5 / RMS * se(dp^2) (llama.cpp).
+ *   Mean of document means: the mean over documents with >= 1 position of
+ *     each document's mean KLD, error se over those documents (the seeds'
+ *     primary scalar; the pooled mean weights documents by length).
+ *   Buckets: by the reference's max probability in ten equal-width bins
+ *     [0,0.1) ... [0.9,1.0]; by context position in [0,8), [8,16), [16,32),
+ *     ... doubling, so that drift with context length is visible.
+ * Merging two accumulators (shards) concatenates their documents and records;
+ * finalize works from the records, so a merge is exact. */
+#ifndef KLD_EVAL_STATS_H
+#define KLD_EVAL_STATS_H
+
+#include "kld.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KLD_TOPK_DEFAULT 10
+#define KLD_TOPK_MAX 256
+
+/* One scored position (64 bytes). */
+typedef struct kld_position {
+    double kld;         /* KL(ref || arm), nats */
+    double kld_rev;     /* KL(arm || ref), nats */
+    double jsd;         /* Jensen-Shannon divergence, nats */
+    double nll_ref;     /* -ln p_ref(token); NAN when token < 0 */
+    double nll_arm;     /* -ln p_arm(token); NAN when token < 0 */
+    float p_ref_max;    /* the reference's largest probability */
+    int32_t token;      /* the true next token, -1 when there is none */
+    int32_t top_ref;    /* argmax of the reference (first index on ties) */
+    int32_t top_arm;    /* argmax of the arm */
+    uint32_t ctx_pos;   /* position in its context window (set by the caller) */
+    uint16_t topk_hits; /* |topk(ref) n topk(arm)| */
+    uint16_t topk;      /* the k used */
+} kld_position;
+
+/* ---- per-position math (kld_math.c; kernels in kld_math_ref.c / kld_math_avx2.c) ---- */
+
+/* Fills *out (ctx_pos = 0) from two logit rows of n_vocab floats. next_token
+ * is the true next token or -1; topk in 1..min(KLD_TOPK_MAX, n_vocab).
+ * Fails (KLD_ERR_ARG) on bad arguments and on rows holding NaN or +inf or no
+ * finite value; -inf logits are allowed (a probability of 0). Pure and
+ * thread-safe. Uses the AVX2 kernels when the CPU has them, unless
+ * KLD_KERNELS=ref. */
+kld_status kld_position_compute(const float *ref_logits, const float *arm_logits, int32_t n_vocab,
+                                int32_t next_token, int topk, kld_position *out, kld_error *err);
+
+/* The scalar reference and the AVX2 version (call only when
+ * kld_cpu_has_avx2()); same contract, results equal to ~1e-12 relative. */
+kld_status kld_position_compute_ref(const float *ref_logits, const float *arm_logits,
+                                    int32_t n_vocab, int32_t next_token, int topk,
+                                    kld_position *out, kld_error *err);
+kld_status kld_position_compute_avx2(const float *ref_logits, const float *arm_logits,
+                                     int32_t n_vocab, int32_t next_token, int topk,
+                                     kld_position *out, kld_error *err);
+
+/* "ref" or "avx2": what kld_position_compute uses. */
+const char *kld_math_kernel_name(void);
+
+/* ---- accumulator (stats.c) ---- */
+
+typedef struct kld_stats kld_stats;
+
+/* Running values for a progress line (from the raw double sums). */
+typedef struct kld_stats_running {
+    uint64_t n_positions, n_tokens, n_docs;
+    double kld_mean;       /* pooled mean so far (0 before any position) */
+    double top1_agreement; /* fraction so far */
+    double ln_ppl_ratio;   /* mean nll_arm - mean nll_ref so far */
+} kld_stats_running;
+
+kld_status kld_stats_create(kld_stats **out, int topk, kld_error *err);
+void kld_stats_free(kld_stats *st);
+
+/* Starts a new document: the positions added next belong to it. Documents
+ * are numbered 0, 1, ... in call order (empty ones keep their number).
+ * Positions added before the first call go to an implicit document 0. */
+kld_status kld_stats_begin_doc(kld_stats *st, kld_error *err);
+
+/* Appends a record (rec->topk must equal the accumulator's k). */
+kld_status kld_stats_add(kld_stats *st, const kld_position *rec, kld_error *err);
+
+/* kld_position_compute with the accumulator's k, then kld_stats_add. */
+kld_status kld_stats_add_logits(kld_stats *st, const float *ref_logits, const float *arm_logits,
+                                int32_t n_vocab, int32_t next_token, uint32_t ctx_pos,
+                                kld_error *err);
+
+/* Appends src's documents and records after dst's (shards of one run, in
+ * order). Fails with KLD_ERR_MISMATCH when the k differ. */
+kld_status kld_stats_merge(kld_stats *dst, const kld_stats *src, kld_error *err);
+
+int kld_stats_topk(const kld_stats *st);
+size_t kld_stats_count(const kld_stats *st);
+void kld_stats_get_running(const kld_stats *st, kld_stats_running *out);
+/* The records in order (valid until the next add/merge). */
+const kld_position *kld_stats_records(const kld_stats *st, size_t *n);
+/* Number of documents begun, and document i's first record and count. */
+size_t kld_stats_doc_count(const kld_stats *st);
+void kld_stats_doc_range(const kld_stats *st, size_t doc, size_t *first, size_t *count);
+
+/* ---- summary (stats_summary.c) ---- */
+
+/* Percentile fractions reported besides min, median and max. */
+#define KLD_N_PCT 10
+extern const double kld_pct_fractions[KLD_N_PCT]; /* .001 .01 .05 .1 .25 .75 .9 .95 .99 .999 */
+
+typedef struct kld_dist {
+    double mean, se; /* se: standard error of the mean */
+    double min, median, max;
+    double pct[KLD_N_PCT]; /* at kld_pct_fractions */
+} kld_dist;
+
+typedef struct kld_bucket {
+    double lo, hi;   /* [lo, hi) (the last confidence bin includes 1.0) */
+    uint64_t n;      /* positions in the bucket; 0 = empty, skip */
+    double kld_mean, kld_se, kld_median;
+    double top1_agreement;
+} kld_bucket;
+
+#define KLD_CONF_BUCKETS 10
+#define KLD_POS_BUCKETS 30
+
+typedef struct kld_summary {
+    uint64_t n_positions;   /* scored positions */
+    uint64_t n_tokens;      /* of those, with a next token */
+    uint64_t n_docs;        /* documents begun */
+    uint64_t n_docs_scored; /* documents with >= 1 position */
+    int topk;
+
+    kld_dist kld;
+    double kld_doc_mean, kld_doc_se; /* mean of per-document means */
+    kld_dist kld_rev;
+    kld_dist jsd;
+
+    double top1_agreement, top1_se;
+    double topk_overlap, topk_se;
+
+    double ppl_ref, ppl_ref_se, ppl_arm, ppl_arm_se;
+    double ln_ppl_ratio, ln_ppl_ratio_se;
+    double ppl_ratio, ppl_ratio_se;
+    double ppl_diff, ppl_diff_se;
+    double nll_cor; /* correlation of per-token nll_ref and nll_arm */
+
+    kld_dist dp; /* p_arm(next) - p_ref(next), probability units */
+    double dp_rms, dp_rms_se;
+
+    kld_bucket by_conf[KLD_CONF_BUCKETS];
+    kld_bucket by_pos[KLD_POS_BUCKETS];
+} kld_summary;
+
+/* Computes every statistic above. Fails (KLD_ERR_ARG) when no position was
+ * scored; KLD_ERR_NOMEM when scratch memory is missing. */
+kld_status kld_stats_finalize(const kld_stats *st, kld_summary *out, kld_error *err);
+
+/* Helpers behind the summary, exposed for tests and other modules. */
+double kld_percentile_sorted(const double *sorted, size_t n, double fraction);
+/* mean and se of x[0..n) as defined above (two-pass, compensated sums). */
+void kld_mean_se(const double *x, size_t n, double *mean, double *se);
+
+#endif

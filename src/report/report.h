@@ -1,0 +1,94 @@
+/* report.h — what `kldeval kl` writes: the human report (stdout), the JSON
+ * report (--json), the pin line (--pin, one JSON line appended per run), the
+ * per-position TSV (--per-position) and the live progress line (stderr).
+ *
+ * JSON report schema "kldeval.kl/1" (numbers are JSON reals; a statistic
+ * that does not exist, e.g. a PPL with no next tokens or a rate over zero
+ * seconds, is null):
+ *   schema, version, partial (true when the run was stopped early),
+ *   n_positions, n_tokens (positions with a next token), n_docs, n_docs_scored,
+ *   kld, kld_reverse, jsd, delta_p: distribution objects
+ *     {mean, stderr, min, p0_1, p1, p5, p10, p25, median, p75, p90, p95, p99,
+ *      p99_9, max}; kld also has doc_mean, doc_stderr (mean of per-document
+ *      means); delta_p also has rms, rms_stderr (probability units, not %),
+ *   top1_agreement, top1_agreement_stderr (fractions),
+ *   topk, topk_overlap, topk_overlap_stderr,
+ *   ppl_ref, ppl_ref_stderr, ppl_arm, ppl_arm_stderr,
+ *   ln_ppl_ratio, ln_ppl_ratio_stderr, ppl_ratio, ppl_ratio_stderr,
+ *   ppl_diff, ppl_diff_stderr, nll_correlation,
+ *   by_ref_confidence, by_context_position: arrays of the non-empty buckets
+ *     {lo, hi, n, kld_mean, kld_stderr, kld_median, top1_agreement},
+ *   elapsed_s, ref_seconds, arm_seconds, ref_tokens, arm_tokens,
+ *   ref_tokens_per_s, arm_tokens_per_s,
+ *   config: the driver's configuration object, copied as given (arms, files
+ *     with sizes and hashes, corpus hash, ctx, chunking, ...).
+ * Definitions of every statistic: src/eval/stats.h.
+ *
+ * Pin line (the seeds' scoreboard convention: append-only, one compact JSON
+ * object per line, never rewritten): label, time (UTC, ISO 8601), version,
+ * partial, n_positions, kld_mean, kld_stderr, kld_doc_mean, kld_median,
+ * kld_p99, kld_max, jsd_mean, top1_agreement, topk_overlap, ppl_ref, ppl_arm,
+ * ln_ppl_ratio, ln_ppl_ratio_stderr, elapsed_s, ref_tokens_per_s,
+ * arm_tokens_per_s, config.
+ *
+ * Per-position TSV: a header line, then one line per position in order:
+ * doc pos token kld top1_match nll_ref nll_arm kld_rev jsd topk_overlap
+ * p_ref_max top_ref top_arm (nll "nan" and token -1 where there is no next
+ * token; doc is the document number, pos the context position). */
+#ifndef KLD_REPORT_H
+#define KLD_REPORT_H
+
+#include "eval/stats.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* What the driver knows about the run besides the statistics. */
+typedef struct kld_report_run {
+    const char *ref_label;    /* e.g. the reference model file; may be NULL */
+    const char *arm_label;    /* may be NULL */
+    const char *corpus_label; /* may be NULL */
+    const char *label;        /* pin label; NULL -> "<ref> vs <arm>" */
+    const json_t *config;     /* borrowed, may be NULL; copied into the JSON outputs */
+    double elapsed_s;         /* wall time of the run */
+    double ref_seconds, arm_seconds; /* time spent in each arm's forward passes */
+    uint64_t ref_tokens, arm_tokens; /* tokens each arm evaluated */
+    bool partial;             /* stopped early (Ctrl-C): the numbers cover what was scored */
+} kld_report_run;
+
+/* The human report (sections like llama.cpp's, aligned, with units). */
+kld_status kld_report_text(FILE *out, const kld_summary *s, const kld_report_run *run,
+                           kld_error *err);
+
+/* The JSON report as a new object (NULL when out of memory). */
+json_t *kld_report_json(const kld_summary *s, const kld_report_run *run);
+/* Writes it to path (indented, overwrites). */
+kld_status kld_report_json_write(const char *path, const kld_summary *s, const kld_report_run *run,
+                                 kld_error *err);
+
+/* Appends one pin line to path (created if missing, never truncated). */
+kld_status kld_report_pin_append(const char *path, const kld_summary *s, const kld_report_run *run,
+                                 kld_error *err);
+
+/* Writes every record of st as TSV (overwrites). */
+kld_status kld_report_tsv_write(const char *path, const kld_stats *st, kld_error *err);
+
+/* Progress line. Totals of 0 mean unknown; the ETA comes from positions when
+ * their total is known, else from documents. */
+typedef struct kld_progress {
+    uint64_t docs_done, docs_total;
+    uint64_t positions_done, positions_total;
+    double elapsed_s;
+    double kld_mean; /* running mean KLD */
+} kld_progress;
+
+/* Formats one line (no newline) into buf; returns its length. */
+size_t kld_progress_format(const kld_progress *p, char *buf, size_t size);
+/* True when f is a terminal (the line is drawn only then). */
+bool kld_progress_enabled(FILE *f);
+/* Redraws the line in place ("\r...\033[K") when f is a terminal. */
+void kld_progress_print(FILE *f, const kld_progress *p);
+/* Ends the line (a newline) when f is a terminal, so the report starts clean. */
+void kld_progress_end(FILE *f);
+
+#endif

@@ -1,0 +1,178 @@
+/* report_text.c — the human report of `kldeval kl` on stdout: sections in
+ * the order and spirit of llama-perplexity --kl-divergence, aligned columns,
+ * units on every line, a loud marker when the run was stopped early. */
+#include "report/report.h"
+
+#include "common/common.h"
+#include "report/report_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#define LABEL_WIDTH 30
+
+/* Writes label padded to LABEL_WIDTH columns (UTF-8 aware: "Δp" is two
+ * columns, four bytes), then ": ". */
+static void label(FILE *f, const char *text) {
+    int cols = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) cols += (*c & 0xC0) != 0x80;
+    fputs(text, f);
+    for (; cols < LABEL_WIDTH; cols++) fputc(' ', f);
+    fputs(": ", f);
+}
+
+/* Fixed point keeps digits down to 1e-3; below that (the KLDs of
+ * near-lossless arms) and above 1e7, scientific. */
+static bool use_fixed(double x) { return x == 0.0 || (fabs(x) >= 1e-3 && fabs(x) < 1e7); }
+
+/* A number in 12 columns, fixed or scientific as chosen. */
+static const char *num_as(double x, bool fixed, char buf[32]) {
+    if (isnan(x)) snprintf(buf, 32, "%12s", "n/a");
+    else if (isinf(x)) snprintf(buf, 32, "%12s", x > 0 ? "inf" : "-inf");
+    else if (fixed) snprintf(buf, 32, "%12.6f", x);
+    else snprintf(buf, 32, "%12.4e", x);
+    return buf;
+}
+
+static const char *num(double x, char buf[32]) { return num_as(x, use_fixed(x), buf); }
+
+/* "value ± error unit", the error in the value's notation. */
+static void value_pm(FILE *f, const char *text, double v, double e, const char *unit) {
+    char a[32], b[32];
+    bool fixed = use_fixed(v);
+    label(f, text);
+    fprintf(f, "%s ± %s%s%s\n", num_as(v, fixed, a), num_as(e, fixed, b), unit[0] ? " " : "", unit);
+}
+
+static void value(FILE *f, const char *text, double v, const char *unit) {
+    char a[32];
+    label(f, text);
+    fprintf(f, "%s%s%s\n", num(v, a), unit[0] ? " " : "", unit);
+}
+
+/* A fraction shown in percent: "98.373 ± 0.252 %". */
+static void percent_pm(FILE *f, const char *text, double v, double e) {
+    label(f, text);
+    if (isnan(v)) fprintf(f, "%12s\n", "n/a");
+    else fprintf(f, "%12.3f ± %12.3f %%\n", 100.0 * v, 100.0 * e);
+}
+
+static void percent(FILE *f, const char *text, double v) {
+    label(f, text);
+    if (isnan(v)) fprintf(f, "%12s\n", "n/a");
+    else fprintf(f, "%12.3f %%\n", 100.0 * v);
+}
+
+static void pct_name(double fraction, const char *stat, char *buf, size_t size) {
+    snprintf(buf, size, "%.1f%% %s", 100.0 * fraction, stat);
+}
+
+/* max, upper percentiles, median, lower percentiles, min (llama.cpp's order). */
+static void dist_lines(FILE *f, const kld_dist *d, const char *stat, bool as_percent,
+                       const char *unit) {
+    char name[64];
+    snprintf(name, sizeof name, "Maximum %s", stat);
+    as_percent ? percent(f, name, d->max) : value(f, name, d->max, unit);
+    for (int i = KLD_N_PCT - 1; i >= 0; i--) {
+        if (i == 4) {
+            snprintf(name, sizeof name, "Median %s", stat);
+            as_percent ? percent(f, name, d->median) : value(f, name, d->median, unit);
+        }
+        pct_name(kld_pct_fractions[i], stat, name, sizeof name);
+        as_percent ? percent(f, name, d->pct[i]) : value(f, name, d->pct[i], unit);
+    }
+    snprintf(name, sizeof name, "Minimum %s", stat);
+    as_percent ? percent(f, name, d->min) : value(f, name, d->min, unit);
+}
+
+static void bucket_table(FILE *f, const kld_bucket *b, int nb, bool positions) {
+    fprintf(f, "%-14s %10s %12s   %12s %12s %10s\n", positions ? "positions" : "max p(ref)",
+            "count", "mean KLD", "stderr", "median KLD", "same top");
+    for (int i = 0; i < nb; i++) {
+        if (!b[i].n) continue;
+        char range[32], m[32], e[32], md[32];
+        if (positions) snprintf(range, sizeof range, "[%.0f, %.0f)", b[i].lo, b[i].hi);
+        else snprintf(range, sizeof range, i == nb - 1 ? "[%.1f, %.1f]" : "[%.1f, %.1f)", b[i].lo, b[i].hi);
+        bool fixed = use_fixed(b[i].kld_mean);
+        fprintf(f, "%-14s %10llu %s ± %s %s %8.3f %%\n", range, (unsigned long long)b[i].n,
+                num_as(b[i].kld_mean, fixed, m), num_as(b[i].kld_se, fixed, e), num(b[i].kld_median, md),
+                100.0 * b[i].top1_agreement);
+    }
+}
+
+static void throughput(FILE *f, const char *who, uint64_t tokens, double seconds) {
+    label(f, who);
+    double rate = kld_report_rate(tokens, seconds);
+    if (isnan(rate))
+        fprintf(f, "%llu tokens\n", (unsigned long long)tokens);
+    else
+        fprintf(f, "%llu tokens in %.2f s, %.1f tokens/s\n", (unsigned long long)tokens, seconds,
+                rate);
+}
+
+kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *run,
+                           kld_error *err) {
+    errno = 0;
+    fprintf(f, "====== kldeval kl %s: KL divergence of the arm from the reference ======\n",
+            kld_version());
+    if (run->partial)
+        fprintf(f, "*** PARTIAL RUN: stopped early; the statistics cover only the positions scored ***\n");
+    if (run->ref_label) { label(f, "reference"); fprintf(f, "%s\n", run->ref_label); }
+    if (run->arm_label) { label(f, "arm"); fprintf(f, "%s\n", run->arm_label); }
+    if (run->corpus_label) { label(f, "corpus"); fprintf(f, "%s\n", run->corpus_label); }
+    label(f, "positions");
+    fprintf(f, "%llu scored (%llu with a next token) in %llu of %llu documents\n",
+            (unsigned long long)s->n_positions, (unsigned long long)s->n_tokens,
+            (unsigned long long)s->n_docs_scored, (unsigned long long)s->n_docs);
+    fputc('\n', f);
+
+    fprintf(f, "====== Perplexity statistics ======\n");
+    value_pm(f, "PPL(ref)", s->ppl_ref, s->ppl_ref_se, "");
+    value_pm(f, "PPL(arm)", s->ppl_arm, s->ppl_arm_se, "");
+    percent(f, "Cor(ln PPL(arm), ln PPL(ref))", s->nll_cor);
+    value_pm(f, "ln(PPL(arm)/PPL(ref))", s->ln_ppl_ratio, s->ln_ppl_ratio_se, "");
+    value_pm(f, "PPL(arm)/PPL(ref)", s->ppl_ratio, s->ppl_ratio_se, "");
+    value_pm(f, "PPL(arm)-PPL(ref)", s->ppl_diff, s->ppl_diff_se, "");
+    fputc('\n', f);
+
+    fprintf(f, "====== KL divergence statistics (nats) ======\n");
+    value_pm(f, "Mean KLD(ref||arm)", s->kld.mean, s->kld.se, "nats");
+    value_pm(f, "Mean of document means", s->kld_doc_mean, s->kld_doc_se, "nats");
+    dist_lines(f, &s->kld, "KLD", false, "nats");
+    value_pm(f, "Mean KLD(arm||ref)", s->kld_rev.mean, s->kld_rev.se, "nats");
+    value(f, "Maximum KLD(arm||ref)", s->kld_rev.max, "nats");
+    value_pm(f, "Mean JSD", s->jsd.mean, s->jsd.se, "nats");
+    value(f, "99.0% JSD", s->jsd.pct[8], "nats");
+    value(f, "Maximum JSD", s->jsd.max, "nats");
+    fputc('\n', f);
+
+    fprintf(f, "====== Token probability statistics ======\n");
+    percent_pm(f, "Mean Δp", s->dp.mean, s->dp.se);
+    dist_lines(f, &s->dp, "Δp", true, "");
+    percent_pm(f, "RMS Δp", s->dp_rms, s->dp_rms_se);
+    percent_pm(f, "Same top p", s->top1_agreement, s->top1_se);
+    char name[64];
+    snprintf(name, sizeof name, "Top-%d overlap", s->topk);
+    percent_pm(f, name, s->topk_overlap, s->topk_se);
+    fputc('\n', f);
+
+    fprintf(f, "====== KLD by reference confidence ======\n");
+    bucket_table(f, s->by_conf, KLD_CONF_BUCKETS, false);
+    fputc('\n', f);
+    fprintf(f, "====== KLD by context position ======\n");
+    bucket_table(f, s->by_pos, KLD_POS_BUCKETS, true);
+    fputc('\n', f);
+
+    fprintf(f, "====== Throughput ======\n");
+    label(f, "wall time");
+    fprintf(f, "%.2f s\n", run->elapsed_s);
+    throughput(f, "reference", run->ref_tokens, run->ref_seconds);
+    throughput(f, "arm", run->arm_tokens, run->arm_seconds);
+    if (run->partial) fprintf(f, "*** PARTIAL RUN ***\n");
+
+    if (fflush(f) != 0 || ferror(f))
+        return kld_fail(err, KLD_ERR_IO, "text report: write failed: %s",
+                        errno ? strerror(errno) : "stream error");
+    return KLD_OK;
+}
