@@ -2,7 +2,6 @@
 #include "cli/args.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -37,13 +36,4 @@ const char *kld_arg_value(int argc, char **argv, int *i) {
         return NULL;
     }
     return argv[++*i];
-}
-
-int kld_default_threads(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-    return 1;
 }

@@ -13,7 +13,4 @@ bool kld_arg_u64(const char *flag, const char *value, uint64_t *out);
 /* The value after flag argv[*i] (advancing *i), or NULL with an error. */
 const char *kld_arg_value(int argc, char **argv, int *i);
 
-/* Default thread count: the cores this process may run on. */
-int kld_default_threads(void);
-
 #endif

@@ -1,11 +1,174 @@
-/* cmd_generate.c — placeholder until its module lands (replaced, not kept). */
+/* cmd_generate.c — `kldeval generate`: greedy decoding. The prompt (text
+ * through the model's tokenizer, or --ids) is prefilled in chunks, then
+ * each step feeds the argmax token back through the decode path. */
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kldeval generate -m MODEL (-p TEXT | --ids 1,2,3) [-n N] [flags]\n"
+            "  -m, --model PATH   GGUF file, safetensors file/folder, or llama2.c model.bin\n"
+            "  -p, --prompt TEXT  prompt text (BOS etc. added as the tokenizer says)\n"
+            "  --ids LIST         prompt as comma-separated token ids instead of text\n"
+            "  -n N               tokens to generate (default 32)\n"
+            "  --ignore-eos       keep going after the end-of-sequence token\n"
+            "  --print-ids        print the generated ids instead of text\n"
+            "  --threads N        threads (default: all cores)\n");
+}
+
+static bool push(kld_tok_ids *v, int32_t id) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 64;
+        int32_t *p = realloc(v->ids, cap * sizeof *p);
+        if (!p) return false;
+        v->ids = p;
+        v->cap = cap;
+    }
+    v->ids[v->n++] = id;
+    return true;
+}
+
+static bool parse_ids(const char *list, kld_tok_ids *out) {
+    for (const char *p = list; *p;) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ',') || !push(out, (int32_t)v)) {
+            fprintf(stderr, "kldeval generate: --ids: bad id list at '%s'\n", p);
+            return false;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return out->n > 0;
+}
+
+static int32_t argmax(const float *x, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return (int32_t)b;
+}
+
+/* Prints the bytes of decode(ids) past *printed (the decoded prompt and
+ * earlier steps), so pieces that merge with their neighbours print right. */
+static void print_new_text(const kld_tokenizer *tok, const kld_tok_ids *ids, size_t *printed) {
+    char *text = NULL;
+    size_t len = 0;
+    kld_error err = {0};
+    if (kld_tok_decode(tok, ids->ids, ids->n, KLD_TOK_SKIP_SPECIAL, &text, &len, &err) != KLD_OK)
+        return;
+    if (len > *printed) {
+        fwrite(text + *printed, 1, len - *printed, stdout);
+        fflush(stdout);
+        *printed = len;
+    }
+    free(text);
+}
 
 int kld_cmd_generate(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kldeval generate: not implemented yet\n");
-    return 2;
+    const char *model_path = NULL, *prompt = NULL, *ids_list = NULL;
+    int64_t n_gen = 32, threads = 0;
+    bool ignore_eos = false, print_ids = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!(model_path = kld_arg_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = kld_arg_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "--ids")) { if (!(ids_list = kld_arg_value(argc, argv, &i))) return 2; }
+        else if (!strcmp(a, "-n")) {
+            if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 0, 1 << 20, &n_gen)) return 2;
+        } else if (!strcmp(a, "--threads")) {
+            if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1024, &threads)) return 2;
+        } else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
+        else if (!strcmp(a, "--print-ids")) print_ids = true;
+        else {
+            fprintf(stderr, "kldeval generate: unknown flag '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model_path || (!prompt == !ids_list)) {
+        fprintf(stderr, "kldeval generate: need -m MODEL and exactly one of -p / --ids\n");
+        usage(stderr);
+        return 2;
+    }
+    kld_error err = {0};
+    kld_model *model = NULL;
+    kld_session *s = NULL;
+    kld_tokenizer *tok = NULL;
+    kld_tok_ids ids = {0};
+    float *logits = NULL;
+    int rc = 1;
+    kld_status st = kld_model_open(model_path, NULL, &model, &err);
+    if (st != KLD_OK) goto done;
+    /* The tokenizer is needed for -p, and for printing text. */
+    if (prompt || !print_ids) {
+        st = kld_tok_open_source(kld_model_source(model), &tok, &err);
+        if (st != KLD_OK && prompt) goto done;
+        if (st != KLD_OK) {
+            fprintf(stderr, "kldeval generate: no tokenizer (%s): printing ids\n", err.msg);
+            print_ids = true;
+            st = KLD_OK;
+        }
+    }
+    if (prompt) st = kld_tok_encode(tok, prompt, strlen(prompt), KLD_TOK_ADD_SPECIAL, &ids, &err);
+    else if (!parse_ids(ids_list, &ids)) {
+        rc = 2;
+        goto done;
+    }
+    if (st != KLD_OK) goto done;
+    if (ids.n == 0) {
+        fprintf(stderr, "kldeval generate: the prompt encodes to no tokens\n");
+        goto done;
+    }
+    const int64_t n_prompt = (int64_t)ids.n, n_ctx = n_prompt + n_gen;
+    const int64_t chunk = n_prompt < 512 ? n_prompt : 512;
+    const int64_t nv = kld_model_hparams(model)->n_vocab;
+    st = kld_session_create(model, n_ctx, chunk, (int)threads, &s, &err);
+    if (st != KLD_OK) goto done;
+    logits = malloc((size_t)nv * sizeof(float));
+    if (!logits) {
+        fprintf(stderr, "kldeval generate: out of memory\n");
+        goto done;
+    }
+    /* Prefill: only the last row's logits are needed. */
+    for (int64_t i = 0; i < n_prompt; i += chunk) {
+        const int64_t c = n_prompt - i < chunk ? n_prompt - i : chunk;
+        const bool last = i + c == n_prompt;
+        st = kld_session_eval_rows(s, ids.ids + i, c, c - 1, last ? logits : NULL, &err);
+        if (st != KLD_OK) goto done;
+    }
+    size_t printed = 0;
+    if (!print_ids) print_new_text(tok, &ids, &printed);
+    const int32_t eos = tok ? kld_tok_eos(tok) : -1;
+    for (int64_t g = 0; g < n_gen; g++) {
+        const int32_t next = argmax(logits, nv);
+        if (!push(&ids, next)) {
+            fprintf(stderr, "kldeval generate: out of memory\n");
+            goto done;
+        }
+        if (print_ids) printf("%s%" PRId32, g ? "," : "", next);
+        else print_new_text(tok, &ids, &printed);
+        if (next == eos && !ignore_eos) break;
+        if (g + 1 < n_gen && (st = kld_session_decode(s, next, logits, &err)) != KLD_OK) goto done;
+    }
+    printf("\n");
+    rc = 0;
+done:
+    if (st != KLD_OK) fprintf(stderr, "kldeval generate: %s\n", err.msg);
+    free(logits);
+    kld_tok_ids_free(&ids);
+    kld_tok_free(tok);
+    kld_session_free(s);
+    kld_model_close(model);
+    return rc;
 }

@@ -1,11 +1,173 @@
-/* cmd_kl.c — placeholder until its module lands (replaced, not kept). */
+/* cmd_kl.c — `kldeval kl`: the KLD ruler. Parses flags, runs the lockstep
+ * driver, prints the report and writes the requested files. */
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "engine/engine.h"
+#include "eval/kl_driver.h"
+#include "report/report.h"
 
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+"usage: kldeval kl --ref MODEL --arm MODEL [flags]\n\n"
+"Teacher-forced KL divergence of an arm against a reference: both models read the same tokens\n"
+"in lockstep, chunk by chunk, and every scored position compares their next-token distributions.\n"
+"MODEL is a .gguf, a .safetensors, a Hugging Face directory or a llama2.c checkpoint. Giving the\n"
+"same model twice is the self-gate: KLD exactly 0, top-1 agreement exactly 1.\n\n"
+"arms and corpus\n"
+"  --ref MODEL            the reference arm (required)\n"
+"  --arm MODEL            the candidate arm (required)\n"
+"  --corpus FILE          text (one document per line, '#' comment lines) or JSONL ({\"text\": ...}\n"
+"                         per line); default: the built-in corpus\n"
+"  --corpus-format F      auto (default: .jsonl → JSONL, else text), text, jsonl\n"
+"  --ids-file FILE        pre-tokenized int32 little-endian ids instead of text\n"
+"  --max-docs N           at most N documents (doc chunking; default all)\n"
+"  --max-tokens N         at most N tokens per document (doc chunking; default all)\n"
+"  --allow-vocab-mismatch score only the ids both vocabularies share (otherwise an error)\n\n"
+"windows\n"
+"  --chunking MODE        doc (default): each document from position 0 in --ctx windows, every\n"
+"                         position scored; llamacpp: llama-perplexity --kl-divergence semantics\n"
+"                         (whole file as one text, minus its final newline, BOS prepended, cut into\n"
+"                         --ctx windows with BOS first, positions ctx/2 .. ctx-2 scored)\n"
+"  --ctx N                window length in tokens (default 512)\n"
+"  --chunks N             llamacpp chunking: score at most N windows (default all)\n"
+"  --chunk N              prefill chunk in tokens (default 128); memory holds 2 × chunk × n_vocab\n"
+"                         floats of logits\n"
+"  --topk K               top-k overlap size (default 10)\n"
+"  --threads N            worker threads (default: all cores)\n\n"
+"output\n"
+"  --json FILE            everything as JSON (schema kldeval.kl/1, see README)\n"
+"  --pin FILE             append one JSON line (never overwrites)\n"
+"  --label NAME           label of the pin line (default \"<ref> vs <arm>\")\n"
+"  --per-position FILE    every scored position as TSV\n"
+"  --quiet                no progress line\n"
+"  -h, --help             this text\n\n"
+"Statistics (double precision): KLD(ref‖arm) per position in nats, mean ± standard error\n"
+"(sqrt(var/(N−1)), var the population variance), percentiles by linear interpolation at\n"
+"f·(N−1) of the sorted values (median = mean of the middle two for even N), mean of per-document\n"
+"means; reverse KLD and Jensen–Shannon divergence; top-1 agreement ± sqrt(f(1−f)/(N−1)); top-k\n"
+"overlap; PPL of each arm, ln(PPL_arm/PPL_ref) ± the standard error of per-token NLL differences;\n"
+"Δp = p_arm(next) − p_ref(next); KLD by reference confidence and by context position.\n"
+"Ctrl-C stops after the current chunk and reports the positions scored so far, marked partial.\n");
+}
+
+static void progress(const kld_kl_progress *p, void *user) {
+    (void)user;
+    kld_progress pr = {p->docs_done, p->docs_total, p->positions_done, p->positions_total,
+                       p->elapsed_s, p->kld_mean};
+    kld_progress_print(stderr, &pr);
+}
+
+static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_path,
+                  const char **pin_path, const char **tsv_path, const char **label, bool *quiet,
+                  int *rc) {
+    *rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t n;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            *rc = 0;
+            return false;
+        }
+        if (!strcmp(a, "--allow-vocab-mismatch")) { c->allow_vocab_mismatch = true; continue; }
+        if (!strcmp(a, "--quiet")) { *quiet = true; continue; }
+        if (!(v = kld_arg_value(argc, argv, &i))) return false;
+        if (!strcmp(a, "--ref")) c->ref_path = v;
+        else if (!strcmp(a, "--arm")) c->arm_path = v;
+        else if (!strcmp(a, "--corpus")) c->corpus_path = v;
+        else if (!strcmp(a, "--corpus-format")) c->corpus_format = v;
+        else if (!strcmp(a, "--ids-file")) c->ids_path = v;
+        else if (!strcmp(a, "--json")) *json_path = v;
+        else if (!strcmp(a, "--pin")) *pin_path = v;
+        else if (!strcmp(a, "--per-position")) *tsv_path = v;
+        else if (!strcmp(a, "--label")) *label = v;
+        else if (!strcmp(a, "--chunking")) {
+            if (!strcmp(v, "doc")) c->chunking = KLD_CHUNKING_DOC;
+            else if (!strcmp(v, "llamacpp")) c->chunking = KLD_CHUNKING_LLAMACPP;
+            else {
+                fprintf(stderr, "kldeval kl: --chunking expects doc or llamacpp, got '%s'\n", v);
+                return false;
+            }
+        } else if (!strcmp(a, "--max-docs")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_docs)) return false; }
+        else if (!strcmp(a, "--max-tokens")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_tokens)) return false; }
+        else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 2, 1 << 24, &c->ctx)) return false; }
+        else if (!strcmp(a, "--chunk")) { if (!kld_arg_int(a, v, 1, 1 << 16, &c->chunk)) return false; }
+        else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_chunks)) return false; }
+        else if (!strcmp(a, "--topk")) { if (!kld_arg_int(a, v, 1, KLD_TOPK_MAX, &n)) return false; c->topk = (int)n; }
+        else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &n)) return false; c->n_threads = (int)n; }
+        else {
+            fprintf(stderr, "kldeval kl: unknown flag '%s' (see --help)\n", a);
+            return false;
+        }
+    }
+    if (!c->ref_path || !c->arm_path) {
+        fprintf(stderr, "kldeval kl: --ref and --arm are required (see --help)\n");
+        return false;
+    }
+    if (c->ids_path && c->corpus_path) {
+        fprintf(stderr, "kldeval kl: give --corpus or --ids-file, not both\n");
+        return false;
+    }
+    return true;
+}
+
+/* Runs the evaluation and writes every requested output; used by `kl` and `demo`. */
+int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
+                const char *tsv_path, const char *label, bool quiet) {
+    c->stop = &stop_requested;
+    if (!quiet && kld_progress_enabled(stderr)) c->progress = progress;
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old);
+    kld_kl_result res;
+    kld_error err = {0};
+    kld_status st = kld_kl_run(c, &res, &err);
+    sigaction(SIGINT, &old, NULL);
+    if (c->progress) kld_progress_end(stderr);
+    if (st) {
+        fprintf(stderr, "kldeval kl: %s\n", err.msg);
+        return 1;
+    }
+    kld_summary sum;
+    if (kld_stats_finalize(res.stats, &sum, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval kl: %s\n", err.msg);
+        kld_kl_result_free(&res);
+        return 1;
+    }
+    kld_report_run run = {c->ref_path, c->arm_path,
+                          c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path : "built-in",
+                          label, res.config, res.elapsed_s, res.ref_seconds, res.arm_seconds,
+                          res.ref_tokens, res.arm_tokens, res.partial};
+    int rc = 0;
+    if (kld_report_text(stdout, &sum, &run, &err) != KLD_OK) rc = 1;
+    printf("vocabulary     %s\n", res.vocab_note);
+    if (!rc && json_path && kld_report_json_write(json_path, &sum, &run, &err) != KLD_OK) rc = 1;
+    if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
+    if (!rc && tsv_path && kld_report_tsv_write(tsv_path, res.stats, &err) != KLD_OK) rc = 1;
+    if (rc) fprintf(stderr, "kldeval kl: %s\n", err.msg);
+    kld_kl_result_free(&res);
+    return rc ? rc : res.partial ? 130 : 0;
+}
 
 int kld_cmd_kl(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kldeval kl: not implemented yet\n");
-    return 2;
+    kld_kl_config c;
+    kld_kl_config_defaults(&c);
+    const char *json_path = NULL, *pin_path = NULL, *tsv_path = NULL, *label = NULL;
+    bool quiet = false;
+    int rc;
+    if (!parse(argc, argv, &c, &json_path, &pin_path, &tsv_path, &label, &quiet, &rc)) return rc;
+    kld_kernels_init();
+    return kld_kl_main(&c, json_path, pin_path, tsv_path, label, quiet);
 }

@@ -18,7 +18,8 @@ double kld_rng_gaussian(kld_rng *r); /* N(0, 1) */
 
 /* A SentencePiece-BPE vocabulary in llama.cpp's "llama" tokenizer layout:
  * 0 <unk>, 1 <s>, 2 </s>, then the 256 byte tokens <0x00>..<0xFF>, then
- * learned pieces ('▁' marks a preceding space) with descending scores. */
+ * learned pieces ('▁' marks a preceding space) with descending scores,
+ * then the characters, then unused padding. */
 typedef struct kld_synth_vocab {
     int32_t n;
     char **pieces;
@@ -27,7 +28,8 @@ typedef struct kld_synth_vocab {
 } kld_synth_vocab;
 
 /* Learns up to n_target pieces from text (one document per line, '#'
- * comment lines skipped). Stops early when no pair occurs twice. */
+ * comment lines skipped), stopping early when no pair occurs twice; the
+ * rest of the n_target ids are "<unusedN>" tokens of type 5 (unused). */
 kld_status kld_synth_vocab_train(const char *text, size_t len, int32_t n_target,
                                  kld_synth_vocab *out, kld_error *err);
 void kld_synth_vocab_free(kld_synth_vocab *v);

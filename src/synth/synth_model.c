@@ -170,8 +170,10 @@ static kld_status add_weights(synth_state *s, int64_t n_vocab, kld_error *err) {
     const kld_synth_options *o = s->o;
     int64_t hd = o->n_embd / o->n_head, n_kv = hd * o->n_head_kv;
     double in_embd = 1.0 / sqrt((double)o->n_embd), in_ff = 1.0 / sqrt((double)o->n_ff);
-    /* The tied output's logits have std ≈ sqrt(n_embd)·σ_e·g_out ≈ 3.5. */
-    double sigma_e = 0.05, g_out = 3.5 / (sqrt((double)o->n_embd) * sigma_e);
+    /* The embedding dominates the residual stream (as in a trained model,
+     * whose hidden states carry the token) and the tied output's logits have
+     * std ≈ sqrt(n_embd)·σ_e·g_out ≈ 2.5; the token's own row adds a peak. */
+    double sigma_e = 0.3, g_out = 2.5 / (sqrt((double)o->n_embd) * sigma_e);
     kld_status st = add_matrix(s, "token_embd.weight", "token_embd", 0, o->n_embd, n_vocab,
                                sigma_e, err);
     if (!st) st = add_tensor(s, "output_norm.weight", KLD_TYPE_F32, o->n_embd, 1, 0.1 * g_out,
@@ -180,14 +182,14 @@ static kld_status add_weights(synth_state *s, int64_t n_vocab, kld_error *err) {
     for (int64_t l = 0; l < o->n_layer && !st; l++) {
 #define NAME(x) (snprintf(name, sizeof name, "blk.%lld." x ".weight", (long long)l), name)
         st = add_tensor(s, NAME("attn_norm"), KLD_TYPE_F32, o->n_embd, 1, 0.1, 1.0, err);
-        if (!st) st = add_matrix(s, NAME("attn_q"), "attn_q", l, o->n_embd, o->n_embd, 2.0 * in_embd, err);
-        if (!st) st = add_matrix(s, NAME("attn_k"), "attn_k", l, o->n_embd, n_kv, 2.0 * in_embd, err);
+        if (!st) st = add_matrix(s, NAME("attn_q"), "attn_q", l, o->n_embd, o->n_embd, 1.2 * in_embd, err);
+        if (!st) st = add_matrix(s, NAME("attn_k"), "attn_k", l, o->n_embd, n_kv, 1.2 * in_embd, err);
         if (!st) st = add_matrix(s, NAME("attn_v"), "attn_v", l, o->n_embd, n_kv, in_embd, err);
         if (!st) st = add_matrix(s, NAME("attn_output"), "attn_output", l, o->n_embd, o->n_embd, in_embd, err);
         if (!st) st = add_tensor(s, NAME("ffn_norm"), KLD_TYPE_F32, o->n_embd, 1, 0.1, 1.0, err);
         if (!st) st = add_matrix(s, NAME("ffn_gate"), "ffn_gate", l, o->n_embd, o->n_ff, in_embd, err);
         if (!st) st = add_matrix(s, NAME("ffn_up"), "ffn_up", l, o->n_embd, o->n_ff, in_embd, err);
-        if (!st) st = add_matrix(s, NAME("ffn_down"), "ffn_down", l, o->n_ff, o->n_embd, 2.0 * in_ff, err);
+        if (!st) st = add_matrix(s, NAME("ffn_down"), "ffn_down", l, o->n_ff, o->n_embd, in_ff, err);
 #undef NAME
     }
     return st;

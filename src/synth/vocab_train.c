@@ -219,7 +219,9 @@ kld_status kld_synth_vocab_train(const char *text, size_t len, int32_t n_target,
         merge_pair(words, n_words, a, b, ab);
         if (ab == before) merged[n_merges++] = ab; /* a new piece */
     }
-    out->n = fixed + n_chars + n_merges;
+    /* Pad to the requested size with unused tokens (type 5): tokenization
+     * never produces them, but the model's output layer has their rows. */
+    out->n = n_target;
     out->pieces = calloc((size_t)out->n, sizeof *out->pieces);
     out->scores = calloc((size_t)out->n, sizeof *out->scores);
     out->types = calloc((size_t)out->n, sizeof *out->types);
@@ -251,6 +253,13 @@ kld_status kld_synth_vocab_train(const char *text, size_t len, int32_t n_target,
         out->pieces[k] = kld_strdup(syms.s[i]);
         out->scores[k] = (float)-(n_merges + i);
         out->types[k] = 1;
+    }
+    for (; k < out->n; k++) {
+        char b[32];
+        snprintf(b, sizeof b, "<unused%d>", k);
+        out->pieces[k] = kld_strdup(b);
+        out->scores[k] = -1e9f;
+        out->types[k] = 5;
     }
     free(merged);
     for (int32_t i = 0; i < out->n; i++)

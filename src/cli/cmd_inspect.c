@@ -1,0 +1,79 @@
+/* cmd_inspect.c — `kldeval inspect PATH`: what a model file holds. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/inspect_facts.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kldeval inspect PATH [flags]\n\n"
+            "PATH is a .gguf file, a .safetensors file, a Hugging Face model directory\n"
+            "(config.json + model.safetensors or model.safetensors.index.json) or a llama2.c\n"
+            "checkpoint (model.bin, or a directory holding model.bin + tokenizer.bin).\n"
+            "Prints the format and version, architecture and hyper-parameters, parameter count,\n"
+            "bytes and bits per weight, a histogram of tensor types and a tokenizer summary.\n\n"
+            "  --tensors      also print the tensor table (name, type, shape, bytes)\n"
+            "  --meta         also print every metadata key (GGUF) / config.json / llama2.c header\n"
+            "  --json         print everything as one JSON object instead of text\n"
+            "  --plan         also print the engine's memory plan for one session: weights\n"
+            "                 (mmapped), KV cache, activations, scratch, logits buffer\n"
+            "  --ctx N        context length for --plan (default: the model's training context)\n"
+            "  --chunk N      prefill chunk for --plan (default 512)\n"
+            "  --threads N    threads for --plan (default: all cores)\n"
+            "  -h, --help     this text\n");
+}
+
+int kld_cmd_inspect(int argc, char **argv) {
+    inspect_options opt = {.chunk = 512};
+    bool as_json = false;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--tensors")) opt.tensors = true;
+        else if (!strcmp(a, "--meta")) opt.meta = true;
+        else if (!strcmp(a, "--json")) as_json = true;
+        else if (!strcmp(a, "--plan")) opt.plan = true;
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "--chunk") || !strcmp(a, "--threads")) {
+            const char *v = kld_arg_value(argc, argv, &i);
+            int64_t n;
+            if (!v || !kld_arg_int(a, v, 1, 1 << 24, &n)) return 2;
+            if (!strcmp(a, "--ctx")) opt.ctx = n;
+            else if (!strcmp(a, "--chunk")) opt.chunk = n;
+            else opt.threads = (int)n;
+        }
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "kldeval inspect: unknown flag '%s' (see --help)\n", a);
+            return 2;
+        } else if (path) {
+            fprintf(stderr, "kldeval inspect: one PATH only ('%s' and '%s')\n", path, a);
+            return 2;
+        } else path = a;
+    }
+    if (!path) {
+        usage(stderr);
+        return 2;
+    }
+    kld_kernels_init();
+    opt.path = path;
+    kld_source *src;
+    kld_error err = {0};
+    if (kld_source_open(path, &src, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval inspect: %s\n", err.msg);
+        return 1;
+    }
+    json_t *facts = inspect_facts(src, &opt);
+    if (as_json) {
+        json_dumpf(facts, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        fputc('\n', stdout);
+    } else {
+        inspect_print_text(stdout, facts);
+    }
+    json_decref(facts);
+    kld_source_close(src);
+    return 0;
+}

@@ -1,0 +1,185 @@
+/* corpus.c — loads and validates KLD corpora (text, JSONL, int32 ids). */
+#include "eval/corpus.h"
+
+#include "io/mapped_file.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CORPUS_MAX_BYTES (1ull << 32) /* 4 GiB of text is far beyond any KLD run */
+
+void kld_hex_digest(const uint8_t d[32], char buf[65]) {
+    for (int i = 0; i < 32; i++) snprintf(buf + 2 * i, 3, "%02x", d[i]);
+}
+
+static void sha256(const void *data, size_t n, uint8_t out[32]) {
+    unsigned int len = 32;
+    EVP_Digest(data, n, out, &len, EVP_sha256(), NULL);
+}
+
+kld_status kld_sha256_file(const char *path, uint8_t out[32], kld_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kld_fail(err, KLD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx) {
+        fclose(f);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    static unsigned char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) EVP_DigestUpdate(ctx, buf, n);
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    unsigned int len = 32;
+    EVP_DigestFinal_ex(ctx, out, &len);
+    EVP_MD_CTX_free(ctx);
+    if (bad) return kld_fail(err, KLD_ERR_IO, "%s: read error", path);
+    return KLD_OK;
+}
+
+static kld_status add_doc(kld_corpus *c, const char *text, size_t n, size_t *cap, kld_error *err) {
+    if (c->n_docs == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        char **d = realloc(c->docs, *cap * sizeof *d);
+        size_t *l = d ? realloc(c->doc_len, *cap * sizeof *l) : NULL;
+        if (d) c->docs = d;
+        if (!d || !l) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", c->name);
+        c->doc_len = l;
+    }
+    c->docs[c->n_docs] = kld_strndup(text, n);
+    if (!c->docs[c->n_docs]) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", c->name);
+    c->doc_len[c->n_docs++] = n;
+    return KLD_OK;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Splits on LF; a CR before the LF is dropped. */
+static kld_status split_lines(kld_corpus *c, bool jsonl, kld_error *err) {
+    size_t cap = 0, pos = 0, line_no = 0;
+    while (pos < c->whole_len) {
+        size_t end = pos;
+        while (end < c->whole_len && c->whole[end] != '\n') end++;
+        size_t n = end - pos;
+        line_no++;
+        if (n && c->whole[pos + n - 1] == '\r') n--;
+        const char *line = c->whole + pos;
+        pos = end + 1;
+        if (n == 0) continue;
+        if (!jsonl) {
+            if (line[0] == '#') continue;
+            kld_status st = add_doc(c, line, n, &cap, err);
+            if (st) return st;
+            continue;
+        }
+        json_error_t jerr;
+        json_t *o = json_loadb(line, n, JSON_REJECT_DUPLICATES, &jerr);
+        if (!o || !json_is_object(o)) {
+            json_decref(o);
+            return kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: not a JSON object%s%s", c->name, line_no,
+                            o ? "" : ": ", o ? "" : jerr.text);
+        }
+        json_t *t = json_object_get(o, "text");
+        if (!json_is_string(t)) {
+            json_decref(o);
+            return kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: no string field \"text\"", c->name,
+                            line_no);
+        }
+        kld_status st = add_doc(c, json_string_value(t), json_string_length(t), &cap, err);
+        json_decref(o);
+        if (st) return st;
+    }
+    if (c->n_docs == 0)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: the corpus has no documents", c->name);
+    return KLD_OK;
+}
+
+kld_status kld_corpus_load_text(const char *path, const char *format, kld_corpus **out,
+                                kld_error *err) {
+    *out = NULL;
+    kld_corpus *c = calloc(1, sizeof *c);
+    if (!c) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    c->kind = KLD_CORPUS_TEXT;
+    kld_status st;
+    if (path) {
+        c->name = kld_strdup(path);
+        uint64_t n;
+        st = kld_read_file(path, CORPUS_MAX_BYTES, &c->whole, &n, err);
+        c->whole_len = (size_t)n;
+    } else {
+        c->name = kld_strdup("built-in");
+        c->whole = kld_strndup((const char *)kld_builtin_corpus, kld_builtin_corpus_len);
+        c->whole_len = kld_builtin_corpus_len;
+        st = c->whole ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    if (!st && !c->name) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (!st && !kld_utf8_valid(c->whole, c->whole_len))
+        st = kld_fail(err, KLD_ERR_FORMAT, "%s: not valid UTF-8 text", c->name);
+    bool jsonl = false;
+    if (!st) {
+        if (!format || !strcmp(format, "auto")) jsonl = path && ends_with(path, ".jsonl");
+        else if (!strcmp(format, "jsonl")) jsonl = true;
+        else if (strcmp(format, "text") != 0)
+            st = kld_fail(err, KLD_ERR_ARG, "corpus format '%s' (expected auto, text or jsonl)", format);
+    }
+    if (!st) {
+        sha256(c->whole, c->whole_len, c->sha256);
+        st = split_lines(c, jsonl, err);
+    }
+    if (st) {
+        kld_corpus_free(c);
+        return st;
+    }
+    *out = c;
+    return KLD_OK;
+}
+
+kld_status kld_corpus_load_ids(const char *path, kld_corpus **out, kld_error *err) {
+    *out = NULL;
+    char *raw;
+    uint64_t n;
+    kld_status st = kld_read_file(path, CORPUS_MAX_BYTES, &raw, &n, err);
+    if (st) return st;
+    if (n == 0 || n % 4 != 0) {
+        free(raw);
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %llu bytes is not a whole number of int32 ids",
+                        path, (unsigned long long)n);
+    }
+    kld_corpus *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(raw);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    c->kind = KLD_CORPUS_IDS;
+    c->name = kld_strdup(path);
+    c->n_ids = (size_t)(n / 4);
+    c->ids = malloc(c->n_ids * sizeof *c->ids);
+    if (!c->name || !c->ids) {
+        free(raw);
+        kld_corpus_free(c);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < c->n_ids; i++) c->ids[i] = (int32_t)kld_load_u32(raw + 4 * i);
+    sha256(raw, (size_t)n, c->sha256);
+    free(raw);
+    *out = c;
+    return KLD_OK;
+}
+
+void kld_corpus_free(kld_corpus *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->n_docs; i++) free(c->docs[i]);
+    free(c->docs);
+    free(c->doc_len);
+    free(c->whole);
+    free(c->ids);
+    free(c->name);
+    free(c);
+}

@@ -1,0 +1,3 @@
+kld_add_test(NAME test_cli_inspect SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_inspect.c
+             ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_cli_inspect kldeval)

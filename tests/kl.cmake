@@ -1,0 +1,4 @@
+kld_add_test(NAME test_kl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kl.c)
+# The full rand-llama comparison with llama.cpp (3 arms × 231 chunks): opt-in, run by CI.
+add_test(NAME test_kl_full COMMAND test_kl full WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_kl_full PROPERTIES LABELS slow TIMEOUT 3000)

@@ -1,0 +1,127 @@
+/* test_cli_inspect.c — `kldeval inspect --json` on every shared model:
+ * the facts must match the shapes in ../shared/README.md; bad paths and
+ * flags must fail with a message and a non-zero exit. */
+#include "testlib.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+
+static const char *kldeval;
+
+/* Runs a command line, returns its stdout and exit status. */
+static char *run(const char *args, int *status) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", kldeval, args);
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, n = 0;
+    char *out = malloc(cap);
+    size_t got;
+    while ((got = fread(out + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap) out = realloc(out, cap *= 2);
+    }
+    out[n] = '\0';
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+typedef struct expect {
+    const char *path, *format, *arch;
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+    int tied;
+    int64_t n_params; /* 0 = not checked */
+    const char *main_type;
+} expect;
+
+static const expect models[] = {
+    {"models/rand-llama/f16.gguf", "gguf", "llama", 256, 2, 4, 2, 64, 768, 32000, 1, 9766144, "f16"},
+    {"models/rand-llama/q8_0.gguf", "gguf", "llama", 256, 2, 4, 2, 64, 768, 32000, 1, 9766144, "q8_0"},
+    {"models/rand-llama/q4_0.gguf", "gguf", "llama", 256, 2, 4, 2, 64, 768, 32000, 1, 9766144, "q6_K"},
+    {"models/rand-llama/q4_K_M.gguf", "gguf", "llama", 256, 2, 4, 2, 64, 768, 32000, 1, 9766144, "q6_K"},
+    {"models/rand-llama-hf", "safetensors", "llama", 256, 2, 4, 2, 64, 768, 32000, 1, 9766144, "f16"},
+    {"models/rand-qwen2/f16.gguf", "gguf", "qwen2", 64, 2, 4, 2, 16, 192, 50257, 1, 3315328, "f16"},
+    {"models/rand-qwen2/q8_0.gguf", "gguf", "qwen2", 64, 2, 4, 2, 16, 192, 50257, 1, 3315328, "q8_0"},
+    {"models/rand-qwen2-hf", "safetensors", "qwen2", 64, 2, 4, 2, 16, 192, 50257, 1, 3315328, "f16"},
+    {"models/phi3/f16.gguf", "gguf", "phi3", 128, 2, 4, 4, 32, 256, 512, 0, 0, "f16"},
+    {"models/gemma2/f16.gguf", "gguf", "gemma2", 128, 2, 4, 2, 32, 256, 32000, 1, 0, "f16"},
+    {"models/stories260K/model.bin", "llama2.c", "llama", 64, 5, 8, 4, 8, 172, 512, 1, 260032, "f32"},
+    {"models/stories260K/f32.gguf", "gguf", "llama", 64, 5, 8, 4, 8, 172, 512, 0, 260032 + 512 * 64, "f32"},
+    {"models/stories260K/f16.gguf", "gguf", "llama", 64, 5, 8, 4, 8, 172, 512, 0, 260032 + 512 * 64, "f16"},
+    {"models/stories260K/q8_0.gguf", "gguf", "llama", 64, 5, 8, 4, 8, 172, 512, 0, 260032 + 512 * 64, NULL},
+    {"models/aidreams260K/model.bin", "llama2.c", "llama", 64, 4, 4, 4, 16, 172, 512, 1, 230976, "f32"},
+    {"models/aidreams260K/f32.gguf", "gguf", "llama", 64, 4, 4, 4, 16, 172, 512, 0, 230976 + 512 * 64, "f32"},
+    {"models/aidreams260K/f16.gguf", "gguf", "llama", 64, 4, 4, 4, 16, 172, 512, 0, 230976 + 512 * 64, "f16"},
+    {"models/aidreams260K/q8_0.gguf", "gguf", "llama", 64, 4, 4, 4, 16, 172, 512, 0, 230976 + 512 * 64, NULL},
+};
+
+static int64_t geti(const json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+static void check_model(const expect *e) {
+    char args[1024];
+    snprintf(args, sizeof args, "inspect --json --tensors --meta '%s/%s'", KT_SHARED, e->path);
+    int status;
+    char *out = run(args, &status);
+    CHECK(status == 0, "%s: exit %d", e->path, status);
+    json_error_t jerr;
+    json_t *f = json_loads(out, 0, &jerr);
+    CHECK(f != NULL, "%s: JSON: %s", e->path, jerr.text);
+    free(out);
+    if (!f) return;
+    CHECK(!strcmp(json_string_value(json_object_get(f, "format")), e->format), "%s: format", e->path);
+    const json_t *hp = json_object_get(f, "hparams");
+    CHECK(!json_object_get(hp, "error"), "%s: hparams error %s", e->path,
+          json_string_value(json_object_get(hp, "error")));
+    const char *arch = json_string_value(json_object_get(hp, "arch"));
+    CHECK(arch && !strcmp(arch, e->arch), "%s: arch %s", e->path, arch ? arch : "?");
+    CHECK(geti(hp, "n_embd") == e->n_embd && geti(hp, "n_layer") == e->n_layer &&
+              geti(hp, "n_head") == e->n_head && geti(hp, "n_head_kv") == e->n_head_kv &&
+              geti(hp, "head_dim") == e->head_dim && geti(hp, "n_ff") == e->n_ff &&
+              geti(hp, "n_vocab") == e->n_vocab,
+          "%s: shape n_embd %lld n_layer %lld n_head %lld/%lld head_dim %lld n_ff %lld n_vocab %lld",
+          e->path, (long long)geti(hp, "n_embd"), (long long)geti(hp, "n_layer"),
+          (long long)geti(hp, "n_head"), (long long)geti(hp, "n_head_kv"),
+          (long long)geti(hp, "head_dim"), (long long)geti(hp, "n_ff"), (long long)geti(hp, "n_vocab"));
+    CHECK(json_is_true(json_object_get(hp, "tied_output")) == (e->tied != 0), "%s: tied", e->path);
+    if (e->n_params)
+        CHECK(geti(f, "n_params") == e->n_params, "%s: n_params %lld", e->path,
+              (long long)geti(f, "n_params"));
+    /* the type histogram's parameters add up, and the main type dominates */
+    int64_t sum = 0, best = 0;
+    const char *best_type = NULL, *tn;
+    json_t *h;
+    json_object_foreach(json_object_get(f, "types"), tn, h) {
+        sum += geti(h, "params");
+        if (geti(h, "params") > best) best = geti(h, "params"), best_type = tn;
+    }
+    CHECK(sum == geti(f, "n_params"), "%s: histogram sums to %lld", e->path, (long long)sum);
+    if (e->main_type)
+        CHECK(best_type && !strcmp(best_type, e->main_type), "%s: main type %s", e->path,
+              best_type ? best_type : "?");
+    CHECK(json_array_size(json_object_get(f, "tensors")) == (size_t)geti(f, "n_tensors"),
+          "%s: tensor table", e->path);
+    CHECK(json_is_object(json_object_get(f, "metadata")), "%s: metadata", e->path);
+    double bpw = json_real_value(json_object_get(f, "bits_per_weight"));
+    CHECK(bpw > 4.0 && bpw <= 32.0, "%s: bits per weight %g", e->path, bpw);
+    json_decref(f);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_cli_inspect KLDEVAL\n");
+        return 2;
+    }
+    kldeval = argv[1];
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(&models[i]);
+
+    int status;
+    free(run("inspect /nonexistent/model.gguf", &status));
+    CHECK(status == 1, "missing file exits 1 (got %d)", status);
+    free(run("inspect --bogus x", &status));
+    CHECK(status == 2, "unknown flag exits 2 (got %d)", status);
+    char *help = run("inspect --help", &status);
+    CHECK(status == 0 && strstr(help, "--tensors") && strstr(help, "--meta") && strstr(help, "--json"),
+          "inspect --help documents its flags");
+    free(help);
+    return kt_finish();
+}
