@@ -1,3 +1,6 @@
 kld_add_test(NAME test_cli_inspect SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_inspect.c
              ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cli_inspect kldeval)
+kld_add_test(NAME test_cli_kl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_kl.c
+             ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_cli_kl kldeval)

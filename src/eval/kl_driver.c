@@ -2,6 +2,7 @@
 #include "eval/kl_driver.h"
 
 #include "engine/engine.h"
+#include "engine/pool.h"
 #include "tokenizer/tokenizer.h"
 
 #include <math.h>
@@ -37,6 +38,7 @@ typedef struct run_state {
     int32_t *compact_of;  /* id -> index in common, or -1 */
     float *gather_ref, *gather_arm;
     float *logits_ref, *logits_arm;
+    kld_position *recs;   /* one chunk of scored rows, filled in parallel */
 } run_state;
 
 static double now_s(void) {
@@ -279,6 +281,74 @@ static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
     return o;
 }
 
+/* Scores rows [first_row, n) of a chunk on the pool: each thread fills its
+ * static share of rs->recs; the records are then added in order, so the
+ * statistics do not depend on the thread count. */
+typedef struct score_job {
+    run_state *rs;
+    const window *win;
+    int64_t c0, first_row, n;
+    kld_status st[64];
+    kld_error err[64];
+} score_job;
+
+static int32_t next_token_of(const window *win, int64_t p) {
+    return p + 1 == win->len ? win->last_next : win->tokens[p + 1];
+}
+
+static void score_task(void *ctx, int ith, int nth) {
+    score_job *j = ctx;
+    run_state *rs = j->rs;
+    int64_t b, e;
+    kld_split(j->n - j->first_row, ith, nth, &b, &e);
+    size_t nv_ref = (size_t)kld_model_hparams(rs->ref)->n_vocab;
+    size_t nv_arm = (size_t)kld_model_hparams(rs->arm)->n_vocab;
+    j->st[ith] = KLD_OK;
+    for (int64_t k = b; k < e; k++) {
+        int64_t p = j->c0 + j->first_row + k;
+        kld_status st = kld_position_compute(rs->logits_ref + (size_t)k * nv_ref,
+                                             rs->logits_arm + (size_t)k * nv_arm, rs->n_vocab,
+                                             next_token_of(j->win, p), rs->c->topk, &rs->recs[k],
+                                             &j->err[ith]);
+        rs->recs[k].ctx_pos = (uint32_t)p;
+        if (st) {
+            j->st[ith] = st;
+            return;
+        }
+    }
+}
+
+static kld_status score_chunk(run_state *rs, kld_stats *stats, const window *win, int64_t c0,
+                              int64_t first_row, int64_t n, kld_error *err) {
+    /* llama-perplexity does not score a window's last row */
+    if (rs->c->chunking == KLD_CHUNKING_LLAMACPP && c0 + n == win->len) n--;
+    if (first_row >= n) return KLD_OK;
+    if (rs->common) { /* vocabulary subset: gathered rows, one at a time */
+        size_t nv_ref = (size_t)kld_model_hparams(rs->ref)->n_vocab;
+        size_t nv_arm = (size_t)kld_model_hparams(rs->arm)->n_vocab;
+        for (int64_t r = first_row; r < n; r++) {
+            kld_status st = score_row(rs, stats, rs->logits_ref + (size_t)(r - first_row) * nv_ref,
+                                      rs->logits_arm + (size_t)(r - first_row) * nv_arm,
+                                      next_token_of(win, c0 + r), (uint32_t)(c0 + r), err);
+            if (st) return st;
+        }
+        return KLD_OK;
+    }
+    score_job *j = calloc(1, sizeof *j);
+    if (!j) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    *j = (score_job){.rs = rs, .win = win, .c0 = c0, .first_row = first_row, .n = n};
+    kld_pool_run(rs->pool, score_task, j);
+    kld_status st = KLD_OK;
+    for (int t = 0; t < 64 && !st; t++)
+        if (j->st[t]) {
+            st = j->st[t];
+            if (err) *err = j->err[t];
+        }
+    for (int64_t k = 0; k < n - first_row && !st; k++) st = kld_stats_add(stats, &rs->recs[k], err);
+    free(j);
+    return st;
+}
+
 /* Feeds one chunk to a session, timing it. */
 static kld_status eval_arm(kld_session *s, const int32_t *t, int64_t n, int64_t first_row,
                            float *logits, double *seconds, kld_error *err) {
@@ -291,7 +361,6 @@ static kld_status eval_arm(kld_session *s, const int32_t *t, int64_t n, int64_t 
 
 static kld_status run_windows(run_state *rs, kld_kl_result *out, kld_error *err) {
     const kld_kl_config *c = rs->c;
-    const kld_hparams *hr = kld_model_hparams(rs->ref), *ha = kld_model_hparams(rs->arm);
     int32_t *buf = malloc((size_t)c->chunk * sizeof *buf);
     if (!buf) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     int32_t bos = rs->tok ? kld_tok_bos(rs->tok) : -1;
@@ -313,15 +382,7 @@ static kld_status run_windows(run_state *rs, kld_kl_result *out, kld_error *err)
             if ((st = eval_arm(rs->s_arm, buf, n, first_row, rs->logits_arm, &out->arm_seconds, err))) break;
             out->ref_tokens += (uint64_t)n;
             out->arm_tokens += (uint64_t)n;
-            for (int64_t r = first_row; r < n && !st; r++) {
-                int64_t p = c0 + r;
-                bool last = p + 1 == win->len;
-                if (last && c->chunking == KLD_CHUNKING_LLAMACPP) break;
-                int32_t next = last ? win->last_next : win->tokens[p + 1];
-                const float *lr = rs->logits_ref + (size_t)(r - first_row) * (size_t)hr->n_vocab;
-                const float *la = rs->logits_arm + (size_t)(r - first_row) * (size_t)ha->n_vocab;
-                st = score_row(rs, out->stats, lr, la, next, (uint32_t)p, err);
-            }
+            st = score_chunk(rs, out->stats, win, c0, first_row, n, err);
             if (c->progress) {
                 kld_stats_running run;
                 kld_stats_get_running(out->stats, &run);
@@ -366,13 +427,18 @@ static kld_status open_all(run_state *rs, kld_kl_result *out, kld_error *err) {
     size_t rows = (size_t)c->chunk;
     rs->logits_ref = malloc(rows * (size_t)kld_model_hparams(rs->ref)->n_vocab * sizeof(float));
     rs->logits_arm = malloc(rows * (size_t)kld_model_hparams(rs->arm)->n_vocab * sizeof(float));
-    if (!rs->logits_ref || !rs->logits_arm) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for logits");
+    rs->recs = malloc(rows * sizeof *rs->recs);
+    if (!rs->logits_ref || !rs->logits_arm || !rs->recs)
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory for logits");
+    if (kld_pool_size(rs->pool) > 64)
+        return kld_fail(err, KLD_ERR_ARG, "at most 64 threads (asked for %d)", kld_pool_size(rs->pool));
     return kld_stats_create(&out->stats, c->topk, err);
 }
 
 static void close_all(run_state *rs) {
     free(rs->logits_ref);
     free(rs->logits_arm);
+    free(rs->recs);
     kld_session_free(rs->s_ref);
     kld_session_free(rs->s_arm);
     kld_pool_free(rs->pool);

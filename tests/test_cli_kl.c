@@ -1,0 +1,123 @@
+/* test_cli_kl.c — `kldeval kl` as a user runs it: the JSON report carries
+ * the documented keys and agrees with the pin line and the per-position
+ * TSV; --pin appends; Ctrl-C (SIGINT) gives a partial report; bad flags and
+ * files fail with a message. */
+#include "testlib.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+static const char *kldeval;
+
+static int run(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s >/dev/null 2>&1", kldeval, args);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static size_t count_lines(const char *path) {
+    size_t n = 0, len;
+    char *t = kt_read_file(path, &len);
+    for (size_t i = 0; i < len; i++) n += t[i] == '\n';
+    free(t);
+    return n;
+}
+
+static void test_reports(void) {
+    char json[512], pin[512], tsv[512], args[4096];
+    snprintf(json, sizeof json, "%s/cli_kl.json", kt_build_dir());
+    snprintf(pin, sizeof pin, "%s/cli_kl.pin", kt_build_dir());
+    snprintf(tsv, sizeof tsv, "%s/cli_kl.tsv", kt_build_dir());
+    remove(pin);
+    snprintf(args, sizeof args,
+             "kl --ref %s/models/rand-llama/f16.gguf --arm %s/models/rand-llama/q4_0.gguf "
+             "--max-docs 5 --max-tokens 48 --chunk 20 --threads 2 --json '%s' --pin '%s' "
+             "--per-position '%s' --label cli-test",
+             KT_SHARED, KT_SHARED, json, pin, tsv);
+    CHECK(run(args) == 0, "kl with reports exits 0");
+    CHECK(run(args) == 0, "second run exits 0");
+    json_error_t jerr;
+    json_t *j = json_load_file(json, 0, &jerr);
+    CHECK(j != NULL, "JSON report parses: %s", jerr.text);
+    if (!j) return;
+    static const char *keys[] = {"n_positions", "top1_agreement", "ppl_ref", "ppl_arm", "elapsed_s", "config"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK(json_object_get(j, keys[i]) != NULL, "JSON has %s", keys[i]);
+    const json_t *kld = json_object_get(j, "kld");
+    static const char *kkeys[] = {"mean", "stderr", "median", "p99", "max"};
+    for (size_t i = 0; i < sizeof kkeys / sizeof kkeys[0]; i++)
+        CHECK(json_is_number(json_object_get(kld, kkeys[i])), "JSON has kld.%s", kkeys[i]);
+    int64_t n = json_integer_value(json_object_get(j, "n_positions"));
+    if (!n) n = (int64_t)json_number_value(json_object_get(j, "n_positions"));
+    CHECK(n == 5 * 48, "n_positions %lld (5 documents × 48 tokens)", (long long)n);
+    double mean = json_number_value(json_object_get(kld, "mean"));
+    CHECK(mean > 0.01 && mean < 1.0, "q4_0 mean KLD %g is plausible", mean);
+    const json_t *cfg = json_object_get(j, "config");
+    CHECK(json_is_string(json_object_get(json_object_get(cfg, "ref"), "sha256")), "config has the ref hash");
+    CHECK(json_is_string(json_object_get(json_object_get(cfg, "corpus"), "sha256")), "config has the corpus hash");
+    CHECK(!json_is_true(json_object_get(j, "partial")), "not partial");
+    CHECK(count_lines(pin) == 2, "two runs append two pin lines (%zu)", count_lines(pin));
+    CHECK(count_lines(tsv) == (size_t)n + 1, "TSV has a header and %lld rows (%zu lines)", (long long)n,
+          count_lines(tsv));
+    /* the pin's mean is the JSON's */
+    char *pins = kt_read_file(pin, NULL);
+    json_t *p1 = json_loadb(pins, strcspn(pins, "\n"), 0, &jerr);
+    CHECK(p1 && json_number_value(json_object_get(p1, "kld_mean")) == mean, "pin kld_mean equals JSON");
+    CHECK(p1 && !strcmp(json_string_value(json_object_get(p1, "label")), "cli-test"), "pin label");
+    json_decref(p1);
+    free(pins);
+    json_decref(j);
+}
+
+/* SIGINT during a long run: the report so far, marked partial, exit 130. */
+static void test_interrupt(void) {
+    char json[512];
+    snprintf(json, sizeof json, "%s/cli_kl_partial.json", kt_build_dir());
+    remove(json);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execl(kldeval, kldeval, "kl", "--ref", KT_SHARED "/models/rand-llama/f16.gguf", "--arm",
+              KT_SHARED "/models/rand-llama/q8_0.gguf", "--corpus", KT_SHARED "/corpus/licenses.txt",
+              "--chunk", "16", "--threads", "1", "--json", json, (char *)NULL);
+        _exit(127);
+    }
+    usleep(1500 * 1000);
+    kill(pid, SIGINT);
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "interrupted run exits 130 (status %d)", st);
+    json_error_t jerr;
+    json_t *j = json_load_file(json, 0, &jerr);
+    CHECK(j && json_is_true(json_object_get(j, "partial")), "JSON report marked partial");
+    CHECK(j && json_number_value(json_object_get(j, "n_positions")) > 0, "some positions scored");
+    json_decref(j);
+}
+
+static void test_errors(void) {
+    char args[1024];
+    CHECK(run("kl --ref x.gguf") == 2, "missing --arm exits 2");
+    CHECK(run("kl --ref a --arm b --ctx 1") == 2, "--ctx 1 refused");
+    CHECK(run("kl --ref a --arm b --chunking nope") == 2, "bad --chunking refused");
+    CHECK(run("kl --ref /nonexistent.gguf --arm /nonexistent.gguf") == 1, "missing model exits 1");
+    snprintf(args, sizeof args, "kl --ref %s/models/rand-llama/f16.gguf --arm %s/models/rand-llama/f16.gguf "
+             "--corpus /nonexistent.txt", KT_SHARED, KT_SHARED);
+    CHECK(run(args) == 1, "missing corpus exits 1");
+    CHECK(run("kl --help") == 0, "--help exits 0");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    kldeval = argv[1];
+    test_reports();
+    test_interrupt();
+    test_errors();
+    return kt_finish();
+}
