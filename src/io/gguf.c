@@ -309,6 +309,16 @@ static kld_status read_tensor_infos(reader *r, kld_gguf *g, uint64_t *offsets) {
                                 r->name, t->name, d, (unsigned long long)ne);
             t->ne[d] = (int64_t)ne;
         }
+        /* The element count must fit in int64 even when a zero dimension
+         * makes the byte size 0 (kld_tensor_nelements multiplies them all). */
+        uint64_t count = 1;
+        for (int d = 0; d < KLD_MAX_DIMS; d++)
+            if (t->ne[d] != 0 && (!kld_mul_u64(count, (uint64_t)t->ne[d], &count) || count > (uint64_t)INT64_MAX))
+                return kld_fail(r->err, KLD_ERR_FORMAT,
+                                "%s: tensor '%s': shape [%lld, %lld, %lld, %lld] has more than 2^63 "
+                                "elements",
+                                r->name, t->name, (long long)t->ne[0], (long long)t->ne[1],
+                                (long long)t->ne[2], (long long)t->ne[3]);
         if ((st = read_u32(r, &t->type, "tensor type"))) goto fail_named;
         if ((st = read_u64(r, &offsets[i], "tensor offset"))) goto fail_named;
         char what[GGUF_MAX_NAME + 64];
@@ -343,6 +353,43 @@ static kld_status read_tensor_infos(reader *r, kld_gguf *g, uint64_t *offsets) {
     return KLD_OK;
 }
 
+/* Two tensors may not share bytes: sort by offset, compare neighbours. */
+static kld_status check_overlaps(reader *r, kld_gguf *g, const uint64_t *offsets) {
+    uint64_t n = g->n_tensors;
+    uint64_t *order = malloc(n * sizeof *order);
+    if (!order) return kld_fail(r->err, KLD_ERR_NOMEM, "%s: out of memory", r->name);
+    for (uint64_t i = 0; i < n; i++) order[i] = i;
+    /* bottom-up merge sort of the indices by offset (stable, no globals) */
+    uint64_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        free(order);
+        return kld_fail(r->err, KLD_ERR_NOMEM, "%s: out of memory", r->name);
+    }
+    for (uint64_t width = 1; width < n; width *= 2) {
+        for (uint64_t lo = 0; lo < n; lo += 2 * width) {
+            uint64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            uint64_t a = lo, b = mid, k = lo;
+            while (a < mid && b < hi) tmp[k++] = offsets[order[a]] <= offsets[order[b]] ? order[a++] : order[b++];
+            while (a < mid) tmp[k++] = order[a++];
+            while (b < hi) tmp[k++] = order[b++];
+        }
+        memcpy(order, tmp, n * sizeof *order);
+    }
+    free(tmp);
+    kld_status st = KLD_OK;
+    for (uint64_t k = 1; k < n && !st; k++) {
+        const kld_tensor *p = &g->tensors[order[k - 1]], *t = &g->tensors[order[k]];
+        if (offsets[order[k - 1]] + p->nbytes > offsets[order[k]] && t->nbytes > 0 && p->nbytes > 0)
+            st = kld_fail(r->err, KLD_ERR_FORMAT,
+                          "%s: tensors '%s' (data offset %llu, %llu bytes) and '%s' (offset %llu) "
+                          "overlap",
+                          r->name, p->name, (unsigned long long)offsets[order[k - 1]],
+                          (unsigned long long)p->nbytes, t->name, (unsigned long long)offsets[order[k]]);
+    }
+    free(order);
+    return st;
+}
+
 static kld_status place_tensors(reader *r, kld_gguf *g, const uint64_t *offsets) {
     uint64_t pad = (g->alignment - r->pos % g->alignment) % g->alignment;
     g->data_offset = r->pos + pad;
@@ -370,7 +417,7 @@ static kld_status place_tensors(reader *r, kld_gguf *g, const uint64_t *offsets)
                             (unsigned long long)t->nbytes, (unsigned long long)data_size);
         t->data = r->buf + g->data_offset + offsets[i];
     }
-    return KLD_OK;
+    return check_overlaps(r, g, offsets);
 }
 
 kld_status kld_gguf_parse(const uint8_t *buf, uint64_t size, const char *name, kld_gguf **out,

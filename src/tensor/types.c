@@ -4,6 +4,7 @@
 #include "tensor/kernels.h"
 
 #include <inttypes.h>
+#include <cpuid.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,10 +65,17 @@ static kld_type_info type_table[KLD_TYPE_COUNT] = {
 static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
 static const char *kernels_name = "ref";
 
+/* CPUID directly: clang 14's __builtin_cpu_supports does not know "f16c". */
 bool kld_cpu_has_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    bool fma = c & (1u << 12), osxsave = c & (1u << 27), f16c = c & (1u << 29);
+    if (!fma || !osxsave || !f16c) return false;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & 6u) != 6u) return false; /* the OS saves XMM and YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return b & (1u << 5); /* AVX2 */
 }
 
 static void kernels_pick(void) {
