@@ -72,7 +72,8 @@ char *kt_gunzip_to_build(const char *gz_path) {
     sprintf(out, "%s/gunzip-%.*s", kt_build_dir(), (int)(n - 3), base);
     struct stat sb;
     if (stat(out, &sb) == 0 && sb.st_size > 0) return out;
-    char *cmd = malloc(strlen(gz_path) + strlen(out) + 64);
+    /* the command names the output three times */
+    char *cmd = malloc(strlen(gz_path) + 3 * strlen(out) + 64);
     sprintf(cmd, "gzip -dc '%s' > '%s.tmp' && mv '%s.tmp' '%s'", gz_path, out, out, out);
     if (system(cmd) != 0) {
         fprintf(stderr, "gunzip failed: %s\n", cmd);
