@@ -7,33 +7,8 @@
  * 0.23.2 measured on this machine (1.6 MB/s qwen3, 2.1 MB/s llama3).
  * Run from the repository root:
  *   bench_tokenize [--reps N] [--copies N] [TOKENIZER ...] */
+#include "common_bench.h"
 #include "tokenizer/tokenizer.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct stat3 {
-    double med, min, max;
-} stat3;
-
-static stat3 stats(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    stat3 s = {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
-    return s;
-}
 
 static char *read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -65,23 +40,23 @@ static int bench(const char *path, const char *text, size_t n, int reps) {
     kld_error err = {0};
     kld_tokenizer *t = NULL;
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = kb_now();
         if (kld_tok_open_path(path, &t, &err) != KLD_OK) {
             fprintf(stderr, "bench_tokenize: %s\n", err.msg);
             return 1;
         }
-        load[r] = now() - t0;
+        load[r] = kb_now() - t0;
         if (r + 1 < reps) kld_tok_free(t);
     }
     double cold = 0;
     for (int r = 0; r <= reps; r++) { /* pass 0: cold word cache */
         kld_tok_ids ids = {0};
-        double t0 = now();
+        double t0 = kb_now();
         if (kld_tok_encode(t, text, n, KLD_TOK_ADD_SPECIAL, &ids, &err) != KLD_OK) {
             fprintf(stderr, "bench_tokenize: %s\n", err.msg);
             return 1;
         }
-        double d = now() - t0;
+        double d = kb_now() - t0;
         if (r == 0) cold = d;
         else whole[r - 1] = d;
         n_ids = ids.n;
@@ -89,7 +64,7 @@ static int bench(const char *path, const char *text, size_t n, int reps) {
     }
     for (int r = 0; r < reps; r++) {
         kld_tok_ids ids = {0};
-        double t0 = now();
+        double t0 = kb_now();
         for (size_t pos = 0; pos < n;) {
             const char *nl = memchr(text + pos, '\n', n - pos);
             size_t end = nl ? (size_t)(nl - text) : n;
@@ -101,21 +76,34 @@ static int bench(const char *path, const char *text, size_t n, int reps) {
             }
             pos = end + 1;
         }
-        lines[r] = now() - t0;
+        lines[r] = kb_now() - t0;
         kld_tok_ids_free(&ids);
     }
     kld_tok_free(t);
-    stat3 l = stats(load, reps), w = stats(whole, reps), li = stats(lines, reps);
+    kb_summary l = kb_summarize(load, reps), w = kb_summarize(whole, reps),
+               li = kb_summarize(lines, reps);
     double mb = (double)n / 1e6, hf = hf_mbps(path);
-    printf("%s\n", path);
-    printf("  load            %7.3f s     (%.3f..%.3f)\n", l.med, l.min, l.max);
-    printf("  encode, cold    %7.2f MB/s  %9.0f tokens/s\n", mb / cold, (double)n_ids / cold);
-    printf("  encode, whole   %7.2f MB/s  (%.2f..%.2f)  %9.0f tokens/s", mb / w.med, mb / w.max,
-           mb / w.min, (double)n_ids / w.med);
-    if (hf > 0) printf("  %.1fx Hugging Face", mb / w.med / hf);
-    printf("\n  encode, lines   %7.2f MB/s  (%.2f..%.2f)", mb / li.med, mb / li.max, mb / li.min);
-    if (hf > 0) printf("  %.1fx Hugging Face", mb / li.med / hf);
-    printf("\n  %zu bytes -> %zu tokens, %d runs\n", n, n_ids, reps);
+    const char *name = strstr(path, "qwen3") ? "qwen3" : strstr(path, "llama3") ? "llama3" : path;
+    char label[256];
+    snprintf(label, sizeof label, "%s load", name);
+    kb_emit("bench_tokenize", label, "s", "lower", &l, NULL);
+    snprintf(label, sizeof label, "%s encode whole", name);
+    kb_emit("bench_tokenize", label, "s", "lower", &w,
+            json_pack("{s:f,s:f,s:f}", "mb_per_s", mb / w.median, "tokens_per_s",
+                      (double)n_ids / w.median, "hf_mb_per_s", hf));
+    snprintf(label, sizeof label, "%s encode lines", name);
+    kb_emit("bench_tokenize", label, "s", "lower", &li,
+            json_pack("{s:f,s:f}", "mb_per_s", mb / li.median, "hf_mb_per_s", hf));
+    fprintf(stderr, "%s\n", path);
+    fprintf(stderr, "  load            %7.3f s     (%.3f..%.3f)\n", l.median, l.min, l.max);
+    fprintf(stderr, "  encode, cold    %7.2f MB/s  %9.0f tokens/s\n", mb / cold, (double)n_ids / cold);
+    fprintf(stderr, "  encode, whole   %7.2f MB/s  (%.2f..%.2f)  %9.0f tokens/s", mb / w.median,
+            mb / w.max, mb / w.min, (double)n_ids / w.median);
+    if (hf > 0) fprintf(stderr, "  %.1fx Hugging Face (a figure from another run)", mb / w.median / hf);
+    fprintf(stderr, "\n  encode, lines   %7.2f MB/s  (%.2f..%.2f)", mb / li.median, mb / li.max,
+            mb / li.min);
+    if (hf > 0) fprintf(stderr, "  %.1fx Hugging Face (a figure from another run)", mb / li.median / hf);
+    fprintf(stderr, "\n  %zu bytes -> %zu tokens, %d runs\n", n, n_ids, reps);
     return 0;
 }
 
@@ -146,7 +134,7 @@ int main(int argc, char **argv) {
     size_t n = n1 * (size_t)copies;
     char *text = malloc(n);
     for (int c = 0; c < copies; c++) memcpy(text + (size_t)c * n1, one, n1);
-    printf("licenses.txt x%d (%.2f MB), single thread\n", copies, (double)n / 1e6);
+    fprintf(stderr, "licenses.txt x%d (%.2f MB), single thread\n", copies, (double)n / 1e6);
     int rc = 0;
     for (int i = 0; i < np && !rc; i++) rc = bench(paths[i], text, n, reps);
     free(text);
