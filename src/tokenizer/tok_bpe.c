@@ -4,6 +4,7 @@
  * repeatedly merge the adjacent pair with the lowest rank, leftmost first.
  * Symbols live in a linked list; candidate pairs in a binary heap, checked
  * for staleness when popped. A per-scratch cache maps short words to ids. */
+#include "tokenizer/tok_heap.h"
 #include "tokenizer/tok_internal.h"
 
 #include <stdlib.h>
@@ -30,43 +31,8 @@ static bool pair_less(const bpe_pair *a, const bpe_pair *b) {
     return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
 }
 
-static void heap_push(bpe_pair *h, size_t *n, bpe_pair p) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_less(&p, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = p;
-}
+TOK_DEFINE_HEAP(heap, bpe_pair, pair_less)
 
-static bpe_pair heap_pop(bpe_pair *h, size_t *n) {
-    bpe_pair top = h[0];
-    bpe_pair last = h[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && pair_less(&h[c + 1], &h[c])) c++;
-        if (!pair_less(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0) h[i] = last;
-    return top;
-}
-
-static bool ensure(void **p, size_t *cap, size_t need, size_t elem) {
-    if (*cap >= need) return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
 
 static void try_pair(const kld_tokenizer *t, const bpe_sym *sym, int32_t left, bpe_pair *heap,
                      size_t *nheap) {
@@ -79,7 +45,7 @@ static void try_pair(const kld_tokenizer *t, const bpe_sym *sym, int32_t left, b
 }
 
 static bool push_sym(bpe_sym **sym, size_t *cap, size_t *nsym, int32_t id) {
-    if (!ensure((void **)sym, cap, *nsym + 1, sizeof **sym)) return false;
+    if (!tok_grow((void **)sym, cap, *nsym + 1, sizeof **sym)) return false;
     (*sym)[*nsym].id = id;
     (*sym)[*nsym].len = 1;
     (*nsym)++;
@@ -125,7 +91,7 @@ static kld_status initial_symbols(const kld_tokenizer *t, tok_scratch *sc, const
     bpe_sym *sym = sc->sym;
     size_t cap = sc->sym_cap, nsym = 0;
     unk_state u = {-1};
-    bool ok = ensure((void **)&sym, &cap, n + 1, sizeof *sym);
+    bool ok = tok_grow((void **)&sym, &cap, n + 1, sizeof *sym);
     if (ok && t->byte_level && !t->cont_prefix && !t->eow_suffix) {
         for (size_t i = 0; i < n && ok; i++) {
             int32_t id = t->vocab.byte_char[(unsigned char)w[i]];
@@ -183,7 +149,7 @@ static kld_status merge_word(const kld_tokenizer *t, tok_scratch *sc, const char
         sym[i].next = i + 1 < nsym ? (int32_t)i + 1 : -1;
     }
     if (nsym > 1) {
-        if (!ensure(&sc->heap, &sc->heap_cap, 2 * nsym + 8, sizeof(bpe_pair)))
+        if (!tok_grow(&sc->heap, &sc->heap_cap, 2 * nsym + 8, sizeof(bpe_pair)))
             return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
         bpe_pair *heap = sc->heap;
         size_t nheap = 0;
@@ -209,7 +175,7 @@ static kld_status merge_word(const kld_tokenizer *t, tok_scratch *sc, const char
             r->id = -1;
             r->len = 0;
             r->next = r->prev = -1;
-            if (!ensure(&sc->heap, &sc->heap_cap, nheap + 2, sizeof(bpe_pair)))
+            if (!tok_grow(&sc->heap, &sc->heap_cap, nheap + 2, sizeof(bpe_pair)))
                 return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
             heap = sc->heap;
             try_pair(t, sym, l->prev, heap, &nheap);

@@ -4,6 +4,7 @@
  * adjacent pair whose concatenation is the vocabulary piece with the
  * highest score (leftmost on ties), then emit each symbol's id, or its
  * bytes as "<0xNN>" tokens when it is not a piece. */
+#include "tokenizer/tok_heap.h"
 #include "tokenizer/tok_internal.h"
 
 #include <stdlib.h>
@@ -24,43 +25,8 @@ static bool before(const spm_bigram *a, const spm_bigram *b) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static void heap_push(spm_bigram *h, size_t *n, spm_bigram p) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&p, &h[parent])) break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = p;
-}
+TOK_DEFINE_HEAP(heap, spm_bigram, before)
 
-static spm_bigram heap_pop(spm_bigram *h, size_t *n) {
-    spm_bigram top = h[0];
-    spm_bigram last = h[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && before(&h[c + 1], &h[c])) c++;
-        if (!before(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0) h[i] = last;
-    return top;
-}
-
-static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (*cap >= need) return true;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
 
 static bool try_bigram(const kld_tokenizer *t, tok_scratch *sc, const char *s, int32_t left,
                        int32_t right, size_t *nheap) {
@@ -69,7 +35,7 @@ static bool try_bigram(const kld_tokenizer *t, tok_scratch *sc, const char *s, i
     uint32_t size = sym[left].n + sym[right].n;
     int32_t id = tok_vocab_find(&t->vocab, s + sym[left].start, size);
     if (id < 0) return true;
-    if (!grow(&sc->heap, &sc->heap_cap, *nheap + 1, sizeof(spm_bigram))) return false;
+    if (!tok_grow(&sc->heap, &sc->heap_cap, *nheap + 1, sizeof(spm_bigram))) return false;
     spm_bigram b = {t->vocab.score[id], left, right, size};
     heap_push(sc->heap, nheap, b);
     return true;
@@ -92,7 +58,7 @@ kld_status tok_spm_text(const kld_tokenizer *t, tok_scratch *sc, const char *s, 
     if (n == 0) return KLD_OK;
     if (n > UINT32_MAX / 2)
         return kld_fail(err, KLD_ERR_ARG, "%s: text of %zu bytes is too long", t->name, n);
-    if (!grow(&sc->sym, &sc->sym_cap, n, sizeof(spm_sym)))
+    if (!tok_grow(&sc->sym, &sc->sym_cap, n, sizeof(spm_sym)))
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     spm_sym *sym = sc->sym;
     int32_t nsym = 0;
