@@ -32,7 +32,7 @@ typedef struct kld_hparams {
 
     /* Added by the engine helper (all filled by kld_hparams_read). */
     kld_arch_switches sw;   /* the architecture's switch row (copy) */
-    int swa_pattern;        /* layer il slides iff window && (p == 0 || il % p < p - 1) */
+    int swa_pattern;        /* -1 never; 0 every layer; p: layer il slides iff il % p < p - 1 */
     double rope_freq_base_swa;  /* RoPE base / scale of the sliding layers */
     double rope_freq_scale_swa;
     double rope_attn_factor;    /* multiplies cos and sin (LongRoPE); 1 = none */

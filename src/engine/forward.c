@@ -1,0 +1,220 @@
+/* forward.c — one chunk through the transformer: embedding, per layer
+ * (RMSNorm, q/k/v projections, biases, q/k norms, RoPE, KV-cache append,
+ * attention, output projection, optional post-norm, residual, FFN), then
+ * the final norm and the LM head for the rows the caller asked for.
+ * Architecture differences come from hparams.sw; row-wise steps run
+ * statically partitioned over the pool. */
+#include "engine/gemm.h"
+#include "engine/internal.h"
+
+#include <math.h>
+
+/* ---- row-wise helpers (the same code for every kernel set) ---- */
+
+/* out = x / rms(x) * w, with the sum of squares in double (as ggml). */
+static void rmsnorm(const float *x, const float *w, float *out, int64_t n, float eps) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) out[i] = (x[i] * scale) * w[i];
+}
+
+static void add_bias(float *x, const float *b, int64_t n) {
+    if (b)
+        for (int64_t i = 0; i < n; i++) x[i] += b[i];
+}
+
+/* Rotates the first n_rot dims of one head by the (cos, sin) pairs cs. */
+static void rope_head(float *x, const float *cs, int64_t n_rot, kld_rope_type type) {
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const int64_t a = type == KLD_ROPE_NEOX ? i : 2 * i;
+        const int64_t b = type == KLD_ROPE_NEOX ? i + half : 2 * i + 1;
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+}
+
+/* cos/sin of every (row, frequency) for positions pos.., in double. */
+static void rope_tables(kld_session *s, int64_t n, int64_t pos) {
+    const kld_hparams *hp = &s->model->hp;
+    const int64_t half = hp->n_rot / 2;
+    const double base[2] = {hp->rope_freq_base, hp->rope_freq_base_swa};
+    const double fscale[2] = {hp->rope_freq_scale, hp->rope_freq_scale_swa};
+    for (int v = 0; v < 2; v++) {
+        for (int64_t i = 0; i < half; i++) {
+            const double inv = pow(base[v], -2.0 * (double)i / (double)hp->n_rot) * fscale[v] /
+                               (double)s->rope_ff[i];
+            for (int64_t r = 0; r < n; r++) {
+                const double theta = (double)(pos + r) * inv;
+                s->rope_cs[v][r * hp->n_rot + 2 * i] = (float)(cos(theta) * hp->rope_attn_factor);
+                s->rope_cs[v][r * hp->n_rot + 2 * i + 1] = (float)(sin(theta) * hp->rope_attn_factor);
+            }
+        }
+    }
+}
+
+/* ---- parallel row passes ---- */
+
+typedef enum row_pass {
+    PASS_ATTN_NORM, /* xn = norm(x, attn_norm) */
+    PASS_QKV,       /* biases, q/k norms, RoPE, append k/v to the cache */
+    PASS_ATTN_OUT,  /* tmp += bo, post-norm, x += tmp, xn = norm(x, ffn_norm) */
+    PASS_FFN_ACT,   /* gate/up biases, gate = act(gate) * up */
+    PASS_FFN_OUT,   /* tmp += b_down, post-norm, x += tmp */
+    PASS_OUT_NORM   /* xn = norm(x, output_norm) */
+} row_pass;
+
+typedef struct pass_job {
+    kld_session *s;
+    row_pass pass;
+    int64_t il, row0, n, pos;
+} pass_job;
+
+static void pass_row(const pass_job *j, int64_t r) {
+    kld_session *s = j->s;
+    const kld_model *m = s->model;
+    const kld_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    const float eps = (float)hp->norm_eps;
+    const kld_layer_vecs *v = j->pass == PASS_OUT_NORM ? NULL : &m->lv[j->il];
+    float *x = s->x + r * E, *xn = s->xn + r * E, *tmp = s->tmp + r * E;
+    switch (j->pass) {
+    case PASS_ATTN_NORM: rmsnorm(x, v->attn_norm, xn, E, eps); break;
+    case PASS_OUT_NORM: rmsnorm(x, m->output_norm, xn, E, eps); break;
+    case PASS_QKV: {
+        const int64_t hd = hp->head_dim, hdv = hp->head_dim_v, nkv = hp->n_head_kv;
+        const int64_t nq = hp->n_head * hd, nk = nkv * hd;
+        float *q = s->qkv + r * s->ld_qkv, *k = q + nq, *vv = k + nk;
+        add_bias(q, v->bq, nq);
+        add_bias(k, v->bk, nk);
+        add_bias(vv, v->bv, nkv * hdv);
+        const float *cs = s->rope_cs[kld_hparams_layer_swa(hp, j->il) ? 1 : 0] + r * hp->n_rot;
+        for (int64_t h = 0; h < hp->n_head; h++) {
+            if (v->q_norm) rmsnorm(q + h * hd, v->q_norm, q + h * hd, hd, eps);
+            rope_head(q + h * hd, cs, hp->n_rot, hp->rope_type);
+        }
+        const int64_t p = j->pos + r;
+        float *kt = s->k_cache + (size_t)j->il * (size_t)(nkv * hd * s->ldk);
+        float *vc = s->v_cache + (size_t)j->il * (size_t)(nkv * s->n_ctx * hdv);
+        for (int64_t h = 0; h < nkv; h++) {
+            if (v->k_norm) rmsnorm(k + h * hd, v->k_norm, k + h * hd, hd, eps);
+            rope_head(k + h * hd, cs, hp->n_rot, hp->rope_type);
+            for (int64_t d = 0; d < hd; d++) kt[(h * hd + d) * s->ldk + p] = k[h * hd + d];
+            memcpy(vc + (h * s->n_ctx + p) * hdv, vv + h * hdv, (size_t)hdv * sizeof(float));
+        }
+        break;
+    }
+    case PASS_ATTN_OUT:
+        add_bias(tmp, v->bo, E);
+        if (v->attn_post_norm) rmsnorm(tmp, v->attn_post_norm, tmp, E, eps);
+        for (int64_t i = 0; i < E; i++) x[i] += tmp[i];
+        rmsnorm(x, v->ffn_norm, xn, E, eps);
+        break;
+    case PASS_FFN_ACT: {
+        float *g = s->gu + r * 2 * hp->n_ff, *u = g + hp->n_ff;
+        add_bias(g, v->b_gate, hp->n_ff);
+        add_bias(u, v->b_up, hp->n_ff);
+        if (hp->sw.act == KLD_ACT_GELU_TANH) s->kr->gelu_tanh_mul(g, u, hp->n_ff);
+        else s->kr->silu_mul(g, u, hp->n_ff);
+        break;
+    }
+    case PASS_FFN_OUT:
+        add_bias(tmp, v->b_down, E);
+        if (v->ffn_post_norm) rmsnorm(tmp, v->ffn_post_norm, tmp, E, eps);
+        for (int64_t i = 0; i < E; i++) x[i] += tmp[i];
+        break;
+    }
+}
+
+static void pass_task(void *ctx, int ith, int nth) {
+    const pass_job *j = ctx;
+    int64_t b, e;
+    kld_split(j->n, ith, nth, &b, &e);
+    for (int64_t r = b; r < e; r++) pass_row(j, j->row0 + r);
+}
+
+static void run_pass(kld_session *s, row_pass pass, int64_t il, int64_t row0, int64_t n,
+                     int64_t pos) {
+    pass_job j = {s, pass, il, row0, n, pos};
+    kld_pool_run(s->pool, pass_task, &j);
+}
+
+static void gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
+                 float *C, int64_t ldc) {
+    kld_gemm_weights(s->pool, s->kr, W, n, A, lda, C, ldc, s->scratch, s->scratch_stride);
+}
+
+/* ---- the layer and the chunk ---- */
+
+static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
+    const kld_hparams *hp = &s->model->hp;
+    const kld_layer_weights *L = &s->model->w.layers[il];
+    const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim,
+                  nk = hp->n_head_kv * hp->head_dim, ff2 = 2 * hp->n_ff;
+    run_pass(s, PASS_ATTN_NORM, il, 0, n, pos);
+    if (L->attn_qkv) {
+        gemm(s, L->attn_qkv, n, s->xn, E, s->qkv, s->ld_qkv);
+    } else {
+        gemm(s, L->attn_q, n, s->xn, E, s->qkv, s->ld_qkv);
+        gemm(s, L->attn_k, n, s->xn, E, s->qkv + nq, s->ld_qkv);
+        gemm(s, L->attn_v, n, s->xn, E, s->qkv + nq + nk, s->ld_qkv);
+    }
+    run_pass(s, PASS_QKV, il, 0, n, pos);
+    kld_attention(s, il, n, pos);
+    gemm(s, L->attn_output, n, s->attn, hp->n_head * hp->head_dim_v, s->tmp, E);
+    run_pass(s, PASS_ATTN_OUT, il, 0, n, pos);
+    if (L->ffn_gate) {
+        gemm(s, L->ffn_gate, n, s->xn, E, s->gu, ff2);
+        gemm(s, L->ffn_up, n, s->xn, E, s->gu + hp->n_ff, ff2);
+    } else { /* fused [gate; up] */
+        gemm(s, L->ffn_up, n, s->xn, E, s->gu, ff2);
+    }
+    run_pass(s, PASS_FFN_ACT, il, 0, n, pos);
+    gemm(s, L->ffn_down, n, s->gu, ff2, s->tmp, E);
+    run_pass(s, PASS_FFN_OUT, il, 0, n, pos);
+}
+
+typedef struct softcap_job {
+    kld_session *s;
+    float *logits;
+    int64_t rows;
+} softcap_job;
+
+static void softcap_task(void *ctx, int ith, int nth) {
+    const softcap_job *j = ctx;
+    const int64_t nv = j->s->model->hp.n_vocab;
+    int64_t b, e;
+    kld_split(j->rows, ith, nth, &b, &e);
+    for (int64_t r = b; r < e; r++)
+        j->s->kr->softcap(j->logits + r * nv, nv, (float)j->s->model->hp.final_softcap);
+}
+
+void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first_row,
+                 float *logits) {
+    const kld_model *m = s->model;
+    const kld_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    const kld_type_info *ti = kld_type_info_get(m->w.token_embd->type);
+    const uint64_t row_bytes = (uint64_t)(E / ti->block_size) * (uint64_t)ti->type_size;
+    const float escale = (float)hp->embd_scale;
+    for (int64_t r = 0; r < n; r++) {
+        float *x = s->x + r * E;
+        ti->to_float((const uint8_t *)m->w.token_embd->data + (uint64_t)tokens[r] * row_bytes, x, E);
+        if (escale != 1.0f)
+            for (int64_t i = 0; i < E; i++) x[i] *= escale;
+    }
+    rope_tables(s, n, s->pos);
+    for (int64_t il = 0; il < hp->n_layer; il++) layer_forward(s, il, n, s->pos);
+    const int64_t rows = n - first_row;
+    if (!logits || rows <= 0) return;
+    run_pass(s, PASS_OUT_NORM, -1, first_row, rows, s->pos);
+    gemm(s, m->w.output, rows, s->xn + first_row * E, E, logits, hp->n_vocab);
+    if (hp->final_softcap > 0) {
+        softcap_job j = {s, logits, rows};
+        kld_pool_run(s->pool, softcap_task, &j);
+    }
+}

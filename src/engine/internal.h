@@ -1,0 +1,64 @@
+/* internal.h — the engine's private structures: the opened model (weights
+ * plus float32 copies of the small vectors) and a session (arena layout,
+ * KV cache, position). Shared by model.c, session.c, forward.c and
+ * attention.c; nothing outside src/engine includes it. */
+#ifndef KLD_ENGINE_INTERNAL_H
+#define KLD_ENGINE_INTERNAL_H
+
+#include "engine/engine.h"
+#include "engine/kernels.h"
+#include "engine/pool.h"
+#include "model/weights.h"
+
+#define KLD_ATTN_QB 24 /* query rows per attention task (4 microkernel row blocks) */
+
+/* Float32 norms and biases of one layer (NULL when absent). Norm weights
+ * already include hparams.norm_weight_offset. */
+typedef struct kld_layer_vecs {
+    const float *attn_norm, *ffn_norm, *attn_post_norm, *ffn_post_norm, *q_norm, *k_norm;
+    const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down;
+} kld_layer_vecs;
+
+struct kld_model {
+    kld_source *src;
+    kld_hparams hp;
+    kld_weights w;
+    float *vec_store;          /* every vector below points in here */
+    uint64_t vec_bytes;
+    kld_layer_vecs *lv;        /* n_layer entries */
+    const float *output_norm;
+    uint64_t weights_bytes;    /* bytes of all bound weight tensors */
+};
+
+struct kld_session {
+    kld_model *model;
+    kld_pool *pool;
+    bool own_pool;
+    const kld_engine_kernels *kr;
+    int64_t n_ctx, max_chunk, pos;
+    int64_t ldk;               /* K^T cache row stride: n_ctx rounded up to 16 */
+    kld_mem_plan plan;
+    void *arena;
+    float *k_cache;            /* [layer][kv head][head_dim][ldk] (transposed) */
+    float *v_cache;            /* [layer][kv head][n_ctx][head_dim_v] */
+    float *x, *xn, *qkv, *attn, *tmp, *gu; /* [max_chunk][...] activations */
+    float *rope_cs[2];         /* [max_chunk][n_rot/2][cos, sin]: full / sliding layers */
+    float *rope_ff;            /* [n_rot/2] frequency divisors */
+    float *scratch;            /* per-thread GEMM panels / attention rows */
+    size_t scratch_stride;     /* floats per thread */
+    int64_t ld_qkv;            /* n_head·hd + n_kv·(hd + hd_v) */
+};
+
+/* Attention of chunk rows [0, n) at positions pos.. for layer il: reads q
+ * from s->qkv and the caches, writes s->attn. */
+void kld_attention(kld_session *s, int64_t il, int64_t n, int64_t pos);
+
+/* Tests only: run this session on another kernel set (e.g. the scalar
+ * references) to compare whole forward passes bit for bit. */
+void kld_session_use_kernels(kld_session *s, const kld_engine_kernels *kr);
+
+/* The forward pass proper (forward.c); arguments already validated. */
+void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first_row,
+                 float *logits);
+
+#endif

@@ -1,0 +1,297 @@
+/* kernels_avx2.c — AVX2/FMA twins of kernels_ref.c: a 6×16 register-blocked
+ * GEMM microkernel, 8×8 transposes for panel packing, and the vectorised
+ * exp used by softmax / SiLU / GELU / soft-cap. Every lane performs the
+ * reference's operations in the reference's order, so results are equal
+ * bit for bit (the test compares them). */
+#include "engine/kernels.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#define EXP_HI 88.3762626647949f
+#define EXP_LO (-87.3365447505531f)
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO (-2.12194440e-4f)
+
+static inline __m256 exp8(__m256 x) {
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(EXP_LO)), _mm256_set1_ps(EXP_HI));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(LOG2E)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_HI), xc);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_LO), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 z = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, z, r);
+    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_LT_OQ);
+    return _mm256_andnot_ps(under, y);
+}
+
+/* Mask with the first n (0..8) lanes set. */
+static inline __m256i lane_mask(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), idx);
+}
+
+/* ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), as reduce8 in kernels_ref.c. */
+static inline float hsum8(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    __m128 c = _mm_add_ss(b, _mm_shuffle_ps(b, b, 1));
+    return _mm_cvtss_f32(c);
+}
+
+static inline float hmax8(__m256 v) {
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 b = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    __m128 c = _mm_max_ss(b, _mm_shuffle_ps(b, b, 1));
+    return _mm_cvtss_f32(c);
+}
+
+/* ---- GEMM microkernel ---- */
+
+/* Accumulators are named variables, not arrays, so that they stay in the
+ * 12 ymm registers (GCC spills arrays of vectors to the stack). */
+static inline __attribute__((always_inline)) void ukernel_tpl(const int MR, const bool full, int nr,
+                                                              int64_t kc, const float *A,
+                                                              int64_t lda, const float *B,
+                                                              int64_t ldb, float *C, int64_t ldc,
+                                                              bool load) {
+    const __m256i mk0 = lane_mask(nr), mk1 = lane_mask(nr - 8);
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#define LOADC(m, x0, x1)                                                                        \
+    if (MR > m && load) {                                                                       \
+        x0 = full ? _mm256_loadu_ps(C + m * ldc) : _mm256_maskload_ps(C + m * ldc, mk0);       \
+        x1 = full ? _mm256_loadu_ps(C + m * ldc + 8) : _mm256_maskload_ps(C + m * ldc + 8, mk1); \
+    }
+    LOADC(0, c00, c01) LOADC(1, c10, c11) LOADC(2, c20, c21)
+    LOADC(3, c30, c31) LOADC(4, c40, c41) LOADC(5, c50, c51)
+#undef LOADC
+    const float *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda, *a4 = A + 4 * lda,
+                *a5 = A + 5 * lda;
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 b0 = full ? _mm256_loadu_ps(B) : _mm256_maskload_ps(B, mk0);
+        const __m256 b1 = full ? _mm256_loadu_ps(B + 8) : _mm256_maskload_ps(B + 8, mk1);
+        B += ldb;
+        __m256 a;
+#define STEP(m, p, x0, x1)                     \
+    if (MR > m) {                              \
+        a = _mm256_broadcast_ss(p + k);        \
+        x0 = _mm256_fmadd_ps(a, b0, x0);       \
+        x1 = _mm256_fmadd_ps(a, b1, x1);       \
+    }
+        STEP(0, a0, c00, c01) STEP(1, a1, c10, c11) STEP(2, a2, c20, c21)
+        STEP(3, a3, c30, c31) STEP(4, a4, c40, c41) STEP(5, a5, c50, c51)
+#undef STEP
+    }
+#define STOREC(m, x0, x1)                                     \
+    if (MR > m) {                                             \
+        if (full) {                                           \
+            _mm256_storeu_ps(C + m * ldc, x0);                \
+            _mm256_storeu_ps(C + m * ldc + 8, x1);            \
+        } else {                                              \
+            _mm256_maskstore_ps(C + m * ldc, mk0, x0);        \
+            _mm256_maskstore_ps(C + m * ldc + 8, mk1, x1);    \
+        }                                                     \
+    }
+    STOREC(0, c00, c01) STOREC(1, c10, c11) STOREC(2, c20, c21)
+    STOREC(3, c30, c31) STOREC(4, c40, c41) STOREC(5, c50, c51)
+#undef STOREC
+}
+
+#define UK(MR, FULL)                                                                              \
+    static void uk_##MR##_##FULL(int nr, int64_t kc, const float *A, int64_t lda, const float *B, \
+                                 int64_t ldb, float *C, int64_t ldc, bool load) {                 \
+        ukernel_tpl(MR, FULL, nr, kc, A, lda, B, ldb, C, ldc, load);                              \
+    }
+UK(1, 1) UK(2, 1) UK(3, 1) UK(4, 1) UK(5, 1) UK(6, 1)
+UK(1, 0) UK(2, 0) UK(3, 0) UK(4, 0) UK(5, 0) UK(6, 0)
+#undef UK
+
+typedef void (*uk_fn)(int, int64_t, const float *, int64_t, const float *, int64_t, float *,
+                      int64_t, bool);
+static const uk_fn uk_full[KLD_MR + 1] = {NULL, uk_1_1, uk_2_1, uk_3_1, uk_4_1, uk_5_1, uk_6_1};
+static const uk_fn uk_part[KLD_MR + 1] = {NULL, uk_1_0, uk_2_0, uk_3_0, uk_4_0, uk_5_0, uk_6_0};
+
+static void ukernel_avx2(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float *C, int64_t ldc, bool load) {
+    (nr == KLD_NR ? uk_full : uk_part)[mr](nr, kc, A, lda, B, ldb, C, ldc, load);
+}
+
+/* ---- packing ---- */
+
+/* 8×8 transpose of rows r0..r7 (named values: an array would be spilled). */
+#define TRANSPOSE8(r0, r1, r2, r3, r4, r5, r6, r7)                                  \
+    do {                                                                            \
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);    \
+        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);    \
+        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);    \
+        __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);    \
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));             \
+        __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));             \
+        __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));             \
+        __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));             \
+        __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));             \
+        __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));             \
+        __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));             \
+        __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));             \
+        r0 = _mm256_permute2f128_ps(u0, u4, 0x20);                                  \
+        r1 = _mm256_permute2f128_ps(u1, u5, 0x20);                                  \
+        r2 = _mm256_permute2f128_ps(u2, u6, 0x20);                                  \
+        r3 = _mm256_permute2f128_ps(u3, u7, 0x20);                                  \
+        r4 = _mm256_permute2f128_ps(u0, u4, 0x31);                                  \
+        r5 = _mm256_permute2f128_ps(u1, u5, 0x31);                                  \
+        r6 = _mm256_permute2f128_ps(u2, u6, 0x31);                                  \
+        r7 = _mm256_permute2f128_ps(u3, u7, 0x31);                                  \
+    } while (0)
+
+/* Rows [half*8, half*8+8) × k-block [k, k+8) into the panel (missing rows 0). */
+static inline void pack_8x8(const float *src, int64_t ld, int rows, int64_t k, int half,
+                            float *panel) {
+    const float *p = src + (int64_t)half * 8 * ld + k;
+    const int base = half * 8;
+    const __m256 z = _mm256_setzero_ps();
+    __m256 r0 = base + 0 < rows ? _mm256_loadu_ps(p) : z;
+    __m256 r1 = base + 1 < rows ? _mm256_loadu_ps(p + ld) : z;
+    __m256 r2 = base + 2 < rows ? _mm256_loadu_ps(p + 2 * ld) : z;
+    __m256 r3 = base + 3 < rows ? _mm256_loadu_ps(p + 3 * ld) : z;
+    __m256 r4 = base + 4 < rows ? _mm256_loadu_ps(p + 4 * ld) : z;
+    __m256 r5 = base + 5 < rows ? _mm256_loadu_ps(p + 5 * ld) : z;
+    __m256 r6 = base + 6 < rows ? _mm256_loadu_ps(p + 6 * ld) : z;
+    __m256 r7 = base + 7 < rows ? _mm256_loadu_ps(p + 7 * ld) : z;
+    TRANSPOSE8(r0, r1, r2, r3, r4, r5, r6, r7);
+    float *o = panel + k * KLD_NR + base;
+    _mm256_storeu_ps(o, r0);
+    _mm256_storeu_ps(o + KLD_NR, r1);
+    _mm256_storeu_ps(o + 2 * KLD_NR, r2);
+    _mm256_storeu_ps(o + 3 * KLD_NR, r3);
+    _mm256_storeu_ps(o + 4 * KLD_NR, r4);
+    _mm256_storeu_ps(o + 5 * KLD_NR, r5);
+    _mm256_storeu_ps(o + 6 * KLD_NR, r6);
+    _mm256_storeu_ps(o + 7 * KLD_NR, r7);
+}
+
+static void pack16_avx2(const float *src, int64_t ld, int rows, int64_t kc, float *panel) {
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        pack_8x8(src, ld, rows, k, 0, panel);
+        pack_8x8(src, ld, rows, k, 1, panel);
+    }
+    for (; k < kc; k++)
+        for (int j = 0; j < KLD_NR; j++) panel[k * KLD_NR + j] = j < rows ? src[j * ld + k] : 0.0f;
+}
+
+/* ---- row operations ---- */
+
+static void softmax_avx2(float *x, int64_t n) {
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float mx = hmax8(vmax);
+    for (int64_t j = i; j < n; j++) mx = fmaxf(mx, x[j]);
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256 sum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (i < n) {
+        __m256i mk = lane_mask(n - i);
+        __m256 v = _mm256_maskload_ps(x + i, mk);
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(v, vm)), _mm256_castsi256_ps(mk));
+        _mm256_maskstore_ps(x + i, mk, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / hsum8(sum));
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; i++) x[i] *= _mm256_cvtss_f32(inv);
+}
+
+static inline __m256 silu8(__m256 x) {
+    __m256 e = exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+#define GELU_NEG_2K (-1.5957691216057308f)
+#define GELU_C 0.044715f
+
+static inline __m256 gelu8(__m256 x) {
+    __m256 t = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    __m256 inner = _mm256_fmadd_ps(t, _mm256_set1_ps(GELU_C), x);
+    __m256 e = exp8(_mm256_mul_ps(inner, _mm256_set1_ps(GELU_NEG_2K)));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+#define ACT_MUL(NAME, ACT)                                                                   \
+    static void NAME(float *g, const float *up, int64_t n) {                                 \
+        int64_t i = 0;                                                                       \
+        for (; i + 8 <= n; i += 8)                                                           \
+            _mm256_storeu_ps(g + i, _mm256_mul_ps(ACT(_mm256_loadu_ps(g + i)),               \
+                                                  _mm256_loadu_ps(up + i)));                 \
+        if (i < n) {                                                                         \
+            __m256i mk = lane_mask(n - i);                                                   \
+            __m256 r = _mm256_mul_ps(ACT(_mm256_maskload_ps(g + i, mk)),                     \
+                                     _mm256_maskload_ps(up + i, mk));                        \
+            _mm256_maskstore_ps(g + i, mk, r);                                               \
+        }                                                                                    \
+    }
+ACT_MUL(silu_mul_avx2, silu8)
+ACT_MUL(gelu_tanh_mul_avx2, gelu8)
+#undef ACT_MUL
+
+static inline __m256 softcap8(__m256 x, __m256 cap) {
+    __m256 y = _mm256_div_ps(x, cap);
+    __m256 sign = _mm256_and_ps(y, _mm256_set1_ps(-0.0f));
+    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
+    __m256 e = exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), a));
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+    return _mm256_mul_ps(_mm256_or_ps(t, sign), cap);
+}
+
+static void softcap_avx2(float *x, int64_t n, float cap) {
+    const __m256 vc = _mm256_set1_ps(cap);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, softcap8(_mm256_loadu_ps(x + i), vc));
+    if (i < n) {
+        __m256i mk = lane_mask(n - i);
+        _mm256_maskstore_ps(x + i, mk, softcap8(_mm256_maskload_ps(x + i, mk), vc));
+    }
+}
+
+static double sum_exp_avx2(const float *x, int64_t n, float mx) {
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    if (i < n) {
+        __m256i mk = lane_mask(n - i);
+        __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm)),
+                                 _mm256_castsi256_ps(mk));
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    __m256d a = _mm256_add_pd(lo, hi); /* a0..a3 */
+    __m128d b = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(b, _mm_unpackhi_pd(b, b)));
+}
+
+const kld_engine_kernels kld_engine_kernels_avx2_table = {
+    "avx2", ukernel_avx2, pack16_avx2, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
+    softcap_avx2, sum_exp_avx2,
+};

@@ -1,0 +1,149 @@
+/* kernels_ref.c — scalar reference kernels and the dispatch choice. The
+ * arithmetic here is the specification: one fmaf chain per GEMM output
+ * element, a Cody-Waite + polynomial exp, sums kept in 8 interleaved lanes
+ * and reduced pairwise. kernels_avx2.c performs exactly these operations. */
+#include "engine/kernels.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+bool kld_cpu_has_avx2(void); /* tensor/types.c */
+
+/* ---- exp ---- */
+
+#define EXP_HI 88.3762626647949f
+#define EXP_LO (-87.3365447505531f)
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO (-2.12194440e-4f)
+
+float kld_expf_ref(float x) {
+    float xc = fminf(fmaxf(x, EXP_LO), EXP_HI);
+    float n = nearbyintf(xc * LOG2E);
+    float r = fmaf(n, -LN2_HI, xc);
+    r = fmaf(n, -LN2_LO, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    float z = r * r;
+    p = fmaf(p, z, r);
+    p = p + 1.0f;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    float y = p * scale;
+    return x < EXP_LO ? 0.0f : y;
+}
+
+/* ---- GEMM microkernel ---- */
+
+static void ukernel_ref(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,
+                        int64_t ldb, float *C, int64_t ldc, bool load) {
+    for (int m = 0; m < mr; m++) {
+        for (int n = 0; n < nr; n++) {
+            float acc = load ? C[m * ldc + n] : 0.0f;
+            for (int64_t k = 0; k < kc; k++) acc = fmaf(A[m * lda + k], B[k * ldb + n], acc);
+            C[m * ldc + n] = acc;
+        }
+    }
+}
+
+static void pack16_ref(const float *src, int64_t ld, int rows, int64_t kc, float *panel) {
+    for (int64_t k = 0; k < kc; k++)
+        for (int j = 0; j < KLD_NR; j++) panel[k * KLD_NR + j] = j < rows ? src[j * ld + k] : 0.0f;
+}
+
+/* ---- row operations ---- */
+
+/* Lane sums reduced as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), the order of
+ * the AVX2 horizontal reduction. */
+static float reduce8(const float l[8]) {
+    float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];
+    float b0 = a0 + a2, b1 = a1 + a3;
+    return b0 + b1;
+}
+
+static void softmax_ref(float *x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, x[i]);
+    float lane[8] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = kld_expf_ref(x[i] - mx);
+        lane[i % 8] += x[i];
+    }
+    float inv = 1.0f / reduce8(lane);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+static void silu_mul_ref(float *g, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i];
+        float e = kld_expf_ref(-x);
+        g[i] = x / (1.0f + e) * up[i];
+    }
+}
+
+/* gelu_tanh(x) = 0.5x(1 + tanh(u)) = x / (1 + exp(-2u)),
+ * u = sqrt(2/pi)(x + 0.044715x^3). */
+#define GELU_NEG_2K (-1.5957691216057308f)
+#define GELU_C 0.044715f
+
+static void gelu_tanh_mul_ref(float *g, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i];
+        float t = x * x;
+        t = t * x;
+        float inner = fmaf(t, GELU_C, x);
+        float e = kld_expf_ref(inner * GELU_NEG_2K);
+        g[i] = x / (1.0f + e) * up[i];
+    }
+}
+
+/* tanh(y) = sign(y)(1 - e)/(1 + e), e = exp(-2|y|). */
+static void softcap_ref(float *x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; i++) {
+        float y = x[i] / cap;
+        float a = fabsf(y);
+        float e = kld_expf_ref(-2.0f * a);
+        float t = (1.0f - e) / (1.0f + e);
+        x[i] = copysignf(t, y) * cap;
+    }
+}
+
+static double sum_exp_ref(const float *x, int64_t n, float mx) {
+    double lane[8] = {0};
+    for (int64_t i = 0; i < n; i++) lane[i % 8] += (double)kld_expf_ref(x[i] - mx);
+    double a0 = lane[0] + lane[4], a1 = lane[1] + lane[5], a2 = lane[2] + lane[6],
+           a3 = lane[3] + lane[7];
+    return (a0 + a2) + (a1 + a3);
+}
+
+static const kld_engine_kernels ref_table = {
+    "ref", ukernel_ref, pack16_ref, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
+    sum_exp_ref,
+};
+
+const kld_engine_kernels *kld_engine_kernels_ref(void) { return &ref_table; }
+
+const kld_engine_kernels *kld_engine_kernels_avx2(void) {
+    return kld_cpu_has_avx2() ? &kld_engine_kernels_avx2_table : NULL;
+}
+
+static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
+static const kld_engine_kernels *picked = &ref_table;
+
+static void pick(void) {
+    const char *env = getenv("KLD_KERNELS");
+    if (env && strcmp(env, "ref") == 0) return;
+    const kld_engine_kernels *k = kld_engine_kernels_avx2();
+    if (k) picked = k;
+}
+
+const kld_engine_kernels *kld_engine_kernels_get(void) {
+    pthread_once(&pick_once, pick);
+    return picked;
+}

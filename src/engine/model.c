@@ -1,0 +1,130 @@
+/* model.c — kld_model_open/close: source → hyper-parameters → weight table,
+ * plus float32 copies of norms and biases (tiny; converted once so the
+ * forward pass never dequantizes a vector). */
+#include "engine/internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+
+/* Elements of the vectors copied for one tensor (0 when absent). */
+static uint64_t vec_len(const kld_tensor *t) { return t ? (uint64_t)kld_tensor_nelements(t) : 0; }
+
+typedef struct vec_loader {
+    const kld_model *m;
+    float *next;
+    kld_error *err;
+} vec_loader;
+
+static kld_status load_vec(vec_loader *vl, const kld_tensor *t, float offset, const float **out) {
+    *out = NULL;
+    if (!t) return KLD_OK;
+    const kld_type_info *ti = kld_type_info_get(t->type);
+    int64_t n = kld_tensor_nelements(t);
+    if (!ti || !ti->to_float || n % ti->block_size != 0)
+        return kld_fail(vl->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': cannot convert type to "
+                        "float32", vl->m->src->path, t->name);
+    float *dst = vl->next;
+    ti->to_float(t->data, dst, n);
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(dst[i]))
+            return kld_fail(vl->err, KLD_ERR_FORMAT, "%s: tensor '%s'[%" PRId64 "] is not finite",
+                            vl->m->src->path, t->name, i);
+        if (offset != 0) dst[i] += offset;
+    }
+    vl->next += (n + 15) & ~(int64_t)15; /* keep every vector 64-byte aligned */
+    *out = dst;
+    return KLD_OK;
+}
+
+static uint64_t padded(const kld_tensor *t) { return (vec_len(t) + 15) & ~(uint64_t)15; }
+
+static uint64_t tensor_bytes(const kld_tensor *t) { return t ? t->nbytes : 0; }
+
+static kld_status load_vectors(kld_model *m, kld_error *err) {
+    const kld_hparams *hp = &m->hp;
+    const kld_weights *w = &m->w;
+    uint64_t total = padded(w->output_norm);
+    m->weights_bytes = tensor_bytes(w->token_embd) + tensor_bytes(w->output_norm) +
+                       (hp->tied_output ? 0 : tensor_bytes(w->output));
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const kld_layer_weights *L = &w->layers[il];
+        const kld_tensor *vecs[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm,
+                                    L->ffn_post_norm, L->attn_q_norm, L->attn_k_norm, L->bq, L->bk,
+                                    L->bv, L->bqkv, L->bo, L->b_gate, L->b_up, L->b_down};
+        const kld_tensor *mats[] = {L->attn_q, L->attn_k, L->attn_v, L->attn_qkv, L->attn_output,
+                                    L->ffn_gate, L->ffn_up, L->ffn_down};
+        for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
+            total += padded(vecs[i]);
+            m->weights_bytes += tensor_bytes(vecs[i]);
+        }
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            m->weights_bytes += tensor_bytes(mats[i]);
+    }
+    m->vec_bytes = total * sizeof(float);
+    m->vec_store = aligned_alloc(64, (size_t)(total ? total : 16) * sizeof(float));
+    m->lv = calloc((size_t)hp->n_layer, sizeof *m->lv);
+    if (!m->vec_store || !m->lv) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", m->src->path);
+    vec_loader vl = {m, m->vec_store, err};
+    const float off = (float)hp->norm_weight_offset;
+    kld_status s = load_vec(&vl, w->output_norm, off, &m->output_norm);
+    const int64_t nq = hp->n_head * hp->head_dim, nk = hp->n_head_kv * hp->head_dim;
+    for (int64_t il = 0; s == KLD_OK && il < hp->n_layer; il++) {
+        const kld_layer_weights *L = &w->layers[il];
+        kld_layer_vecs *v = &m->lv[il];
+        const float *bqkv = NULL, *bup = NULL;
+        if ((s = load_vec(&vl, L->attn_norm, off, &v->attn_norm)) ||
+            (s = load_vec(&vl, L->ffn_norm, off, &v->ffn_norm)) ||
+            (s = load_vec(&vl, L->attn_post_norm, off, &v->attn_post_norm)) ||
+            (s = load_vec(&vl, L->ffn_post_norm, off, &v->ffn_post_norm)) ||
+            (s = load_vec(&vl, L->attn_q_norm, off, &v->q_norm)) ||
+            (s = load_vec(&vl, L->attn_k_norm, off, &v->k_norm)) ||
+            (s = load_vec(&vl, L->bq, 0, &v->bq)) || (s = load_vec(&vl, L->bk, 0, &v->bk)) ||
+            (s = load_vec(&vl, L->bv, 0, &v->bv)) || (s = load_vec(&vl, L->bqkv, 0, &bqkv)) ||
+            (s = load_vec(&vl, L->bo, 0, &v->bo)) || (s = load_vec(&vl, L->b_gate, 0, &v->b_gate)) ||
+            (s = load_vec(&vl, L->b_up, 0, &bup)) || (s = load_vec(&vl, L->b_down, 0, &v->b_down)))
+            break;
+        if (bqkv) { /* fused [q; k; v] bias */
+            v->bq = bqkv;
+            v->bk = bqkv + nq;
+            v->bv = bqkv + nq + nk;
+        }
+        if (bup && hp->sw.fused_gate_up) { /* fused [gate; up] bias */
+            v->b_gate = bup;
+            v->b_up = bup + hp->n_ff;
+        } else {
+            v->b_up = bup;
+        }
+    }
+    return s;
+}
+
+kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_model **out,
+                          kld_error *err) {
+    (void)opts;
+    *out = NULL;
+    kld_model *m = calloc(1, sizeof *m);
+    if (!m) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+    kld_status s = kld_source_open(path, &m->src, err);
+    if (s == KLD_OK) s = kld_hparams_read(m->src, &m->hp, err);
+    if (s == KLD_OK) s = kld_weights_bind(m->src, &m->hp, &m->w, err);
+    if (s == KLD_OK) s = load_vectors(m, err);
+    if (s != KLD_OK) {
+        kld_model_close(m);
+        return s;
+    }
+    *out = m;
+    return KLD_OK;
+}
+
+void kld_model_close(kld_model *m) {
+    if (!m) return;
+    free(m->lv);
+    free(m->vec_store);
+    kld_weights_free(&m->w);
+    if (m->src) kld_source_close(m->src);
+    free(m);
+}
+
+const kld_hparams *kld_model_hparams(const kld_model *m) { return &m->hp; }
+const kld_source *kld_model_source(const kld_model *m) { return m->src; }

@@ -1,0 +1,238 @@
+/* session.c — the memory plan and the session's single arena: KV cache,
+ * per-chunk activations, RoPE tables and per-thread scratch are carved out
+ * of one allocation made at creation, so evaluation never allocates. */
+#include "engine/gemm.h"
+#include "engine/internal.h"
+#include "model/rope.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+#define MAX_CTX (INT64_C(1) << 24)
+#define ALIGN_FLOATS 16 /* 64 bytes */
+
+/* Overflow-checked accumulation of float counts, each region 64-byte aligned. */
+typedef struct sizer {
+    uint64_t floats;
+    bool overflow;
+} sizer;
+
+static uint64_t take(sizer *z, uint64_t a, uint64_t b, uint64_t c) {
+    uint64_t n = 0, start = z->floats;
+    if (!kld_mul_u64(a, b, &n) || !kld_mul_u64(n, c, &n) ||
+        !kld_add_u64(n, ALIGN_FLOATS - 1, &n)) {
+        z->overflow = true;
+        return start;
+    }
+    n &= ~(uint64_t)(ALIGN_FLOATS - 1);
+    if (!kld_add_u64(z->floats, n, &z->floats)) z->overflow = true;
+    return start;
+}
+
+typedef struct layout {
+    uint64_t k_cache, v_cache, x, xn, qkv, attn, tmp, gu, rope0, rope1, rope_ff, scratch;
+    uint64_t kv_floats, act_floats, scratch_floats, total_floats;
+    size_t scratch_stride;
+    int64_t ldk, ld_qkv;
+} layout;
+
+static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chunk, int n_threads,
+                              layout *L, kld_error *err) {
+    const kld_hparams *hp = &m->hp;
+    if (n_ctx < 1 || n_ctx > MAX_CTX)
+        return kld_fail(err, KLD_ERR_ARG, "context size %" PRId64 " is out of range [1, %" PRId64 "]",
+                        n_ctx, MAX_CTX);
+    if (max_chunk < 1 || max_chunk > n_ctx)
+        return kld_fail(err, KLD_ERR_ARG, "chunk size %" PRId64 " is out of range [1, n_ctx = %"
+                        PRId64 "]", max_chunk, n_ctx);
+    if (n_threads < 1) return kld_fail(err, KLD_ERR_ARG, "thread count %d must be >= 1", n_threads);
+    memset(L, 0, sizeof *L);
+    const uint64_t C = (uint64_t)max_chunk, E = (uint64_t)hp->n_embd;
+    const uint64_t nkv = (uint64_t)hp->n_head_kv, hd = (uint64_t)hp->head_dim,
+                   hdv = (uint64_t)hp->head_dim_v, nl = (uint64_t)hp->n_layer;
+    L->ldk = (n_ctx + 15) & ~(int64_t)15;
+    L->ld_qkv = hp->n_head * hp->head_dim + hp->n_head_kv * (hp->head_dim + hp->head_dim_v);
+    sizer z = {0, false};
+    L->k_cache = take(&z, nl * nkv, hd, (uint64_t)L->ldk);
+    L->v_cache = take(&z, nl * nkv, (uint64_t)n_ctx, hdv);
+    L->kv_floats = z.floats;
+    L->x = take(&z, C, E, 1);
+    L->xn = take(&z, C, E, 1);
+    L->qkv = take(&z, C, (uint64_t)L->ld_qkv, 1);
+    L->attn = take(&z, C, (uint64_t)(hp->n_head * hp->head_dim_v), 1);
+    L->tmp = take(&z, C, E, 1);
+    L->gu = take(&z, C, 2 * (uint64_t)hp->n_ff, 1);
+    L->rope0 = take(&z, C, (uint64_t)hp->n_rot, 1);
+    L->rope1 = take(&z, C, (uint64_t)hp->n_rot, 1);
+    L->rope_ff = take(&z, (uint64_t)hp->n_rot / 2, 1, 1);
+    L->act_floats = z.floats - L->kv_floats;
+    uint64_t attn_rows = 0;
+    if (!kld_mul_u64(KLD_ATTN_QB, (uint64_t)L->ldk, &attn_rows)) z.overflow = true;
+    /* Widest weight row: the small-M (decode) path holds 16 whole rows. */
+    int64_t kmax = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+    if (hp->n_head * hp->head_dim_v > kmax) kmax = hp->n_head * hp->head_dim_v;
+    uint64_t stride = attn_rows > KLD_GEMM_SCRATCH_FLOATS ? attn_rows : KLD_GEMM_SCRATCH_FLOATS;
+    if (kld_gemm_small_scratch_floats(kmax) > stride) stride = kld_gemm_small_scratch_floats(kmax);
+    stride = (stride + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
+    L->scratch_stride = (size_t)stride;
+    L->scratch = take(&z, (uint64_t)n_threads, stride, 1);
+    L->scratch_floats = z.floats - L->scratch;
+    L->total_floats = z.floats;
+    if (z.overflow || z.floats > UINT64_MAX / sizeof(float) || z.floats * sizeof(float) > SIZE_MAX)
+        return kld_fail(err, KLD_ERR_ARG, "%s: memory plan for n_ctx %" PRId64 ", chunk %" PRId64
+                        " overflows", m->src->path, n_ctx, max_chunk);
+    return KLD_OK;
+}
+
+static void fill_plan(const kld_model *m, int64_t n_ctx, int64_t max_chunk, int n_threads,
+                      const layout *L, kld_mem_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->n_ctx = n_ctx;
+    p->max_chunk = max_chunk;
+    p->n_threads = n_threads;
+    p->weights_bytes = m->weights_bytes;
+    p->model_bytes = m->vec_bytes;
+    p->kv_bytes = L->kv_floats * sizeof(float);
+    p->act_bytes = L->act_floats * sizeof(float);
+    p->scratch_bytes = L->scratch_floats * sizeof(float);
+    p->arena_bytes = L->total_floats * sizeof(float);
+    uint64_t lb = 0;
+    if (kld_mul_u64((uint64_t)max_chunk, (uint64_t)m->hp.n_vocab, &lb) && kld_mul_u64(lb, 4, &lb))
+        p->logits_bytes = lb;
+    else
+        p->logits_bytes = UINT64_MAX;
+}
+
+kld_status kld_mem_plan_compute(const kld_model *m, int64_t n_ctx, int64_t max_chunk,
+                                int n_threads, kld_mem_plan *plan, kld_error *err) {
+    if (n_threads <= 0) n_threads = kld_default_threads();
+    layout L;
+    kld_status s = plan_layout(m, n_ctx, max_chunk, n_threads, &L, err);
+    if (s != KLD_OK) return s;
+    fill_plan(m, n_ctx, max_chunk, n_threads, &L, plan);
+    return KLD_OK;
+}
+
+void kld_mem_plan_print(const kld_mem_plan *p, FILE *f) {
+    char b[32];
+    fprintf(f, "memory plan (n_ctx %" PRId64 ", chunk %" PRId64 ", %d threads)\n", p->n_ctx,
+            p->max_chunk, p->n_threads);
+    fprintf(f, "  weights (mmapped)     %s\n", kld_format_bytes(p->weights_bytes, b, sizeof b));
+    fprintf(f, "  norms/biases (f32)    %s\n", kld_format_bytes(p->model_bytes, b, sizeof b));
+    fprintf(f, "  KV cache (f32)        %s\n", kld_format_bytes(p->kv_bytes, b, sizeof b));
+    fprintf(f, "  activations           %s\n", kld_format_bytes(p->act_bytes, b, sizeof b));
+    fprintf(f, "  per-thread scratch    %s\n", kld_format_bytes(p->scratch_bytes, b, sizeof b));
+    fprintf(f, "  session arena total   %s\n", kld_format_bytes(p->arena_bytes, b, sizeof b));
+    fprintf(f, "  logits per chunk      %s (caller's buffer)\n",
+            kld_format_bytes(p->logits_bytes, b, sizeof b));
+}
+
+static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk, kld_pool *pool,
+                                 bool own_pool, kld_session **out, kld_error *err) {
+    *out = NULL;
+    layout L;
+    kld_status st = plan_layout(m, n_ctx, max_chunk, kld_pool_size(pool), &L, err);
+    if (st != KLD_OK) {
+        if (own_pool) kld_pool_free(pool);
+        return st;
+    }
+    kld_session *s = calloc(1, sizeof *s);
+    void *arena = NULL;
+    if (s) arena = aligned_alloc(64, (size_t)L.total_floats * sizeof(float));
+    if (!s || !arena) {
+        free(s);
+        if (own_pool) kld_pool_free(pool);
+        char b[32];
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: cannot allocate the session arena (%s)",
+                        m->src->path, kld_format_bytes(L.total_floats * sizeof(float), b, sizeof b));
+    }
+    s->model = m;
+    s->pool = pool;
+    s->own_pool = own_pool;
+    s->kr = kld_engine_kernels_get();
+    s->n_ctx = n_ctx;
+    s->max_chunk = max_chunk;
+    s->ldk = L.ldk;
+    s->ld_qkv = L.ld_qkv;
+    s->arena = arena;
+    float *a = arena;
+    s->k_cache = a + L.k_cache;
+    s->v_cache = a + L.v_cache;
+    s->x = a + L.x;
+    s->xn = a + L.xn;
+    s->qkv = a + L.qkv;
+    s->attn = a + L.attn;
+    s->tmp = a + L.tmp;
+    s->gu = a + L.gu;
+    s->rope_cs[0] = a + L.rope0;
+    s->rope_cs[1] = a + L.rope1;
+    s->rope_ff = a + L.rope_ff;
+    s->scratch = a + L.scratch;
+    s->scratch_stride = L.scratch_stride;
+    fill_plan(m, n_ctx, max_chunk, kld_pool_size(pool), &L, &s->plan);
+    /* Touch the KV cache now so the plan's memory is really committed
+     * and later positions never read uninitialised floats. */
+    memset(s->k_cache, 0, (size_t)L.kv_floats * sizeof(float));
+    st = kld_rope_factors(m->src, &m->hp, &m->w, n_ctx, s->rope_ff, err);
+    if (st != KLD_OK) {
+        kld_session_free(s);
+        return st;
+    }
+    *out = s;
+    return KLD_OK;
+}
+
+kld_status kld_session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk, int n_threads,
+                              kld_session **out, kld_error *err) {
+    kld_pool *pool = kld_pool_create(n_threads);
+    if (!pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", n_threads);
+    return session_create(m, n_ctx, max_chunk, pool, true, out, err);
+}
+
+kld_status kld_session_create_shared(kld_model *m, int64_t n_ctx, int64_t max_chunk,
+                                     kld_pool *pool, kld_session **out, kld_error *err) {
+    if (!pool) return kld_fail(err, KLD_ERR_ARG, "kld_session_create_shared: pool is NULL");
+    return session_create(m, n_ctx, max_chunk, pool, false, out, err);
+}
+
+void kld_session_free(kld_session *s) {
+    if (!s) return;
+    if (s->own_pool) kld_pool_free(s->pool);
+    free(s->arena);
+    free(s);
+}
+
+void kld_session_reset(kld_session *s) { s->pos = 0; }
+void kld_session_use_kernels(kld_session *s, const kld_engine_kernels *kr) { s->kr = kr; }
+int64_t kld_session_pos(const kld_session *s) { return s->pos; }
+const kld_mem_plan *kld_session_plan(const kld_session *s) { return &s->plan; }
+
+kld_status kld_session_eval_rows(kld_session *s, const int32_t *tokens, int64_t n,
+                                 int64_t first_row, float *logits, kld_error *err) {
+    const kld_hparams *hp = &s->model->hp;
+    if (n < 1 || n > s->max_chunk)
+        return kld_fail(err, KLD_ERR_ARG, "chunk of %" PRId64 " tokens: must be 1..%" PRId64, n,
+                        s->max_chunk);
+    if (s->pos + n > s->n_ctx)
+        return kld_fail(err, KLD_ERR_ARG, "context full: %" PRId64 " + %" PRId64
+                        " tokens exceed n_ctx = %" PRId64, s->pos, n, s->n_ctx);
+    if (logits && (first_row < 0 || first_row > n))
+        return kld_fail(err, KLD_ERR_ARG, "first logits row %" PRId64 " is outside 0..%" PRId64,
+                        first_row, n);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return kld_fail(err, KLD_ERR_ARG, "token %" PRId64 " of the chunk: id %" PRId32
+                            " is outside the vocabulary [0, %" PRId64 ")", i, tokens[i], hp->n_vocab);
+    kld_forward(s, tokens, n, logits ? first_row : n, logits);
+    s->pos += n;
+    return KLD_OK;
+}
+
+kld_status kld_session_eval(kld_session *s, const int32_t *tokens, int64_t n, float *logits,
+                            kld_error *err) {
+    return kld_session_eval_rows(s, tokens, n, 0, logits, err);
+}
+
+kld_status kld_session_decode(kld_session *s, int32_t token, float *logits, kld_error *err) {
+    return kld_session_eval_rows(s, &token, 1, 0, logits, err);
+}

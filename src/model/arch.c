@@ -1,0 +1,22 @@
+/* arch.c — the switch table: one row per supported architecture, values as
+ * llama.cpp (c392e50) builds each graph. */
+#include "model/arch.h"
+
+static const kld_arch_switches arch_table[] = {
+    /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base */
+    {"llama", KLD_ROPE_NORM, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0},
+    {"qwen2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0},
+    {"qwen3", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0},
+    {"phi3", KLD_ROPE_NEOX, KLD_ACT_SILU, true, true, false, false, false, false, 0, 0},
+    {"gemma", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, false, true, false, -1, 0},
+    {"gemma2", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, true, true, false, 2, 0},
+    {"gemma3", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, true, true, true, false, 6, 1e4},
+};
+
+const kld_arch_switches *kld_arch_find(const char *name) {
+    for (size_t i = 0; i < sizeof arch_table / sizeof arch_table[0]; i++)
+        if (strcmp(arch_table[i].name, name) == 0) return &arch_table[i];
+    return NULL;
+}
+
+const char *kld_arch_supported(void) { return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3"; }

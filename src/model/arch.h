@@ -1,0 +1,39 @@
+/* arch.h — what distinguishes one supported architecture from another, as
+ * data: a table of switches per architecture name. The engine reads these
+ * switches and never compares architecture names. */
+#ifndef KLD_MODEL_ARCH_H
+#define KLD_MODEL_ARCH_H
+
+#include "common/common.h"
+
+typedef enum kld_rope_type {
+    KLD_ROPE_NORM = 0, /* interleaved pairs (x0,x1),(x2,x3)…: GGUF llama */
+    KLD_ROPE_NEOX = 2  /* rotate-half (x_i, x_{i+d/2}): qwen2, phi3, gemma, HF llama */
+} kld_rope_type;
+
+typedef enum kld_act {
+    KLD_ACT_SILU = 0,     /* silu(gate) * up */
+    KLD_ACT_GELU_TANH = 1 /* gelu_tanh(gate) * up (Gemma) */
+} kld_act;
+
+typedef struct kld_arch_switches {
+    const char *name;         /* GGUF general.architecture spelling */
+    kld_rope_type rope_type;  /* RoPE layout of the GGUF weights */
+    kld_act act;
+    bool fused_qkv;           /* attn_qkv = [q; k; v] rows (phi3) */
+    bool fused_gate_up;       /* ffn_up = [gate; up] rows, no ffn_gate (phi3) */
+    bool qk_norm;             /* per-head RMSNorm on q and k before RoPE (qwen3, gemma3) */
+    bool post_norms;          /* post_attention_norm and post_ffw_norm (gemma2, gemma3) */
+    bool embd_scale;          /* token embedding × sqrt(n_embd) (gemma family) */
+    bool qkv_bias_required;   /* attn_q/k/v biases must exist (qwen2) */
+    int swa_pattern;          /* -1: no sliding window; 0: every layer; p: layer il slides iff il % p < p - 1 */
+    double swa_rope_freq_base;/* RoPE base of sliding layers; 0: the model's base (gemma3: 1e4) */
+} kld_arch_switches;
+
+/* The switches of a GGUF architecture name, or NULL when unsupported. */
+const kld_arch_switches *kld_arch_find(const char *name);
+
+/* Comma-separated list of supported names (for error messages). */
+const char *kld_arch_supported(void);
+
+#endif

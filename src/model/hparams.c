@@ -1,0 +1,564 @@
+/* hparams.c — fills kld_hparams from the three metadata sources: GGUF keys
+ * ("<arch>.embedding_length", ...), a Hugging Face config.json, or the
+ * llama2.c header. Each value is range-checked here, once, so the engine
+ * can size buffers from it without further checks. */
+#include "model/hparams.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#define MAX_DIM (INT64_C(1) << 20)   /* n_embd, head sizes, n_head */
+#define MAX_FF (INT64_C(1) << 24)
+#define MAX_VOCAB (INT64_C(1) << 24)
+#define MAX_LAYER 4096
+#define MAX_CTX (INT64_C(1) << 30)
+
+static void copy_name(char *dst, size_t cap, const char *src, size_t len) {
+    if (len >= cap) len = cap - 1;
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+/* The last path component of a folder ("models/rand-llama-hf" → "rand-llama-hf"). */
+static void folder_name(char *dst, size_t cap, const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    copy_name(dst, cap, dir + b, n - b);
+}
+
+/* ---- shared validation ---- */
+
+static kld_status check_range(const char *path, const char *key, int64_t v, int64_t lo, int64_t hi,
+                              kld_error *err) {
+    if (v < lo || v > hi)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s = %" PRId64 " is out of range [%" PRId64
+                        ", %" PRId64 "]", path, key, v, lo, hi);
+    return KLD_OK;
+}
+
+static kld_status check_positive(const char *path, const char *key, double v, kld_error *err) {
+    if (!(v > 0) || !isfinite(v))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s = %g must be a positive finite number", path,
+                        key, v);
+    return KLD_OK;
+}
+
+/* Checks shared by all sources (messages use the normalised field names)
+ * and derives the defaults that depend on the architecture switches. */
+static kld_status finish(const char *path, kld_hparams *hp, kld_error *err) {
+    kld_status s;
+    if ((s = check_range(path, "n_embd", hp->n_embd, 1, MAX_DIM, err)) ||
+        (s = check_range(path, "n_layer", hp->n_layer, 1, MAX_LAYER, err)) ||
+        (s = check_range(path, "n_head", hp->n_head, 1, MAX_DIM, err)) ||
+        (s = check_range(path, "n_head_kv", hp->n_head_kv, 1, hp->n_head, err)) ||
+        (s = check_range(path, "head_dim", hp->head_dim, 1, MAX_DIM, err)) ||
+        (s = check_range(path, "head_dim_v", hp->head_dim_v, 1, MAX_DIM, err)) ||
+        (s = check_range(path, "n_ff", hp->n_ff, 1, MAX_FF, err)) ||
+        (s = check_range(path, "n_vocab", hp->n_vocab, 1, MAX_VOCAB, err)) ||
+        (s = check_range(path, "n_ctx_train", hp->n_ctx_train, 1, MAX_CTX, err)) ||
+        (s = check_range(path, "n_rot", hp->n_rot, 2, hp->head_dim, err)) ||
+        (s = check_range(path, "sliding_window", hp->sliding_window, 0, MAX_CTX, err)))
+        return s;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return kld_fail(err, KLD_ERR_FORMAT,
+                        "%s: n_head = %" PRId64 " is not a multiple of n_head_kv = %" PRId64, path,
+                        hp->n_head, hp->n_head_kv);
+    if (hp->n_rot % 2 != 0)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: n_rot = %" PRId64 " must be even", path,
+                        hp->n_rot);
+    if ((uint64_t)hp->n_head * (uint64_t)hp->head_dim > (uint64_t)MAX_FF)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: n_head × head_dim is too large", path);
+    if ((s = check_positive(path, "norm_eps", hp->norm_eps, err)) ||
+        (s = check_positive(path, "rope_freq_base", hp->rope_freq_base, err)) ||
+        (s = check_positive(path, "rope_freq_scale", hp->rope_freq_scale, err)) ||
+        (s = check_positive(path, "rope_attn_factor", hp->rope_attn_factor, err)) ||
+        (s = check_positive(path, "attn_scale", hp->attn_scale, err)))
+        return s;
+    if (hp->norm_eps >= 1)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: norm_eps = %g is not below 1", path,
+                        hp->norm_eps);
+    if (!(hp->attn_softcap >= 0) || !isfinite(hp->attn_softcap) || !(hp->final_softcap >= 0) ||
+        !isfinite(hp->final_softcap))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: soft-cap values %g / %g must be >= 0", path,
+                        hp->attn_softcap, hp->final_softcap);
+    if (hp->rope_freq_base_swa == 0) {
+        hp->rope_freq_base_swa = hp->sw.swa_rope_freq_base > 0 ? hp->sw.swa_rope_freq_base
+                                                                : hp->rope_freq_base;
+        hp->rope_freq_scale_swa = hp->sw.swa_rope_freq_base > 0 ? 1.0 : hp->rope_freq_scale;
+    }
+    if ((s = check_positive(path, "rope_freq_base_swa", hp->rope_freq_base_swa, err)) ||
+        (s = check_positive(path, "rope_freq_scale_swa", hp->rope_freq_scale_swa, err)))
+        return s;
+    if (hp->swa_pattern < -1 || hp->swa_pattern > MAX_LAYER)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: sliding-window pattern %d is out of range",
+                        path, hp->swa_pattern);
+    return KLD_OK;
+}
+
+static kld_status set_arch(const char *path, const char *arch, size_t len, kld_hparams *hp,
+                           kld_error *err) {
+    copy_name(hp->arch, sizeof hp->arch, arch, len);
+    const kld_arch_switches *sw = len < sizeof hp->arch ? kld_arch_find(hp->arch) : NULL;
+    if (!sw)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED,
+                        "%s: architecture '%.*s' is not supported (supported: %s)", path,
+                        (int)(len > 64 ? 64 : len), arch, kld_arch_supported());
+    hp->sw = *sw;
+    hp->rope_type = sw->rope_type;
+    hp->swa_pattern = sw->swa_pattern;
+    return KLD_OK;
+}
+
+static void set_defaults(kld_hparams *hp) {
+    memset(hp, 0, sizeof *hp);
+    hp->rope_freq_base = 10000.0;
+    hp->rope_freq_scale = 1.0;
+    hp->rope_attn_factor = 1.0;
+    snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "none");
+}
+
+/* Gemma's query scale: 1/sqrt(head_dim), except the 27B sizes which use
+ * 1/sqrt(n_embd/n_head) (llama.cpp keys this on the layer count). */
+static double gemma_attn_scale(const kld_hparams *hp, int64_t n_layer_27b) {
+    if (hp->n_layer == n_layer_27b) return 1.0 / sqrt((double)(hp->n_embd / hp->n_head));
+    return 1.0 / sqrt((double)hp->head_dim);
+}
+
+/* ---- GGUF ---- */
+
+typedef struct gguf_reader {
+    const kld_gguf *g;
+    const char *path;
+    char arch[32];
+    char key[160];
+} gguf_reader;
+
+static const char *gkey(gguf_reader *r, const char *suffix) {
+    snprintf(r->key, sizeof r->key, "%s.%s", r->arch, suffix);
+    return r->key;
+}
+
+static kld_status g_int(gguf_reader *r, const char *suffix, bool required, int64_t *out,
+                        kld_error *err) {
+    const char *key = gkey(r, suffix);
+    const kld_gguf_kv *kv = kld_gguf_find(r->g, key);
+    if (!kv) {
+        if (required) return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing", r->path, key);
+        return KLD_OK;
+    }
+    if (kld_gguf_get_int(r->g, key, out)) return KLD_OK;
+    /* Per-layer arrays (e.g. head_count_kv) are accepted when uniform. */
+    const kld_gguf_value *arr = kld_gguf_get_arr(r->g, key);
+    if (arr && arr->v.arr.n > 0) {
+        int64_t first = 0, v = 0;
+        bool ok = kld_gguf_arr_int(arr, 0, &first);
+        for (uint64_t i = 1; ok && i < arr->v.arr.n; i++) ok = kld_gguf_arr_int(arr, i, &v) && v == first;
+        if (ok) {
+            *out = first;
+            return KLD_OK;
+        }
+        return kld_fail(err, KLD_ERR_UNSUPPORTED,
+                        "%s: GGUF key '%s': per-layer values that differ are not supported",
+                        r->path, key);
+    }
+    return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has type %s, expected an integer",
+                    r->path, key, kld_gguf_vtype_name(kv->value.type));
+}
+
+static kld_status g_float(gguf_reader *r, const char *suffix, bool required, double *out,
+                          kld_error *err) {
+    const char *key = gkey(r, suffix);
+    const kld_gguf_kv *kv = kld_gguf_find(r->g, key);
+    if (!kv) {
+        if (required) return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing", r->path, key);
+        return KLD_OK;
+    }
+    if (!kld_gguf_get_float(r->g, key, out))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has type %s, expected a number",
+                        r->path, key, kld_gguf_vtype_name(kv->value.type));
+    return KLD_OK;
+}
+
+static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    gguf_reader r = {.g = src->gguf, .path = src->path};
+    kld_str s;
+    if (!kld_gguf_get_str(r.g, "general.architecture", &s))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key 'general.architecture' is missing",
+                        src->path);
+    kld_status st = set_arch(src->path, s.ptr, (size_t)s.len, hp, err);
+    if (st != KLD_OK) return st;
+    snprintf(r.arch, sizeof r.arch, "%s", hp->arch);
+    if (kld_gguf_get_str(r.g, "general.name", &s)) copy_name(hp->name, sizeof hp->name, s.ptr, (size_t)s.len);
+    else folder_name(hp->name, sizeof hp->name, src->dir);
+
+    if ((st = g_int(&r, "embedding_length", true, &hp->n_embd, err)) ||
+        (st = g_int(&r, "block_count", true, &hp->n_layer, err)) ||
+        (st = g_int(&r, "feed_forward_length", true, &hp->n_ff, err)) ||
+        (st = g_int(&r, "attention.head_count", true, &hp->n_head, err)) ||
+        (st = g_int(&r, "context_length", true, &hp->n_ctx_train, err)) ||
+        (st = g_float(&r, "attention.layer_norm_rms_epsilon", true, &hp->norm_eps, err)))
+        return st;
+    if (hp->n_head < 1) return check_range(src->path, gkey(&r, "attention.head_count"), hp->n_head, 1, MAX_DIM, err);
+    hp->n_head_kv = hp->n_head;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = g_int(&r, "attention.head_count_kv", false, &hp->n_head_kv, err)) ||
+        (st = g_int(&r, "attention.key_length", false, &hp->head_dim, err)))
+        return st;
+    hp->head_dim_v = hp->head_dim;
+    hp->n_rot = hp->head_dim;
+    if ((st = g_int(&r, "attention.value_length", false, &hp->head_dim_v, err)) ||
+        (st = g_int(&r, "rope.dimension_count", false, &hp->n_rot, err)) ||
+        (st = g_float(&r, "rope.freq_base", false, &hp->rope_freq_base, err)) ||
+        (st = g_float(&r, "rope.scaling.attn_factor", false, &hp->rope_attn_factor, err)) ||
+        (st = g_int(&r, "rope.scaling.original_context_length", false, &hp->rope_orig_ctx, err)) ||
+        (st = g_float(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
+        (st = g_float(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))
+        return st;
+
+    /* RoPE scaling: linear factor (new and old key), long-context factor tensors. */
+    double factor = 0;
+    if ((st = g_float(&r, "rope.scaling.factor", false, &factor, err))) return st;
+    if (factor == 0 && (st = g_float(&r, "rope.scale_linear", false, &factor, err))) return st;
+    const char *stype = "none";
+    kld_str ts;
+    if (kld_gguf_get_str(r.g, gkey(&r, "rope.scaling.type"), &ts)) {
+        if (kld_str_eq(ts, "linear")) stype = "linear";
+        else if (!kld_str_eq(ts, "none"))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = '%.*s': only none and "
+                            "linear RoPE scaling are supported", src->path, r.key,
+                            (int)(ts.len > 32 ? 32 : ts.len), ts.ptr);
+    } else if (factor != 0) {
+        stype = "linear";
+    }
+    if (strcmp(stype, "linear") == 0 && factor != 0) {
+        if ((st = check_positive(src->path, gkey(&r, "rope.scaling.factor"), factor, err))) return st;
+        hp->rope_freq_scale = 1.0 / factor;
+    }
+    if (kld_source_find(src, "rope_freqs.weight")) stype = "llama3";
+    if (kld_source_find(src, "rope_factors_long.weight")) stype = "longrope";
+    snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "%s", stype);
+
+    /* llama.cpp reads a sliding window only for these architectures. */
+    if (hp->sw.swa_pattern >= 0) {
+        if ((st = g_int(&r, "attention.sliding_window", false, &hp->sliding_window, err))) return st;
+    }
+
+    const kld_tensor *emb = kld_source_find(src, "token_embd.weight");
+    if (!emb)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing (expected "
+                        "shape [%" PRId64 ", n_vocab])", src->path, hp->n_embd);
+    hp->n_vocab = emb->ne[1];
+    hp->tied_output = kld_source_find(src, "output.weight") == NULL;
+
+    hp->attn_scale = 1.0 / sqrt((double)(hp->head_dim > 0 ? hp->head_dim : 1));
+    if (strcmp(hp->arch, "gemma2") == 0) hp->attn_scale = gemma_attn_scale(hp, 46);
+    if (strcmp(hp->arch, "gemma3") == 0) hp->attn_scale = gemma_attn_scale(hp, 62);
+    hp->embd_scale = hp->sw.embd_scale ? sqrt((double)hp->n_embd) : 1.0;
+    return KLD_OK;
+}
+
+/* ---- Hugging Face config.json ---- */
+
+typedef struct hf_reader {
+    const json_t *cfg;
+    const char *path; /* config.json's path for messages */
+} hf_reader;
+
+static kld_status j_int(hf_reader *r, const char *key, bool required, int64_t *out,
+                        kld_error *err) {
+    const json_t *v = json_object_get(r->cfg, key);
+    if (!v || json_is_null(v)) {
+        if (required) return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" is missing", r->path, key);
+        return KLD_OK;
+    }
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return KLD_OK;
+    }
+    if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+        fabs(json_real_value(v)) < 9e15) {
+        *out = (int64_t)json_real_value(v);
+        return KLD_OK;
+    }
+    return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be an integer", r->path, key);
+}
+
+static kld_status j_num_in(const json_t *obj, const char *path, const char *key, bool required,
+                           double *out, kld_error *err) {
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) {
+        if (required) return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" is missing", path, key);
+        return KLD_OK;
+    }
+    if (!json_is_number(v))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be a number", path, key);
+    *out = json_number_value(v);
+    return KLD_OK;
+}
+
+static kld_status j_num(hf_reader *r, const char *key, bool required, double *out, kld_error *err) {
+    return j_num_in(r->cfg, r->path, key, required, out, err);
+}
+
+static kld_status j_bool(hf_reader *r, const char *key, bool *out, kld_error *err) {
+    const json_t *v = json_object_get(r->cfg, key);
+    if (!v || json_is_null(v)) return KLD_OK;
+    if (!json_is_boolean(v))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be true or false", r->path, key);
+    *out = json_is_true(v);
+    return KLD_OK;
+}
+
+typedef struct hf_arch {
+    const char *model_type;
+    const char *arch;
+    bool tie_default;
+    bool rotate_half_from_gguf; /* HF stores q/k for rotate-half where GGUF permutes */
+} hf_arch;
+
+static const hf_arch hf_archs[] = {
+    {"llama", "llama", false, true},   {"mistral", "llama", false, true},
+    {"qwen2", "qwen2", false, false},  {"qwen3", "qwen3", false, false},
+    {"phi3", "phi3", false, false},    {"gemma", "gemma", true, false},
+    {"gemma2", "gemma2", true, false}, {"gemma3_text", "gemma3", true, false},
+    {"gemma3", "gemma3", true, false},
+};
+
+static kld_status hf_rope_scaling(hf_reader *r, kld_hparams *hp, kld_error *err) {
+    const json_t *rs = json_object_get(r->cfg, "rope_scaling");
+    if (!rs || json_is_null(rs)) return KLD_OK;
+    if (!json_is_object(rs))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"rope_scaling\" must be an object", r->path);
+    const json_t *t = json_object_get(rs, "rope_type");
+    if (!t) t = json_object_get(rs, "type");
+    const char *type = json_is_string(t) ? json_string_value(t) : NULL;
+    if (!type)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"rope_scaling\" has no \"rope_type\"", r->path);
+    kld_status st;
+    if (strcmp(type, "default") == 0) return KLD_OK;
+    double factor = 0;
+    if (strcmp(type, "linear") == 0) {
+        if ((st = j_num_in(rs, r->path, "factor", true, &factor, err)) ||
+            (st = check_positive(r->path, "rope_scaling.factor", factor, err)))
+            return st;
+        hp->rope_freq_scale = 1.0 / factor;
+        snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "linear");
+        return KLD_OK;
+    }
+    if (strcmp(type, "llama3") == 0) {
+        double orig = 0;
+        if ((st = j_num_in(rs, r->path, "factor", true, &hp->rope_factor, err)) ||
+            (st = j_num_in(rs, r->path, "low_freq_factor", true, &hp->rope_low_freq_factor, err)) ||
+            (st = j_num_in(rs, r->path, "high_freq_factor", true, &hp->rope_high_freq_factor, err)) ||
+            (st = j_num_in(rs, r->path, "original_max_position_embeddings", true, &orig, err)) ||
+            (st = check_positive(r->path, "rope_scaling.factor", hp->rope_factor, err)) ||
+            (st = check_positive(r->path, "rope_scaling.low_freq_factor", hp->rope_low_freq_factor, err)) ||
+            (st = check_positive(r->path, "rope_scaling.original_max_position_embeddings", orig, err)))
+            return st;
+        if (!(hp->rope_high_freq_factor > hp->rope_low_freq_factor))
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: rope_scaling.high_freq_factor %g must exceed "
+                            "low_freq_factor %g", r->path, hp->rope_high_freq_factor, hp->rope_low_freq_factor);
+        hp->rope_orig_ctx = (int64_t)orig;
+        snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "llama3");
+        return KLD_OK;
+    }
+    if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) {
+        double orig = 0;
+        if ((st = j_num_in(rs, r->path, "original_max_position_embeddings", false, &orig, err)) ||
+            (st = j_num(r, "original_max_position_embeddings", orig == 0, &orig, err)) ||
+            (st = check_positive(r->path, "original_max_position_embeddings", orig, err)))
+            return st;
+        hp->rope_orig_ctx = (int64_t)orig;
+        double attn = 0;
+        if ((st = j_num_in(rs, r->path, "attention_factor", false, &attn, err))) return st;
+        if (attn == 0) {
+            /* Phi-3's LongRoPE: sqrt(1 + ln(s)/ln(orig)) with s = max_pos / orig. */
+            double s = (double)hp->n_ctx_train / orig;
+            attn = s <= 1 ? 1.0 : sqrt(1 + log(s) / log(orig));
+        }
+        hp->rope_attn_factor = attn;
+        snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "longrope");
+        return KLD_OK; /* the factor arrays are read by model/rope.c */
+    }
+    return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope_scaling type '%s' is not supported "
+                    "(supported: linear, llama3, longrope)", r->path, type);
+}
+
+static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", src->dir);
+    if (!src->hf_config)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: safetensors weights need a config.json beside "
+                        "them (not found in %s)", src->path, src->dir);
+    hf_reader r = {.cfg = src->hf_config, .path = path};
+    const json_t *mt = json_object_get(r.cfg, "model_type");
+    if (!json_is_string(mt))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"model_type\" is missing", path);
+    const char *model_type = json_string_value(mt);
+    const hf_arch *ha = NULL;
+    for (size_t i = 0; i < sizeof hf_archs / sizeof hf_archs[0]; i++)
+        if (strcmp(hf_archs[i].model_type, model_type) == 0) ha = &hf_archs[i];
+    if (!ha)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
+                        "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
+                        "gemma3_text)", path, model_type);
+    /* A multimodal gemma3 keeps the language model's fields in text_config. */
+    if (strcmp(model_type, "gemma3") == 0) {
+        const json_t *tc = json_object_get(r.cfg, "text_config");
+        if (!json_is_object(tc))
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: gemma3 config without \"text_config\"", path);
+        r.cfg = tc;
+    }
+    kld_status st = set_arch(path, ha->arch, strlen(ha->arch), hp, err);
+    if (st != KLD_OK) return st;
+    if (ha->rotate_half_from_gguf) hp->rope_type = KLD_ROPE_NEOX;
+    folder_name(hp->name, sizeof hp->name, src->dir);
+
+    if ((st = j_int(&r, "hidden_size", true, &hp->n_embd, err)) ||
+        (st = j_int(&r, "num_hidden_layers", true, &hp->n_layer, err)) ||
+        (st = j_int(&r, "intermediate_size", true, &hp->n_ff, err)) ||
+        (st = j_int(&r, "num_attention_heads", true, &hp->n_head, err)) ||
+        (st = j_int(&r, "vocab_size", true, &hp->n_vocab, err)) ||
+        (st = j_int(&r, "max_position_embeddings", true, &hp->n_ctx_train, err)) ||
+        (st = j_num(&r, "rms_norm_eps", true, &hp->norm_eps, err)) ||
+        (st = j_num(&r, "rope_theta", false, &hp->rope_freq_base, err)))
+        return st;
+    if (hp->n_head < 1) return check_range(path, "num_attention_heads", hp->n_head, 1, MAX_DIM, err);
+    hp->n_head_kv = hp->n_head;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = j_int(&r, "num_key_value_heads", false, &hp->n_head_kv, err)) ||
+        (st = j_int(&r, "head_dim", false, &hp->head_dim, err)))
+        return st;
+    hp->head_dim_v = hp->head_dim;
+    hp->n_rot = hp->head_dim;
+    double partial = 1.0;
+    if ((st = j_num(&r, "partial_rotary_factor", false, &partial, err))) return st;
+    if (partial != 1.0) hp->n_rot = (int64_t)((double)hp->head_dim * partial);
+
+    bool tied = ha->tie_default;
+    if ((st = j_bool(&r, "tie_word_embeddings", &tied, err))) return st;
+    /* transformers ties the head to the embedding when asked, even when
+     * the checkpoint also stores lm_head. */
+    hp->tied_output = tied;
+
+    if ((st = hf_rope_scaling(&r, hp, err))) return st;
+
+    /* Sliding windows, per architecture family. */
+    int64_t window = 0;
+    if ((st = j_int(&r, "sliding_window", false, &window, err))) return st;
+    if (strcmp(model_type, "qwen2") == 0 || strcmp(model_type, "qwen3") == 0) {
+        bool use = false;
+        if ((st = j_bool(&r, "use_sliding_window", &use, err))) return st;
+        if (use)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"use_sliding_window\": true is not "
+                            "supported", path);
+        window = 0;
+    } else if (strcmp(model_type, "mistral") == 0) {
+        hp->swa_pattern = 0; /* transformers applies Mistral's window to every layer */
+    }
+    if (hp->swa_pattern < 0) window = 0;
+    hp->sliding_window = window;
+    if (strcmp(hp->arch, "gemma3") == 0) {
+        int64_t pattern = hp->swa_pattern;
+        if ((st = j_int(&r, "sliding_window_pattern", false, &pattern, err))) return st;
+        if (pattern < 0 || pattern > MAX_LAYER)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: \"sliding_window_pattern\" = %" PRId64
+                            " is out of range", path, pattern);
+        hp->swa_pattern = (int)pattern;
+        double local = 0;
+        if ((st = j_num(&r, "rope_local_base_freq", false, &local, err))) return st;
+        if (local > 0) {
+            hp->rope_freq_base_swa = local;
+            hp->rope_freq_scale_swa = 1.0;
+        }
+        const json_t *lt = json_object_get(r.cfg, "layer_types");
+        if (json_is_array(lt)) {
+            if ((int64_t)json_array_size(lt) != hp->n_layer)
+                return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\" has %zu entries for %"
+                                PRId64 " layers", path, json_array_size(lt), hp->n_layer);
+            for (int64_t il = 0; il < hp->n_layer; il++) {
+                const char *t = json_string_value(json_array_get(lt, (size_t)il));
+                bool sliding = t && strcmp(t, "sliding_attention") == 0;
+                if (!t || (!sliding && strcmp(t, "full_attention") != 0) ||
+                    sliding != kld_hparams_layer_swa(hp, il))
+                    return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"layer_types\"[%" PRId64
+                                    "] = '%s' does not follow the sliding-window pattern %d", path,
+                                    il, t ? t : "?", hp->swa_pattern);
+            }
+        }
+    }
+
+    if ((st = j_num(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
+        (st = j_num(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))
+        return st;
+
+    hp->attn_scale = 1.0 / sqrt((double)(hp->head_dim > 0 ? hp->head_dim : 1));
+    double qpas = 0;
+    if ((st = j_num(&r, "query_pre_attn_scalar", false, &qpas, err))) return st;
+    if (qpas != 0) {
+        if ((st = check_positive(path, "query_pre_attn_scalar", qpas, err))) return st;
+        hp->attn_scale = 1.0 / sqrt(qpas);
+    }
+    hp->embd_scale = hp->sw.embd_scale ? sqrt((double)hp->n_embd) : 1.0;
+    if (strncmp(hp->arch, "gemma", 5) == 0) hp->norm_weight_offset = 1.0;
+
+    const json_t *act = json_object_get(r.cfg, "hidden_activation");
+    if (!act || json_is_null(act)) act = json_object_get(r.cfg, "hidden_act");
+    const char *an = json_is_string(act) ? json_string_value(act) : NULL;
+    if (an) {
+        bool silu = strcmp(an, "silu") == 0 || strcmp(an, "swish") == 0;
+        bool gelu = strcmp(an, "gelu_pytorch_tanh") == 0 || strcmp(an, "gelu") == 0;
+        /* Gemma v1 configs say "gelu" but the model runs the tanh form (as in transformers). */
+        if (!(silu && hp->sw.act == KLD_ACT_SILU) && !(gelu && hp->sw.act == KLD_ACT_GELU_TANH))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: activation '%.32s' is not supported "
+                            "for %s", path, an, model_type);
+    }
+    return KLD_OK;
+}
+
+/* ---- llama2.c ---- */
+
+static kld_status read_llama2c(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    kld_status st = set_arch(src->path, "llama", 5, hp, err);
+    if (st != KLD_OK) return st;
+    const kld_llama2c_config *c = &src->l2c->cfg;
+    folder_name(hp->name, sizeof hp->name, src->dir);
+    hp->n_embd = c->dim;
+    hp->n_layer = c->n_layers;
+    hp->n_head = c->n_heads;
+    hp->n_head_kv = c->n_kv_heads;
+    hp->n_ff = c->hidden_dim;
+    hp->n_vocab = c->vocab_size < 0 ? -(int64_t)c->vocab_size : c->vocab_size;
+    hp->n_ctx_train = c->seq_len;
+    if (hp->n_head < 1) return check_range(src->path, "n_heads", hp->n_head, 1, MAX_DIM, err);
+    hp->head_dim = hp->head_dim_v = hp->n_rot = hp->n_embd / hp->n_head;
+    hp->norm_eps = 1e-5; /* llama2.c's rmsnorm constant */
+    hp->tied_output = c->shared_classifier;
+    hp->attn_scale = 1.0 / sqrt((double)(hp->head_dim > 0 ? hp->head_dim : 1));
+    hp->embd_scale = 1.0;
+    /* llama2.c rotates interleaved pairs, as GGUF llama does. */
+    hp->rope_type = KLD_ROPE_NORM;
+    return KLD_OK;
+}
+
+kld_status kld_hparams_read(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    set_defaults(hp);
+    kld_status st;
+    switch (src->format) {
+    case KLD_FORMAT_GGUF: st = read_gguf(src, hp, err); break;
+    case KLD_FORMAT_SAFETENSORS: st = read_hf(src, hp, err); break;
+    case KLD_FORMAT_LLAMA2C: st = read_llama2c(src, hp, err); break;
+    default: return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: unknown source format", src->path);
+    }
+    if (st != KLD_OK) return st;
+    return finish(src->path, hp, err);
+}
+
+bool kld_hparams_layer_swa(const kld_hparams *hp, int64_t il) {
+    int p = hp->swa_pattern;
+    if (hp->sliding_window <= 0 || p < 0) return false;
+    return p == 0 || il % p < p - 1;
+}

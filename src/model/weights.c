@@ -1,0 +1,210 @@
+/* weights.c — binds the tensors of one model: GGUF names (also used by the
+ * llama2.c reader) or their Hugging Face equivalents, each checked for
+ * presence, shape (ggml order) and a usable type. */
+#include "model/weights.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* GGUF per-layer suffix → Hugging Face suffix. The "ffn_norm" row depends on
+ * whether the architecture has post-norms (Gemma 2/3 call the pre-FFN norm
+ * pre_feedforward_layernorm and use post_attention_layernorm for the
+ * post-attention norm). */
+typedef struct name_map {
+    const char *gguf;
+    const char *hf;
+} name_map;
+
+static const name_map layer_map[] = {
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},
+    {"attn_qkv", "self_attn.qkv_proj"},
+    {"attn_output", "self_attn.o_proj"},
+    {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+
+/* Prefix of the language model's tensors in a safetensors checkpoint. */
+static const char *hf_prefix(const kld_source *src) {
+    if (kld_source_find(src, "language_model.model.embed_tokens.weight")) return "language_model.";
+    return "";
+}
+
+const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp,
+                                    const char *gguf_name, char *buf, size_t cap) {
+    if (src->format != KLD_FORMAT_SAFETENSORS) {
+        snprintf(buf, cap, "%s", gguf_name);
+        return buf;
+    }
+    const char *pre = hf_prefix(src);
+    const char *dot = strrchr(gguf_name, '.'); /* ".weight" / ".bias" */
+    const char *kind = dot ? dot + 1 : "weight";
+    size_t base_len = dot ? (size_t)(dot - gguf_name) : strlen(gguf_name);
+    char base[96];
+    snprintf(base, sizeof base, "%.*s", (int)(base_len < 95 ? base_len : 95), gguf_name);
+
+    if (strcmp(base, "token_embd") == 0) snprintf(buf, cap, "%smodel.embed_tokens.%s", pre, kind);
+    else if (strcmp(base, "output_norm") == 0) snprintf(buf, cap, "%smodel.norm.%s", pre, kind);
+    else if (strcmp(base, "output") == 0) snprintf(buf, cap, "%slm_head.%s", pre, kind);
+    else {
+        int il = -1, used = 0;
+        if (sscanf(base, "blk.%d.%n", &il, &used) == 1 && used > 0) {
+            const char *suffix = base + used;
+            const char *hf = NULL;
+            if (strcmp(suffix, "ffn_norm") == 0)
+                hf = hp->sw.post_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm";
+            else if (strcmp(suffix, "ffn_up") == 0)
+                hf = hp->sw.fused_gate_up ? "mlp.gate_up_proj" : "mlp.up_proj";
+            for (size_t i = 0; !hf && i < sizeof layer_map / sizeof layer_map[0]; i++)
+                if (strcmp(layer_map[i].gguf, suffix) == 0) hf = layer_map[i].hf;
+            if (hf) {
+                snprintf(buf, cap, "%smodel.layers.%d.%s.%s", pre, il, hf, kind);
+                return buf;
+            }
+        }
+        snprintf(buf, cap, "%s", gguf_name);
+    }
+    return buf;
+}
+
+typedef struct binder {
+    const kld_source *src;
+    const kld_hparams *hp;
+    kld_error *err;
+} binder;
+
+static void shape_str(char *buf, size_t cap, int n, const int64_t *ne) {
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? ", " : "", ne[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+/* Finds `name` (GGUF spelling) and checks it has shape ne0 (× ne1 when
+ * ne1 > 0). Missing + optional → *out = NULL and KLD_OK. */
+static kld_status bind(binder *b, const char *name, int64_t ne0, int64_t ne1, bool required,
+                       const kld_tensor **out) {
+    char sname[256], exp[64], got[96];
+    *out = NULL;
+    const char *src_name = kld_weights_source_name(b->src, b->hp, name, sname, sizeof sname);
+    bool renamed = strcmp(src_name, name) != 0;
+    int64_t want[2] = {ne0, ne1};
+    int want_dims = ne1 > 0 ? 2 : 1;
+    shape_str(exp, sizeof exp, want_dims, want);
+    const kld_tensor *t = kld_source_find(b->src, src_name);
+    if (!t) {
+        if (!required) return KLD_OK;
+        return kld_fail(b->err, KLD_ERR_FORMAT,
+                        "%s: tensor '%s'%s%s%s is missing (expected shape %s, ggml order)",
+                        b->src->path, name, renamed ? " (" : "", renamed ? src_name : "",
+                        renamed ? ")" : "", exp);
+    }
+    bool ok = t->ne[0] == ne0 && t->ne[1] == (ne1 > 0 ? ne1 : 1) && t->ne[2] == 1 && t->ne[3] == 1;
+    if (!ok) {
+        shape_str(got, sizeof got, t->n_dims > 0 ? t->n_dims : 1, t->ne);
+        return kld_fail(b->err, KLD_ERR_FORMAT,
+                        "%s: tensor '%s'%s%s%s has shape %s, expected %s (ggml order, for n_embd %"
+                        PRId64 ", n_head %" PRId64 ", n_head_kv %" PRId64 ", head_dim %" PRId64
+                        ", n_ff %" PRId64 ", n_vocab %" PRId64 ")",
+                        b->src->path, name, renamed ? " (" : "", renamed ? src_name : "",
+                        renamed ? ")" : "", got, exp, b->hp->n_embd, b->hp->n_head,
+                        b->hp->n_head_kv, b->hp->head_dim, b->hp->n_ff, b->hp->n_vocab);
+    }
+    const kld_type_info *ti = kld_type_info_get(t->type);
+    if (!ti || !ti->to_float) {
+        char tb[16];
+        return kld_fail(b->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': weight type %s is not "
+                        "supported", b->src->path, name, kld_type_name(t->type, tb));
+    }
+    *out = t;
+    return KLD_OK;
+}
+
+static kld_status bind_layer(binder *b, int il, kld_layer_weights *L) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim, nk = hp->n_head_kv * hp->head_dim;
+    const int64_t nv = hp->n_head_kv * hp->head_dim_v, no = hp->n_head * hp->head_dim_v;
+    char n[64];
+    kld_status s;
+#define B(field, suffix, ne0, ne1, req)                                                       \
+    do {                                                                                      \
+        snprintf(n, sizeof n, "blk.%d." suffix, il);                                          \
+        if ((s = bind(b, n, (ne0), (ne1), (req), &L->field)) != KLD_OK) return s;             \
+    } while (0)
+    B(attn_norm, "attn_norm.weight", E, 0, true);
+    if (hp->sw.fused_qkv) {
+        B(attn_qkv, "attn_qkv.weight", E, nq + nk + nv, true);
+        B(bqkv, "attn_qkv.bias", nq + nk + nv, 0, false);
+    } else {
+        B(attn_q, "attn_q.weight", E, nq, true);
+        B(attn_k, "attn_k.weight", E, nk, true);
+        B(attn_v, "attn_v.weight", E, nv, true);
+        B(bq, "attn_q.bias", nq, 0, hp->sw.qkv_bias_required);
+        B(bk, "attn_k.bias", nk, 0, hp->sw.qkv_bias_required);
+        B(bv, "attn_v.bias", nv, 0, hp->sw.qkv_bias_required);
+    }
+    if (hp->sw.qk_norm) {
+        B(attn_q_norm, "attn_q_norm.weight", hp->head_dim, 0, true);
+        B(attn_k_norm, "attn_k_norm.weight", hp->head_dim, 0, true);
+    }
+    B(attn_output, "attn_output.weight", no, E, true);
+    B(bo, "attn_output.bias", E, 0, false);
+    if (hp->sw.post_norms) {
+        B(attn_post_norm, "post_attention_norm.weight", E, 0, true);
+        B(ffn_post_norm, "post_ffw_norm.weight", E, 0, true);
+    }
+    B(ffn_norm, "ffn_norm.weight", E, 0, true);
+    if (hp->sw.fused_gate_up) {
+        B(ffn_up, "ffn_up.weight", E, 2 * hp->n_ff, true);
+        B(b_up, "ffn_up.bias", 2 * hp->n_ff, 0, false);
+    } else {
+        B(ffn_gate, "ffn_gate.weight", E, hp->n_ff, true);
+        B(ffn_up, "ffn_up.weight", E, hp->n_ff, true);
+        B(b_gate, "ffn_gate.bias", hp->n_ff, 0, false);
+        B(b_up, "ffn_up.bias", hp->n_ff, 0, false);
+    }
+    B(ffn_down, "ffn_down.weight", hp->n_ff, E, true);
+    B(b_down, "ffn_down.bias", E, 0, false);
+#undef B
+    return KLD_OK;
+}
+
+kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
+                            kld_error *err) {
+    memset(w, 0, sizeof *w);
+    binder b = {src, hp, err};
+    kld_status s;
+    if ((s = bind(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &w->token_embd)) ||
+        (s = bind(&b, "output_norm.weight", hp->n_embd, 0, true, &w->output_norm)))
+        return s;
+    if (hp->tied_output) w->output = w->token_embd;
+    else if ((s = bind(&b, "output.weight", hp->n_embd, hp->n_vocab, true, &w->output)))
+        return s;
+    const int64_t half = hp->n_rot / 2;
+    if ((s = bind(&b, "rope_freqs.weight", half, 0, false, &w->rope_freqs)) ||
+        (s = bind(&b, "rope_factors_long.weight", half, 0, false, &w->rope_long)) ||
+        (s = bind(&b, "rope_factors_short.weight", half, 0, false, &w->rope_short)))
+        return s;
+    w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
+    if (!w->layers) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    w->n_layer = hp->n_layer;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        if ((s = bind_layer(&b, (int)il, &w->layers[il])) != KLD_OK) {
+            kld_weights_free(w);
+            return s;
+        }
+    }
+    return KLD_OK;
+}
+
+void kld_weights_free(kld_weights *w) {
+    free(w->layers);
+    memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,47 @@
+/* weights.h — the weight table of a model: every tensor the forward pass
+ * reads, found by its GGUF name (or the Hugging Face name it maps to) and
+ * checked against the shape the hyper-parameters imply. Tensors stay views
+ * into the source's mapping. */
+#ifndef KLD_MODEL_WEIGHTS_H
+#define KLD_MODEL_WEIGHTS_H
+
+#include "model/hparams.h"
+
+typedef struct kld_layer_weights {
+    const kld_tensor *attn_norm;   /* [n_embd] */
+    const kld_tensor *attn_q, *attn_k, *attn_v; /* [n_embd, n_head·hd], [n_embd, n_kv·hd], [n_embd, n_kv·hd_v] */
+    const kld_tensor *attn_qkv;    /* fused [n_embd, n_head·hd + n_kv·(hd + hd_v)] (instead of q/k/v) */
+    const kld_tensor *bq, *bk, *bv, *bqkv, *bo; /* optional biases */
+    const kld_tensor *attn_q_norm, *attn_k_norm; /* [hd] (qk_norm) */
+    const kld_tensor *attn_output; /* [n_head·hd_v, n_embd] */
+    const kld_tensor *attn_post_norm; /* [n_embd] (post_norms) */
+    const kld_tensor *ffn_norm;    /* [n_embd] */
+    const kld_tensor *ffn_gate, *ffn_up; /* [n_embd, n_ff]; fused up: [n_embd, 2·n_ff] and no gate */
+    const kld_tensor *ffn_down;    /* [n_ff, n_embd] */
+    const kld_tensor *b_gate, *b_up, *b_down; /* optional biases */
+    const kld_tensor *ffn_post_norm; /* [n_embd] (post_norms) */
+} kld_layer_weights;
+
+typedef struct kld_weights {
+    const kld_tensor *token_embd;  /* [n_embd, n_vocab] */
+    const kld_tensor *output_norm; /* [n_embd] */
+    const kld_tensor *output;      /* [n_embd, n_vocab]; token_embd when tied */
+    const kld_tensor *rope_freqs;  /* optional [n_rot/2] (llama3 long context) */
+    const kld_tensor *rope_long, *rope_short; /* optional [n_rot/2] (LongRoPE) */
+    int64_t n_layer;
+    kld_layer_weights *layers;     /* n_layer entries, owned */
+} kld_weights;
+
+/* Finds and checks every tensor. A missing tensor or a wrong shape is an
+ * error naming the tensor (and its file name) and the expected shape; a
+ * weight type without a dequantizer is KLD_ERR_UNSUPPORTED. */
+kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
+                            kld_error *err);
+void kld_weights_free(kld_weights *w);
+
+/* The name a GGUF-named tensor has in the source (Hugging Face names for
+ * safetensors, the GGUF name otherwise), written to buf. */
+const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp,
+                                    const char *gguf_name, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,7 @@
+# Tests of the model and engine modules (owned by the engine helper).
+kld_add_test(NAME test_forward SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward.c TIMEOUT 600)
+kld_add_test(NAME test_engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine.c)
+kld_add_test(NAME test_forward_synth SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_synth.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c TIMEOUT 600)
+kld_add_test(NAME test_model SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_model.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c)

@@ -1,0 +1,43 @@
+/* test_forward_models.h — test-only helpers for the engine tests: a plain
+ * double-precision reference forward written from the architectures'
+ * definitions (independent of src/engine and src/model), small random
+ * qwen3 / gemma3 GGUF synthesizers, and a Hugging Face (safetensors +
+ * config.json) copy of a synthesized GGUF. */
+#ifndef KLD_TEST_FORWARD_MODELS_H
+#define KLD_TEST_FORWARD_MODELS_H
+
+#include "common/common.h"
+
+/* Logits [n][*n_vocab] of ids through the GGUF at path, recomputing the
+ * whole prefix per call (no cache), everything in double. Returns NULL
+ * (after a message) for an architecture it does not know. */
+float *ref_forward(const char *gguf_path, const int32_t *ids, int64_t n, int64_t *n_vocab);
+
+typedef struct synth_shape {
+    const char *arch;     /* "llama", "qwen3" or "gemma3" */
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+    int64_t sliding_window; /* gemma3 */
+    double rope_base, rope_linear; /* rope_linear: factor (0 = none) */
+    uint32_t mat_type;    /* type of 2-D weights (F32, F16, Q8_0, ...) */
+    double llama3_factor; /* llama: Llama-3.x rope_scaling (rope_freqs.weight); 0 = none */
+    double llama3_low, llama3_high;
+    int64_t llama3_orig_ctx;
+    bool tied;
+    uint64_t seed;
+    const char *drop_tensor; /* leave this tensor out (error tests), or NULL */
+    const char *bad_shape_tensor; /* give this tensor one row too many, or NULL */
+    const char *arch_override; /* general.architecture to write instead, or NULL */
+} synth_shape;
+
+void synth_default(synth_shape *s, const char *arch);
+
+/* Writes the GGUF; false (after a message) on failure. */
+bool synth_write_gguf(const synth_shape *s, const char *path);
+
+/* Writes dir/model.safetensors (F32, Hugging Face tensor names, Gemma
+ * norms stored as w - 1, llama q/k rows in rotate-half order) and
+ * dir/config.json for the GGUF written by synth_write_gguf with the same
+ * shape. */
+bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir);
+
+#endif
