@@ -37,3 +37,23 @@ const char *kld_arg_value(int argc, char **argv, int *i) {
     }
     return argv[++*i];
 }
+
+bool kld_arg_ids(const char *cmd, const char *list, kld_tok_ids *out) {
+    for (const char *p = list; *p;) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr, "kldeval %s: --ids: bad id list at '%s'\n", cmd, p);
+            return false;
+        }
+        int32_t id = (int32_t)v;
+        if (!kld_tok_ids_append(out, &id, 1)) {
+            fprintf(stderr, "kldeval %s: out of memory\n", cmd);
+            return false;
+        }
+        p = *end ? end + 1 : end;
+    }
+    if (out->n == 0) fprintf(stderr, "kldeval %s: --ids: empty list\n", cmd);
+    return out->n > 0;
+}

@@ -23,31 +23,6 @@ static void usage(FILE *f) {
             "  --threads N        threads (default: all cores)\n");
 }
 
-static bool push(kld_tok_ids *v, int32_t id) {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        int32_t *p = realloc(v->ids, cap * sizeof *p);
-        if (!p) return false;
-        v->ids = p;
-        v->cap = cap;
-    }
-    v->ids[v->n++] = id;
-    return true;
-}
-
-static bool parse_ids(const char *list, kld_tok_ids *out) {
-    for (const char *p = list; *p;) {
-        char *end;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ',') || !push(out, (int32_t)v)) {
-            fprintf(stderr, "kldeval generate: --ids: bad id list at '%s'\n", p);
-            return false;
-        }
-        p = *end ? end + 1 : end;
-    }
-    return out->n > 0;
-}
-
 static int32_t argmax(const float *x, int64_t n) {
     int64_t b = 0;
     for (int64_t i = 1; i < n; i++)
@@ -121,7 +96,7 @@ int kld_cmd_generate(int argc, char **argv) {
         }
     }
     if (prompt) st = kld_tok_encode(tok, prompt, strlen(prompt), KLD_TOK_ADD_SPECIAL, &ids, &err);
-    else if (!parse_ids(ids_list, &ids)) {
+    else if (!kld_arg_ids("generate", ids_list, &ids)) {
         rc = 2;
         goto done;
     }
@@ -152,7 +127,7 @@ int kld_cmd_generate(int argc, char **argv) {
     const int32_t eos = tok ? kld_tok_eos(tok) : -1;
     for (int64_t g = 0; g < n_gen; g++) {
         const int32_t next = argmax(logits, nv);
-        if (!push(&ids, next)) {
+        if (!kld_tok_ids_append(&ids, &next, 1)) {
             fprintf(stderr, "kldeval generate: out of memory\n");
             goto done;
         }

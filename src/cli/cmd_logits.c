@@ -24,28 +24,6 @@ static void usage(FILE *f) {
             "  --threads N        threads (default: all cores)\n");
 }
 
-static bool parse_ids(const char *list, kld_tok_ids *out) {
-    const char *p = list;
-    while (*p) {
-        char *end;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-            fprintf(stderr, "kldeval logits: --ids: bad id list at '%s'\n", p);
-            return false;
-        }
-        if (out->n == out->cap) {
-            size_t cap = out->cap ? out->cap * 2 : 64;
-            int32_t *ids = realloc(out->ids, cap * sizeof *ids);
-            if (!ids) return false;
-            out->ids = ids;
-            out->cap = cap;
-        }
-        out->ids[out->n++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    return out->n > 0;
-}
-
 static bool read_ids_file(const char *path, kld_tok_ids *out) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -127,7 +105,7 @@ int kld_cmd_logits(int argc, char **argv) {
         return 2;
     }
     kld_tok_ids ids = {0};
-    if (ids_list ? !parse_ids(ids_list, &ids) : !read_ids_file(ids_file, &ids)) {
+    if (ids_list ? !kld_arg_ids("logits", ids_list, &ids) : !read_ids_file(ids_file, &ids)) {
         kld_tok_ids_free(&ids);
         return 2;
     }

@@ -62,6 +62,10 @@ bool tok_ids_append(kld_tok_ids *ids, const int32_t *v, size_t n) {
 
 bool tok_ids_push(kld_tok_ids *ids, int32_t id) { return tok_ids_append(ids, &id, 1); }
 
+bool kld_tok_ids_append(kld_tok_ids *ids, const int32_t *v, size_t n) {
+    return tok_ids_append(ids, v, n);
+}
+
 void kld_tok_ids_free(kld_tok_ids *ids) {
     if (!ids) return;
     free(ids->ids);

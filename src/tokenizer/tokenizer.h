@@ -98,6 +98,8 @@ kld_status kld_tok_decode(const kld_tokenizer *t, const int32_t *ids, size_t n, 
                           char **out, size_t *out_len, kld_error *err);
 
 void kld_tok_ids_free(kld_tok_ids *ids);
+/* Appends n ids (growing the buffer); false when out of memory. */
+bool kld_tok_ids_append(kld_tok_ids *ids, const int32_t *v, size_t n);
 
 int32_t kld_tok_n_vocab(const kld_tokenizer *t);
 /* The token's spelling in the vocabulary ("▁the", "Ġthe", "<0x0A>", "<s>"),
