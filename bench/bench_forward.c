@@ -46,15 +46,7 @@ static void usage(FILE *f, const opts *d) {
 
 static void defaults(opts *o) {
     memset(o, 0, sizeof *o);
-    kld_synth_defaults(&o->shape);
-    o->shape.n_embd = 2048;
-    o->shape.n_layer = 22;
-    o->shape.n_head = 32;
-    o->shape.n_head_kv = 4;
-    o->shape.n_ff = 5632;
-    o->shape.n_vocab = 32000;
-    o->shape.n_ctx = 2048;
-    o->shape.seed = 42;
+    kb_shape_tinyllama(&o->shape);
     o->types[0] = "f16";
     o->types[1] = "q4_K_M";
     o->n_types = 2;
@@ -63,8 +55,7 @@ static void defaults(opts *o) {
     o->threads = 2;
     o->decode = 16;
     o->reps = 3;
-    const char *env = getenv("KLD_BENCH_CACHE");
-    o->cache = env && *env ? env : "bench/cache";
+    o->cache = kb_cache_dir();
 }
 
 static int parse(int argc, char **argv, opts *o) {
@@ -76,12 +67,7 @@ static int parse(int argc, char **argv, opts *o) {
             exit(0);
         } else if (!strcmp(a, "--quick")) {
             o->quick = true;
-            o->shape.n_embd = 256;
-            o->shape.n_layer = 2;
-            o->shape.n_head = 4;
-            o->shape.n_head_kv = 2;
-            o->shape.n_ff = 768;
-            o->shape.n_vocab = 4096;
+            kb_shape_quick(&o->shape);
             o->tokens = 256;
             o->chunk = 128;
         } else if (!strcmp(a, "--cache") || !strcmp(a, "--types")) {
@@ -122,34 +108,6 @@ static int parse(int argc, char **argv, opts *o) {
     return 0;
 }
 
-/* The synthesized model of this shape and type (file name as bench_kl's). */
-static int cached_model(const opts *o, const char *type, char *path, size_t cap) {
-    const kld_synth_options *s = &o->shape;
-    snprintf(path, cap, "%s/synth-d%lld-l%lld-h%lld-kv%lld-ff%lld-v%d-c%lld-s%llu-%s.gguf", o->cache,
-             (long long)s->n_embd, (long long)s->n_layer, (long long)s->n_head,
-             (long long)s->n_head_kv, (long long)s->n_ff, s->n_vocab, (long long)s->n_ctx,
-             (unsigned long long)s->seed, type);
-    struct stat sb;
-    if (stat(path, &sb) == 0) return 0;
-    mkdir(o->cache, 0755);
-    kld_synth_options opt = *s;
-    opt.type = type;
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    fprintf(stderr, "bench_forward: synthesizing %s (once; minutes at 1.1B)...\n", path);
-    kld_error err = {0};
-    if (kld_synth_write(&opt, tmp, &err) != KLD_OK) {
-        fprintf(stderr, "bench_forward: synthesis failed: %s\n", err.msg);
-        unlink(tmp);
-        return 1;
-    }
-    if (rename(tmp, path) != 0) {
-        fprintf(stderr, "bench_forward: rename %s: %s\n", tmp, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
 /* Float32 FMA peak of one core: 12 independent 8-wide chains in named
  * registers (an array of vectors would be spilled to memory). */
 __attribute__((target("avx2,fma"))) static double fma_peak_gflops(void) {
@@ -184,7 +142,7 @@ static double matmul_flops_per_token(const kld_hparams *hp, bool with_head) {
 
 static int bench_type(const opts *o, const char *type, double peak) {
     char path[4200];
-    if (cached_model(o, type, path, sizeof path)) return 1;
+    if (kb_cached_model("bench_forward", o->cache, &o->shape, type, path, sizeof path)) return 1;
     kb_peak_rss_reset();
     kld_error err = {0};
     kld_model *m = NULL;

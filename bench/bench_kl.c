@@ -52,14 +52,7 @@ static void usage(FILE *f, const bench_opts *d) {
 
 static void defaults(bench_opts *o) {
     memset(o, 0, sizeof *o);
-    kld_synth_defaults(&o->shape);
-    o->shape.n_embd = 2048;
-    o->shape.n_layer = 22;
-    o->shape.n_head = 32;
-    o->shape.n_head_kv = 4;
-    o->shape.n_ff = 5632;
-    o->shape.n_vocab = 32000;
-    o->shape.name = "kldeval-bench";
+    kb_shape_tinyllama(&o->shape);
     o->ref_type = "f16";
     o->arm_type = "q4_K_M";
     o->tokens = 2048;
@@ -67,8 +60,7 @@ static void defaults(bench_opts *o) {
     o->threads = 2;
     o->reps = 3;
     o->warmup = 0;
-    const char *env = getenv("KLD_BENCH_CACHE");
-    o->cache = env && *env ? env : "bench/cache";
+    o->cache = kb_cache_dir();
 }
 
 /* Returns 0 to run, 1 for --help, 2 on a bad flag. */
@@ -80,12 +72,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         long long *field = NULL, lo = 1, hi = 1 << 20;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
         if (!strcmp(a, "--quick")) {
-            o->shape.n_embd = 256;
-            o->shape.n_layer = 2;
-            o->shape.n_head = 4;
-            o->shape.n_head_kv = 2;
-            o->shape.n_ff = 768;
-            o->shape.n_vocab = 4096;
+            kb_shape_quick(&o->shape);
             o->tokens = 256;
             o->chunk = 128;
             continue;
@@ -145,45 +132,6 @@ static bool make_dirs(const char *path) {
         }
     }
     return true;
-}
-
-static bool file_exists(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-/* The cached model of this shape and type, synthesized when missing. The
- * name holds every synthesis input, so a changed flag never reuses a
- * stale file; a new synthesizer version does (delete the cache then). */
-static int cached_model(const bench_opts *o, const char *type, char *path, size_t path_size) {
-    const kld_synth_options *s = &o->shape;
-    snprintf(path, path_size, "%s/synth-d%lld-l%lld-h%lld-kv%lld-ff%lld-v%d-c%lld-s%llu-%s.gguf",
-             o->cache, (long long)s->n_embd, (long long)s->n_layer, (long long)s->n_head,
-             (long long)s->n_head_kv, (long long)s->n_ff, s->n_vocab, (long long)s->n_ctx,
-             (unsigned long long)s->seed, type);
-    if (file_exists(path)) {
-        fprintf(stderr, "bench_kl: using cached %s\n", path);
-        return 0;
-    }
-    kld_synth_options opt = *s;
-    opt.type = type;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    fprintf(stderr, "bench_kl: synthesizing %s (once; large shapes take minutes)...\n", path);
-    double t0 = kb_now();
-    kld_error err = {0};
-    if (kld_synth_write(&opt, tmp, &err) != KLD_OK) {
-        fprintf(stderr, "bench_kl: synthesis failed: %s\n", err.msg);
-        unlink(tmp);
-        return 1;
-    }
-    /* renamed only when complete, so an interrupted synthesis is never reused */
-    if (rename(tmp, path) != 0) {
-        fprintf(stderr, "bench_kl: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
-        return 1;
-    }
-    fprintf(stderr, "bench_kl: synthesized in %.1f s\n", kb_now() - t0);
-    return 0;
 }
 
 /* Seeded token ids, BOS first: the timing does not depend on which ids. */
@@ -322,7 +270,8 @@ int main(int argc, char **argv) {
     }
     char ref[4096], arm[4096], ids_path[4096];
     int32_t *ids = NULL;
-    if (cached_model(&o, o.ref_type, ref, sizeof ref) || cached_model(&o, o.arm_type, arm, sizeof arm) ||
+    if (kb_cached_model("bench_kl", o.cache, &o.shape, o.ref_type, ref, sizeof ref) ||
+        kb_cached_model("bench_kl", o.cache, &o.shape, o.arm_type, arm, sizeof arm) ||
         write_ids(&o, ids_path, sizeof ids_path, &ids))
         return 1;
 

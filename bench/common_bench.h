@@ -14,6 +14,9 @@
 #ifndef KLD_BENCH_COMMON_BENCH_H
 #define KLD_BENCH_COMMON_BENCH_H
 
+#include "synth/synth.h"
+
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,6 +124,72 @@ static inline bool kb_arg_int(int argc, char **argv, int *i, long long lo, long 
     }
     *out = v;
     return true;
+}
+
+/* The TinyLlama-1.1B shape every model benchmark uses by default, and the
+ * small shape of --quick (smoke tests). */
+static inline void kb_shape_tinyllama(kld_synth_options *s) {
+    kld_synth_defaults(s);
+    s->n_embd = 2048;
+    s->n_layer = 22;
+    s->n_head = 32;
+    s->n_head_kv = 4;
+    s->n_ff = 5632;
+    s->n_vocab = 32000;
+    s->n_ctx = 2048;
+    s->seed = 42;
+    s->name = "kldeval-bench";
+}
+
+static inline void kb_shape_quick(kld_synth_options *s) {
+    s->n_embd = 256;
+    s->n_layer = 2;
+    s->n_head = 4;
+    s->n_head_kv = 2;
+    s->n_ff = 768;
+    s->n_vocab = 4096;
+}
+
+/* The folder synthesized models are cached in: $KLD_BENCH_CACHE or bench/cache. */
+static inline const char *kb_cache_dir(void) {
+    const char *env = getenv("KLD_BENCH_CACHE");
+    return env && *env ? env : "bench/cache";
+}
+
+/* The cached model of this shape and weight type in `cache`, synthesized
+ * when missing (renamed into place only when complete). The name holds every
+ * synthesis input, so a changed flag never reuses a stale file; a new
+ * synthesizer version does (delete the cache then). Returns 0 on success. */
+static inline int kb_cached_model(const char *tool, const char *cache, const kld_synth_options *s,
+                                  const char *type, char *path, size_t path_size) {
+    snprintf(path, path_size, "%s/synth-d%lld-l%lld-h%lld-kv%lld-ff%lld-v%d-c%lld-s%llu-%s.gguf",
+             cache, (long long)s->n_embd, (long long)s->n_layer, (long long)s->n_head,
+             (long long)s->n_head_kv, (long long)s->n_ff, s->n_vocab, (long long)s->n_ctx,
+             (unsigned long long)s->seed, type);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "%s: using cached %s\n", tool, path);
+        return 0;
+    }
+    mkdir(cache, 0755);
+    kld_synth_options opt = *s;
+    opt.type = type;
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    fprintf(stderr, "%s: synthesizing %s (once; large shapes take minutes)...\n", tool, path);
+    double t0 = kb_now();
+    kld_error err = {0};
+    if (kld_synth_write(&opt, tmp, &err) != KLD_OK) {
+        fprintf(stderr, "%s: synthesis failed: %s\n", tool, err.msg);
+        unlink(tmp);
+        return 1;
+    }
+    if (rename(tmp, path) != 0) {
+        fprintf(stderr, "%s: cannot rename %s to %s: %s\n", tool, tmp, path, strerror(errno));
+        return 1;
+    }
+    fprintf(stderr, "%s: synthesized in %.1f s\n", tool, kb_now() - t0);
+    return 0;
 }
 
 #endif
