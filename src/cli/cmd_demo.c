@@ -2,6 +2,7 @@
  * default random-weight model in f16 (the reference) and, from the same
  * seed, a q4_K_M arm of it (cached in a folder), describes the reference
  * and measures the arm's KL divergence on the built-in corpus. */
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "eval/kl_driver.h"
 #include "cli/inspect_facts.h"
@@ -19,16 +20,23 @@ static void usage(FILE *f) {
                "./kldeval-demo; reused when present), describes the reference and runs\n"
                "`kldeval kl --ref f16 --arm q4_K_M` on the built-in corpus. Needs no download.\n\n"
                "  --dir DIR      where the demo models are written\n"
+               "  --threads N    threads for the KL run (default: all cores)\n"
                "  -h, --help     this text\n");
 }
 
 int kld_cmd_demo(int argc, char **argv) {
     const char *dir = "kldeval-demo";
+    int threads = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            int64_t n;
+            if (!kld_arg_int("--threads", argv[++i], 1, 1024, &n)) return 2;
+            threads = (int)n;
+        }
         else {
             fprintf(stderr, "kldeval demo: unknown flag '%s' (see --help)\n", argv[i]);
             return 2;
@@ -72,5 +80,6 @@ int kld_cmd_demo(int argc, char **argv) {
     kld_kl_config_defaults(&c);
     c.ref_path = ref_path;
     c.arm_path = arm_path;
+    c.n_threads = threads;
     return kld_kl_main(&c, NULL, NULL, NULL, "demo", false);
 }
