@@ -97,6 +97,30 @@ static void aidreams_f16(void) {
     printf("aidreams f32 vs f16: KLD %.3g, top-1 %.4f, PPL ref %.4f\n", s.kld.mean, s.top1_agreement, s.ppl_ref);
 }
 
+/* The oracle's pre-tokenized corpus (--ids-file) scores exactly what the
+ * text corpus does under llama.cpp chunking (tokenizer and windows agree). */
+static void ids_file_equals_text(void) {
+    kld_kl_config c;
+    kld_kl_config_defaults(&c);
+    c.ref_path = KT_SHARED "/models/rand-llama/f16.gguf";
+    c.arm_path = KT_SHARED "/models/rand-llama/q4_0.gguf";
+    c.chunking = KLD_CHUNKING_LLAMACPP;
+    c.ctx = 256;
+    c.chunk = 100;
+    c.max_chunks = 3;
+    c.corpus_path = KT_SHARED "/corpus/licenses.txt";
+    kld_summary text, ids;
+    kld_error err = {0};
+    if (!run(&c, &text, &err)) return;
+    c.corpus_path = NULL;
+    c.ids_path = KT_SHARED "/oracle/rand-llama/corpus.tokens";
+    if (!run(&c, &ids, &err)) return;
+    CHECK(text.n_positions == 3 * 127 && ids.n_positions == text.n_positions, "positions %llu / %llu",
+          (unsigned long long)text.n_positions, (unsigned long long)ids.n_positions);
+    CHECK(text.kld.mean == ids.kld.mean && text.ppl_ref == ids.ppl_ref,
+          "ids file and text agree exactly (KLD %.9g / %.9g)", text.kld.mean, ids.kld.mean);
+}
+
 /* llama.cpp's printed Mean KLD and Same top p (kld-<arm>.txt). */
 static bool printed(const char *arm, double *kld, double *same_top) {
     char path[512];
@@ -162,5 +186,6 @@ int main(int argc, char **argv) {
     self_gate(KT_SHARED "/models/gemma2/f16.gguf", NULL, KLD_CHUNKING_DOC, 48);
     vocab_mismatch();
     aidreams_f16();
+    ids_file_equals_text();
     return kt_finish();
 }

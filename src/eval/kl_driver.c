@@ -39,6 +39,7 @@ typedef struct run_state {
     float *gather_ref, *gather_arm;
     float *logits_ref, *logits_arm;
     kld_position *recs;   /* one chunk of scored rows, filled in parallel */
+    int64_t chunk;        /* the prefill chunk: --chunk, at most the longest window */
 } run_state;
 
 static double now_s(void) {
@@ -271,7 +272,7 @@ static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
                                                "sha256", hex, "documents", (json_int_t)rs->docs_total));
     json_object_set_new(o, "chunking", json_string(c->chunking == KLD_CHUNKING_DOC ? "doc" : "llamacpp"));
     json_object_set_new(o, "ctx", json_integer(c->ctx));
-    json_object_set_new(o, "chunk", json_integer(c->chunk));
+    json_object_set_new(o, "chunk", json_integer(rs->chunk));
     json_object_set_new(o, "max_docs", json_integer(c->max_docs));
     json_object_set_new(o, "max_tokens", json_integer(c->max_tokens));
     json_object_set_new(o, "threads", json_integer(kld_pool_size(rs->pool)));
@@ -361,7 +362,7 @@ static kld_status eval_arm(kld_session *s, const int32_t *t, int64_t n, int64_t 
 
 static kld_status run_windows(run_state *rs, kld_kl_result *out, kld_error *err) {
     const kld_kl_config *c = rs->c;
-    int32_t *buf = malloc((size_t)c->chunk * sizeof *buf);
+    int32_t *buf = malloc((size_t)rs->chunk * sizeof *buf);
     if (!buf) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     int32_t bos = rs->tok ? kld_tok_bos(rs->tok) : -1;
     bool replace_bos = c->chunking == KLD_CHUNKING_LLAMACPP && rs->tok && kld_tok_adds_bos(rs->tok);
@@ -373,8 +374,8 @@ static kld_status run_windows(run_state *rs, kld_kl_result *out, kld_error *err)
         if (win->new_doc && (st = kld_stats_begin_doc(out->stats, err))) break;
         kld_session_reset(rs->s_ref);
         kld_session_reset(rs->s_arm);
-        for (int64_t c0 = 0; c0 < win->len && !st; c0 += c->chunk) {
-            int64_t n = win->len - c0 < c->chunk ? win->len - c0 : c->chunk;
+        for (int64_t c0 = 0; c0 < win->len && !st; c0 += rs->chunk) {
+            int64_t n = win->len - c0 < rs->chunk ? win->len - c0 : rs->chunk;
             memcpy(buf, win->tokens + c0, (size_t)n * sizeof *buf);
             if (c0 == 0 && replace_bos) buf[0] = bos;
             int64_t first_row = win->score_from > c0 ? win->score_from - c0 : 0;
@@ -421,10 +422,14 @@ static kld_status open_all(run_state *rs, kld_kl_result *out, kld_error *err) {
         return kld_fail(err, KLD_ERR_ARG, "%s: nothing to score (no tokens)", rs->corpus->name);
     rs->pool = kld_pool_create(c->n_threads);
     if (!rs->pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", c->n_threads);
-    int64_t ctx = c->ctx;
-    if ((st = kld_session_create_shared(rs->ref, ctx, c->chunk, rs->pool, &rs->s_ref, err))) return st;
-    if ((st = kld_session_create_shared(rs->arm, ctx, c->chunk, rs->pool, &rs->s_arm, err))) return st;
-    size_t rows = (size_t)c->chunk;
+    /* The caches need only the longest window; a chunk never exceeds it. */
+    int64_t ctx = 1;
+    for (size_t w = 0; w < rs->n_windows; w++)
+        if (rs->windows[w].len > ctx) ctx = rs->windows[w].len;
+    rs->chunk = c->chunk < ctx ? c->chunk : ctx;
+    if ((st = kld_session_create_shared(rs->ref, ctx, rs->chunk, rs->pool, &rs->s_ref, err))) return st;
+    if ((st = kld_session_create_shared(rs->arm, ctx, rs->chunk, rs->pool, &rs->s_arm, err))) return st;
+    size_t rows = (size_t)rs->chunk;
     rs->logits_ref = malloc(rows * (size_t)kld_model_hparams(rs->ref)->n_vocab * sizeof(float));
     rs->logits_arm = malloc(rows * (size_t)kld_model_hparams(rs->arm)->n_vocab * sizeof(float));
     rs->recs = malloc(rows * sizeof *rs->recs);
