@@ -4,3 +4,6 @@ add_dependencies(test_cli_inspect kldeval)
 kld_add_test(NAME test_cli_kl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_kl.c
              ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cli_kl kldeval)
+kld_add_test(NAME test_cli_engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_engine.c
+             ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_cli_engine kldeval)
