@@ -1,5 +1,6 @@
 # Tests of the model and engine modules (owned by the engine helper).
-kld_add_test(NAME test_forward SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward.c TIMEOUT 600)
+kld_add_test(NAME test_forward SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c TIMEOUT 600)
 kld_add_test(NAME test_engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine.c)
 kld_add_test(NAME test_forward_synth SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_synth.c
              ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c TIMEOUT 600)

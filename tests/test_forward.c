@@ -4,6 +4,7 @@
  * llama2.c layouts against their GGUF twins; chunk-size, decode and
  * thread-count invariance; gemma2's sliding window over 48 tokens. */
 #include "engine/engine.h"
+#include "test_forward_models.h"
 #include "testlib.h"
 
 #include <inttypes.h>
@@ -35,70 +36,6 @@ static float *read_f32(const char *path, size_t expect_floats) {
     return f;
 }
 
-/* Logits of ids fed in chunks of `chunk` on `threads` threads. */
-static float *run(const char *model_path, const int32_t *ids, int64_t n, int64_t chunk, int threads,
-                  int64_t *n_vocab) {
-    kld_error err = {0};
-    kld_model *m = NULL;
-    kld_status st = kld_model_open(model_path, NULL, &m, &err);
-    CHECK_OK(st, err);
-    if (st != KLD_OK) return NULL;
-    *n_vocab = kld_model_hparams(m)->n_vocab;
-    kld_session *s = NULL;
-    st = kld_session_create(m, n + 8, chunk, threads, &s, &err);
-    CHECK_OK(st, err);
-    float *logits = malloc((size_t)(n * *n_vocab) * sizeof(float));
-    for (int64_t i = 0; st == KLD_OK && i < n; i += chunk) {
-        int64_t c = n - i < chunk ? n - i : chunk;
-        st = kld_session_eval(s, ids + i, c, logits + i * *n_vocab, &err);
-        CHECK_OK(st, err);
-    }
-    kld_session_free(s);
-    kld_model_close(m);
-    return logits;
-}
-
-static int64_t argmax(const float *x, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static double lse(const float *x, int64_t n) {
-    double mx = x[argmax(x, n)], s = 0;
-    for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - mx);
-    return mx + log(s);
-}
-
-/* KL(p_ref || p_ours) of one row, in double. */
-static double kld_row(const float *ref, const float *ours, int64_t n) {
-    double lr = lse(ref, n), lo = lse(ours, n), k = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double a = (double)ref[i] - lr, b = (double)ours[i] - lo;
-        k += exp(a) * (a - b);
-    }
-    return k;
-}
-
-typedef struct cmp {
-    double max_abs, mean_kld;
-    int same_argmax;
-} cmp;
-
-static cmp compare(const float *ref, const float *ours, int64_t rows, int64_t nv) {
-    cmp c = {0, 0, 0};
-    for (int64_t r = 0; r < rows; r++) {
-        const float *a = ref + r * nv, *b = ours + r * nv;
-        for (int64_t i = 0; i < nv; i++) {
-            double d = fabs((double)a[i] - (double)b[i]);
-            if (!(d <= c.max_abs)) c.max_abs = d; /* NaN propagates */
-        }
-        c.same_argmax += argmax(a, nv) == argmax(b, nv);
-        c.mean_kld += kld_row(a, b, nv) / (double)rows;
-    }
-    return c;
-}
 
 /* A model arm against an oracle file. kind: 'n' numpy-f64 (max |Δ| ≤ 2e-3,
  * 16/16 argmax), 'f' llama.cpp float arm, 'q' llama.cpp block-quantized. */
@@ -107,14 +44,14 @@ static void check_arm(const char *model, const char *oracle_dir, const char *ora
     snprintf(p, sizeof p, "%s/ids.i32", oracle_dir);
     int64_t n = 0, nv = 0;
     int32_t *ids = read_ids(p, &n);
-    float *ours = run(model, ids, n, n, 2, &nv);
+    float *ours = tf_engine_logits(model, ids, n, n, 2, &nv);
     if (!ours) {
         free(ids);
         return;
     }
     snprintf(p, sizeof p, "%s/%s", oracle_dir, oracle_file);
     float *ref = read_f32(p, (size_t)(n * nv));
-    cmp c = compare(ref, ours, n, nv);
+    tf_cmp c = tf_compare(ref, ours, n, nv);
     printf("%-44s vs %-28s max|d| %.3e  KLD %.3e  argmax %d/%" PRId64 "\n", model, oracle_file,
            c.max_abs, c.mean_kld, c.same_argmax, n);
     if (kind == 'n') {
@@ -178,11 +115,11 @@ static void test_oracles(void) {
 static void test_llama2c_equals_gguf(void) {
     int64_t n = 0, nv1 = 0, nv2 = 0;
     int32_t *ids = read_ids(SH "/oracle/aidreams260K/ids.i32", &n);
-    float *a = run(SH "/models/aidreams260K/model.bin", ids, n, n, 2, &nv1);
-    float *b = run(SH "/models/aidreams260K/f32.gguf", ids, n, n, 2, &nv2);
+    float *a = tf_engine_logits(SH "/models/aidreams260K/model.bin", ids, n, n, 2, &nv1);
+    float *b = tf_engine_logits(SH "/models/aidreams260K/f32.gguf", ids, n, n, 2, &nv2);
     CHECK(a && b && nv1 == nv2, "aidreams260K: both forms must load with the same vocabulary");
     if (a && b && nv1 == nv2) {
-        cmp c = compare(b, a, n, nv1);
+        tf_cmp c = tf_compare(b, a, n, nv1);
         printf("aidreams260K model.bin vs f32.gguf: max|d| %.3e\n", c.max_abs);
         CHECK(c.max_abs <= 1e-5, "aidreams260K model.bin vs f32.gguf: max |d| %g", c.max_abs);
         CHECK(c.same_argmax == n, "aidreams260K model.bin vs f32.gguf: argmax %d", c.same_argmax);
@@ -198,12 +135,12 @@ static void test_invariance(const char *model, const char *ids_path, int64_t n_m
     int64_t n = 0, nv = 0;
     int32_t *ids = read_ids(ids_path, &n);
     if (n > n_max) n = n_max;
-    float *whole = run(model, ids, n, n, 2, &nv);
+    float *whole = tf_engine_logits(model, ids, n, n, 2, &nv);
     static const int64_t chunks[] = {1, 7, 64};
     for (int c = 0; c < 3 && whole; c++) {
-        float *part = run(model, ids, n, chunks[c] < n ? chunks[c] : n, 2, &nv);
+        float *part = tf_engine_logits(model, ids, n, chunks[c] < n ? chunks[c] : n, 2, &nv);
         if (!part) continue;
-        cmp d = compare(whole, part, n, nv);
+        tf_cmp d = tf_compare(whole, part, n, nv);
         CHECK(d.max_abs <= 1e-4, "%s: chunk %" PRId64 " vs whole: max |d| %g", model, chunks[c],
               d.max_abs);
         /* engine.h promises more: the same bits whatever the chunking */
@@ -214,7 +151,7 @@ static void test_invariance(const char *model, const char *ids_path, int64_t n_m
                    d.max_abs);
         free(part);
     }
-    float *one = run(model, ids, n, n, 1, &nv);
+    float *one = tf_engine_logits(model, ids, n, n, 1, &nv);
     CHECK(whole && one && memcmp(whole, one, (size_t)(n * nv) * sizeof(float)) == 0,
           "%s: 1 and 2 threads differ", model);
     free(one);
@@ -227,7 +164,7 @@ static void test_invariance(const char *model, const char *ids_path, int64_t n_m
 static void test_gemma2_window(void) {
     int64_t n = 0, nv = 0;
     int32_t *ids = read_ids(SH "/oracle/gemma2/swa48.ids.i32", &n);
-    float *ours = run(SH "/models/gemma2/f16.gguf", ids, n, 48, 2, &nv);
+    float *ours = tf_engine_logits(SH "/models/gemma2/f16.gguf", ids, n, 48, 2, &nv);
     char *txt = kt_read_file(SH "/oracle/gemma2/swa48.txt", NULL);
     int rows = 0, same = 0;
     double worst = 0;
@@ -240,8 +177,8 @@ static void test_gemma2_window(void) {
                    &na, &nm, &nl, np) != 10 || t < 0 || t >= n)
             continue;
         const float *row = ours + (int64_t)t * nv;
-        same += argmax(row, nv) == na;
-        double dm = fabs(row[argmax(row, nv)] - nm), dl = fabs(lse(row, nv) - nl);
+        same += tf_argmax(row, nv) == na;
+        double dm = fabs(row[tf_argmax(row, nv)] - nm), dl = fabs(tf_lse(row, nv) - nl);
         if (dm > worst) worst = dm;
         if (dl > worst) worst = dl;
         rows++;

@@ -3,7 +3,9 @@
  * one loop per formula, GGUF metadata read directly. */
 #include "test_forward_models.h"
 
+#include "engine/engine.h"
 #include "io/gguf.h"
+#include "testlib.h"
 #include "io/gguf_writer.h"
 #include "tensor/types.h"
 
@@ -551,4 +553,58 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
         fprintf(f, ", \"hidden_act\": \"silu\", \"use_sliding_window\": false, \"sliding_window\": null"
                    ", \"rope_scaling\": null}\n");
     return fclose(f) == 0;
+}
+
+/* ---- comparing logit rows ---- */
+
+int64_t tf_argmax(const float *x, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+double tf_lse(const float *x, int64_t n) {
+    double mx = x[tf_argmax(x, n)], s = 0;
+    for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    return mx + log(s);
+}
+
+tf_cmp tf_compare(const float *ref, const float *b, int64_t rows, int64_t nv) {
+    tf_cmp c = {0, 0, 0};
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = ref + r * nv, *y = b + r * nv;
+        double lx = tf_lse(x, nv), ly = tf_lse(y, nv), k = 0;
+        for (int64_t i = 0; i < nv; i++) {
+            double d = fabs((double)x[i] - (double)y[i]);
+            if (!(d <= c.max_abs)) c.max_abs = d; /* NaN propagates */
+            double a = (double)x[i] - lx;
+            k += exp(a) * (a - ((double)y[i] - ly));
+        }
+        c.mean_kld += k / (double)rows;
+        c.same_argmax += tf_argmax(x, nv) == tf_argmax(y, nv);
+    }
+    return c;
+}
+
+float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t chunk,
+                        int threads, int64_t *n_vocab) {
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_status st = kld_model_open(path, NULL, &m, &err);
+    CHECK_OK(st, err);
+    if (st != KLD_OK) return NULL;
+    *n_vocab = kld_model_hparams(m)->n_vocab;
+    kld_session *s = NULL;
+    st = kld_session_create(m, n + 8, chunk, threads, &s, &err);
+    CHECK_OK(st, err);
+    float *logits = malloc((size_t)(n * *n_vocab) * sizeof(float));
+    for (int64_t i = 0; st == KLD_OK && i < n; i += chunk) {
+        int64_t c = n - i < chunk ? n - i : chunk;
+        st = kld_session_eval(s, ids + i, c, logits + i * *n_vocab, &err);
+        CHECK_OK(st, err);
+    }
+    kld_session_free(s);
+    kld_model_close(m);
+    return logits;
 }

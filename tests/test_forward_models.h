@@ -40,4 +40,22 @@ bool synth_write_gguf(const synth_shape *s, const char *path);
  * shape. */
 bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir);
 
+/* ---- comparing logit rows (shared by the forward tests) ---- */
+
+int64_t tf_argmax(const float *x, int64_t n); /* first index on ties */
+double tf_lse(const float *x, int64_t n);     /* log-sum-exp in double */
+
+typedef struct tf_cmp {
+    double max_abs;  /* largest |a - b| (NaN propagates) */
+    double mean_kld; /* mean over rows of KL(softmax(ref) || softmax(b)) */
+    int same_argmax; /* rows whose argmax agree */
+} tf_cmp;
+
+tf_cmp tf_compare(const float *ref, const float *b, int64_t rows, int64_t nv);
+
+/* Logits [n][*n_vocab] of ids through the engine, fed in chunks of `chunk`
+ * on `threads` threads (checks failures; NULL when the model does not open). */
+float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t chunk,
+                        int threads, int64_t *n_vocab);
+
 #endif

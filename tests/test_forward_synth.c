@@ -28,60 +28,6 @@ static int32_t *read_ids(const char *path, int64_t *n) {
     return ids;
 }
 
-static int64_t argmax(const float *x, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static double lse(const float *x, int64_t n) {
-    double mx = x[argmax(x, n)], s = 0;
-    for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - mx);
-    return mx + log(s);
-}
-
-typedef struct cmp {
-    double max_abs, mean_kld;
-    int same;
-} cmp;
-
-static cmp compare(const float *ref, const float *b, int64_t rows, int64_t nv) {
-    cmp c = {0, 0, 0};
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x = ref + r * nv, *y = b + r * nv;
-        double lx = lse(x, nv), ly = lse(y, nv), k = 0;
-        for (int64_t i = 0; i < nv; i++) {
-            double d = fabs((double)x[i] - y[i]);
-            if (!(d <= c.max_abs)) c.max_abs = d;
-            k += exp(x[i] - lx) * ((x[i] - lx) - (y[i] - ly));
-        }
-        c.mean_kld += k / (double)rows;
-        c.same += argmax(x, nv) == argmax(y, nv);
-    }
-    return c;
-}
-
-static float *engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t chunk, int64_t *nv) {
-    kld_error err = {0};
-    kld_model *m = NULL;
-    kld_session *s = NULL;
-    kld_status st = kld_model_open(path, NULL, &m, &err);
-    CHECK_OK(st, err);
-    if (st != KLD_OK) return NULL;
-    *nv = kld_model_hparams(m)->n_vocab;
-    st = kld_session_create(m, n, chunk, 2, &s, &err);
-    CHECK_OK(st, err);
-    float *out = malloc(sizeof(float) * (size_t)(n * *nv));
-    for (int64_t i = 0; st == KLD_OK && i < n; i += chunk) {
-        int64_t c = n - i < chunk ? n - i : chunk;
-        st = kld_session_eval(s, ids + i, c, out + i * *nv, &err);
-        CHECK_OK(st, err);
-    }
-    kld_session_free(s);
-    kld_model_close(m);
-    return out;
-}
 
 /* The reference against an oracle file: 'n' float64 (max |d| <= 1e-4),
  * 'c' llama.cpp (mean KLD <= 1e-4, argmax all). */
@@ -95,12 +41,12 @@ static void validate_reference(const char *model, const char *ids_path, const ch
         char *buf = kt_read_file(oracle, &size);
         CHECK(size == (size_t)(n * nv) * 4, "%s: size %zu", oracle, size);
         if (size == (size_t)(n * nv) * 4) {
-            cmp c = compare((const float *)(const void *)buf, ref, n, nv);
+            tf_cmp c = tf_compare((const float *)(const void *)buf, ref, n, nv);
             printf("reference %-36s vs %s: max|d| %.2e KLD %.2e argmax %d/%" PRId64 "\n", model,
-                   oracle + strlen(SH "/oracle/"), c.max_abs, c.mean_kld, c.same, n);
+                   oracle + strlen(SH "/oracle/"), c.max_abs, c.mean_kld, c.same_argmax, n);
             if (kind == 'n') CHECK(c.max_abs <= 1e-4, "reference %s: max |d| %g", model, c.max_abs);
             else CHECK(c.mean_kld <= 1e-4, "reference %s: KLD %g", model, c.mean_kld);
-            CHECK(c.same == n, "reference %s: argmax %d/%" PRId64, model, c.same, n);
+            CHECK(c.same_argmax == n, "reference %s: argmax %d/%" PRId64, model, c.same_argmax, n);
         }
         free(buf);
     }
@@ -123,8 +69,8 @@ static void validate_reference_swa48(void) {
                                      &cl, &cp, &na, &nm, &nl) != 9 || t < 0 || t >= n)
             continue;
         const float *row = ref + (int64_t)t * nv;
-        same += argmax(row, nv) == na;
-        worst = fmax(worst, fmax(fabs(row[argmax(row, nv)] - nm), fabs(lse(row, nv) - nl)));
+        same += tf_argmax(row, nv) == na;
+        worst = fmax(worst, fmax(fabs(row[tf_argmax(row, nv)] - nm), fabs(tf_lse(row, nv) - nl)));
         rows++;
     }
     printf("reference gemma2 swa48: argmax %d/%d, worst |d| %.2e\n", same, rows, worst);
@@ -165,28 +111,28 @@ static void check_synth(const char *arch, uint32_t type, bool llama3) {
     }
     int64_t nv = 0, nv2 = 0;
     float *ref = ref_forward(gguf, ids, n, &nv);
-    float *eng = engine_logits(gguf, ids, n, n, &nv2);
+    float *eng = tf_engine_logits(gguf, ids, n, n, 2, &nv2);
     if (!ref || !eng || nv != nv2) {
         CHECK(false, "%s: reference and engine must both run", gguf);
         free(ref);
         free(eng);
         return;
     }
-    cmp c = compare(ref, eng, n, nv);
+    tf_cmp c = tf_compare(ref, eng, n, nv);
     printf("%s %-5s engine vs reference: max|d| %.2e argmax %d/%" PRId64 "\n", arch,
-           tb, c.max_abs, c.same, n);
+           tb, c.max_abs, c.same_argmax, n);
     CHECK(c.max_abs <= 1e-3, "%s %s: engine vs reference max |d| %g", arch, tb, c.max_abs);
-    CHECK(c.same == n, "%s %s: argmax %d/%" PRId64, arch, tb, c.same, n);
+    CHECK(c.same_argmax == n, "%s %s: argmax %d/%" PRId64, arch, tb, c.same_argmax, n);
     static const int64_t chunks[] = {1, 7};
     for (int i = 0; i < 2; i++) {
-        float *part = engine_logits(gguf, ids, n, chunks[i], &nv2);
+        float *part = tf_engine_logits(gguf, ids, n, chunks[i], 2, &nv2);
         CHECK(part && memcmp(part, eng, sizeof(float) * (size_t)(n * nv)) == 0,
               "%s: chunks of %" PRId64 " must equal one pass", arch, chunks[i]);
         free(part);
     }
-    float *from_hf = engine_logits(hf, ids, n, n, &nv2);
+    float *from_hf = tf_engine_logits(hf, ids, n, n, 2, &nv2);
     if (from_hf && nv2 == nv) {
-        cmp h = compare(eng, from_hf, n, nv);
+        tf_cmp h = tf_compare(eng, from_hf, n, nv);
         printf("%s %-5s HF copy vs GGUF: max|d| %.2e\n", arch, tb, h.max_abs);
         CHECK(h.max_abs <= 1e-4, "%s: HF copy vs GGUF max |d| %g", arch, h.max_abs);
     } else {
