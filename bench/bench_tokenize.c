@@ -112,6 +112,14 @@ int main(int argc, char **argv) {
     const char *paths[16];
     int np = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: bench_tokenize [--reps N] [--copies N] [TOKENIZER ...]\n"
+                   "  --reps N     timed runs per measurement (default 5)\n"
+                   "  --copies N   copies of licenses.txt encoded (default 20)\n"
+                   "  TOKENIZER    tokenizer.json/GGUF paths (default: qwen3 and llama3 of ../shared)\n"
+                   "Run from the repository root.\n");
+            return 0;
+        }
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--copies") && i + 1 < argc) copies = atoi(argv[++i]);
         else if (np < 16) paths[np++] = argv[i];
