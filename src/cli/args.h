@@ -19,4 +19,19 @@ bool kld_arg_ids(const char *cmd, const char *list, kld_tok_ids *out);
 /* The value after flag argv[*i] (advancing *i), or NULL with an error. */
 const char *kld_arg_value(int argc, char **argv, int *i);
 
+/* True when name is one of the NULL-terminated list (a parser's flags that
+ * take a value), so an unknown flag is reported as unknown rather than as
+ * "needs a value", and is never allowed to swallow the next argument. */
+bool kld_arg_in(const char *name, const char *const *list);
+
+/* Checks, before any long run, that an output file can be written: it is
+ * not a folder, its folder exists and is writable, and it is none of the
+ * inputs (a model path, the config/tokenizer/weight files a model folder or
+ * checkpoint is read from, a corpus or ids file) -- writing there would
+ * destroy the input, and truncating a memory-mapped model crashes the run.
+ * inputs may also list earlier outputs, and may hold NULLs. Prints "kldeval <cmd>: <flag> <path>: why" and
+ * returns false otherwise. */
+bool kld_arg_output(const char *cmd, const char *flag, const char *path,
+                    const char *const *inputs, int n_inputs);
+
 #endif

@@ -19,8 +19,9 @@ static void usage(FILE *f) {
                "built-in corpus) in f16 and, from the same seed, in q4_K_M into DIR (default\n"
                "./kldeval-demo; reused when present), describes the reference and runs\n"
                "`kldeval kl --ref f16 --arm q4_K_M` on the built-in corpus. Needs no download.\n\n"
-               "  --dir DIR      where the demo models are written\n"
-               "  --threads N    threads for the KL run (default: all cores)\n"
+               "  --dir DIR      where the demo models are written (an unreadable cached\n"
+               "                 model is synthesized again)\n"
+               "  --threads N    threads for the KL run, 1 .. 1024 (default: all cores)\n"
                "  -h, --help     this text\n");
 }
 
@@ -31,13 +32,14 @@ int kld_cmd_demo(int argc, char **argv) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--dir")) {
+            if (!(dir = kld_arg_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(argv[i], "--threads")) {
+            const char *v = kld_arg_value(argc, argv, &i);
             int64_t n;
-            if (!kld_arg_int("--threads", argv[++i], 1, 1024, &n)) return 2;
+            if (!v || !kld_arg_int("--threads", v, 1, 1024, &n)) return 2;
             threads = (int)n;
-        }
-        else {
+        } else {
             fprintf(stderr, "kldeval demo: unknown flag '%s' (see --help)\n", argv[i]);
             return 2;
         }
@@ -55,11 +57,31 @@ int kld_cmd_demo(int argc, char **argv) {
     struct stat sb;
     const char *paths[2] = {ref_path, arm_path}, *types[2] = {"f16", "q4_K_M"};
     for (int i = 0; i < 2; i++) {
-        if (stat(paths[i], &sb) == 0) continue;
+        if (stat(paths[i], &sb) == 0) {
+            /* A cached model that does not open (damaged, or left by an older
+             * version) is made again rather than failing every later demo. */
+            kld_source *cached;
+            if (kld_source_open(paths[i], &cached, &err) == KLD_OK) {
+                kld_source_close(cached);
+                continue;
+            }
+            fprintf(stderr, "kldeval demo: the cached model is unreadable (%s)\n", err.msg);
+        }
         fprintf(stderr, "kldeval demo: synthesizing %s\n", paths[i]);
         o.type = types[i];
-        if (kld_synth_write(&o, paths[i], &err) != KLD_OK) {
+        /* Written beside and renamed into place, so an interrupted demo
+         * never leaves a truncated model that a later run would reuse. */
+        char tmp_path[4200];
+        snprintf(tmp_path, sizeof tmp_path, "%s.partial", paths[i]);
+        if (kld_synth_write(&o, tmp_path, &err) != KLD_OK) {
+            remove(tmp_path);
             fprintf(stderr, "kldeval demo: %s\n", err.msg);
+            return 1;
+        }
+        if (rename(tmp_path, paths[i]) != 0) {
+            fprintf(stderr, "kldeval demo: cannot rename %s to %s: %s\n", tmp_path, paths[i],
+                    strerror(errno));
+            remove(tmp_path);
             return 1;
         }
     }

@@ -17,10 +17,11 @@ static void usage(FILE *f) {
             "  -m, --model PATH   GGUF file, safetensors file/folder, or llama2.c model.bin\n"
             "  -p, --prompt TEXT  prompt text (BOS etc. added as the tokenizer says)\n"
             "  --ids LIST         prompt as comma-separated token ids instead of text\n"
-            "  -n N               tokens to generate (default 32)\n"
+            "  -n N               tokens to generate, 0 .. 1048576 (default 32)\n"
             "  --ignore-eos       keep going after the end-of-sequence token\n"
             "  --print-ids        print the generated ids instead of text\n"
-            "  --threads N        threads (default: all cores)\n");
+            "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
+            "  -h, --help         this text\n");
 }
 
 static int32_t argmax(const float *x, int64_t n) {
@@ -108,6 +109,13 @@ int kld_cmd_generate(int argc, char **argv) {
     const int64_t n_prompt = (int64_t)ids.n, n_ctx = n_prompt + n_gen;
     const int64_t chunk = n_prompt < 512 ? n_prompt : 512;
     const int64_t nv = kld_model_hparams(model)->n_vocab;
+    for (int64_t i = 0; i < n_prompt; i++)
+        if (ids.ids[i] >= nv) { /* the engine would name the offset within a chunk */
+            fprintf(stderr, "kldeval generate: --ids: id %" PRId32 " at position %" PRId64
+                    " is outside the vocabulary [0, %" PRId64 ") of %s\n",
+                    ids.ids[i], i, nv, model_path);
+            goto done;
+        }
     st = kld_session_create(model, n_ctx, chunk, (int)threads, &s, &err);
     if (st != KLD_OK) goto done;
     logits = malloc((size_t)nv * sizeof(float));

@@ -18,15 +18,16 @@ static void usage(FILE *f) {
             "  --meta         also print every metadata key (GGUF) / config.json / llama2.c header\n"
             "  --json         print everything as one JSON object instead of text\n"
             "  --plan         also print the engine's memory plan for one session: weights\n"
-            "                 (mmapped), KV cache, activations, scratch, logits buffer\n"
+            "                 (mmapped), KV cache, activations, scratch, logits buffer;\n"
+            "                 the exit status is 1 when the plan cannot be made\n"
             "  --ctx N        context length for --plan (default: the model's training context)\n"
-            "  --chunk N      prefill chunk for --plan (default 512)\n"
+            "  --chunk N      prefill chunk for --plan (default: 512, or the context if smaller)\n"
             "  --threads N    threads for --plan (default: all cores)\n"
             "  -h, --help     this text\n");
 }
 
 int kld_cmd_inspect(int argc, char **argv) {
-    inspect_options opt = {.chunk = 512};
+    inspect_options opt = {0};
     bool as_json = false;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -58,6 +59,10 @@ int kld_cmd_inspect(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (!opt.plan && (opt.ctx || opt.chunk || opt.threads)) {
+        fprintf(stderr, "kldeval inspect: --ctx, --chunk and --threads only apply with --plan\n");
+        return 2;
+    }
     kld_kernels_init();
     opt.path = path;
     kld_source *src;
@@ -67,6 +72,11 @@ int kld_cmd_inspect(int argc, char **argv) {
         return 1;
     }
     json_t *facts = inspect_facts(src, &opt);
+    /* a plan that was asked for and cannot be made is an error (a bad
+     * --ctx/--chunk, an architecture the engine cannot run) */
+    const json_t *plan_error = json_object_get(json_object_get(facts, "plan"), "error");
+    if (plan_error) fprintf(stderr, "kldeval inspect: memory plan: %s\n", json_string_value(plan_error));
+    const int rc = plan_error ? 1 : 0;
     if (as_json) {
         json_dumpf(facts, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
@@ -75,5 +85,5 @@ int kld_cmd_inspect(int argc, char **argv) {
     }
     json_decref(facts);
     kld_source_close(src);
-    return 0;
+    return rc;
 }

@@ -32,22 +32,23 @@ static void usage(FILE *f) {
 "                         per line); default: the built-in corpus\n"
 "  --corpus-format F      auto (default: .jsonl → JSONL, else text), text, jsonl\n"
 "  --ids-file FILE        pre-tokenized int32 little-endian ids instead of text\n"
-"  --max-docs N           at most N documents (doc chunking; default all)\n"
-"  --max-tokens N         at most N tokens per document (doc chunking; default all)\n"
+"  --max-docs N           at most N documents (doc chunking; default 0 = all)\n"
+"  --max-tokens N         at most N tokens per document (doc chunking; default 0 = all)\n"
 "  --allow-vocab-mismatch score only the ids both vocabularies share (otherwise an error)\n\n"
 "windows\n"
 "  --chunking MODE        doc (default): each document from position 0 in --ctx windows, every\n"
 "                         position scored; llamacpp: llama-perplexity --kl-divergence semantics\n"
 "                         (whole file as one text, minus its final newline, BOS prepended, cut into\n"
 "                         --ctx windows with BOS first, positions ctx/2 .. ctx-2 scored)\n"
-"  --ctx N                window length in tokens (default 512)\n"
-"  --chunks N             llamacpp chunking: score at most N windows (default all)\n"
-"  --chunk N              prefill chunk in tokens (default 128); memory holds 2 × chunk × n_vocab\n"
-"                         floats of logits\n"
-"  --topk K               top-k overlap size (default 10)\n"
-"  --threads N            worker threads (default: all cores)\n\n"
+"  --ctx N                window length in tokens, 2 .. 16777216 (default 512)\n"
+"  --chunks N             llamacpp chunking: score at most N windows (default 0 = all)\n"
+"  --chunk N              prefill chunk in tokens, 1 .. 65536 (default 128); memory holds\n"
+"                         2 × chunk × n_vocab floats of logits\n"
+"  --topk K               top-k overlap size, 1 .. %d (default 10)\n"
+"  --threads N            worker threads, 1 .. 1024 (default: all cores)\n\n"
 "output\n"
-"  --json FILE            everything as JSON (schema kldeval.kl/1, see README)\n"
+"  --json FILE            everything as JSON (schema kldeval.kl/1, see README); output files\n"
+"                         are checked before the run and may not be an input or each other\n"
 "  --pin FILE             append one JSON line (never overwrites)\n"
 "  --label NAME           label of the pin line (default \"<ref> vs <arm>\")\n"
 "  --per-position FILE    every scored position as TSV\n"
@@ -59,7 +60,8 @@ static void usage(FILE *f) {
 "means; reverse KLD and Jensen–Shannon divergence; top-1 agreement ± sqrt(f(1−f)/(N−1)); top-k\n"
 "overlap; PPL of each arm, ln(PPL_arm/PPL_ref) ± the standard error of per-token NLL differences;\n"
 "Δp = p_arm(next) − p_ref(next); KLD by reference confidence and by context position.\n"
-"Ctrl-C stops after the current chunk and reports the positions scored so far, marked partial.\n");
+"Ctrl-C stops after the current chunk and reports the positions scored so far, marked partial.\n",
+            KLD_TOPK_MAX);
 }
 
 static void progress(const kld_kl_progress *p, void *user) {
@@ -72,6 +74,10 @@ static void progress(const kld_kl_progress *p, void *user) {
 static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_path,
                   const char **pin_path, const char **tsv_path, const char **label, bool *quiet,
                   int *rc) {
+    static const char *const valued[] = {
+        "--ref", "--arm", "--corpus", "--corpus-format", "--ids-file", "--json", "--pin",
+        "--per-position", "--label", "--chunking", "--max-docs", "--max-tokens", "--ctx",
+        "--chunk", "--chunks", "--topk", "--threads", NULL};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -83,11 +89,23 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
         }
         if (!strcmp(a, "--allow-vocab-mismatch")) { c->allow_vocab_mismatch = true; continue; }
         if (!strcmp(a, "--quiet")) { *quiet = true; continue; }
+        if (!kld_arg_in(a, valued)) {
+            fprintf(stderr, "kldeval kl: unknown %s '%s' (see --help)\n",
+                    a[0] == '-' ? "flag" : "argument", a);
+            return false;
+        }
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
         if (!strcmp(a, "--ref")) c->ref_path = v;
         else if (!strcmp(a, "--arm")) c->arm_path = v;
         else if (!strcmp(a, "--corpus")) c->corpus_path = v;
-        else if (!strcmp(a, "--corpus-format")) c->corpus_format = v;
+        else if (!strcmp(a, "--corpus-format")) {
+            /* checked here, not after both models have loaded */
+            if (strcmp(v, "auto") && strcmp(v, "text") && strcmp(v, "jsonl")) {
+                fprintf(stderr, "kldeval kl: --corpus-format expects auto, text or jsonl, got '%s'\n", v);
+                return false;
+            }
+            c->corpus_format = v;
+        }
         else if (!strcmp(a, "--ids-file")) c->ids_path = v;
         else if (!strcmp(a, "--json")) *json_path = v;
         else if (!strcmp(a, "--pin")) *pin_path = v;
@@ -107,10 +125,6 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
         else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_chunks)) return false; }
         else if (!strcmp(a, "--topk")) { if (!kld_arg_int(a, v, 1, KLD_TOPK_MAX, &n)) return false; c->topk = (int)n; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &n)) return false; c->n_threads = (int)n; }
-        else {
-            fprintf(stderr, "kldeval kl: unknown flag '%s' (see --help)\n", a);
-            return false;
-        }
     }
     if (!c->ref_path || !c->arm_path) {
         fprintf(stderr, "kldeval kl: --ref and --arm are required (see --help)\n");
@@ -119,6 +133,33 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
     if (c->ids_path && c->corpus_path) {
         fprintf(stderr, "kldeval kl: give --corpus or --ids-file, not both\n");
         return false;
+    }
+    if (c->chunking == KLD_CHUNKING_LLAMACPP && c->ctx < 4) {
+        fprintf(stderr, "kldeval kl: --chunking llamacpp needs --ctx >= 4, got %lld\n",
+                (long long)c->ctx);
+        return false;
+    }
+    /* a limit the chosen chunking ignores would silently score everything */
+    if (c->chunking == KLD_CHUNKING_DOC && c->max_chunks > 0) {
+        fprintf(stderr, "kldeval kl: --chunks applies to --chunking llamacpp (doc chunking: "
+                        "--max-docs, --max-tokens)\n");
+        return false;
+    }
+    if (c->chunking == KLD_CHUNKING_LLAMACPP && (c->max_docs > 0 || c->max_tokens > 0)) {
+        fprintf(stderr, "kldeval kl: --max-docs and --max-tokens apply to --chunking doc "
+                        "(llamacpp chunking: --chunks)\n");
+        return false;
+    }
+    /* Output paths are checked before the run, which may take hours, and
+     * may not overwrite an input or each other. */
+    const char *files[7] = {c->ref_path, c->arm_path, c->corpus_path, c->ids_path};
+    int n_files = 4;
+    const char *const outs[3][2] = {{"--json", *json_path}, {"--pin", *pin_path},
+                                    {"--per-position", *tsv_path}};
+    for (int k = 0; k < 3; k++) {
+        if (!outs[k][1]) continue;
+        if (!kld_arg_output("kl", outs[k][0], outs[k][1], files, n_files)) return false;
+        files[n_files++] = outs[k][1];
     }
     return true;
 }

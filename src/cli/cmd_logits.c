@@ -7,10 +7,12 @@
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -18,16 +20,24 @@ static void usage(FILE *f) {
             "  -m, --model PATH   GGUF file, safetensors file/folder, or llama2.c model.bin\n"
             "  --ids LIST         comma-separated token ids\n"
             "  --ids-file PATH    int32 little-endian token ids\n"
-            "  --out PATH         write float32 LE logits [n_ids][n_vocab]\n"
-            "  --top K            print the K largest logits of every row (default 5 without --out)\n"
-            "  --chunk N          prefill chunk size (default: min(n_ids, 512))\n"
-            "  --threads N        threads (default: all cores)\n");
+            "  --out PATH         write float32 LE logits [n_ids][n_vocab] (removed again if\n"
+            "                     the run fails; may not be the model)\n"
+            "  --top K            print the K largest logits of every row, 0 .. 64\n"
+            "                     (default 5 without --out, 0 with it)\n"
+            "  --chunk N          prefill chunk size, 1 .. 1048576 (default: min(n_ids, 512))\n"
+            "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
+            "  -h, --help         this text\n");
 }
 
 static bool read_ids_file(const char *path, kld_tok_ids *out) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "kldeval logits: --ids-file %s is a folder\n", path);
+        return false;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "kldeval logits: cannot open %s\n", path);
+        fprintf(stderr, "kldeval logits: cannot open %s: %s\n", path, strerror(errno));
         return false;
     }
     uint8_t b[4];
@@ -45,6 +55,10 @@ static bool read_ids_file(const char *path, kld_tok_ids *out) {
         if (ok) out->ids[out->n++] = (int32_t)kld_load_u32(b);
     }
     long rest = ftell(f);
+    if (ferror(f)) {
+        fprintf(stderr, "kldeval logits: cannot read %s: %s\n", path, strerror(errno));
+        ok = false;
+    }
     fclose(f);
     if (ok && rest % 4 != 0) {
         fprintf(stderr, "kldeval logits: %s: size %ld is not a multiple of 4\n", path, rest);
@@ -52,6 +66,13 @@ static bool read_ids_file(const char *path, kld_tok_ids *out) {
     }
     if (ok && out->n == 0) fprintf(stderr, "kldeval logits: %s holds no ids\n", path);
     return ok && out->n > 0;
+}
+
+/* Removes a partly written --out file; only regular files (never a device
+ * such as /dev/null given as the output). */
+static void remove_partial(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) remove(path);
 }
 
 /* Prints the k largest entries of one row (k small: selection by scans). */
@@ -109,6 +130,11 @@ int kld_cmd_logits(int argc, char **argv) {
         kld_tok_ids_free(&ids);
         return 2;
     }
+    const char *const inputs[] = {model_path, ids_file};
+    if (out_path && !kld_arg_output("logits", "--out", out_path, inputs, 2)) {
+        kld_tok_ids_free(&ids);
+        return 2;
+    }
     if (top < 0) top = out_path ? 0 : 5;
     const int64_t n = (int64_t)ids.n;
     if (chunk == 0) chunk = n < 512 ? n : 512;
@@ -125,6 +151,15 @@ int kld_cmd_logits(int argc, char **argv) {
     if (st == KLD_OK) st = kld_session_create(model, n, chunk, (int)threads, &s, &err);
     if (st != KLD_OK) goto done;
     const int64_t nv = kld_model_hparams(model)->n_vocab;
+    /* Checked up front: the engine would name the offset within a chunk,
+     * and only after earlier chunks had been written to --out. */
+    for (int64_t i = 0; i < n; i++)
+        if (ids.ids[i] < 0 || ids.ids[i] >= nv) {
+            fprintf(stderr, "kldeval logits: %s: id %" PRId32 " at position %" PRId64
+                    " is outside the vocabulary [0, %" PRId64 ") of %s\n",
+                    ids_file ? ids_file : "--ids", ids.ids[i], i, nv, model_path);
+            goto done;
+        }
     if (top > 0 && kld_tok_open_source(kld_model_source(model), &tok, &err) != KLD_OK) tok = NULL;
     logits = malloc((size_t)(chunk * nv) * sizeof(float));
     if (!logits) {
@@ -132,7 +167,7 @@ int kld_cmd_logits(int argc, char **argv) {
         goto done;
     }
     if (out_path && !(out = fopen(out_path, "wb"))) {
-        fprintf(stderr, "kldeval logits: cannot create %s\n", out_path);
+        fprintf(stderr, "kldeval logits: cannot create %s: %s\n", out_path, strerror(errno));
         goto done;
     }
     for (int64_t i = 0; i < n; i += chunk) {
@@ -140,7 +175,7 @@ int kld_cmd_logits(int argc, char **argv) {
         if ((st = kld_session_eval(s, ids.ids + i, c, logits, &err)) != KLD_OK) goto done;
         /* float32 little-endian: the host order on every supported CPU */
         if (out && fwrite(logits, sizeof(float), (size_t)(c * nv), out) != (size_t)(c * nv)) {
-            fprintf(stderr, "kldeval logits: write to %s failed\n", out_path);
+            fprintf(stderr, "kldeval logits: write to %s failed: %s\n", out_path, strerror(errno));
             goto done;
         }
         for (int64_t r = 0; top > 0 && r < c; r++) {
@@ -148,16 +183,23 @@ int kld_cmd_logits(int argc, char **argv) {
             print_top(tok, logits + r * nv, nv, top);
         }
     }
-    if (out && fclose(out) != 0) {
+    if (out) {
+        FILE *f = out;
         out = NULL;
-        fprintf(stderr, "kldeval logits: write to %s failed\n", out_path);
-        goto done;
+        if (fclose(f) != 0) {
+            fprintf(stderr, "kldeval logits: write to %s failed: %s\n", out_path, strerror(errno));
+            remove_partial(out_path);
+            goto done;
+        }
     }
-    out = NULL;
     rc = 0;
 done:
     if (st != KLD_OK) fprintf(stderr, "kldeval logits: %s\n", err.msg);
-    if (out) fclose(out);
+    if (out) {
+        /* a failed run leaves no truncated logits file behind */
+        fclose(out);
+        remove_partial(out_path);
+    }
     free(logits);
     kld_tok_free(tok);
     kld_session_free(s);

@@ -38,12 +38,20 @@ int kld_cmd_synth(int argc, char **argv) {
     kld_synth_options o;
     kld_synth_defaults(&o);
     const char *out = NULL;
+    static const char *const valued[] = {"-o", "--out", "--arch", "--type", "--name", "--seed",
+                                         "--dim", "--layers", "--heads", "--kv-heads", "--ff",
+                                         "--ctx", "--vocab", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t n;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        }
+        if (!kld_arg_in(a, valued)) {
+            fprintf(stderr, "kldeval synth: unknown %s '%s' (see --help)\n",
+                    a[0] == '-' ? "flag" : "argument", a);
+            return 2;
         }
         if (!(v = kld_arg_value(argc, argv, &i))) return 2;
         if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
@@ -60,9 +68,6 @@ int kld_cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--vocab")) {
             if (!kld_arg_int(a, v, 1, 1 << 24, &n)) return 2;
             o.n_vocab = (int32_t)n;
-        } else {
-            fprintf(stderr, "kldeval synth: unknown flag '%s' (see --help)\n", a);
-            return 2;
         }
     }
     if (!out) {

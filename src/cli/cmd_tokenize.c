@@ -5,6 +5,7 @@
 #include "common/common.h"
 #include "tokenizer/tokenizer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,7 @@ static void print_result(const kld_tokenizer *t, const kld_tok_ids *ids, out_kin
     fputc('\n', o);
 }
 
+/* The whole of path ("-": standard input), or NULL with errno set. */
 static char *read_all(const char *path, size_t *n) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) return NULL;
@@ -121,9 +123,11 @@ static char *read_all(const char *path, size_t *n) {
         if (r == 0) break;
     }
     bool failed = ferror(f);
+    int saved = buf ? errno : ENOMEM;
     if (f != stdin) fclose(f);
-    if (failed) {
+    if (failed || !buf) {
         free(buf);
+        errno = saved;
         return NULL;
     }
     *n = len;
@@ -188,7 +192,7 @@ int kld_cmd_tokenize(int argc, char **argv) {
         size_t n = 0;
         char *buf = read_all(file, &n);
         if (!buf) {
-            fprintf(stderr, "kldeval tokenize: cannot read %s\n", file);
+            fprintf(stderr, "kldeval tokenize: cannot read %s: %s\n", file, strerror(errno));
             rc = 1;
         }
         size_t pos = 0, line = 0;

@@ -122,7 +122,9 @@ static json_t *plan_json(const inspect_options *opt) {
     kld_mem_plan p;
     if (kld_model_open(opt->path, NULL, &m, &err) != KLD_OK) return json_pack("{s:s}", "error", err.msg);
     int64_t ctx = opt->ctx > 0 ? opt->ctx : kld_model_hparams(m)->n_ctx_train;
-    kld_status st = kld_mem_plan_compute(m, ctx, opt->chunk, opt->threads, &p, &err);
+    /* the default chunk never exceeds the context (small models train on 128) */
+    int64_t chunk = opt->chunk > 0 ? opt->chunk : ctx < 512 ? ctx : 512;
+    kld_status st = kld_mem_plan_compute(m, ctx, chunk, opt->threads, &p, &err);
     kld_model_close(m);
     if (st) return json_pack("{s:s}", "error", err.msg);
     return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,

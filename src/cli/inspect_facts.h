@@ -13,7 +13,7 @@ typedef struct inspect_options {
     bool meta;    /* include all metadata */
     bool plan;    /* include the engine's memory plan for ctx/chunk/threads */
     const char *path; /* the model path (the plan opens the model) */
-    int64_t ctx, chunk;
+    int64_t ctx, chunk; /* 0: the model's training context, min(512, ctx) */
     int threads;
 } inspect_options;
 

@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "kld.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,18 +31,30 @@ static void usage(FILE *f) {
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* A report that could not be written (a full disk, a closed pipe) must
+ * not end in exit status 0: every command's output is checked here. */
+static int finish(int rc) {
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "kldeval: cannot write the standard output: %s\n",
+                errno ? strerror(errno) : "write error");
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
         !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return finish(argc < 2 ? 2 : 0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("kldeval %s\n", kld_version());
-        return 0;
+        return finish(0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) return finish(commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "kldeval: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -101,6 +101,20 @@ static kld_status split_lines(kld_corpus *c, bool jsonl, kld_error *err) {
     return KLD_OK;
 }
 
+/* The 1-based line holding the first invalid UTF-8 byte. Lines split at
+ * '\n' never cut a valid sequence (continuation bytes are >= 0x80), so
+ * checking line by line finds the same error as the whole-text check. */
+static size_t first_invalid_line(const char *s, size_t n) {
+    size_t line = 1;
+    for (size_t pos = 0; pos < n; line++) {
+        const char *nl = memchr(s + pos, '\n', n - pos);
+        size_t end = nl ? (size_t)(nl - s) : n;
+        if (!kld_utf8_valid(s + pos, end - pos)) return line;
+        pos = end + 1;
+    }
+    return line;
+}
+
 kld_status kld_corpus_load_text(const char *path, const char *format, kld_corpus **out,
                                 kld_error *err) {
     *out = NULL;
@@ -121,7 +135,8 @@ kld_status kld_corpus_load_text(const char *path, const char *format, kld_corpus
     }
     if (!st && !c->name) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     if (!st && !kld_utf8_valid(c->whole, c->whole_len))
-        st = kld_fail(err, KLD_ERR_FORMAT, "%s: not valid UTF-8 text", c->name);
+        st = kld_fail(err, KLD_ERR_FORMAT, "%s: line %zu is not valid UTF-8 text", c->name,
+                      first_invalid_line(c->whole, c->whole_len));
     bool jsonl = false;
     if (!st) {
         if (!format || !strcmp(format, "auto")) jsonl = path && ends_with(path, ".jsonl");
@@ -147,7 +162,11 @@ kld_status kld_corpus_load_ids(const char *path, kld_corpus **out, kld_error *er
     uint64_t n;
     kld_status st = kld_read_file(path, CORPUS_MAX_BYTES, &raw, &n, err);
     if (st) return st;
-    if (n == 0 || n % 4 != 0) {
+    if (n == 0) {
+        free(raw);
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: empty file (no ids)", path);
+    }
+    if (n % 4 != 0) {
         free(raw);
         return kld_fail(err, KLD_ERR_FORMAT, "%s: %llu bytes is not a whole number of int32 ids",
                         path, (unsigned long long)n);

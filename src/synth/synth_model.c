@@ -104,14 +104,16 @@ static kld_status add_matrix(synth_state *s, const char *name, const char *role,
 static kld_status check_shape(const kld_synth_options *o, kld_error *err) {
     if (strcmp(o->arch, "llama") != 0)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "synth: architecture '%s' (only llama)", o->arch);
-    if (o->n_embd < 32 || o->n_embd > 16384 || o->n_layer < 1 || o->n_layer > 256 ||
-        o->n_head < 1 || o->n_head_kv < 1 || o->n_ff < 32 || o->n_ff > 65536 || o->n_ctx < 16 ||
-        o->n_vocab < 512 || o->n_vocab > 1000000)
-        return kld_fail(err, KLD_ERR_ARG, "synth: shape out of range (n_embd %lld, n_layer %lld, "
-                        "n_head %lld, n_head_kv %lld, n_ff %lld, n_ctx %lld, n_vocab %d)",
-                        (long long)o->n_embd, (long long)o->n_layer, (long long)o->n_head,
-                        (long long)o->n_head_kv, (long long)o->n_ff, (long long)o->n_ctx,
-                        o->n_vocab);
+    /* one entry per field, so the message names the one that is off */
+    const struct { const char *name; long long value, lo, hi; } range[] = {
+        {"n_embd", (long long)o->n_embd, 32, 16384},   {"n_layer", (long long)o->n_layer, 1, 256},
+        {"n_head", (long long)o->n_head, 1, 16384},    {"n_head_kv", (long long)o->n_head_kv, 1, 16384},
+        {"n_ff", (long long)o->n_ff, 32, 65536},       {"n_ctx", (long long)o->n_ctx, 16, 1LL << 24},
+        {"n_vocab", (long long)o->n_vocab, 512, 1000000}};
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++)
+        if (range[i].value < range[i].lo || range[i].value > range[i].hi)
+            return kld_fail(err, KLD_ERR_ARG, "synth: %s %lld is out of range [%lld, %lld]",
+                            range[i].name, range[i].value, range[i].lo, range[i].hi);
     if (o->n_embd % o->n_head || o->n_head % o->n_head_kv || (o->n_embd / o->n_head) % 2)
         return kld_fail(err, KLD_ERR_ARG,
                         "synth: n_embd %lld must split into n_head %lld even-sized heads, and "
