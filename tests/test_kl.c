@@ -97,6 +97,31 @@ static void aidreams_f16(void) {
     printf("aidreams f32 vs f16: KLD %.3g, top-1 %.4f, PPL ref %.4f\n", s.kld.mean, s.top1_agreement, s.ppl_ref);
 }
 
+/* Windows longer than the training context are scored but flagged. */
+static void ctx_warning(void) {
+    kld_kl_config c;
+    kld_kl_config_defaults(&c);
+    c.ref_path = c.arm_path = KT_SHARED "/models/stories260K/f32.gguf"; /* trained on 128 */
+    c.corpus_path = KT_SHARED "/corpus/licenses.txt";
+    c.chunking = KLD_CHUNKING_LLAMACPP;
+    c.ctx = 200;
+    c.max_chunks = 1;
+    kld_kl_result r;
+    kld_error err = {0};
+    kld_status st = kld_kl_run(&c, &r, &err);
+    CHECK_OK(st, err);
+    if (st) return;
+    CHECK(strstr(r.ctx_note, "exceed the training context of 128") != NULL, "ctx note: '%s'", r.ctx_note);
+    CHECK(json_is_string(json_object_get(r.config, "warning")), "the JSON config carries the warning");
+    kld_kl_result_free(&r);
+    c.ctx = 128;
+    st = kld_kl_run(&c, &r, &err);
+    CHECK_OK(st, err);
+    if (st) return;
+    CHECK(r.ctx_note[0] == '\0', "no note within the training context: '%s'", r.ctx_note);
+    kld_kl_result_free(&r);
+}
+
 /* The oracle's pre-tokenized corpus (--ids-file) scores exactly what the
  * text corpus does under llama.cpp chunking (tokenizer and windows agree). */
 static void ids_file_equals_text(void) {
@@ -187,5 +212,6 @@ int main(int argc, char **argv) {
     vocab_mismatch();
     aidreams_f16();
     ids_file_equals_text();
+    ctx_warning();
     return kt_finish();
 }

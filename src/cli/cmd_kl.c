@@ -194,6 +194,10 @@ int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
     int rc = 0;
     if (kld_report_text(stdout, &sum, &run, &err) != KLD_OK) rc = 1;
     printf("%-30s: %s\n", "vocabulary", res.vocab_note);
+    if (res.ctx_note[0]) {
+        printf("%-30s: %s\n", "WARNING", res.ctx_note);
+        fprintf(stderr, "kldeval kl: warning: %s\n", res.ctx_note);
+    }
     if (!rc && json_path && kld_report_json_write(json_path, &sum, &run, &err) != KLD_OK) rc = 1;
     if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
     if (!rc && tsv_path && kld_report_tsv_write(tsv_path, res.stats, &err) != KLD_OK) rc = 1;

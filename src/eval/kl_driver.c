@@ -278,6 +278,7 @@ static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
     json_object_set_new(o, "threads", json_integer(kld_pool_size(rs->pool)));
     json_object_set_new(o, "topk", json_integer(c->topk));
     json_object_set_new(o, "vocab", json_string(out->vocab_note));
+    if (out->ctx_note[0]) json_object_set_new(o, "warning", json_string(out->ctx_note));
     json_object_set_new(o, "n_vocab_scored", json_integer(rs->n_vocab));
     return o;
 }
@@ -427,6 +428,15 @@ static kld_status open_all(run_state *rs, kld_kl_result *out, kld_error *err) {
     for (size_t w = 0; w < rs->n_windows; w++)
         if (rs->windows[w].len > ctx) ctx = rs->windows[w].len;
     rs->chunk = c->chunk < ctx ? c->chunk : ctx;
+    /* Longer windows than a model was trained on measure extrapolation, not
+     * the model: allowed (llama.cpp allows it too) but said in the report. */
+    const kld_hparams *hr = kld_model_hparams(rs->ref), *ha = kld_model_hparams(rs->arm);
+    int64_t trained = hr->n_ctx_train < ha->n_ctx_train ? hr->n_ctx_train : ha->n_ctx_train;
+    if (trained > 0 && ctx > trained)
+        snprintf(out->ctx_note, sizeof out->ctx_note,
+                 "windows of up to %lld tokens exceed the training context of %lld (%s)",
+                 (long long)ctx, (long long)trained,
+                 hr->n_ctx_train <= ha->n_ctx_train ? c->ref_path : c->arm_path);
     if ((st = kld_session_create_shared(rs->ref, ctx, rs->chunk, rs->pool, &rs->s_ref, err))) return st;
     if ((st = kld_session_create_shared(rs->arm, ctx, rs->chunk, rs->pool, &rs->s_arm, err))) return st;
     size_t rows = (size_t)rs->chunk;

@@ -51,6 +51,7 @@ typedef struct kld_kl_result {
     uint64_t ref_tokens, arm_tokens;
     bool partial;
     char vocab_note[256];      /* how the vocabularies were compared */
+    char ctx_note[256];        /* set when windows exceed a model's training context */
 } kld_kl_result;
 
 void kld_kl_config_defaults(kld_kl_config *c);
