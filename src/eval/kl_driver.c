@@ -473,9 +473,9 @@ static void close_all(run_state *rs) {
 kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err) {
     memset(out, 0, sizeof *out);
     if (c->ctx < 2 || c->chunk < 1 || c->topk < 1 || !c->ref_path || !c->arm_path)
-        return kld_fail(err, KLD_ERR_ARG, "kl: need --ref, --arm, --ctx >= 2, --chunk >= 1, --topk >= 1");
+        return kld_fail(err, KLD_ERR_ARG, "need --ref, --arm, --ctx >= 2, --chunk >= 1, --topk >= 1");
     if (c->chunking == KLD_CHUNKING_LLAMACPP && c->ctx < 4)
-        return kld_fail(err, KLD_ERR_ARG, "kl: llamacpp chunking needs --ctx >= 4");
+        return kld_fail(err, KLD_ERR_ARG, "llamacpp chunking needs --ctx >= 4");
     run_state rs = {.c = c};
     kld_status st = open_all(&rs, out, err);
     if (!st) {

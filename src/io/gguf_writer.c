@@ -237,6 +237,10 @@ kld_status kld_gguf_writer_write(const kld_gguf_writer *w, const char *path, kld
         }
     }
     if (fclose(f) != 0) ok = false;
-    if (!ok) return kld_fail(err, KLD_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (!ok) {
+        int e = errno;
+        remove(path); /* never leave a truncated model behind */
+        return kld_fail(err, KLD_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
     return KLD_OK;
 }

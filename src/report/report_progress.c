@@ -56,6 +56,13 @@ bool kld_progress_enabled(FILE *f) { return f && isatty(fileno(f)); }
 
 void kld_progress_print(FILE *f, const kld_progress *p) {
     if (!kld_progress_enabled(f)) return;
+    /* At most ~10 redraws a second: tiny models finish chunks far faster
+     * than a terminal needs, and the last state is drawn by the final call
+     * (elapsed time 0 resets the throttle for a new run). */
+    static double last_drawn = -1.0;
+    bool done = p->positions_total && p->positions_done >= p->positions_total;
+    if (!done && last_drawn >= 0 && p->elapsed_s >= last_drawn && p->elapsed_s - last_drawn < 0.1) return;
+    last_drawn = p->elapsed_s;
     char line[256];
     kld_progress_format(p, line, sizeof line);
     fprintf(f, "\r%s\033[K", line); /* \033[K clears what a longer line left */

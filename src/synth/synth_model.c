@@ -59,10 +59,10 @@ static kld_status weight_type(const kld_synth_options *o, const char *role, int6
         return KLD_OK;
     }
     if (!kld_type_from_name(o->type, out))
-        return kld_fail(err, KLD_ERR_ARG, "synth: unknown weight type '%s'", o->type);
+        return kld_fail(err, KLD_ERR_ARG, "unknown weight type '%s'", o->type);
     const kld_type_info *ti = kld_type_info_get(*out);
     if (*out != KLD_TYPE_F32 && (!ti || !ti->quantize_row))
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "synth: no quantizer for type '%s'", o->type);
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "no quantizer for type '%s'", o->type);
     return KLD_OK;
 }
 
@@ -80,7 +80,7 @@ static kld_status add_tensor(synth_state *s, const char *name, uint32_t type, in
     if (st) return st;
     t->nbytes = row_bytes * (uint64_t)ne1;
     t->data = malloc(t->nbytes);
-    if (!t->data) return kld_fail(err, KLD_ERR_NOMEM, "synth: out of memory for %s", name);
+    if (!t->data) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for %s", name);
     s->n_t++;
     const kld_type_info *ti = kld_type_info_get(type);
     for (int64_t r = 0; r < ne1; r++) {
@@ -103,7 +103,7 @@ static kld_status add_matrix(synth_state *s, const char *name, const char *role,
 
 static kld_status check_shape(const kld_synth_options *o, kld_error *err) {
     if (strcmp(o->arch, "llama") != 0)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "synth: architecture '%s' (only llama)", o->arch);
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "architecture '%s' (only llama)", o->arch);
     /* one entry per field, so the message names the one that is off */
     const struct { const char *name; long long value, lo, hi; } range[] = {
         {"n_embd", (long long)o->n_embd, 32, 16384},   {"n_layer", (long long)o->n_layer, 1, 256},
@@ -112,11 +112,11 @@ static kld_status check_shape(const kld_synth_options *o, kld_error *err) {
         {"n_vocab", (long long)o->n_vocab, 512, 1000000}};
     for (size_t i = 0; i < sizeof range / sizeof range[0]; i++)
         if (range[i].value < range[i].lo || range[i].value > range[i].hi)
-            return kld_fail(err, KLD_ERR_ARG, "synth: %s %lld is out of range [%lld, %lld]",
+            return kld_fail(err, KLD_ERR_ARG, "%s %lld is out of range [%lld, %lld]",
                             range[i].name, range[i].value, range[i].lo, range[i].hi);
     if (o->n_embd % o->n_head || o->n_head % o->n_head_kv || (o->n_embd / o->n_head) % 2)
         return kld_fail(err, KLD_ERR_ARG,
-                        "synth: n_embd %lld must split into n_head %lld even-sized heads, and "
+                        "n_embd %lld must split into n_head %lld even-sized heads, and "
                         "n_head_kv %lld must divide n_head",
                         (long long)o->n_embd, (long long)o->n_head, (long long)o->n_head_kv);
     return KLD_OK;
@@ -212,13 +212,13 @@ kld_status kld_synth_write(const kld_synth_options *o, const char *path, kld_err
     s.row = malloc((size_t)max_row * sizeof *s.row);
     kld_gguf_writer *w = kld_gguf_writer_create();
     if (!s.t || !s.row || !w) {
-        st = kld_fail(err, KLD_ERR_NOMEM, "synth: out of memory");
+        st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
         goto done;
     }
     st = add_weights(&s, v.n, err);
     if (st) goto done;
     if ((st = write_metadata(w, o, &v))) {
-        kld_fail(err, st, "synth: cannot build metadata");
+        kld_fail(err, st, "cannot build the GGUF metadata");
         goto done;
     }
     for (int i = 0; i < s.n_t && !st; i++)
