@@ -221,7 +221,7 @@ static void test_help(void) {
         {"demo", {"--dir", "--threads", "--help"}},
         {"inspect", {"--tensors", "--meta", "--json", "--plan", "--ctx", "--chunk", "--threads", "--help"}},
         {"synth", {"--out", "--arch", "--dim", "--layers", "--heads", "--kv-heads", "--ff", "--ctx",
-                   "--vocab", "--seed", "--type", "--name", "--help"}},
+                   "--vocab", "--seed", "--type", "--name", "--threads", "--help"}},
         {"logits", {"--model", "--ids", "--ids-file", "--out", "--top", "--chunk", "--threads", "--help"}},
         {"generate", {"--model", "--prompt", "--ids", "-n", "--ignore-eos", "--print-ids", "--threads",
                       "--help"}},

@@ -53,6 +53,8 @@ static void test_vocab(void) {
     kld_synth_vocab_free(&v);
 }
 
+static int synth_threads = 0; /* 0: all cores */
+
 static void write_model(const char *type, uint64_t seed, const char *tag, char *path, size_t n) {
     kld_synth_options o;
     kld_synth_defaults(&o);
@@ -64,6 +66,7 @@ static void write_model(const char *type, uint64_t seed, const char *tag, char *
     o.n_vocab = 2048;
     o.seed = seed;
     o.type = type;
+    o.n_threads = synth_threads;
     snprintf(path, n, "%s/test_synth_%s_%llu%s.gguf", kt_build_dir(), type, (unsigned long long)seed, tag);
     kld_error err = {0};
     CHECK_OK(kld_synth_write(&o, path, &err), err);
@@ -72,13 +75,15 @@ static void write_model(const char *type, uint64_t seed, const char *tag, char *
 static void test_models(void) {
     char p1[512], p2[512], p3[512], p4[512];
     write_model("f16", 1, "", p1, sizeof p1);
+    synth_threads = 1; /* the same bytes whatever the thread count */
     write_model("f16", 1, "_again", p2, sizeof p2);
+    synth_threads = 0;
     write_model("f16", 2, "", p3, sizeof p3);
     write_model("q4_K_M", 1, "", p4, sizeof p4);
     size_t n1, n2, n3;
     char *a = kt_read_file(p1, &n1), *c = kt_read_file(p3, &n3);
     char *b = kt_read_file(p2, &n2);
-    CHECK(n1 == n2 && !memcmp(a, b, n1), "same seed, same bytes");
+    CHECK(n1 == n2 && !memcmp(a, b, n1), "same seed, same bytes (all cores vs 1 thread)");
     CHECK(n1 == n3 && memcmp(a, c, n1) != 0, "another seed, other weights");
     free(a);
     free(b);

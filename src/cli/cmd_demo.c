@@ -69,6 +69,7 @@ int kld_cmd_demo(int argc, char **argv) {
         }
         fprintf(stderr, "kldeval demo: synthesizing %s\n", paths[i]);
         o.type = types[i];
+        o.n_threads = threads;
         /* Written beside and renamed into place, so an interrupted demo
          * never leaves a truncated model that a later run would reuse. */
         char tmp_path[4200];

@@ -28,6 +28,7 @@ static void usage(FILE *f) {
             "                     q2_K..q6_K, iq4_nl, iq4_xs, or q4_K_M (llama.cpp's mix)\n"
             "                     (default %s; row lengths must be multiples of the block size)\n"
             "  --name NAME        general.name (default %s)\n"
+            "  --threads N        quantization threads (default: all cores; the file is the same)\n"
             "  -h, --help         this text\n",
             d.arch, (long long)d.n_embd, (long long)d.n_layer, (long long)d.n_head,
             (long long)d.n_head_kv, (long long)d.n_ff, (long long)d.n_ctx, d.n_vocab,
@@ -40,7 +41,7 @@ int kld_cmd_synth(int argc, char **argv) {
     const char *out = NULL;
     static const char *const valued[] = {"-o", "--out", "--arch", "--type", "--name", "--seed",
                                          "--dim", "--layers", "--heads", "--kv-heads", "--ff",
-                                         "--ctx", "--vocab", NULL};
+                                         "--ctx", "--vocab", "--threads", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t n;
@@ -64,7 +65,10 @@ int kld_cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--heads")) { if (!kld_arg_int(a, v, 1, 1024, &o.n_head)) return 2; }
         else if (!strcmp(a, "--kv-heads")) { if (!kld_arg_int(a, v, 1, 1024, &o.n_head_kv)) return 2; }
         else if (!strcmp(a, "--ff")) { if (!kld_arg_int(a, v, 1, 1 << 20, &o.n_ff)) return 2; }
-        else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 1, 1 << 24, &o.n_ctx)) return 2; }
+        else if (!strcmp(a, "--threads")) {
+            if (!kld_arg_int(a, v, 1, 1024, &n)) return 2;
+            o.n_threads = (int)n;
+        } else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 1, 1 << 24, &o.n_ctx)) return 2; }
         else if (!strcmp(a, "--vocab")) {
             if (!kld_arg_int(a, v, 1, 1 << 24, &n)) return 2;
             o.n_vocab = (int32_t)n;

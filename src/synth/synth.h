@@ -41,6 +41,7 @@ typedef struct kld_synth_options {
     uint64_t seed;
     const char *type;   /* weight type: "f32", "f16", "bf16", a block type, or "q4_K_M" */
     const char *name;   /* general.name */
+    int n_threads;      /* quantization threads; <= 0: all cores (the file is the same for any) */
 } kld_synth_options;
 
 /* Fills the defaults of the built-in demo model. */

@@ -9,6 +9,8 @@
 #include "io/gguf_writer.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -36,13 +38,56 @@ typedef struct synth_tensor {
     uint64_t nbytes;
 } synth_tensor;
 
+/* Values are drawn sequentially from one generator (so the file does not
+ * depend on the thread count) a batch of rows at a time; the batch is then
+ * quantized by the worker threads, each taking a contiguous share of rows. */
+#define SYNTH_BATCH_VALUES (1 << 20)
+
 typedef struct synth_state {
     const kld_synth_options *o;
     kld_rng rng;
     synth_tensor *t;
     int n_t;
-    float *row; /* scratch for one row of float values */
+    int n_threads;
+    float *batch; /* SYNTH_BATCH_VALUES floats (at least one row) */
+    int64_t batch_cap;
 } synth_state;
+
+typedef struct quant_job {
+    const kld_type_info *ti;
+    const float *src;
+    uint8_t *dst;
+    int64_t ne0, rows, row_bytes;
+    int ith, nth;
+} quant_job;
+
+static void *quant_rows(void *arg) {
+    const quant_job *j = arg;
+    int64_t r0 = j->rows * j->ith / j->nth, r1 = j->rows * (j->ith + 1) / j->nth;
+    for (int64_t r = r0; r < r1; r++)
+        j->ti->quantize_row(j->src + r * j->ne0, j->dst + r * j->row_bytes, j->ne0);
+    return NULL;
+}
+
+/* Quantizes rows [0, rows) of src into dst on up to s->n_threads threads. */
+static void quantize_batch(const synth_state *s, const kld_type_info *ti, const float *src,
+                           uint8_t *dst, int64_t ne0, int64_t rows, int64_t row_bytes) {
+    enum { MAX_THREADS = 64 };
+    int nth = s->n_threads < MAX_THREADS ? s->n_threads : MAX_THREADS;
+    if (nth > rows) nth = (int)rows;
+    quant_job jobs[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    bool started[MAX_THREADS] = {false};
+    for (int i = 0; i < nth; i++) {
+        jobs[i] = (quant_job){ti, src, dst, ne0, rows, row_bytes, i, nth};
+        /* a thread that cannot start is run inline: same bytes, less speed */
+        started[i] = i > 0 && pthread_create(&tid[i], NULL, quant_rows, &jobs[i]) == 0;
+    }
+    for (int i = 0; i < nth; i++)
+        if (!started[i]) quant_rows(&jobs[i]);
+    for (int i = 1; i < nth; i++)
+        if (started[i]) pthread_join(tid[i], NULL);
+}
 
 /* llama.cpp's q4_K_M rule: more bits for attn_v / ffn_down in the first and
  * last eighth of the layers and every third layer between. */
@@ -83,12 +128,14 @@ static kld_status add_tensor(synth_state *s, const char *name, uint32_t type, in
     if (!t->data) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for %s", name);
     s->n_t++;
     const kld_type_info *ti = kld_type_info_get(type);
-    for (int64_t r = 0; r < ne1; r++) {
-        for (int64_t c = 0; c < ne0; c++)
-            s->row[c] = (float)(offset + gain * kld_rng_gaussian(&s->rng));
-        uint8_t *dst = (uint8_t *)t->data + (uint64_t)r * row_bytes;
-        if (type == KLD_TYPE_F32) memcpy(dst, s->row, (size_t)ne0 * sizeof(float));
-        else ti->quantize_row(s->row, dst, ne0);
+    int64_t batch_rows = s->batch_cap / ne0;
+    for (int64_t r0 = 0; r0 < ne1; r0 += batch_rows) {
+        int64_t rows = ne1 - r0 < batch_rows ? ne1 - r0 : batch_rows;
+        for (int64_t k = 0; k < rows * ne0; k++)
+            s->batch[k] = (float)(offset + gain * kld_rng_gaussian(&s->rng));
+        uint8_t *dst = (uint8_t *)t->data + (uint64_t)r0 * row_bytes;
+        if (type == KLD_TYPE_F32) memcpy(dst, s->batch, (size_t)(rows * ne0) * sizeof(float));
+        else quantize_batch(s, ti, s->batch, dst, ne0, rows, (int64_t)row_bytes);
     }
     return KLD_OK;
 }
@@ -205,13 +252,19 @@ kld_status kld_synth_write(const kld_synth_options *o, const char *path, kld_err
     st = kld_synth_vocab_train((const char *)kld_builtin_corpus, kld_builtin_corpus_len,
                                o->n_vocab, &v, err);
     if (st) return st;
-    synth_state s = {.o = o};
+    synth_state s = {.o = o, .n_threads = o->n_threads};
+    if (s.n_threads <= 0) {
+        cpu_set_t set;
+        s.n_threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+        if (s.n_threads < 1) s.n_threads = 1;
+    }
     kld_rng_seed(&s.rng, o->seed);
     int64_t max_row = o->n_embd > o->n_ff ? o->n_embd : o->n_ff;
+    s.batch_cap = max_row > SYNTH_BATCH_VALUES ? max_row : SYNTH_BATCH_VALUES;
     s.t = calloc((size_t)(2 + 9 * o->n_layer), sizeof *s.t);
-    s.row = malloc((size_t)max_row * sizeof *s.row);
+    s.batch = malloc((size_t)s.batch_cap * sizeof *s.batch);
     kld_gguf_writer *w = kld_gguf_writer_create();
-    if (!s.t || !s.row || !w) {
+    if (!s.t || !s.batch || !w) {
         st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -229,7 +282,7 @@ done:
     kld_gguf_writer_free(w);
     for (int i = 0; i < s.n_t; i++) free(s.t[i].data);
     free(s.t);
-    free(s.row);
+    free(s.batch);
     kld_synth_vocab_free(&v);
     return st;
 }
