@@ -39,6 +39,21 @@ static inline void kld_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_
     }
 }
 
+/* The value of x[0..n) with the largest magnitude (the first one on ties),
+ * as ggml's quantizers pick it; its magnitude goes to *amax. */
+static inline float kld_signed_absmax(const float *x, int n, float *amax) {
+    float max = 0, a = 0;
+    for (int i = 0; i < n; i++) {
+        float ax = x[i] < 0 ? -x[i] : x[i];
+        if (ax > a) {
+            a = ax;
+            max = x[i];
+        }
+    }
+    *amax = a;
+    return max;
+}
+
 /* The 16 signed 6-bit scales of a q3_K block (already minus 32). */
 void kld_q3k_scales(const uint8_t *packed12, int8_t out[16]);
 

@@ -34,12 +34,9 @@ static int best_level(const int8_t *val, float x) {
 static float iq4_block_scale(const float *xb, uint8_t *L) {
     const int8_t *values = kld_iq4nl_values;
     float weight[32];
-    float amax = 0, max = 0;
-    for (int j = 0; j < 32; j++) {
-        weight[j] = xb[j] * xb[j];
-        float ax = fabsf(xb[j]);
-        if (ax > amax) { amax = ax; max = xb[j]; }
-    }
+    for (int j = 0; j < 32; j++) weight[j] = xb[j] * xb[j];
+    float amax;
+    const float max = kld_signed_absmax(xb, 32, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, 32);
         return 0;

@@ -26,11 +26,8 @@ static inline int nearest_int(float x) {
  * by a weighted least-squares fit over 18 nearby trial scales. Weights are
  * qw, or x^2 when qw is NULL (ggml's rmse_type 1). */
 static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
+    float amax;
+    const float max = kld_signed_absmax(x, n, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
@@ -71,11 +68,8 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const fl
 /* q3_K's sub-block fit: symmetric levels, then coordinate descent on single
  * levels (up to 5 sweeps) with x^2 weights. */
 static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
+    float amax;
+    const float max = kld_signed_absmax(x, n, &amax);
     if (amax < GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
@@ -245,12 +239,9 @@ void kld_quant_q3_k_ref(const float *x, void *dst, int64_t n) {
         int8_t L[KLD_QK_K];
         float scales[16];
         uint8_t *hmask = b, *sc_out = b + 96;
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-            float scale = fabsf(scales[j]);
-            if (scale > amax) { amax = scale; max_scale = scales[j]; }
-        }
+        for (int j = 0; j < 16; j++) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        float amax;
+        const float max_scale = kld_signed_absmax(scales, 16, &amax);
         memset(sc_out, 0, 12);
         if (max_scale) {
             float iscale = -32.f / max_scale;
