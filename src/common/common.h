@@ -51,6 +51,10 @@ bool kld_utf8_valid(const char *s, size_t n);
 char *kld_strdup(const char *s);
 char *kld_strndup(const char *s, size_t n);
 
+/* The cores this process may run on (at least 1, at most 1024): the
+ * default for every --threads. */
+int kld_default_threads(void);
+
 /* Formats a byte count with a binary unit ("12.3 MiB") into buf. */
 const char *kld_format_bytes(uint64_t bytes, char *buf, size_t buf_size);
 

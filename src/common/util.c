@@ -1,8 +1,10 @@
 /* util.c — UTF-8 validation, string duplication and byte formatting. */
 #include "common.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 bool kld_utf8_valid(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
@@ -45,4 +47,10 @@ const char *kld_format_bytes(uint64_t bytes, char *buf, size_t buf_size) {
     if (u == 0) snprintf(buf, buf_size, "%llu B", (unsigned long long)bytes);
     else snprintf(buf, buf_size, "%.2f %s", v, units[u]);
     return buf;
+}
+
+int kld_default_threads(void) {
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
 }

@@ -27,9 +27,6 @@ typedef struct kld_pool kld_pool;
 
 /* ---- thread pool ---- */
 
-/* Number of online CPUs (at least 1): the default for --threads. */
-int kld_default_threads(void);
-
 /* A pool of n_threads (the calling thread counts as one; n_threads <= 0
  * means kld_default_threads()). NULL when threads cannot be started. */
 kld_pool *kld_pool_create(int n_threads);

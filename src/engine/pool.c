@@ -66,11 +66,6 @@ static void *worker_main(void *p) {
     }
 }
 
-int kld_default_threads(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
-}
-
 kld_pool *kld_pool_create(int n_threads) {
     if (n_threads <= 0) n_threads = kld_default_threads();
     kld_pool *pool = calloc(1, sizeof *pool);

@@ -10,7 +10,6 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -253,11 +252,7 @@ kld_status kld_synth_write(const kld_synth_options *o, const char *path, kld_err
                                o->n_vocab, &v, err);
     if (st) return st;
     synth_state s = {.o = o, .n_threads = o->n_threads};
-    if (s.n_threads <= 0) {
-        cpu_set_t set;
-        s.n_threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-        if (s.n_threads < 1) s.n_threads = 1;
-    }
+    if (s.n_threads <= 0) s.n_threads = kld_default_threads();
     kld_rng_seed(&s.rng, o->seed);
     int64_t max_row = o->n_embd > o->n_ff ? o->n_embd : o->n_ff;
     s.batch_cap = max_row > SYNTH_BATCH_VALUES ? max_row : SYNTH_BATCH_VALUES;
