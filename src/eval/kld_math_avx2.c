@@ -115,24 +115,30 @@ static void scan_avx2(const float *x, int32_t n, kld_topk *h, bool *bad) {
 }
 
 /* The last n % 8 logits, padded with -inf (probability 0, every term 0). */
-static void load_tail(const float *x, int32_t from, int32_t n, float pad[8]) {
-    for (int j = 0; j < 8; j++) pad[j] = from + j < n ? x[from + j] : -INFINITY;
+/* Eight floats of x and of y from index i; past n the lanes are -inf
+ * (probability 0), so the last partial block needs no special case. */
+static void load_pair(const float *x, const float *y, int32_t i, int32_t n, __m256 *xv, __m256 *yv) {
+    if (i + 8 <= n) {
+        *xv = _mm256_loadu_ps(x + i);
+        *yv = _mm256_loadu_ps(y + i);
+        return;
+    }
+    float tx[8], ty[8];
+    for (int j = 0; j < 8; j++) {
+        tx[j] = i + j < n ? x[i + j] : -INFINITY;
+        ty[j] = i + j < n ? y[i + j] : -INFINITY;
+    }
+    *xv = _mm256_loadu_ps(tx);
+    *yv = _mm256_loadu_ps(ty);
 }
 
 static void sum_exp_avx2(const float *x, const float *y, int32_t n, float mx, float my,
                          double out[2]) {
     const __m256d vmx = _mm256_set1_pd((double)mx), vmy = _mm256_set1_pd((double)my);
     __m256d sx0 = _mm256_setzero_pd(), sx1 = sx0, sy0 = sx0, sy1 = sx0;
-    float tx[8], ty[8];
     for (int32_t i = 0; i < n; i += 8) {
-        const float *px = x + i, *py = y + i;
-        if (i + 8 > n) {
-            load_tail(x, i, n, tx);
-            load_tail(y, i, n, ty);
-            px = tx;
-            py = ty;
-        }
-        __m256 xv = _mm256_loadu_ps(px), yv = _mm256_loadu_ps(py);
+        __m256 xv, yv;
+        load_pair(x, y, i, n, &xv, &yv);
         __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
         __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
         __m256d y0 = _mm256_cvtps_pd(_mm256_castps256_ps128(yv));
@@ -176,16 +182,9 @@ static void divergences_avx2(const float *x, const float *y, int32_t n, float mx
     const __m256d vmx = _mm256_set1_pd((double)mx), vmy = _mm256_set1_pd((double)my);
     const __m256d vlsx = _mm256_set1_pd(lsx), vlsy = _mm256_set1_pd(lsy);
     div_acc a0 = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()}, a1 = a0;
-    float tx[8], ty[8];
     for (int32_t i = 0; i < n; i += 8) {
-        const float *px = x + i, *py = y + i;
-        if (i + 8 > n) {
-            load_tail(x, i, n, tx);
-            load_tail(y, i, n, ty);
-            px = tx;
-            py = ty;
-        }
-        __m256 xv = _mm256_loadu_ps(px), yv = _mm256_loadu_ps(py);
+        __m256 xv, yv;
+        load_pair(x, y, i, n, &xv, &yv);
         div4(_mm256_cvtps_pd(_mm256_castps256_ps128(xv)), _mm256_cvtps_pd(_mm256_castps256_ps128(yv)),
              vmx, vmy, vlsx, vlsy, &a0);
         div4(_mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)),
