@@ -1,0 +1,168 @@
+/* dump.h — saved distributions on disk ("dumps"): the mlx-bun seed's
+ * teacher-logits format v1, its float32 twin v2, and kldeval's sidecar.
+ * A dump is the hub between engines: any engine that writes this layout
+ * can be scored by kldeval, and kldeval's dumps can be read by the seed.
+ *
+ * Layout of a dump directory DIR (all little-endian, no padding):
+ *   manifest.json   written LAST (temporary name, fsync, rename): its presence
+ *                   means the dump is complete. Keys of v1 (the seed reads
+ *                   only these): format_version (1 or 2), model (string),
+ *                   corpus_sha256 (64 hex), ctx_len, n_seqs, top_k,
+ *                   positions_per_seq (= ctx_len - 1), created (ISO 8601 UTC),
+ *                   notes (string). kldeval's extensions (a v1 reader ignores
+ *                   them; all optional on read): kldeval_version, n_vocab,
+ *                   model_sha256, tokenizer_fingerprint (64 hex), chunking,
+ *                   bos, logit_dtype ("float16"/"float32"), ext (true when the
+ *                   seq-<i>.ext.bin sidecars exist), kind ("teacher" or
+ *                   "candidate"), teacher (object: the teacher dump's model,
+ *                   corpus_sha256, tokenizer_fingerprint and created, for a
+ *                   candidate dump), windows (how windows were cut, prose).
+ *   dump.partial.json  the same manifest object, written at creation and
+ *                   removed by kld_dump_finish: what --resume checks against.
+ *   tokens.bin      int32[n_seqs][ctx_len]: the ids each sequence was fed
+ *                   (teacher-forced; every sequence is exactly ctx_len ids).
+ *   seq-<i>.bin     i = 0 .. n_seqs-1 in decimal: positions_per_seq records;
+ *                   record r is the distribution after tokens[i][0..r], i.e.
+ *                   over the token at index r+1:
+ *                     int32[top_k]  indices, by descending logit, ties to the
+ *                                   lower index (ordering done in float32,
+ *                                   before any rounding)
+ *                     top_k logits at those indices: float16 (v1, round to
+ *                                   nearest even) or float32 (v2)
+ *                     float32       logsumexp over the FULL vocabulary
+ *                   record bytes: 6*top_k + 4 (v1), 8*top_k + 4 (v2).
+ *   seq-<i>.ext.bin (optional sidecar, kldeval writes it) positions_per_seq
+ *                   records of 24 bytes:
+ *                     float64 logsumexp over the full vocabulary (the exact
+ *                             value the float32 field rounds)
+ *                     float64 log-probability of the next token,
+ *                             tokens[i][r+1] (NaN when unknown)
+ *                     int32   argmax over the full vocabulary (first index
+ *                             on ties; -1 when unknown)
+ *                     int32   0 (reserved)
+ * A candidate dump has the same layout; its indices are the teacher's (not
+ * its own top-k), its logits are the candidate's at those indices, its
+ * logsumexp and argmax (sidecar) are the candidate's own.
+ *
+ * Ownership: kld_dump_open → kld_dump_close; kld_dump_create →
+ * kld_dump_finish and/or kld_dump_writer_free (free without finish leaves a
+ * resumable dump: no manifest.json, dump.partial.json kept). */
+#ifndef KLD_STORE_DUMP_H
+#define KLD_STORE_DUMP_H
+
+#include "kld.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KLD_DUMP_EXT_BYTES 24
+#define KLD_DUMP_MAX_TOPK (1 << 20)
+
+/* The manifest, as written or as read. Strings are owned by whoever filled
+ * the struct (kld_dump_meta_of's strings live as long as the dump). NULL or 0
+ * means absent (for the optional extension keys). */
+typedef struct kld_dump_meta {
+    int format_version;          /* 1: float16 logits, 2: float32 logits */
+    const char *model;           /* required */
+    const char *corpus_sha256;   /* required: 64 lower-case hex digits */
+    int64_t ctx_len;             /* >= 2 */
+    int64_t n_seqs;              /* >= 1 */
+    int32_t top_k;               /* 1 .. KLD_DUMP_MAX_TOPK (and <= n_vocab when known) */
+    int64_t positions_per_seq;   /* ctx_len - 1 */
+    const char *created;         /* writer fills it when NULL */
+    const char *notes;           /* may be NULL (written as "") */
+    /* extensions */
+    const char *kldeval_version;
+    int64_t n_vocab;
+    const char *model_sha256;
+    const char *tokenizer_fingerprint;
+    const char *chunking;
+    const char *bos;
+    const char *windows;
+    bool ext;                    /* seq-<i>.ext.bin sidecars present / to be written */
+    bool candidate;              /* kind "candidate" (else "teacher") */
+    const char *teacher_model, *teacher_corpus_sha256, *teacher_fingerprint, *teacher_created;
+} kld_dump_meta;
+
+/* n records of one sequence, decoded. The caller allocates the arrays
+ * (idx and val: n * top_k; lse, lse64, logp_next, argmax: n). On read,
+ * lse64/logp_next/argmax are filled from the sidecar when the dump has one,
+ * else with NAN / NAN / -1 (they may be NULL when not wanted). On write,
+ * lse64/logp_next/argmax are required exactly when meta.ext. */
+typedef struct kld_dump_rows {
+    int32_t *idx;
+    float *val;       /* logits; float16 values widened exactly on read */
+    float *lse;
+    double *lse64;
+    double *logp_next;
+    int32_t *argmax;
+} kld_dump_rows;
+
+/* ---- reading ---- */
+
+typedef struct kld_dump kld_dump;
+
+/* Opens and validates DIR: manifest.json present and well-formed (every
+ * required key with the right JSON type and range; format_version 1 or 2),
+ * tokens.bin exactly n_seqs * ctx_len * 4 bytes with every id in
+ * [0, n_vocab_limit) (n_vocab_limit <= 0: the manifest's n_vocab if any, else
+ * no upper bound), every seq-<i>.bin exactly positions_per_seq * record bytes
+ * (and positions_per_seq == ctx_len - 1), each sidecar exactly
+ * positions_per_seq * 24 bytes when ext. Errors name the file and the field
+ * ("DIR/manifest.json: top_k: expected a positive integer, got \"x\""). */
+kld_status kld_dump_open(const char *dir, int64_t n_vocab_limit, kld_dump **out, kld_error *err);
+void kld_dump_close(kld_dump *d);
+
+const kld_dump_meta *kld_dump_meta_of(const kld_dump *d);
+const char *kld_dump_dir(const kld_dump *d);
+/* Sequence seq's ctx_len ids (valid until close). */
+const int32_t *kld_dump_tokens(const kld_dump *d, int64_t seq);
+
+/* Reads records [rec0, rec0 + n) of sequence seq (one pread per file) and
+ * validates each: indices in [0, n_vocab_limit) (or >= 0 when unbounded)
+ * and distinct within the record; logits and logsumexp finite; logits
+ * non-increasing; the logsumexp at least the first logit (else it is not a
+ * logsumexp over a vocabulary containing that logit). Errors name the file,
+ * the record and the field. Thread-compatible: one reader per thread. */
+kld_status kld_dump_read(kld_dump *d, int64_t seq, int64_t rec0, int64_t n,
+                         const kld_dump_rows *rows, kld_error *err);
+
+/* ---- writing ---- */
+
+typedef struct kld_dump_writer kld_dump_writer;
+
+/* Creates DIR (mkdir -p of the last component; an existing DIR must hold
+ * no manifest.json unless resume is false and it is empty) and writes
+ * dump.partial.json and tokens.bin (n_seqs * ctx_len ids), fsynced.
+ * resume: DIR must hold an interrupted dump of the same settings (the
+ * partial manifest's format_version, model, corpus_sha256, ctx_len, n_seqs,
+ * top_k, ext, kind equal meta's) and the same tokens (byte for byte);
+ * records already complete on disk are kept, a torn last record is cut off,
+ * and *done_seq / *done_rec receive the first record still missing
+ * (done_seq == n_seqs when nothing is missing). Without resume they are 0.
+ * A DIR holding a complete dump (manifest.json) is refused either way. */
+kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int32_t *tokens,
+                           bool resume, kld_dump_writer **out, int64_t *done_seq,
+                           int64_t *done_rec, kld_error *err);
+
+/* Appends records [rec0, rec0 + n) of sequence seq. Sequences and records
+ * must arrive in order; records before the resume point are accepted and
+ * skipped (already on disk), so a caller may replay a whole sequence. Every
+ * write is checked: a full disk is an error naming the file. Indices must be
+ * valid as on read; logits are rounded to float16 (v1, nearest even) or
+ * stored as float32 (v2). */
+kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t n,
+                          const kld_dump_rows *rows, kld_error *err);
+
+/* Checks that every record of every sequence was written, fsyncs and closes
+ * every file, writes manifest.json (temporary name, fsync, rename, fsync of
+ * DIR) and removes dump.partial.json. */
+kld_status kld_dump_finish(kld_dump_writer *w, kld_error *err);
+/* Closes files and frees; without a successful finish the dump stays
+ * resumable. NULL is fine. */
+void kld_dump_writer_free(kld_dump_writer *w);
+
+/* Record size in bytes for a format version and k (0 when invalid). */
+uint64_t kld_dump_record_bytes(int format_version, int64_t top_k);
+
+#endif
