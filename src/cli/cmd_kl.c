@@ -20,14 +20,27 @@ static void on_sigint(int sig) {
 
 static void usage(FILE *f) {
     fprintf(f,
-"usage: kldeval kl --ref MODEL --arm MODEL [flags]\n\n"
-"Teacher-forced KL divergence of an arm against a reference: both models read the same tokens\n"
-"in lockstep, chunk by chunk, and every scored position compares their next-token distributions.\n"
+"usage: kldeval kl --ref MODEL --arm MODEL [flags]\n"
+"       kldeval kl --reference-logits TEACHER_DIR (--arm MODEL | --arm-logits CAND_DIR) [flags]\n"
+"       kldeval kl --llamacpp-base FILE --arm MODEL [flags]\n\n"
+"Teacher-forced KL divergence of an arm against a reference: both read the same tokens in\n"
+"lockstep, chunk by chunk, and every scored position compares their next-token distributions.\n"
 "MODEL is a .gguf, a .safetensors, a Hugging Face directory or a llama2.c checkpoint. Giving the\n"
-"same model twice is the self-gate: KLD exactly 0, top-1 agreement exactly 1.\n\n"
+"same model twice is the self-gate: KLD exactly 0, top-1 agreement exactly 1.\n"
+"A saved teacher (kldeval dump, or another engine writing docs/dump-format.md) fixes the tokens\n"
+"and windows; it holds the teacher's top-k, so KLD is then the truncated sum over those ids\n"
+"(the seeds' definition), reported with the captured mass and a tail-corrected lower bound of the\n"
+"full KL. A llama.cpp base file is scored with llama-perplexity's semantics.\n\n"
 "arms and corpus\n"
-"  --ref MODEL            the reference arm (required)\n"
-"  --arm MODEL            the candidate arm (required)\n"
+"  --ref MODEL            the reference model\n"
+"  --arm MODEL            the candidate model\n"
+"  --reference-logits DIR the reference: a saved teacher dump (instead of --ref)\n"
+"  --arm-logits DIR       the candidate: a candidate dump made with kldeval dump --indices-from\n"
+"                         (instead of --arm; needs --reference-logits): two engines compared\n"
+"                         without loading either model\n"
+"  --llamacpp-base FILE   the reference: a llama-perplexity --kl-divergence-base file (its tokens,\n"
+"                         chunks and scored positions); prints llama-perplexity's statistics too\n"
+"  --allow-long-context   score a saved reference whose windows exceed the arm's training context\n"
 "  --corpus FILE          text (one document per line, '#' comment lines) or JSONL ({\"text\": ...}\n"
 "                         per line); default: the built-in corpus\n"
 "  --corpus-format F      auto (default: .jsonl → JSONL, else text), text, jsonl\n"
@@ -39,7 +52,10 @@ static void usage(FILE *f) {
 "  --chunking MODE        doc (default): each document from position 0 in --ctx windows, every\n"
 "                         position scored; llamacpp: llama-perplexity --kl-divergence semantics\n"
 "                         (whole file as one text, minus its final newline, BOS prepended, cut into\n"
-"                         --ctx windows with BOS first, positions ctx/2 .. ctx-2 scored)\n"
+"                         --ctx windows with BOS first, positions ctx/2 .. ctx-2 scored); stream:\n"
+"                         documents concatenated and cut into windows of exactly --ctx tokens,\n"
+"                         rows 0 .. ctx-2 scored (the windows of kldeval dump)\n"
+"                         (a saved reference brings its own windows: these flags do not apply)\n"
 "  --ctx N                window length in tokens, 2 .. 16777216 (default 512)\n"
 "  --chunks N             llamacpp chunking: score at most N windows (default 0 = all)\n"
 "  --chunk N              prefill chunk in tokens, 1 .. 65536 (default 128); memory holds\n"
@@ -75,9 +91,10 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
                   const char **pin_path, const char **tsv_path, const char **label, bool *quiet,
                   int *rc) {
     static const char *const valued[] = {
-        "--ref", "--arm", "--corpus", "--corpus-format", "--ids-file", "--json", "--pin",
+        "--ref", "--arm", "--reference-logits", "--arm-logits", "--llamacpp-base", "--corpus", "--corpus-format", "--ids-file", "--json", "--pin",
         "--per-position", "--label", "--chunking", "--max-docs", "--max-tokens", "--ctx",
         "--chunk", "--chunks", "--topk", "--threads", NULL};
+    bool chunking_given = false, ctx_given = false;
     *rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -88,6 +105,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
             return false;
         }
         if (!strcmp(a, "--allow-vocab-mismatch")) { c->allow_vocab_mismatch = true; continue; }
+        if (!strcmp(a, "--allow-long-context")) { c->allow_long_context = true; continue; }
         if (!strcmp(a, "--quiet")) { *quiet = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval kl: unknown %s '%s' (see --help)\n",
@@ -97,6 +115,9 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
         if (!strcmp(a, "--ref")) c->ref_path = v;
         else if (!strcmp(a, "--arm")) c->arm_path = v;
+        else if (!strcmp(a, "--reference-logits")) c->ref_logits = v;
+        else if (!strcmp(a, "--arm-logits")) c->arm_logits = v;
+        else if (!strcmp(a, "--llamacpp-base")) c->llamacpp_base = v;
         else if (!strcmp(a, "--corpus")) c->corpus_path = v;
         else if (!strcmp(a, "--corpus-format")) {
             /* checked here, not after both models have loaded */
@@ -112,22 +133,40 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
         else if (!strcmp(a, "--per-position")) *tsv_path = v;
         else if (!strcmp(a, "--label")) *label = v;
         else if (!strcmp(a, "--chunking")) {
+            chunking_given = true;
             if (!strcmp(v, "doc")) c->chunking = KLD_CHUNKING_DOC;
             else if (!strcmp(v, "llamacpp")) c->chunking = KLD_CHUNKING_LLAMACPP;
+            else if (!strcmp(v, "stream")) c->chunking = KLD_CHUNKING_STREAM;
             else {
-                fprintf(stderr, "kldeval kl: --chunking expects doc or llamacpp, got '%s'\n", v);
+                fprintf(stderr, "kldeval kl: --chunking expects doc, llamacpp or stream, got '%s'\n", v);
                 return false;
             }
         } else if (!strcmp(a, "--max-docs")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_docs)) return false; }
         else if (!strcmp(a, "--max-tokens")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_tokens)) return false; }
-        else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 2, 1 << 24, &c->ctx)) return false; }
+        else if (!strcmp(a, "--ctx")) { ctx_given = true; if (!kld_arg_int(a, v, 2, 1 << 24, &c->ctx)) return false; }
         else if (!strcmp(a, "--chunk")) { if (!kld_arg_int(a, v, 1, 1 << 16, &c->chunk)) return false; }
         else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_chunks)) return false; }
         else if (!strcmp(a, "--topk")) { if (!kld_arg_int(a, v, 1, KLD_TOPK_MAX, &n)) return false; c->topk = (int)n; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &n)) return false; c->n_threads = (int)n; }
     }
-    if (!c->ref_path || !c->arm_path) {
-        fprintf(stderr, "kldeval kl: --ref and --arm are required (see --help)\n");
+    int refs = !!c->ref_path + !!c->ref_logits + !!c->llamacpp_base;
+    int arms = !!c->arm_path + !!c->arm_logits;
+    if (refs != 1 || arms != 1) {
+        fprintf(stderr, "kldeval kl: give one reference (--ref, --reference-logits or "
+                        "--llamacpp-base) and one arm (--arm or --arm-logits) (see --help)\n");
+        return false;
+    }
+    if (c->arm_logits && !c->ref_logits) {
+        fprintf(stderr, "kldeval kl: --arm-logits is scored against its teacher: give "
+                        "--reference-logits\n");
+        return false;
+    }
+    bool saved = c->ref_logits || c->llamacpp_base;
+    if (saved && (c->corpus_path || c->ids_path || chunking_given || c->max_docs || c->max_tokens ||
+                  c->max_chunks || ctx_given)) {
+        fprintf(stderr, "kldeval kl: %s brings its own tokens and windows: --corpus, --ids-file, "
+                        "--chunking, --ctx, --chunks, --max-docs and --max-tokens do not apply\n",
+                c->ref_logits ? "--reference-logits" : "--llamacpp-base");
         return false;
     }
     if (c->ids_path && c->corpus_path) {
@@ -152,8 +191,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
     }
     /* Output paths are checked before the run, which may take hours, and
      * may not overwrite an input or each other. */
-    const char *files[7] = {c->ref_path, c->arm_path, c->corpus_path, c->ids_path};
-    int n_files = 4;
+    const char *files[8] = {c->ref_path, c->arm_path, c->corpus_path, c->ids_path, c->llamacpp_base};
+    int n_files = 5;
     const char *const outs[3][2] = {{"--json", *json_path}, {"--pin", *pin_path},
                                     {"--per-position", *tsv_path}};
     for (int k = 0; k < 3; k++) {
@@ -187,8 +226,12 @@ int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
         kld_kl_result_free(&res);
         return 1;
     }
-    kld_report_run run = {c->ref_path, c->arm_path,
-                          c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path : "built-in",
+    const char *ref_label = c->ref_path ? c->ref_path : c->ref_logits ? c->ref_logits : c->llamacpp_base;
+    const char *arm_label = c->arm_path ? c->arm_path : c->arm_logits;
+    const char *corpus_label = c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
+                               : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
+                               : "built-in";
+    kld_report_run run = {ref_label, arm_label, corpus_label,
                           label, res.config, res.elapsed_s, res.ref_seconds, res.arm_seconds,
                           res.ref_tokens, res.arm_tokens, res.partial};
     int rc = 0;

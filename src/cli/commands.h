@@ -11,6 +11,7 @@ int kld_cmd_logits(int argc, char **argv);
 int kld_cmd_generate(int argc, char **argv);
 int kld_cmd_tokenize(int argc, char **argv);
 int kld_cmd_kl(int argc, char **argv);
+int kld_cmd_dump(int argc, char **argv);
 int kld_cmd_demo(int argc, char **argv);
 
 struct kld_kl_config;

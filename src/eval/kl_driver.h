@@ -1,32 +1,26 @@
-/* kl_driver.h — the lockstep two-arm evaluation behind `kldeval kl`: both
- * models resident, each chunk prefilled in the reference then in the arm,
- * its rows scored into the statistics, the logits dropped. Peak memory is
- * the two models, their KV caches and two chunks of logits. */
+/* kl_driver.h — the two-arm evaluation behind `kldeval kl`: the arms named
+ * by the configuration (two models; a saved teacher dump and a model; a
+ * teacher and a candidate dump; a llama.cpp base file and a model) read the
+ * same windows in lockstep, chunk by chunk, and each chunk's rows are scored
+ * into the statistics and dropped. Peak memory: the resident models, their
+ * KV caches and two chunks of rows. */
 #ifndef KLD_EVAL_KL_DRIVER_H
 #define KLD_EVAL_KL_DRIVER_H
 
 #include "eval/corpus.h"
+#include "eval/drive.h"
+#include "eval/plan.h"
 #include "eval/stats.h"
 
 #include <jansson.h>
 #include <signal.h>
 
-typedef enum kld_chunking {
-    KLD_CHUNKING_DOC,      /* each document from position 0, every position scored */
-    KLD_CHUNKING_LLAMACPP  /* llama-perplexity: concatenate, --ctx windows, BOS first,
-                              score the second half */
-} kld_chunking;
-
-typedef struct kld_kl_progress {
-    uint64_t docs_done, docs_total;
-    uint64_t positions_done, positions_total;
-    double elapsed_s;
-    double kld_mean;
-} kld_kl_progress;
-
 typedef struct kld_kl_config {
-    const char *ref_path;
-    const char *arm_path;
+    const char *ref_path;      /* reference model */
+    const char *arm_path;      /* arm model */
+    const char *ref_logits;    /* reference: a saved teacher dump directory (instead of ref_path) */
+    const char *arm_logits;    /* arm: a candidate dump directory (with ref_logits) */
+    const char *llamacpp_base; /* reference: a llama.cpp --kl-divergence-base file */
     const char *corpus_path;   /* NULL: built-in corpus (unless ids_path) */
     const char *corpus_format; /* "auto", "text", "jsonl" */
     const char *ids_path;      /* pre-tokenized int32 ids instead of text */
@@ -39,6 +33,7 @@ typedef struct kld_kl_config {
     int n_threads;
     int topk;
     bool allow_vocab_mismatch;
+    bool allow_long_context;   /* saved windows longer than the arm's training context */
     volatile sig_atomic_t *stop; /* set asynchronously (Ctrl-C): stop after the chunk */
     void (*progress)(const kld_kl_progress *p, void *user);
     void *progress_user;
@@ -50,6 +45,7 @@ typedef struct kld_kl_result {
     double elapsed_s, ref_seconds, arm_seconds;
     uint64_t ref_tokens, arm_tokens;
     bool partial;
+    const char *mode;          /* "two-models", "saved-teacher", "candidate-dumps", "llamacpp-base" */
     char vocab_note[256];      /* how the vocabularies were compared */
     char ctx_note[256];        /* set when windows exceed a model's training context */
 } kld_kl_result;

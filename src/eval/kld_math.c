@@ -74,7 +74,7 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int topk_common(const kld_topk *a, const kld_topk *b) {
+int kld_topk_common(const kld_topk *a, const kld_topk *b) {
     int32_t ia[KLD_TOPK_MAX], ib[KLD_TOPK_MAX];
     memcpy(ia, a->idx, sizeof(int32_t) * (size_t)a->n);
     memcpy(ib, b->idx, sizeof(int32_t) * (size_t)b->n);
@@ -142,6 +142,8 @@ static kld_status compute(const kld_math_kernels *kn, const float *x, const floa
 
     memset(out, 0, sizeof *out);
     out->kld = div[0];
+    out->kld_bound = div[0];
+    out->mass = 1.0f;
     out->kld_rev = div[1];
     out->jsd = 0.25 * div[2];
     out->p_ref_max = (float)exp(-lsx);
@@ -149,7 +151,7 @@ static kld_status compute(const kld_math_kernels *kn, const float *x, const floa
     out->top_ref = top_x;
     out->top_arm = top_y;
     out->topk = (uint16_t)topk;
-    out->topk_hits = (uint16_t)topk_common(&hx, &hy);
+    out->topk_hits = (uint16_t)kld_topk_common(&hx, &hy);
     if (next >= 0) {
         /* The same expression the kernels use for log p, so that identical
          * rows give identical NLLs. */
@@ -196,4 +198,14 @@ kld_status kld_position_compute_avx2(const float *ref_logits, const float *arm_l
                                      kld_position *out, kld_error *err) {
     return compute(&kld_math_kernels_avx2, ref_logits, arm_logits, n_vocab, next_token, topk, out,
                    err);
+}
+
+/* The full-vocabulary logsumexp of one row with the kernels of the
+ * per-position math (double exp, max-subtracted), so that saved-teacher
+ * scoring and the lockstep scorer agree to double rounding. */
+double kld_row_logsumexp(const float *x, int32_t n, float mx) {
+    pthread_once(&pick_once, pick);
+    double sums[2];
+    picked->sum_exp(x, x, n, mx, mx, sums);
+    return (double)mx + log(sums[0]);
 }

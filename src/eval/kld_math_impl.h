@@ -22,6 +22,8 @@ void kld_topk_offer(kld_topk *h, float v, int32_t i);
  * lower indices already kept). */
 static inline float kld_topk_threshold(const kld_topk *h) { return h->val[0]; }
 static inline bool kld_topk_full(const kld_topk *h) { return h->n == h->k; }
+/* |indices of a ∩ indices of b| (each heap's indices are distinct). */
+int kld_topk_common(const kld_topk *a, const kld_topk *b);
 
 typedef struct kld_math_kernels {
     const char *name;

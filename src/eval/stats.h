@@ -61,20 +61,37 @@
 #define KLD_TOPK_DEFAULT 10
 #define KLD_TOPK_MAX 256
 
-/* One scored position (64 bytes). */
+/* One scored position (80 bytes).
+ * A truncated row is one where the reference is known only on a subset S of
+ * the vocabulary (a saved teacher's top-k, a llama.cpp base row's 16-nat
+ * window). Then, with p, q the full-vocabulary probabilities on S and the
+ * tails P = 1 - sum_S p, Q = 1 - sum_S q:
+ *   kld       = sum_S p (ln p - ln q)          (the seeds' truncated KL; llama.cpp's KLD)
+ *   kld_bound = kld + P ln(P/Q)                (the KL of the |S|+1-bin coarsening,
+ *                                               a lower bound of the full KL by the
+ *                                               log-sum inequality)
+ *   kld_rev, jsd: of the same coarsening (lower bounds of the full values)
+ *   mass      = sum_S p                        (the captured mass)
+ * For a full row mass = 1, kld_bound = kld and truncated = 0. */
 typedef struct kld_position {
     double kld;         /* KL(ref || arm), nats */
     double kld_rev;     /* KL(arm || ref), nats */
     double jsd;         /* Jensen-Shannon divergence, nats */
-    double nll_ref;     /* -ln p_ref(token); NAN when token < 0 */
+    double nll_ref;     /* -ln p_ref(token); NAN when token < 0 or unknown */
     double nll_arm;     /* -ln p_arm(token); NAN when token < 0 */
+    double kld_bound;   /* tail-corrected lower bound of the full KL (= kld for full rows) */
     float p_ref_max;    /* the reference's largest probability */
+    float mass;         /* the reference's probability mass the row covers (1 for full rows) */
     int32_t token;      /* the true next token, -1 when there is none */
     int32_t top_ref;    /* argmax of the reference (first index on ties) */
     int32_t top_arm;    /* argmax of the arm */
     uint32_t ctx_pos;   /* position in its context window (set by the caller) */
     uint16_t topk_hits; /* |topk(ref) n topk(arm)| */
     uint16_t topk;      /* the k used */
+    uint8_t truncated;  /* 1: the reference row is truncated (see above) */
+    uint8_t next_outside; /* 1: the next token lies outside the reference's known subset,
+                             so nll_ref is only a bound (llama.cpp base rows) */
+    uint8_t pad_[2];
 } kld_position;
 
 /* ---- per-position math (kld_math.c; kernels in kld_math_ref.c / kld_math_avx2.c) ---- */
@@ -96,6 +113,34 @@ kld_status kld_position_compute_ref(const float *ref_logits, const float *arm_lo
 kld_status kld_position_compute_avx2(const float *ref_logits, const float *arm_logits,
                                      int32_t n_vocab, int32_t next_token, int topk,
                                      kld_position *out, kld_error *err);
+
+/* A truncated row (kld_trunc.c): the reference known on n vocabulary ids
+ * idx[0..n) as full-vocabulary log-probabilities lp, the arm's
+ * full-vocabulary log-probabilities lq at the same ids. top_ref / top_arm
+ * are the argmaxes over the full vocabularies (-1: unknown, then the
+ * argmax within the subset, first id on ties); logp_next_* the log-probs of
+ * the next token (NAN: unknown). full: the subset is the whole vocabulary
+ * (no tail). Top-k overlap is taken within the subset (ties to the lower
+ * id), k = min(topk, n). */
+typedef struct kld_trunc_row {
+    int32_t n;
+    const int32_t *idx;
+    const double *lp, *lq;
+    const float *rank_ref, *rank_arm; /* what top-k ranks by (the stored logits) */
+    int32_t top_ref, top_arm;
+    int32_t next_token;
+    double logp_next_ref, logp_next_arm;
+    bool full;
+} kld_trunc_row;
+
+/* Fills *out (ctx_pos = 0) as described at kld_position. Fails (KLD_ERR_ARG)
+ * on NaN or +inf log-probabilities and on n < 1. */
+kld_status kld_position_truncated(const kld_trunc_row *row, int topk, kld_position *out,
+                                  kld_error *err);
+
+/* mx + ln sum_i exp(x_i - mx) for a row whose maximum is mx (finite), with
+ * the same kernels as kld_position_compute. */
+double kld_row_logsumexp(const float *x, int32_t n, float mx);
 
 /* "ref" or "avx2": what kld_position_compute uses. */
 const char *kld_math_kernel_name(void);
@@ -189,6 +234,13 @@ typedef struct kld_summary {
 
     kld_bucket by_conf[KLD_CONF_BUCKETS];
     kld_bucket by_pos[KLD_POS_BUCKETS];
+
+    /* truncated reference rows (saved teachers, llama.cpp base files) */
+    uint64_t n_truncated;   /* rows with truncated = 1 */
+    double mass_mean, mass_min, mass_p1; /* captured mass over all positions */
+    kld_dist kld_bound;     /* tail-corrected lower bound of the full KL */
+    bool ref_nll_known;     /* false when some reference NLL is unknown: PPL(ref),
+                               the ratios and dp are then NAN */
 } kld_summary;
 
 /* Computes every statistic above. Fails (KLD_ERR_ARG) when no position was

@@ -139,6 +139,21 @@ static void ppl_stats(const kld_position *rec, size_t n, double *a, double *b, d
         m++;
     }
     s->n_tokens = m;
+    s->ref_nll_known = true;
+    for (size_t i = 0; i < m; i++)
+        if (isnan(a[i])) s->ref_nll_known = false;
+    if (m > 0 && !s->ref_nll_known) { /* a saved teacher without next-token log-probs */
+        double mb, ub;
+        kld_mean_se(b, m, &mb, &ub);
+        s->ppl_arm = exp(mb);
+        s->ppl_arm_se = s->ppl_arm * ub;
+        s->ppl_ref = s->ppl_ref_se = NAN;
+        s->ln_ppl_ratio = s->ln_ppl_ratio_se = s->ppl_ratio = s->ppl_ratio_se = NAN;
+        s->ppl_diff = s->ppl_diff_se = s->nll_cor = NAN;
+        dist_nan(&s->dp);
+        s->dp_rms = s->dp_rms_se = NAN;
+        return;
+    }
     if (m == 0) {
         s->ppl_ref = s->ppl_ref_se = s->ppl_arm = s->ppl_arm_se = NAN;
         s->ln_ppl_ratio = s->ln_ppl_ratio_se = s->ppl_ratio = s->ppl_ratio_se = NAN;
@@ -217,6 +232,22 @@ kld_status kld_stats_finalize(const kld_stats *st, kld_summary *out, kld_error *
     kld_mean_se(w, n, &out->topk_overlap, &out->topk_se);
     out->top1_agreement = (double)top1 / (double)n;
     out->top1_se = binomial_se(out->top1_agreement, n);
+
+    uint64_t n_trunc = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = rec[i].kld_bound;
+        w[i] = rec[i].mass;
+        n_trunc += rec[i].truncated != 0;
+    }
+    out->n_truncated = n_trunc;
+    dist_of(v, n, &out->kld_bound);
+    {
+        kld_dist mass;
+        dist_of(w, n, &mass);
+        out->mass_mean = mass.mean;
+        out->mass_min = mass.min;
+        out->mass_p1 = mass.pct[1]; /* kld_pct_fractions[1] = 0.01 */
+    }
 
     for (size_t i = 0; i < n; i++) v[i] = rec[i].kld_rev;
     dist_of(v, n, &out->kld_rev);

@@ -20,8 +20,14 @@
  *     {lo, hi, n, kld_mean, kld_stderr, kld_median, top1_agreement},
  *   elapsed_s, ref_seconds, arm_seconds, ref_tokens, arm_tokens,
  *   ref_tokens_per_s, arm_tokens_per_s,
- *   config: the driver's configuration object, copied as given (arms, files
- *     with sizes and hashes, corpus hash, ctx, chunking, ...).
+ *   truncated (only when some reference rows are truncated: a saved teacher's
+ *     top-k, a llama.cpp base file's 16-nat window): {n_rows, mass_mean,
+ *     mass_min, mass_p1 (captured reference mass), kld_bound (distribution of
+ *     the tail-corrected lower bound of the full KL), comparable (mass_mean >=
+ *     0.99)}; kld is then the truncated KL and kld_reverse/jsd those of the
+ *     top-k+tail coarsening (see src/eval/stats.h),
+ *   config: the driver's configuration object, copied as given (mode, arms
+ *     with kind, files, sizes and hashes, corpus hash, ctx, chunking, ...).
  * Definitions of every statistic: src/eval/stats.h.
  *
  * Pin line (the seeds' scoreboard convention: append-only, one compact JSON
@@ -42,6 +48,10 @@
 
 #include <jansson.h>
 #include <stdio.h>
+
+/* A truncated run whose mean captured mass is below this is not comparable
+ * with full-vocabulary KLDs (the report warns). */
+#define KLD_MASS_COMPARABLE 0.99
 
 /* What the driver knows about the run besides the statistics. */
 typedef struct kld_report_run {

@@ -111,6 +111,16 @@ json_t *kld_report_json(const kld_summary *s, const kld_report_run *run) {
     ok = set_new(o, "delta_p", dp) && kld_json_set_real(dp, "rms", s->dp_rms) &&
          kld_json_set_real(dp, "rms_stderr", s->dp_rms_se);
 
+    /* truncated reference rows: how much of the reference the numbers cover */
+    if (ok && s->n_truncated > 0) {
+        json_t *t = json_object();
+        ok = set_new(o, "truncated", t) && kld_json_set_uint(t, "n_rows", s->n_truncated) &&
+             kld_json_set_real(t, "mass_mean", s->mass_mean) &&
+             kld_json_set_real(t, "mass_min", s->mass_min) &&
+             kld_json_set_real(t, "mass_p1", s->mass_p1) &&
+             set_new(t, "kld_bound", dist_json(&s->kld_bound)) &&
+             set_new(t, "comparable", json_boolean(s->mass_mean >= KLD_MASS_COMPARABLE));
+    }
     ok = ok && set_new(o, "by_ref_confidence", buckets_json(s->by_conf, KLD_CONF_BUCKETS)) &&
          set_new(o, "by_context_position", buckets_json(s->by_pos, KLD_POS_BUCKETS)) &&
          kld_json_set_real(o, "elapsed_s", run->elapsed_s) &&

@@ -140,6 +140,22 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
     value_pm(f, "Mean KLD(ref||arm)", s->kld.mean, s->kld.se, "nats");
     value_pm(f, "Mean of document means", s->kld_doc_mean, s->kld_doc_se, "nats");
     dist_lines(f, &s->kld, "KLD", false, "nats");
+    if (s->n_truncated) {
+        /* the reference is known on a subset: say how much of it */
+        value_pm(f, "Mean KLD + tail bound", s->kld_bound.mean, s->kld_bound.se, "nats");
+        value(f, "Median KLD + tail bound", s->kld_bound.median, "nats");
+        value(f, "99.0% KLD + tail bound", s->kld_bound.pct[8], "nats");
+        label(f, "truncated reference rows");
+        fprintf(f, "%llu of %llu (KLD over the known ids; reverse KLD and JSD of the known ids "
+                   "plus one tail bin: lower bounds)\n",
+                (unsigned long long)s->n_truncated, (unsigned long long)s->n_positions);
+        value(f, "captured mass, mean", s->mass_mean, "");
+        value(f, "captured mass, minimum", s->mass_min, "");
+        value(f, "captured mass, 1%", s->mass_p1, "");
+        if (s->mass_mean < KLD_MASS_COMPARABLE)
+            fprintf(f, "WARNING: the mean captured mass is below %.2f: this KLD is not comparable "
+                       "with full-vocabulary KLDs (use a larger --top-k)\n", KLD_MASS_COMPARABLE);
+    }
     value_pm(f, "Mean KLD(arm||ref)", s->kld_rev.mean, s->kld_rev.se, "nats");
     value(f, "Maximum KLD(arm||ref)", s->kld_rev.max, "nats");
     value_pm(f, "Mean JSD", s->jsd.mean, s->jsd.se, "nats");

@@ -1,0 +1,203 @@
+/* cmd_dump.c — `kldeval dump`: forward a model once and save its
+ * distributions (a saved teacher, a candidate dump at a teacher's ids, or a
+ * llama.cpp base file). Parses flags and calls the dump driver. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "eval/dump_driver.h"
+#include "report/report.h"
+#include "store/dump.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+"usage: kldeval dump -m MODEL --out DIR [--top-k K] [flags]\n"
+"       kldeval dump -m CAND --indices-from TEACHER_DIR --out CDIR\n"
+"       kldeval dump -m MODEL --format llamacpp --out FILE --ctx N [--chunks N]\n\n"
+"Forwards MODEL once, teacher-forced, and saves its next-token distributions, written as each\n"
+"chunk is computed (memory O(chunk × vocabulary)), so that any number of arms can later be scored\n"
+"against them with `kldeval kl --reference-logits DIR --arm MODEL` (or --arm-logits CDIR).\n\n"
+"Dump format (docs/dump-format.md): format_version 1, the mlx-bun seed's layout: manifest.json,\n"
+"tokens.bin (int32 [n_seqs][ctx_len]), seq-<i>.bin with ctx_len-1 records of the top-k ids (by\n"
+"descending logit, ties to the lower id), their float16 logits and the float32 full-vocabulary\n"
+"logsumexp; plus kldeval's sidecar seq-<i>.ext.bin (float64 logsumexp, log p(next token), argmax).\n"
+"Every sequence is exactly --ctx tokens: windows are cut from the corpus as --chunking says and\n"
+"the manifest records how (\"chunking\", \"bos\", \"windows\"). manifest.json is written last\n"
+"(temporary name, fsync, rename): a dump without it is incomplete and --resume continues it.\n\n"
+"model and output\n"
+"  -m, --model MODEL      the model (.gguf, .safetensors, Hugging Face directory, llama2.c)\n"
+"  --out PATH             the dump directory (created), or the base file with --format llamacpp\n"
+"  --format F             dump (default) or llamacpp (llama-perplexity --kl-divergence-base file)\n"
+"  --top-k K              ids per record, 1 .. %d and at most the vocabulary (default 256)\n"
+"  --logits T             f16 (default: format_version 1) or f32 (format_version 2: exact logits,\n"
+"                         record 8·k+4 bytes)\n"
+"  --indices-from DIR     write a candidate dump: MODEL's logits at the teacher dump's ids, over\n"
+"                         its tokens, with MODEL's own logsumexp and argmax\n"
+"  --resume               continue an interrupted dump in --out after its last complete record\n"
+"  --notes TEXT           the manifest's notes\n"
+"  --allow-vocab-mismatch with --indices-from: accept a teacher made with another tokenizer\n\n"
+"corpus and windows (as in `kldeval kl`)\n"
+"  --corpus FILE          text (one document per line) or JSONL; default: the built-in corpus\n"
+"  --corpus-format F      auto, text, jsonl\n"
+"  --ids-file FILE        pre-tokenized int32 little-endian ids\n"
+"  --chunking MODE        stream (default): documents tokenized with the tokenizer's BOS,\n"
+"                         concatenated and cut into windows of exactly --ctx tokens (a shorter\n"
+"                         tail is dropped), records for rows 0 .. ctx-2; llamacpp: the whole text\n"
+"                         minus its final newline, --ctx windows with the first token replaced by\n"
+"                         BOS (tokens.bin holds the ids as fed)\n"
+"  --ctx N                window length, 2 .. 16777216 (default 512)\n"
+"  --chunks N             at most N windows (default 0 = all)\n"
+"  --max-docs N           stream: at most N documents\n"
+"  --max-tokens N         stream: at most N tokens per document\n"
+"  --chunk N              prefill chunk, 1 .. 65536 (default 128)\n"
+"  --threads N            worker threads (default: all cores)\n"
+"  --quiet                no progress line\n"
+"  -h, --help             this text\n\n"
+"Ctrl-C stops after the current chunk and leaves a resumable dump (exit status 130).\n",
+            KLD_DUMP_MAX_TOPK);
+}
+
+static void progress(const kld_kl_progress *p, void *user) {
+    (void)user;
+    kld_progress pr = {p->docs_done, p->docs_total, p->positions_done, p->positions_total,
+                       p->elapsed_s, p->kld_mean};
+    kld_progress_print(stderr, &pr);
+}
+
+static bool parse(int argc, char **argv, kld_dump_config *c, bool *quiet, int *rc) {
+    static const char *const valued[] = {
+        "-m", "--model", "--out", "--format", "--top-k", "--logits", "--indices-from", "--notes",
+        "--corpus", "--corpus-format", "--ids-file", "--chunking", "--ctx", "--chunks",
+        "--max-docs", "--max-tokens", "--chunk", "--threads", NULL};
+    bool chunking_given = false;
+    *rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t n;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            *rc = 0;
+            return false;
+        }
+        if (!strcmp(a, "--resume")) { c->resume = true; continue; }
+        if (!strcmp(a, "--quiet")) { *quiet = true; continue; }
+        if (!strcmp(a, "--allow-vocab-mismatch")) { c->allow_vocab_mismatch = true; continue; }
+        if (!kld_arg_in(a, valued)) {
+            fprintf(stderr, "kldeval dump: unknown %s '%s' (see --help)\n",
+                    a[0] == '-' ? "flag" : "argument", a);
+            return false;
+        }
+        if (!(v = kld_arg_value(argc, argv, &i))) return false;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
+        else if (!strcmp(a, "--out")) c->out = v;
+        else if (!strcmp(a, "--format")) {
+            if (!strcmp(v, "llamacpp")) c->llamacpp = true;
+            else if (strcmp(v, "dump")) {
+                fprintf(stderr, "kldeval dump: --format expects dump or llamacpp, got '%s'\n", v);
+                return false;
+            }
+        } else if (!strcmp(a, "--logits")) {
+            if (!strcmp(v, "f16")) c->format_version = 1;
+            else if (!strcmp(v, "f32")) c->format_version = 2;
+            else {
+                fprintf(stderr, "kldeval dump: --logits expects f16 or f32, got '%s'\n", v);
+                return false;
+            }
+        } else if (!strcmp(a, "--chunking")) {
+            chunking_given = true;
+            if (!strcmp(v, "stream")) c->chunking = KLD_CHUNKING_STREAM;
+            else if (!strcmp(v, "llamacpp")) c->chunking = KLD_CHUNKING_LLAMACPP;
+            else {
+                fprintf(stderr, "kldeval dump: --chunking expects stream or llamacpp, got '%s' "
+                                "(doc windows have varying lengths; a dump's are fixed)\n", v);
+                return false;
+            }
+        } else if (!strcmp(a, "--corpus-format")) {
+            if (strcmp(v, "auto") && strcmp(v, "text") && strcmp(v, "jsonl")) {
+                fprintf(stderr, "kldeval dump: --corpus-format expects auto, text or jsonl, got '%s'\n", v);
+                return false;
+            }
+            c->corpus_format = v;
+        }
+        else if (!strcmp(a, "--indices-from")) c->indices_from = v;
+        else if (!strcmp(a, "--notes")) c->notes = v;
+        else if (!strcmp(a, "--corpus")) c->corpus_path = v;
+        else if (!strcmp(a, "--ids-file")) c->ids_path = v;
+        else if (!strcmp(a, "--top-k")) { if (!kld_arg_int(a, v, 1, KLD_DUMP_MAX_TOPK, &n)) return false; c->top_k = (int32_t)n; }
+        else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 2, 1 << 24, &c->ctx)) return false; }
+        else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_chunks)) return false; }
+        else if (!strcmp(a, "--max-docs")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_docs)) return false; }
+        else if (!strcmp(a, "--max-tokens")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_tokens)) return false; }
+        else if (!strcmp(a, "--chunk")) { if (!kld_arg_int(a, v, 1, 1 << 16, &c->chunk)) return false; }
+        else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &n)) return false; c->n_threads = (int)n; }
+    }
+    if (!c->model_path || !c->out) {
+        fprintf(stderr, "kldeval dump: -m MODEL and --out are required (see --help)\n");
+        return false;
+    }
+    if (c->llamacpp && !chunking_given) c->chunking = KLD_CHUNKING_LLAMACPP;
+    if (c->llamacpp && c->chunking != KLD_CHUNKING_LLAMACPP) {
+        fprintf(stderr, "kldeval dump: --format llamacpp uses llamacpp chunking\n");
+        return false;
+    }
+    if (c->ids_path && c->corpus_path) {
+        fprintf(stderr, "kldeval dump: give --corpus or --ids-file, not both\n");
+        return false;
+    }
+    if (c->indices_from && (c->corpus_path || c->ids_path || chunking_given)) {
+        fprintf(stderr, "kldeval dump: --indices-from takes the teacher's tokens and windows; "
+                        "--corpus, --ids-file and --chunking do not apply\n");
+        return false;
+    }
+    if (c->llamacpp) {
+        const char *inputs[4] = {c->model_path, c->corpus_path, c->ids_path};
+        if (!kld_arg_output("dump", "--out", c->out, inputs, 3)) return false;
+    }
+    return true;
+}
+
+int kld_cmd_dump(int argc, char **argv) {
+    kld_dump_config c;
+    kld_dump_config_defaults(&c);
+    bool quiet = false;
+    int rc;
+    if (!parse(argc, argv, &c, &quiet, &rc)) return rc;
+    kld_kernels_init();
+    c.stop = &stop_requested;
+    if (!quiet && kld_progress_enabled(stderr)) c.progress = progress;
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old);
+    kld_dump_result res;
+    kld_error err = {0};
+    kld_status st = kld_dump_run(&c, &res, &err);
+    sigaction(SIGINT, &old, NULL);
+    if (c.progress) kld_progress_end(stderr);
+    if (st) {
+        fprintf(stderr, "kldeval dump: %s\n", err.msg);
+        return 1;
+    }
+    printf("%s: %llu windows, %llu records written", c.out, (unsigned long long)res.n_windows,
+           (unsigned long long)res.n_records);
+    if (res.records_skipped)
+        printf(" (%llu already on disk)", (unsigned long long)res.records_skipped);
+    printf(", %llu tokens forwarded in %.2f s (%.1f tokens/s); windows: %s\n",
+           (unsigned long long)res.tokens, res.elapsed_s,
+           res.forward_s > 0 ? (double)res.tokens / res.forward_s : 0.0, res.windows);
+    if (res.partial) {
+        printf("*** INTERRUPTED: the dump is incomplete; continue it with --resume ***\n");
+        return 130;
+    }
+    return 0;
+}

@@ -1,0 +1,109 @@
+/* arm.h — an arm: a source of next-token distributions over the windows of
+ * a plan. Every evaluation is a pair of arms (or one arm and a writer); the
+ * scorer and the statistics never know which kind they read.
+ *
+ * Kinds (arm_*.c):
+ *   model          a model session: dense logits rows (later with a
+ *                  precision policy and levers)
+ *   dump           a saved teacher or candidate dump (src/store/dump.h):
+ *                  sparse rows (top-k ids, logits, logsumexp, sidecar)
+ *   llamacpp-base  a llama.cpp --kl-divergence-base file: log-prob rows
+ *                  over the full vocabulary, clamped to a 16-nat window
+ * Saved arms fix their own tokens: they build the plan (kld_arm_plan) and
+ * check that the other side reads the same tokens.
+ *
+ * Life cycle: kld_arm_open_* → kld_arm_prepare (sessions sized for the plan)
+ * → for each window: begin → eval per chunk → kld_arm_free. */
+#ifndef KLD_EVAL_ARM_H
+#define KLD_EVAL_ARM_H
+
+#include "engine/engine.h"
+#include "eval/plan.h"
+#include "tokenizer/tokenizer.h"
+
+#include <jansson.h>
+
+typedef enum kld_rows_kind {
+    KLD_ROWS_DENSE,   /* logits[n][n_vocab] */
+    KLD_ROWS_SPARSE,  /* k ids per row with logits, logsumexp and sidecar values */
+    KLD_ROWS_LOGPROB  /* log-probabilities[n][n_vocab], codes of 0 outside the window */
+} kld_rows_kind;
+
+/* Rows [row0, row0 + n) of the current window, valid until the next eval. */
+typedef struct kld_rows {
+    kld_rows_kind kind;
+    int64_t row0, n;
+    int32_t n_vocab;
+    const float *logits;     /* DENSE */
+    int32_t k;               /* SPARSE */
+    const int32_t *idx;      /* [n][k] */
+    const float *val;        /* [n][k] logits at idx */
+    const double *lse;       /* [n] full-vocabulary logsumexp (the sidecar's float64 when
+                                present, else the record's float32) */
+    const double *logp_next; /* [n] NAN unknown */
+    const int32_t *argmax;   /* [n] -1 unknown */
+    bool at_teacher_ids;     /* SPARSE: ids are a teacher's (a candidate dump) */
+    const float *logp;       /* LOGPROB [n][n_vocab] */
+    const uint16_t *codes;   /* LOGPROB [n][n_vocab] */
+} kld_rows;
+
+typedef struct kld_arm kld_arm;
+
+typedef struct kld_arm_ops {
+    /* Sizes sessions for windows of up to max_len tokens fed in chunks. */
+    kld_status (*prepare)(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
+                          kld_error *err);
+    /* A new window (index wi of the plan) starts from an empty state. */
+    kld_status (*begin)(kld_arm *a, const kld_window *w, size_t wi, kld_error *err);
+    /* Feeds tokens [c0, c0 + n) of the window (as fed: BOS replaced) and
+     * returns rows [r0, r1) (c0 <= r0 <= r1 <= c0 + n; r0 == r1: none). */
+    kld_status (*eval)(kld_arm *a, const int32_t *tokens, int64_t c0, int64_t n, int64_t r0,
+                       int64_t r1, kld_rows *rows, kld_error *err);
+    void (*free)(kld_arm *a);
+} kld_arm_ops;
+
+struct kld_arm {
+    const kld_arm_ops *ops;
+    const char *kind;        /* "model", "dump", "llamacpp-base" */
+    char *path;
+    int32_t n_vocab;
+    int64_t n_ctx_train;     /* 0: unknown */
+    kld_tokenizer *tok;      /* NULL when the arm has none */
+    kld_model *model;        /* model arms */
+    json_t *desc;            /* the configuration of the arm, for reports */
+    kld_plan *plan;          /* saved arms: the windows they define (owned) */
+    double seconds;          /* time spent producing rows */
+    uint64_t tokens;         /* tokens fed */
+    void *impl;
+};
+
+/* A model path (anything kld_model_open reads). */
+kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err);
+/* A dump directory; rows are checked against n_vocab_limit (> 0: the other
+ * arm's vocabulary). */
+kld_status kld_arm_open_dump(const char *dir, int64_t n_vocab_limit, kld_arm **out,
+                             kld_error *err);
+/* A llama.cpp base file; bos is the id that replaces each chunk's first
+ * token (-1: none), as llama-perplexity does when the vocabulary adds BOS. */
+kld_status kld_arm_open_lcpp_base(const char *path, int32_t n_vocab_expected, int32_t bos,
+                                  kld_arm **out, kld_error *err);
+void kld_arm_free(kld_arm *a);
+
+/* The dump behind a dump arm (NULL for other kinds). */
+struct kld_dump *kld_arm_dump(const kld_arm *a);
+
+/* SHA-256 over a tokenizer's id → piece table, token types and BOS/EOS ids
+ * (64 hex digits + NUL): "dump made with a different tokenizer" checks. */
+void kld_tok_fingerprint(const kld_tokenizer *t, char hex[65]);
+
+/* A dense row's full-vocabulary logsumexp (double, max-subtracted) and
+ * argmax (first index on ties): the one definition the scorer and the
+ * candidate-dump writer share, so that both give identical numbers. */
+void kld_row_lse_argmax(const float *row, int32_t n_vocab, double *lse, int32_t *argmax);
+
+/* The top k ids of a dense row by descending logit, ties to the lower id
+ * (a teacher dump's record order). */
+kld_status kld_row_topk(const float *row, int32_t n_vocab, int32_t k, int32_t *idx,
+                        kld_error *err);
+
+#endif

@@ -1,0 +1,150 @@
+/* arm_dump.c — a saved teacher or candidate dump as an arm: its tokens.bin
+ * defines the plan (one window per sequence, rows 0 .. ctx_len-2), and each
+ * chunk's rows are read from the sequence files (one pread per chunk, so
+ * memory stays O(chunk × top_k)). */
+#include "eval/arm.h"
+
+#include "store/dump.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct dump_arm {
+    kld_dump *d;
+    const kld_dump_meta *m;
+    int64_t chunk;
+    size_t wi;
+    int32_t *idx, *argmax;
+    float *val, *lse32;
+    double *lse, *lse64, *logp_next;
+} dump_arm;
+
+static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
+                          kld_error *err) {
+    (void)pool, (void)max_len;
+    dump_arm *u = a->impl;
+    size_t k = (size_t)u->m->top_k, c = (size_t)chunk;
+    u->chunk = chunk;
+    u->idx = malloc(c * k * sizeof *u->idx);
+    u->val = malloc(c * k * sizeof *u->val);
+    u->lse32 = malloc(c * sizeof *u->lse32);
+    u->lse = malloc(c * sizeof *u->lse);
+    u->lse64 = malloc(c * sizeof *u->lse64);
+    u->logp_next = malloc(c * sizeof *u->logp_next);
+    u->argmax = malloc(c * sizeof *u->argmax);
+    if (!u->idx || !u->val || !u->lse32 || !u->lse || !u->lse64 || !u->logp_next || !u->argmax)
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory for %lld records of top-%d", a->path,
+                        (long long)chunk, (int)k);
+    return KLD_OK;
+}
+
+static kld_status begin(kld_arm *a, const kld_window *w, size_t wi, kld_error *err) {
+    dump_arm *u = a->impl;
+    if ((int64_t)wi >= u->m->n_seqs || w->len != u->m->ctx_len ||
+        memcmp(w->tokens, kld_dump_tokens(u->d, (int64_t)wi), (size_t)w->len * sizeof(int32_t)) != 0)
+        return kld_fail(err, KLD_ERR_MISMATCH,
+                        "%s/tokens.bin: sequence %zu differs from the tokens the other arm reads "
+                        "(the two dumps were not made over the same windows)",
+                        a->path, wi);
+    u->wi = wi;
+    return KLD_OK;
+}
+
+static kld_status eval(kld_arm *a, const int32_t *tokens, int64_t c0, int64_t n, int64_t r0,
+                       int64_t r1, kld_rows *rows, kld_error *err) {
+    (void)tokens, (void)c0;
+    dump_arm *u = a->impl;
+    int64_t nr = r1 - r0;
+    a->tokens += (uint64_t)n;
+    *rows = (kld_rows){.kind = KLD_ROWS_SPARSE, .row0 = r0, .n = nr, .n_vocab = a->n_vocab,
+                       .k = u->m->top_k, .idx = u->idx, .val = u->val, .lse = u->lse,
+                       .logp_next = u->logp_next, .argmax = u->argmax,
+                       .at_teacher_ids = u->m->candidate};
+    if (nr <= 0) return KLD_OK;
+    kld_dump_rows dr = {u->idx, u->val, u->lse32, u->lse64, u->logp_next, u->argmax};
+    kld_status st = kld_dump_read(u->d, (int64_t)u->wi, r0, nr, &dr, err);
+    if (st) return st;
+    for (int64_t r = 0; r < nr; r++) {
+        /* the sidecar's exact value when there is one */
+        u->lse[r] = u->m->ext ? u->lse64[r] : (double)u->lse32[r];
+        if (!u->m->ext && !u->m->candidate) u->argmax[r] = u->idx[r * u->m->top_k];
+    }
+    return KLD_OK;
+}
+
+static void dump_free(kld_arm *a) {
+    dump_arm *u = a->impl;
+    if (!u) return;
+    kld_dump_close(u->d);
+    free(u->idx);
+    free(u->val);
+    free(u->lse32);
+    free(u->lse);
+    free(u->lse64);
+    free(u->logp_next);
+    free(u->argmax);
+    free(u);
+}
+
+static const kld_arm_ops dump_ops = {prepare, begin, eval, dump_free};
+
+static json_t *dump_desc(const char *dir, const kld_dump_meta *m) {
+    json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:s,s:I,s:I,s:i,s:b,s:b}", "kind", "dump", "path", dir,
+                          "format_version", m->format_version, "model", m->model, "corpus_sha256",
+                          m->corpus_sha256, "ctx_len", (json_int_t)m->ctx_len, "n_seqs",
+                          (json_int_t)m->n_seqs, "top_k", (int)m->top_k, "candidate", m->candidate,
+                          "ext", m->ext);
+    json_object_set_new(o, "n_vocab", m->n_vocab ? json_integer(m->n_vocab) : json_null());
+    json_object_set_new(o, "created", m->created ? json_string(m->created) : json_null());
+    json_object_set_new(o, "tokenizer_fingerprint",
+                        m->tokenizer_fingerprint ? json_string(m->tokenizer_fingerprint) : json_null());
+    json_object_set_new(o, "model_sha256", m->model_sha256 ? json_string(m->model_sha256) : json_null());
+    return o;
+}
+
+kld_status kld_arm_open_dump(const char *dir, int64_t n_vocab_limit, kld_arm **out,
+                             kld_error *err) {
+    *out = NULL;
+    kld_arm *a = calloc(1, sizeof *a);
+    dump_arm *u = calloc(1, sizeof *u);
+    kld_plan *pl = calloc(1, sizeof *pl);
+    if (!a || !u || !pl) {
+        free(a);
+        free(u);
+        free(pl);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    a->ops = &dump_ops;
+    a->kind = "dump";
+    a->impl = u;
+    a->plan = pl;
+    a->path = kld_strdup(dir);
+    kld_status st = a->path ? kld_dump_open(dir, n_vocab_limit, &u->d, err)
+                            : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (st) {
+        kld_arm_free(a);
+        return st;
+    }
+    u->m = kld_dump_meta_of(u->d);
+    a->n_vocab = (int32_t)u->m->n_vocab;
+    a->desc = dump_desc(dir, u->m);
+    pl->chunking = KLD_CHUNKING_STREAM;
+    snprintf(pl->note, sizeof pl->note, "%s/tokens.bin: %lld sequences of %lld tokens%s%s", dir,
+             (long long)u->m->n_seqs, (long long)u->m->ctx_len, u->m->windows ? "; " : "",
+             u->m->windows ? u->m->windows : "");
+    for (int64_t s = 0; s < u->m->n_seqs && !st; s++) {
+        kld_window w = {kld_dump_tokens(u->d, s), u->m->ctx_len, 0, u->m->positions_per_seq, -1,
+                        -1, true};
+        st = kld_plan_push(pl, &w, err);
+    }
+    if (st) {
+        kld_arm_free(a);
+        return st;
+    }
+    *out = a;
+    return KLD_OK;
+}
+
+kld_dump *kld_arm_dump(const kld_arm *a) {
+    return a && a->ops == &dump_ops ? ((dump_arm *)a->impl)->d : NULL;
+}

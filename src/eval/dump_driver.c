@@ -1,0 +1,277 @@
+/* dump_driver.c — `kldeval dump` (dump_driver.h): builds the plan (from the
+ * corpus, or a teacher dump's tokens for a candidate dump), drives the model
+ * arm over it and writes each chunk's rows with the store's writers. */
+#include "eval/dump_driver.h"
+
+#include "eval/arm.h"
+#include "store/dump.h"
+#include "store/lcpp_base.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct dump_state {
+    const kld_dump_config *c;
+    kld_arm *model, *teacher;
+    kld_corpus *corpus;
+    kld_plan plan;
+    const kld_plan *pl;
+    kld_pool *pool;
+    kld_dump_writer *dw;
+    kld_lcpp_base_writer *lw;
+    int32_t *fed;          /* n_seqs × ctx tokens as fed (dump tokens.bin) */
+    int32_t k;
+    /* one chunk of records */
+    int32_t *idx, *argmax;
+    float *val, *lse32;
+    double *lse64, *logp_next;
+    int64_t chunk;
+    kld_dump_result *res;
+} dump_state;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void kld_dump_config_defaults(kld_dump_config *c) {
+    memset(c, 0, sizeof *c);
+    c->corpus_format = "auto";
+    c->ctx = 512;
+    c->chunk = 128;
+    c->top_k = 256;
+    c->format_version = 1;
+    c->chunking = KLD_CHUNKING_STREAM;
+}
+
+/* ---- sinks ---- */
+
+static kld_status write_lcpp(void *user, const kld_window *w, size_t wi, const kld_rows *rows,
+                             const kld_rows *unused, kld_error *err) {
+    (void)w, (void)wi, (void)unused;
+    dump_state *ds = user;
+    ds->res->n_records += (uint64_t)rows->n;
+    return kld_lcpp_base_write(ds->lw, rows->logits, rows->n, err);
+}
+
+/* A teacher record per dense row (ref = the model), or a candidate record
+ * per teacher row (ref = the teacher dump, arm = the model). */
+static kld_status write_dump(void *user, const kld_window *w, size_t wi, const kld_rows *ref,
+                             const kld_rows *arm, kld_error *err) {
+    dump_state *ds = user;
+    const kld_rows *dense = arm ? arm : ref;
+    int32_t k = ds->k, nv = dense->n_vocab;
+    for (int64_t r = 0; r < dense->n; r++) {
+        const float *row = dense->logits + (size_t)r * (size_t)nv;
+        int32_t *idx = ds->idx + (size_t)r * (size_t)k;
+        float *val = ds->val + (size_t)r * (size_t)k;
+        kld_status st;
+        if (arm) memcpy(idx, ref->idx + (size_t)r * (size_t)k, (size_t)k * sizeof *idx);
+        else if ((st = kld_row_topk(row, nv, k, idx, err))) return st;
+        for (int32_t j = 0; j < k; j++) val[j] = row[idx[j]];
+        /* the expressions the scorer uses for a live arm, so that a
+         * candidate dump scores exactly like its model */
+        kld_row_lse_argmax(row, nv, &ds->lse64[r], &ds->argmax[r]);
+        ds->lse32[r] = (float)ds->lse64[r];
+        int32_t next = kld_window_next(w, dense->row0 + r);
+        ds->logp_next[r] = next >= 0 ? (double)row[next] - ds->lse64[r] : NAN;
+    }
+    kld_dump_rows dr = {ds->idx, ds->val, ds->lse32, ds->lse64, ds->logp_next, ds->argmax};
+    ds->res->n_records += (uint64_t)dense->n;
+    return kld_dump_write(ds->dw, (int64_t)wi, dense->row0, dense->n, &dr, err);
+}
+
+/* ---- set-up ---- */
+
+static kld_status plan_corpus(dump_state *ds, kld_error *err) {
+    const kld_dump_config *c = ds->c;
+    kld_status st = c->ids_path ? kld_corpus_load_ids(c->ids_path, &ds->corpus, err)
+                                : kld_corpus_load_text(c->corpus_path, c->corpus_format, &ds->corpus, err);
+    if (st) return st;
+    if (!ds->model->tok && ds->corpus->kind == KLD_CORPUS_TEXT)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: cannot read its tokenizer; use --ids-file",
+                        c->model_path);
+    kld_plan_opts po = {c->chunking, c->ctx, c->max_docs, c->max_tokens, c->max_chunks,
+                        !c->llamacpp, ds->model->n_vocab};
+    if ((st = kld_plan_from_corpus(ds->corpus, ds->model->tok, &po, &ds->plan, err))) return st;
+    ds->pl = &ds->plan;
+    return KLD_OK;
+}
+
+/* tokens.bin holds the ids as fed (BOS replacement applied), so that any
+ * engine teacher-forcing it computes the same distributions. */
+static kld_status fed_tokens(dump_state *ds, int64_t ctx, kld_error *err) {
+    size_t n = ds->pl->n_windows;
+    ds->fed = malloc(n * (size_t)ctx * sizeof *ds->fed);
+    if (!ds->fed) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for %zu windows", n);
+    for (size_t w = 0; w < n; w++) {
+        const kld_window *win = &ds->pl->windows[w];
+        memcpy(ds->fed + w * (size_t)ctx, win->tokens, (size_t)ctx * sizeof *ds->fed);
+        if (win->first_token >= 0) ds->fed[w * (size_t)ctx] = win->first_token;
+    }
+    return KLD_OK;
+}
+
+static kld_status open_dump_writer(dump_state *ds, size_t *first_window, kld_error *err) {
+    const kld_dump_config *c = ds->c;
+    const kld_plan *pl = ds->pl;
+    int64_t ctx = pl->windows[0].len;
+    char fp[65] = "", model_sha[65] = "", corpus_sha[65] = "";
+    if (ds->model->tok) kld_tok_fingerprint(ds->model->tok, fp);
+    struct stat sb;
+    uint8_t d[32];
+    if (stat(c->model_path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+        kld_sha256_file(c->model_path, d, NULL) == KLD_OK)
+        kld_hex_digest(d, model_sha);
+    char bos[128];
+    int32_t b = pl->windows[0].first_token;
+    if (b >= 0) snprintf(bos, sizeof bos, "each window's first token replaced by BOS (id %d)", (int)b);
+    else snprintf(bos, sizeof bos, "as the tokenizer encodes each document (BOS %s)",
+                  ds->model->tok && kld_tok_adds_bos(ds->model->tok) ? "added" : "not added");
+    kld_dump_meta m = {.format_version = c->format_version, .model = c->model_path,
+                       .ctx_len = ctx, .n_seqs = (int64_t)pl->n_windows, .top_k = ds->k,
+                       .positions_per_seq = ctx - 1, .notes = c->notes ? c->notes : "",
+                       .kldeval_version = kld_version(), .n_vocab = ds->model->n_vocab,
+                       .model_sha256 = model_sha[0] ? model_sha : NULL,
+                       .tokenizer_fingerprint = fp[0] ? fp : NULL,
+                       .chunking = kld_chunking_name(pl->chunking), .bos = bos,
+                       .windows = pl->note, .ext = true};
+    if (ds->teacher) {
+        const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));
+        m.corpus_sha256 = t->corpus_sha256;
+        m.chunking = t->chunking;
+        m.bos = t->bos;
+        m.windows = t->windows;
+        m.candidate = true;
+        m.teacher_model = t->model;
+        m.teacher_corpus_sha256 = t->corpus_sha256;
+        m.teacher_fingerprint = t->tokenizer_fingerprint;
+        m.teacher_created = t->created;
+    } else {
+        kld_hex_digest(ds->corpus->sha256, corpus_sha);
+        m.corpus_sha256 = corpus_sha;
+    }
+    kld_status st = fed_tokens(ds, ctx, err);
+    int64_t done_seq = 0, done_rec = 0;
+    if (!st) st = kld_dump_create(c->out, &m, ds->fed, c->resume, &ds->dw, &done_seq, &done_rec, err);
+    if (st) return st;
+    *first_window = (size_t)done_seq;
+    for (int64_t s = 0; s < done_seq; s++) ds->res->records_skipped += (uint64_t)(ctx - 1);
+    ds->res->records_skipped += (uint64_t)done_rec;
+    return KLD_OK;
+}
+
+static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) {
+    const kld_dump_config *c = ds->c;
+    kld_status st = kld_arm_open_model(c->model_path, &ds->model, err);
+    if (st) return st;
+    if (c->indices_from) {
+        if ((st = kld_arm_open_dump(c->indices_from, ds->model->n_vocab, &ds->teacher, err))) return st;
+        const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));
+        if (t->candidate)
+            return kld_fail(err, KLD_ERR_ARG, "%s is itself a candidate dump; give the teacher's",
+                            c->indices_from);
+        char fp[65] = "";
+        if (ds->model->tok) kld_tok_fingerprint(ds->model->tok, fp);
+        if (t->tokenizer_fingerprint && fp[0] && strcmp(fp, t->tokenizer_fingerprint) &&
+            !c->allow_vocab_mismatch)
+            return kld_fail(err, KLD_ERR_MISMATCH,
+                            "%s/manifest.json: tokenizer_fingerprint: dump made with a different "
+                            "tokenizer than %s's (use --allow-vocab-mismatch)",
+                            c->indices_from, c->model_path);
+        ds->pl = ds->teacher->plan;
+        ds->k = t->top_k;
+    } else {
+        if ((st = plan_corpus(ds, err))) return st;
+        ds->k = c->top_k < ds->model->n_vocab ? c->top_k : ds->model->n_vocab;
+    }
+    ds->pool = kld_pool_create(c->n_threads);
+    if (!ds->pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", c->n_threads);
+    int64_t max_len = ds->pl->max_len;
+    ds->chunk = c->chunk < max_len ? c->chunk : max_len;
+    if ((st = ds->model->ops->prepare(ds->model, ds->pool, max_len, ds->chunk, err))) return st;
+    if (ds->teacher && (st = ds->teacher->ops->prepare(ds->teacher, ds->pool, max_len, ds->chunk, err)))
+        return st;
+    snprintf(ds->res->windows, sizeof ds->res->windows, "%s", ds->pl->note);
+    if (c->llamacpp) {
+        const kld_plan *pl = ds->pl;
+        int32_t *tok = malloc(pl->n_windows * (size_t)c->ctx * sizeof *tok);
+        if (!tok) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        for (size_t w = 0; w < pl->n_windows; w++)
+            memcpy(tok + w * (size_t)c->ctx, pl->windows[w].tokens, (size_t)c->ctx * sizeof *tok);
+        st = kld_lcpp_base_create(c->out, (int32_t)c->ctx, ds->model->n_vocab, (int32_t)pl->n_windows,
+                                  tok, &ds->lw, err);
+        free(tok);
+        return st;
+    }
+    size_t cells = (size_t)ds->chunk * (size_t)ds->k, rows = (size_t)ds->chunk;
+    ds->idx = malloc(cells * sizeof *ds->idx);
+    ds->val = malloc(cells * sizeof *ds->val);
+    ds->lse32 = malloc(rows * sizeof *ds->lse32);
+    ds->lse64 = malloc(rows * sizeof *ds->lse64);
+    ds->logp_next = malloc(rows * sizeof *ds->logp_next);
+    ds->argmax = malloc(rows * sizeof *ds->argmax);
+    if (!ds->idx || !ds->val || !ds->lse32 || !ds->lse64 || !ds->logp_next || !ds->argmax)
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory for %zu records of top-%d", rows, (int)ds->k);
+    return open_dump_writer(ds, first_window, err);
+}
+
+static kld_status check_config(const kld_dump_config *c, kld_error *err) {
+    if (!c->model_path || !c->out) return kld_fail(err, KLD_ERR_ARG, "need a model and --out");
+    if (c->llamacpp && (c->indices_from || c->resume))
+        return kld_fail(err, KLD_ERR_ARG, "--format llamacpp takes neither --indices-from nor --resume");
+    if (c->llamacpp && c->chunking != KLD_CHUNKING_LLAMACPP)
+        return kld_fail(err, KLD_ERR_ARG, "a llama.cpp base file uses llamacpp chunking");
+    if (!c->llamacpp && c->chunking == KLD_CHUNKING_DOC)
+        return kld_fail(err, KLD_ERR_ARG, "a dump needs windows of exactly --ctx tokens: use "
+                        "--chunking stream (default) or llamacpp, not doc");
+    if (c->format_version != 1 && c->format_version != 2)
+        return kld_fail(err, KLD_ERR_ARG, "dump format version %d (1: float16 logits, 2: float32)",
+                        c->format_version);
+    if (c->top_k < 1 || c->top_k > KLD_DUMP_MAX_TOPK)
+        return kld_fail(err, KLD_ERR_ARG, "--top-k %d outside 1..%d", (int)c->top_k, KLD_DUMP_MAX_TOPK);
+    return KLD_OK;
+}
+
+kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_error *err) {
+    memset(out, 0, sizeof *out);
+    kld_status st = check_config(c, err);
+    if (st) return st;
+    dump_state ds = {.c = c, .res = out};
+    size_t first = 0;
+    double t0 = now_s();
+    st = prepare(&ds, &first, err);
+    if (!st) {
+        out->n_windows = ds.pl->n_windows;
+        kld_arm *ref = ds.teacher ? ds.teacher : ds.model, *arm = ds.teacher ? ds.model : NULL;
+        kld_drive_opts d = {ds.pl, ref, arm, ds.chunk, first, NULL, c->stop, c->progress,
+                            c->progress_user};
+        kld_sink sink = {c->llamacpp ? write_lcpp : write_dump, NULL, &ds};
+        st = kld_drive(&d, &sink, &out->partial, err);
+        out->tokens = ds.model->tokens;
+        out->forward_s = ds.model->seconds;
+    }
+    /* a stopped or failed dump stays resumable: no manifest */
+    if (!st && !out->partial) st = c->llamacpp ? kld_lcpp_base_finish(ds.lw, err)
+                                                : kld_dump_finish(ds.dw, err);
+    out->elapsed_s = now_s() - t0;
+    kld_dump_writer_free(ds.dw);
+    kld_lcpp_base_writer_free(ds.lw);
+    kld_arm_free(ds.model);
+    kld_arm_free(ds.teacher);
+    kld_pool_free(ds.pool);
+    kld_corpus_free(ds.corpus);
+    kld_plan_free(&ds.plan);
+    free(ds.fed);
+    free(ds.idx);
+    free(ds.val);
+    free(ds.lse32);
+    free(ds.lse64);
+    free(ds.logp_next);
+    free(ds.argmax);
+    return st;
+}

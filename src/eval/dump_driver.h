@@ -1,0 +1,41 @@
+/* dump_driver.h — `kldeval dump`: one model arm over a plan, its rows
+ * written as they are computed into a saved-teacher dump (src/store/dump.h),
+ * a candidate dump at a teacher's ids, or a llama.cpp base file
+ * (src/store/lcpp_base.h). Memory is O(chunk × vocabulary) whatever the
+ * corpus length. */
+#ifndef KLD_EVAL_DUMP_DRIVER_H
+#define KLD_EVAL_DUMP_DRIVER_H
+
+#include "eval/drive.h"
+#include "eval/plan.h"
+
+typedef struct kld_dump_config {
+    const char *model_path;
+    const char *out;           /* dump directory, or the base file with llamacpp */
+    bool llamacpp;             /* write a llama.cpp --kl-divergence-base file */
+    int32_t top_k;             /* dump: ids per record */
+    int format_version;        /* dump: 1 (float16 logits) or 2 (float32) */
+    const char *indices_from;  /* a teacher dump: write a candidate dump at its ids */
+    const char *corpus_path, *corpus_format, *ids_path;
+    int64_t max_docs, max_tokens, max_chunks, ctx, chunk;
+    kld_chunking chunking;     /* dump: stream or llamacpp; base file: llamacpp */
+    int n_threads;
+    bool resume, allow_vocab_mismatch;
+    const char *notes;
+    volatile sig_atomic_t *stop;
+    void (*progress)(const kld_kl_progress *p, void *user);
+    void *progress_user;
+} kld_dump_config;
+
+typedef struct kld_dump_result {
+    uint64_t n_windows, n_records, records_skipped; /* skipped: already on disk (resume) */
+    uint64_t tokens;
+    double elapsed_s, forward_s;
+    bool partial;              /* stopped early: the dump is resumable */
+    char windows[256];         /* how the windows were cut */
+} kld_dump_result;
+
+void kld_dump_config_defaults(kld_dump_config *c);
+kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_error *err);
+
+#endif

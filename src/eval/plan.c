@@ -1,0 +1,180 @@
+/* plan.c — corpus → windows (see plan.h). */
+#include "eval/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+const char *kld_chunking_name(kld_chunking c) {
+    return c == KLD_CHUNKING_DOC ? "doc" : c == KLD_CHUNKING_LLAMACPP ? "llamacpp" : "stream";
+}
+
+kld_status kld_plan_push(kld_plan *pl, const kld_window *w, kld_error *err) {
+    if (pl->n_windows == pl->cap) {
+        size_t cap = pl->cap ? 2 * pl->cap : 64;
+        kld_window *p = realloc(pl->windows, cap * sizeof *p);
+        if (!p) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the window plan");
+        pl->windows = p;
+        pl->cap = cap;
+    }
+    pl->windows[pl->n_windows++] = *w;
+    pl->positions_total += (uint64_t)(w->score_to - w->score_from);
+    if (w->new_doc) pl->docs_total++;
+    if (w->len > pl->max_len) pl->max_len = w->len;
+    return KLD_OK;
+}
+
+kld_status kld_plan_own(kld_plan *pl, int32_t *p, kld_error *err) {
+    int32_t **o = realloc(pl->owned, (pl->n_owned + 1) * sizeof *o);
+    if (!o) {
+        free(p);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the window plan");
+    }
+    pl->owned = o;
+    pl->owned[pl->n_owned++] = p;
+    return KLD_OK;
+}
+
+void kld_plan_free(kld_plan *pl) {
+    if (!pl) return;
+    for (size_t i = 0; i < pl->n_owned; i++) free(pl->owned[i]);
+    free(pl->owned);
+    free(pl->windows);
+    memset(pl, 0, sizeof *pl);
+}
+
+static kld_status check_ids(const char *name, const int32_t *t, size_t n, int32_t n_vocab,
+                            const kld_tokenizer *tok, kld_error *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] >= 0 && t[i] < n_vocab) continue;
+        size_t len = 0;
+        const char *piece = tok ? kld_tok_piece(tok, t[i], &len) : NULL;
+        return kld_fail(err, KLD_ERR_MISMATCH,
+                        "%s: token %d ('%.*s') at index %zu is outside the vocabulary of %d", name,
+                        t[i], piece ? (int)len : 1, piece ? piece : "?", i, n_vocab);
+    }
+    return KLD_OK;
+}
+
+/* doc: every document from position 0, split into ctx windows. */
+static kld_status plan_doc(kld_plan *pl, const kld_plan_opts *o, const int32_t *t, int64_t n,
+                           kld_error *err) {
+    if (o->max_tokens > 0 && n > o->max_tokens) n = o->max_tokens;
+    for (int64_t s = 0; s < n; s += o->ctx) {
+        int64_t len = n - s < o->ctx ? n - s : o->ctx;
+        kld_window w = {t + s, len, 0, len, -1, s + len < n ? t[s + len] : -1, s == 0};
+        kld_status st = kld_plan_push(pl, &w, err);
+        if (st) return st;
+    }
+    return KLD_OK;
+}
+
+/* Fixed windows of ctx over one token sequence (llamacpp, stream). */
+static kld_status plan_fixed(kld_plan *pl, const kld_plan_opts *o, const char *name,
+                             const int32_t *t, int64_t n, int32_t first_token, kld_error *err) {
+    int64_t n_chunk = n / o->ctx;
+    if (o->max_chunks > 0 && n_chunk > o->max_chunks) n_chunk = o->max_chunks;
+    if (n_chunk == 0)
+        return kld_fail(err, KLD_ERR_ARG, "%s: %lld tokens are fewer than one --ctx window of %lld",
+                        name, (long long)n, (long long)o->ctx);
+    bool second_half = o->chunking == KLD_CHUNKING_LLAMACPP && !o->rows_all;
+    for (int64_t k = 0; k < n_chunk; k++) {
+        /* the last row is never scored: llama-perplexity stops at ctx-2, and a
+         * dump record needs its next token inside the window */
+        kld_window w = {t + k * o->ctx, o->ctx, second_half ? o->ctx / 2 : 0, o->ctx - 1,
+                        first_token, -1, true};
+        kld_status st = kld_plan_push(pl, &w, err);
+        if (st) return st;
+    }
+    return KLD_OK;
+}
+
+/* Tokenizes document d of a text corpus into ids (appended). */
+static kld_status encode_doc(const kld_corpus *c, const kld_tokenizer *tok, size_t d,
+                             int64_t max_tokens, kld_tok_ids *ids, kld_error *err) {
+    size_t before = ids->n;
+    kld_status st = kld_tok_encode(tok, c->docs[d], c->doc_len[d], KLD_TOK_ADD_SPECIAL, ids, err);
+    if (st) {
+        kld_error_prefix(err, "%s: document %zu", c->name, d + 1);
+        return st;
+    }
+    if (max_tokens > 0 && ids->n - before > (size_t)max_tokens) ids->n = before + (size_t)max_tokens;
+    return KLD_OK;
+}
+
+static kld_status keep(kld_plan *pl, kld_tok_ids *ids, kld_error *err) {
+    kld_status st = kld_plan_own(pl, ids->ids, err);
+    *ids = (kld_tok_ids){0}; /* the buffer now belongs to the plan */
+    return st;
+}
+
+static kld_status plan_text(const kld_corpus *c, const kld_tokenizer *tok,
+                            const kld_plan_opts *o, kld_plan *pl, kld_error *err) {
+    kld_tok_ids ids = {0};
+    kld_status st = KLD_OK;
+    if (o->chunking == KLD_CHUNKING_LLAMACPP) {
+        /* llama-perplexity reads the whole file, minus its final newline */
+        size_t len = c->whole_len;
+        if (len && c->whole[len - 1] == '\n') len--;
+        st = kld_tok_encode(tok, c->whole, len, KLD_TOK_ADD_SPECIAL, &ids, err);
+        int32_t bos = kld_tok_adds_bos(tok) ? kld_tok_bos(tok) : -1;
+        if (!st) st = check_ids(c->name, ids.ids, ids.n, o->n_vocab, tok, err);
+        if (!st) st = plan_fixed(pl, o, c->name, ids.ids, (int64_t)ids.n, bos, err);
+        if (!st) st = keep(pl, &ids, err);
+        kld_tok_ids_free(&ids);
+        return st;
+    }
+    size_t n_docs = c->n_docs;
+    if (o->max_docs > 0 && (size_t)o->max_docs < n_docs) n_docs = (size_t)o->max_docs;
+    for (size_t d = 0; d < n_docs && !st; d++) {
+        if (o->chunking == KLD_CHUNKING_DOC) ids.n = 0;
+        size_t before = ids.n;
+        if ((st = encode_doc(c, tok, d, o->max_tokens, &ids, err))) break;
+        if ((st = check_ids(c->name, ids.ids + before, ids.n - before, o->n_vocab, tok, err))) break;
+        if (o->chunking == KLD_CHUNKING_DOC && ids.n) {
+            if (!(st = plan_doc(pl, o, ids.ids, (int64_t)ids.n, err))) st = keep(pl, &ids, err);
+        }
+    }
+    if (!st && o->chunking == KLD_CHUNKING_STREAM) {
+        st = plan_fixed(pl, o, c->name, ids.ids, (int64_t)ids.n, -1, err);
+        if (!st) {
+            snprintf(pl->note, sizeof pl->note,
+                     "stream: %zu documents tokenized with the tokenizer's specials, concatenated "
+                     "(%zu tokens), cut into %zu windows of %lld; %lld trailing tokens dropped",
+                     n_docs, ids.n, pl->n_windows, (long long)o->ctx,
+                     (long long)((int64_t)ids.n - (int64_t)pl->n_windows * o->ctx));
+            st = keep(pl, &ids, err);
+        }
+    }
+    kld_tok_ids_free(&ids);
+    return st;
+}
+
+kld_status kld_plan_from_corpus(const kld_corpus *c, const kld_tokenizer *tok,
+                                const kld_plan_opts *o, kld_plan *pl, kld_error *err) {
+    memset(pl, 0, sizeof *pl);
+    pl->chunking = o->chunking;
+    if (o->ctx < 2 || (o->chunking == KLD_CHUNKING_LLAMACPP && o->ctx < 4))
+        return kld_fail(err, KLD_ERR_ARG, "--ctx %lld is too short for %s chunking",
+                        (long long)o->ctx, kld_chunking_name(o->chunking));
+    kld_status st;
+    if (c->kind == KLD_CORPUS_IDS) {
+        if ((st = check_ids(c->name, c->ids, c->n_ids, o->n_vocab, tok, err))) return st;
+        int32_t bos = o->chunking == KLD_CHUNKING_LLAMACPP && tok && kld_tok_adds_bos(tok)
+                          ? kld_tok_bos(tok) : -1;
+        st = o->chunking == KLD_CHUNKING_DOC
+                 ? plan_doc(pl, o, c->ids, (int64_t)c->n_ids, err)
+                 : plan_fixed(pl, o, c->name, c->ids, (int64_t)c->n_ids, bos, err);
+    } else if (!tok) {
+        st = kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: no tokenizer to read a text corpus (use --ids-file)",
+                      c->name);
+    } else {
+        st = plan_text(c, tok, o, pl, err);
+    }
+    if (!st && !pl->note[0])
+        snprintf(pl->note, sizeof pl->note, "%s: %zu windows of at most %lld tokens",
+                 kld_chunking_name(o->chunking), pl->n_windows, (long long)o->ctx);
+    if (!st && pl->positions_total == 0)
+        st = kld_fail(err, KLD_ERR_ARG, "%s: nothing to score (no tokens)", c->name);
+    if (st) kld_plan_free(pl);
+    return st;
+}

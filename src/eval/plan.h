@@ -1,0 +1,82 @@
+/* plan.h — the window plan both arms of an evaluation share: corpus →
+ * token windows → the rows of each window that are scored (or dumped).
+ * A plan comes from a corpus and a tokenizer (kld_plan_from_corpus) or from
+ * a saved arm that fixes its own tokens (a dump's tokens.bin, a llama.cpp
+ * base file's chunks), built by that arm.
+ *
+ * Chunkings:
+ *   doc      each document from position 0, cut into ctx windows (the last
+ *            one shorter); every row scored, the last row of a window
+ *            predicting the token after it when the document goes on.
+ *   llamacpp llama-perplexity --kl-divergence: the whole text minus its final
+ *            newline tokenized as one, ctx windows, the first token of each
+ *            replaced by BOS (when the tokenizer adds one), rows ctx/2 .. ctx-2
+ *            scored. For dumps (rows_all): rows 0 .. ctx-2.
+ *   stream   documents tokenized one by one (with the tokenizer's BOS),
+ *            concatenated and cut into windows of exactly ctx tokens (a
+ *            shorter tail is dropped), rows 0 .. ctx-2 scored: the fixed
+ *            windows a dump needs.
+ * Window w of any plan is sequence w of a dump. */
+#ifndef KLD_EVAL_PLAN_H
+#define KLD_EVAL_PLAN_H
+
+#include "eval/corpus.h"
+#include "tokenizer/tokenizer.h"
+
+typedef enum kld_chunking {
+    KLD_CHUNKING_DOC,
+    KLD_CHUNKING_LLAMACPP,
+    KLD_CHUNKING_STREAM
+} kld_chunking;
+
+const char *kld_chunking_name(kld_chunking c);
+
+/* A stretch of tokens evaluated from an empty cache. */
+typedef struct kld_window {
+    const int32_t *tokens; /* len ids, as stored */
+    int64_t len;
+    int64_t score_from, score_to; /* rows [score_from, score_to) are scored */
+    int32_t first_token;   /* fed instead of tokens[0] when >= 0 (BOS replacement) */
+    int32_t last_next;     /* the token after the window (-1: none) */
+    bool new_doc;          /* starts a document */
+} kld_window;
+
+typedef struct kld_plan {
+    kld_chunking chunking;
+    kld_window *windows;
+    size_t n_windows, cap;
+    uint64_t positions_total, docs_total;
+    int64_t max_len;       /* longest window */
+    int32_t **owned;       /* token arrays the plan owns */
+    size_t n_owned;
+    char note[256];        /* how the windows were cut, for manifests and reports */
+} kld_plan;
+
+typedef struct kld_plan_opts {
+    kld_chunking chunking;
+    int64_t ctx;           /* window length (>= 2; llamacpp >= 4) */
+    int64_t max_docs;      /* doc/stream: at most this many documents (0 = all) */
+    int64_t max_tokens;    /* doc/stream: at most this many tokens per document (0 = all) */
+    int64_t max_chunks;    /* llamacpp/stream: at most this many windows (0 = all) */
+    bool rows_all;         /* llamacpp: score rows 0 .. ctx-2 (dumps) instead of the second half */
+    int32_t n_vocab;       /* ids must lie in [0, n_vocab) */
+} kld_plan_opts;
+
+/* Builds the plan of a corpus (text through tok, or pre-tokenized ids).
+ * tok may be NULL for an ids corpus. Errors name the corpus. */
+kld_status kld_plan_from_corpus(const kld_corpus *corpus, const kld_tokenizer *tok,
+                                const kld_plan_opts *opts, kld_plan *plan, kld_error *err);
+
+/* Appends a window (for plans that saved arms build). tokens must outlive
+ * the plan (or be handed over with kld_plan_own). */
+kld_status kld_plan_push(kld_plan *plan, const kld_window *w, kld_error *err);
+/* The plan frees p with itself. */
+kld_status kld_plan_own(kld_plan *plan, int32_t *p, kld_error *err);
+void kld_plan_free(kld_plan *plan);
+
+/* The token that window row p predicts (-1: none). */
+static inline int32_t kld_window_next(const kld_window *w, int64_t p) {
+    return p + 1 < w->len ? w->tokens[p + 1] : w->last_next;
+}
+
+#endif
