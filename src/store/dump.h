@@ -68,7 +68,7 @@ typedef struct kld_dump_meta {
     int64_t ctx_len;             /* >= 2 */
     int64_t n_seqs;              /* >= 1 */
     int32_t top_k;               /* 1 .. KLD_DUMP_MAX_TOPK (and <= n_vocab when known) */
-    int64_t positions_per_seq;   /* ctx_len - 1 */
+    int64_t positions_per_seq;   /* ctx_len - 1 (the writer also takes 0: derived) */
     const char *created;         /* writer fills it when NULL */
     const char *notes;           /* may be NULL (written as "") */
     /* extensions */
@@ -121,8 +121,14 @@ const int32_t *kld_dump_tokens(const kld_dump *d, int64_t seq);
 /* Reads records [rec0, rec0 + n) of sequence seq (one pread per file) and
  * validates each: indices in [0, n_vocab_limit) (or >= 0 when unbounded)
  * and distinct within the record; logits and logsumexp finite; logits
- * non-increasing; the logsumexp at least the first logit (else it is not a
- * logsumexp over a vocabulary containing that logit). Errors name the file,
+ * non-increasing (teacher dumps only: a candidate's logits sit at the
+ * teacher's indices, in any order; v2 also: tied logits in ascending index
+ * order); the logsumexp at least the largest logit (else it is not a
+ * logsumexp over a vocabulary containing that logit; v1 allows half a
+ * float16 step, the rounding of the logit). Sidecar, when read: lse64
+ * finite and within one float32 step of the record's logsumexp, logp_next
+ * NaN or finite and <= 1e-6, argmax -1 or in range (a teacher's equals its
+ * first index); the reserved field is ignored. Errors name the file,
  * the record and the field. Thread-compatible: one reader per thread. */
 kld_status kld_dump_read(kld_dump *d, int64_t seq, int64_t rec0, int64_t n,
                          const kld_dump_rows *rows, kld_error *err);
@@ -131,9 +137,10 @@ kld_status kld_dump_read(kld_dump *d, int64_t seq, int64_t rec0, int64_t n,
 
 typedef struct kld_dump_writer kld_dump_writer;
 
-/* Creates DIR (mkdir -p of the last component; an existing DIR must hold
- * no manifest.json unless resume is false and it is empty) and writes
- * dump.partial.json and tokens.bin (n_seqs * ctx_len ids), fsynced.
+/* Creates DIR (mkdir of the last component; without resume an existing DIR
+ * must be empty) and writes tokens.bin (n_seqs * ctx_len ids) and then
+ * dump.partial.json, fsynced. created (when NULL) is now, or on resume the
+ * partial manifest's.
  * resume: DIR must hold an interrupted dump of the same settings (the
  * partial manifest's format_version, model, corpus_sha256, ctx_len, n_seqs,
  * top_k, ext, kind equal meta's) and the same tokens (byte for byte);
@@ -149,8 +156,10 @@ kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int
  * must arrive in order; records before the resume point are accepted and
  * skipped (already on disk), so a caller may replay a whole sequence. Every
  * write is checked: a full disk is an error naming the file. Indices must be
- * valid as on read; logits are rounded to float16 (v1, nearest even) or
- * stored as float32 (v2). */
+ * valid as on read (ties checked in float32 for both versions; a v1 logit
+ * that overflows float16 is refused); logits are rounded to float16 (v1,
+ * nearest even) or stored as float32 (v2). After a failed write the writer
+ * refuses further writes and finish: free it and resume. */
 kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t n,
                           const kld_dump_rows *rows, kld_error *err);
 
