@@ -4,3 +4,4 @@
 kld_add_test(NAME test_store_lcpp SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_store_lcpp.c
              LABELS parsers)
 kld_add_test(NAME test_bad_lcpp SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_bad_lcpp.c LABELS parsers)
+kld_add_test(NAME test_report_llamacpp SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_report_llamacpp.c)
