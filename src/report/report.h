@@ -101,4 +101,12 @@ void kld_progress_print(FILE *f, const kld_progress *p);
 /* Ends the line (a newline) when f is a terminal, so the report starts clean. */
 void kld_progress_end(FILE *f);
 
+/* ---- llama.cpp's layout (report_llamacpp.c) ---- */
+
+/* Prints llama-perplexity --kl-divergence's final blocks ("====== Perplexity
+ * statistics ======", "====== KL divergence statistics ======", "====== Token
+ * probability statistics ======") exactly as llama.cpp c392e50 lays them out,
+ * from s. Like llama.cpp it prints nothing for fewer than 100 positions. */
+kld_status kld_report_llamacpp(FILE *out, const kld_summary *s, kld_error *err);
+
 #endif

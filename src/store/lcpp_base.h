@@ -12,13 +12,16 @@
  * Record k of chunk c is the distribution at chunk position j = n_ctx/2 + k
  * (predicting token j + 1), j = n_ctx/2 .. n_ctx - 2, computed from an empty
  * cache with the chunk's first token replaced by BOS.
- * Encoding (kld_lcpp_encode_row, exactly as llama.cpp computes it):
+ * Encoding (kld_lcpp_encode_row, exactly as llama.cpp computes it; float32
+ * arithmetic unless stated):
  *   max = max l; min_logit = max(min l, max - 16);
- *   lse = log(sum_i expf(l_i - max)) (sum in double);
- *   min_log_prob = min_logit - max - lse; scale = (max - min_logit) / 65535;
- *   q_i = l_i > min_logit ? nearest-even((l_i - min_logit) / scale) : 0.
- * Decoding: log p_i = scale * q_i + min_log_prob (float32). Codes of 0 are
- * outside the 16-nat window: their log p is only bounded above.
+ *   lse = (float) log(sum_i expf(l_i - max)) (sum and log in double);
+ *   min_log_prob = (min_logit - max) - lse; scale = (max - min_logit) / 65535;
+ *   q_i = l_i > min_logit ? nearest-even((1/scale) * (l_i - min_logit)) : 0
+ *   (multiplied by the float reciprocal, not divided; all 0 when scale is 0).
+ * Decoding: log p_i = scale * q_i + min_log_prob (float32 multiply, then
+ * add). Codes of 0 are outside the 16-nat window: their log p is only
+ * bounded above.
  *
  * Ownership: kld_lcpp_base_open → kld_lcpp_base_close; kld_lcpp_base_create
  * → kld_lcpp_base_finish and/or kld_lcpp_base_writer_free. */
@@ -58,9 +61,11 @@ const int32_t *kld_lcpp_base_tokens(const kld_lcpp_base *b, int64_t chunk);
 
 /* Decodes records [rec0, rec0 + n) of chunk `chunk` into logp (n rows of
  * n_vocab float32, as llama.cpp decodes them) and, when not NULL, codes
- * (n rows of n_vocab raw uint16) and min_log_prob (n floats). Validates each
- * record: scale and min_log_prob finite, scale >= 0, min_log_prob <= 0, at
- * least one code of 65535 when scale > 0 (the maximum's code). */
+ * (n rows of n_vocab raw uint16) and min_log_prob (n floats); logp may be
+ * NULL too. Validates each record: scale and min_log_prob finite,
+ * scale >= 0, min_log_prob <= 0, at least one code of 65535 when scale > 0
+ * (the maximum's code). A range outside the chunk is KLD_ERR_ARG. Reads
+ * with pread into one record of scratch owned by b: one caller at a time. */
 kld_status kld_lcpp_base_read(kld_lcpp_base *b, int64_t chunk, int64_t rec0, int64_t n,
                               float *logp, uint16_t *codes, float *min_log_prob, kld_error *err);
 
@@ -73,17 +78,23 @@ typedef struct kld_lcpp_base_writer kld_lcpp_base_writer;
 kld_status kld_lcpp_base_create(const char *path, int32_t n_ctx, int32_t n_vocab, int32_t n_chunk,
                                 const int32_t *tokens, kld_lcpp_base_writer **out, kld_error *err);
 /* Encodes and appends n rows of n_vocab logits (records in file order).
- * Every write is checked (a full disk names the file). */
+ * Every write is checked (a full disk names the file). Rows with a NaN or
+ * +inf logit, or with no finite logit, are KLD_ERR_ARG (llama.cpp would
+ * store a NaN scale); -inf logits are fine. More records than the header
+ * announces is KLD_ERR_ARG. After a failed write only _free is useful. */
 kld_status kld_lcpp_base_write(kld_lcpp_base_writer *w, const float *logits, int64_t n,
                                kld_error *err);
-/* Checks the record count, fsyncs, renames into place. */
+/* Checks the record count (KLD_ERR_ARG when short; the writer stays
+ * usable), flushes, fsyncs, renames into place. */
 kld_status kld_lcpp_base_finish(kld_lcpp_base_writer *w, kld_error *err);
 /* Removes the temporary file unless finished. NULL is fine. */
 void kld_lcpp_base_writer_free(kld_lcpp_base_writer *w);
 
 /* One row: n_vocab logits → nv uint16 (scale, min_log_prob, codes, pad),
- * exactly llama.cpp's encoding. Also returns, when not NULL, the row's
- * log-sum-exp relative to its maximum as llama.cpp computes it. */
+ * exactly llama.cpp's encoding (little-endian host). Also returns, when not
+ * NULL, the row's log-sum-exp relative to its maximum as llama.cpp computes
+ * it: the float `lse` above, widened to double (llama.cpp's base-run NLL is
+ * then the float expression (max + lse) - l[token]). */
 void kld_lcpp_encode_row(const float *logits, int32_t n_vocab, uint16_t *out, double *lse);
 
 #endif
