@@ -226,7 +226,7 @@ static kld_status check_config(const kld_dump_config *c, kld_error *err) {
         return kld_fail(err, KLD_ERR_ARG, "--format llamacpp takes neither --indices-from nor --resume");
     if (c->llamacpp && c->chunking != KLD_CHUNKING_LLAMACPP)
         return kld_fail(err, KLD_ERR_ARG, "a llama.cpp base file uses llamacpp chunking");
-    if (!c->llamacpp && c->chunking == KLD_CHUNKING_DOC)
+    if (!c->llamacpp && !c->indices_from && c->chunking == KLD_CHUNKING_DOC)
         return kld_fail(err, KLD_ERR_ARG, "a dump needs windows of exactly --ctx tokens: use "
                         "--chunking stream (default) or llamacpp, not doc");
     if (c->format_version != 1 && c->format_version != 2)

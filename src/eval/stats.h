@@ -239,6 +239,9 @@ typedef struct kld_summary {
     uint64_t n_truncated;   /* rows with truncated = 1 */
     double mass_mean, mass_min, mass_p1; /* captured mass over all positions */
     kld_dist kld_bound;     /* tail-corrected lower bound of the full KL */
+    uint64_t n_next_outside; /* next tokens outside the reference's known subset */
+    double ppl_ref_filled;  /* PPL(ref) with those positions' NLL taken from the arm (an
+                               estimate; NAN when there are none) */
     bool ref_nll_known;     /* false when some reference NLL is unknown: PPL(ref),
                                the ratios and dp are then NAN */
 } kld_summary;

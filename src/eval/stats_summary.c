@@ -176,6 +176,21 @@ static void ppl_stats(const kld_position *rec, size_t n, double *a, double *b, d
     double cov = m >= 2 ? cov_pop / (double)(m - 1) : 0.0; /* covariance of the two means */
     s->nll_cor = var_a > 0.0 && var_b > 0.0 ? cov_pop / sqrt(var_a * var_b) : 0.0;
 
+    /* llama.cpp base rows: a next token below the 16-nat window gets the
+     * window's floor as its NLL, so PPL(ref) is biased low; the arm's NLL at
+     * those positions gives the best estimate the file allows */
+    s->n_next_outside = 0;
+    s->ppl_ref_filled = NAN;
+    csum filled = {0, 0};
+    for (size_t i = 0, k = 0; i < n; i++) {
+        if (rec[i].token < 0) continue;
+        bool out = rec[i].next_outside != 0;
+        s->n_next_outside += out;
+        csum_add(&filled, out ? b[k] : a[k]);
+        k++;
+    }
+    if (s->n_next_outside) s->ppl_ref_filled = exp(csum_get(&filled) / (double)m);
+
     s->ppl_ref = exp(ma);
     s->ppl_ref_se = s->ppl_ref * ua;
     s->ppl_arm = exp(mb);

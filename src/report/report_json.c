@@ -119,7 +119,9 @@ json_t *kld_report_json(const kld_summary *s, const kld_report_run *run) {
              kld_json_set_real(t, "mass_min", s->mass_min) &&
              kld_json_set_real(t, "mass_p1", s->mass_p1) &&
              set_new(t, "kld_bound", dist_json(&s->kld_bound)) &&
-             set_new(t, "comparable", json_boolean(s->mass_mean >= KLD_MASS_COMPARABLE));
+             set_new(t, "comparable", json_boolean(s->mass_mean >= KLD_MASS_COMPARABLE)) &&
+             kld_json_set_uint(t, "n_next_outside", s->n_next_outside) &&
+             kld_json_set_real(t, "ppl_ref_filled", s->ppl_ref_filled);
     }
     ok = ok && set_new(o, "by_ref_confidence", buckets_json(s->by_conf, KLD_CONF_BUCKETS)) &&
          set_new(o, "by_context_position", buckets_json(s->by_pos, KLD_POS_BUCKETS)) &&

@@ -129,6 +129,13 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
 
     fprintf(f, "====== Perplexity statistics ======\n");
     value_pm(f, "PPL(ref)", s->ppl_ref, s->ppl_ref_se, "");
+    if (s->n_next_outside) {
+        label(f, "PPL(ref) note");
+        fprintf(f, "%llu next tokens lie below the reference's 16-nat window: the figure above is\n"
+                   "%32sllama.cpp's (those tokens at the window's floor, so it is biased low)\n",
+                (unsigned long long)s->n_next_outside, "");
+        value(f, "PPL(ref), those from the arm", s->ppl_ref_filled, "(best estimate the file allows)");
+    }
     value_pm(f, "PPL(arm)", s->ppl_arm, s->ppl_arm_se, "");
     percent(f, "Cor(ln PPL(arm), ln PPL(ref))", s->nll_cor);
     value_pm(f, "ln(PPL(arm)/PPL(ref))", s->ln_ppl_ratio, s->ln_ppl_ratio_se, "");
