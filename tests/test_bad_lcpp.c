@@ -230,6 +230,24 @@ int main(void) {
     with_f32("mlp_ninf", first + 4, -INFINITY, "min_log_prob");
     with_f32("mlp_pos_last", last + 4, 3.0f, "min_log_prob");
     with_f32("mlp_nan_last", last + 4, NAN, "min_log_prob");
+    /* consistent signs, but the maximum's log-prob scale * 65535 +
+     * min_log_prob is not -lse in [-ln 5, 0] */
+    with_f32("scale_huge", first, 1e30f, "maximum's log-prob");
+    with_f32("scale_max", first, 3.4e38f, "maximum's log-prob");
+    with_f32("mlp_far", first + 4, -100.0f, "maximum's log-prob");
+    with_f32("mlp_zero", first + 4, 0.0f, "maximum's log-prob");
+    with_f32("mlp_far_last", last + 4, -1e30f, "maximum's log-prob");
+    {
+        /* scale 0 (all equal) needs min_log_prob = -ln n_vocab */
+        unsigned char b[FILE_BYTES];
+        memcpy(b, good, sizeof b);
+        put_f32(b + first, 0.0f);
+        put_f32(b + first + 4, -3.0f);
+        variant("scale_0_mlp_-3", b, sizeof b, NV, KLD_ERR_FORMAT, "maximum's log-prob");
+        put_f32(b + first + 4, (float)-log(5.0));
+        memset(b + first + 8, 0, 2 * NV);
+        variant("scale_0_ok", b, sizeof b, NV, KLD_OK, "");
+    }
     {
         /* scale > 0 and no code is 65535 */
         unsigned char b[FILE_BYTES];

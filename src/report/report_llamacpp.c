@@ -1,7 +1,7 @@
 /* report_llamacpp.c — llama-perplexity --kl-divergence's final statistics
  * block (llama.cpp c392e50, examples/perplexity/perplexity.cpp, end of
- * kl_divergence()), line for line and with its printf widths, so that
- * scripts that parse llama.cpp's output read kldeval's too.
+ * kl_divergence(), lines 1859-1953), line for line and with its printf
+ * widths, so that scripts that parse llama.cpp's output read kldeval's too.
  *
  * Where kldeval's definitions (src/eval/stats.h) and llama.cpp's differ,
  * this printer follows llama.cpp:
@@ -9,7 +9,9 @@
  *    statistics on so few values"); so llama.cpp's other special case, a 0
  *    error from mean_and_uncertainty for N <= 10, never shows here;
  *  - the "99.0%" KLD line is printed twice and there is no 95% KLD line;
- *  - Δp values are in percent, "Cor" in percent with 2 decimals.
+ *  - Δp values are in percent, "Cor" in percent with 2 decimals;
+ *  - an error that rounding makes imaginary (PPL difference) prints as 0
+ *    here (kldeval clamps it), where llama.cpp would print nan.
  * The values themselves are kldeval's (two-pass sums, double medians); they
  * agree with llama.cpp's one-pass sums to far more digits than are printed. */
 #include "report/report.h"

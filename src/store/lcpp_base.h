@@ -63,8 +63,9 @@ const int32_t *kld_lcpp_base_tokens(const kld_lcpp_base *b, int64_t chunk);
  * n_vocab float32, as llama.cpp decodes them) and, when not NULL, codes
  * (n rows of n_vocab raw uint16) and min_log_prob (n floats); logp may be
  * NULL too. Validates each record: scale and min_log_prob finite,
- * scale >= 0, min_log_prob <= 0, at least one code of 65535 when scale > 0
- * (the maximum's code). A range outside the chunk is KLD_ERR_ARG. Reads
+ * scale >= 0, min_log_prob <= 0, the maximum's log-prob
+ * scale * 65535 + min_log_prob (= -lse) in [-ln n_vocab, 0] up to 1e-3, at
+ * least one code of 65535 when scale > 0 (the maximum's code). A range outside the chunk is KLD_ERR_ARG. Reads
  * with pread into one record of scratch owned by b: one caller at a time. */
 kld_status kld_lcpp_base_read(kld_lcpp_base *b, int64_t chunk, int64_t rec0, int64_t n,
                               float *logp, uint16_t *codes, float *min_log_prob, kld_error *err);

@@ -1,7 +1,10 @@
 /* lcpp_base_encode.c — one record of a llama.cpp `--kl-divergence-base`
  * file from a row of float32 logits, bit for bit as llama-perplexity
  * (c392e50) computes it, so that a base file written by kldeval scores the
- * same in llama-perplexity as one it wrote itself.
+ * same in llama-perplexity as one it wrote itself. Reference: c392e50
+ * examples/perplexity/perplexity.cpp, nearest_int (lines 70-75) and the
+ * uint16 log_softmax overload (77-105); the record size nv (145) and the
+ * header writes (465-466, 520-522).
  *
  * Every step below is float32 arithmetic except the sum of exponentials
  * (double) and its logarithm (double, then rounded to float): the widths are

@@ -207,6 +207,16 @@ static kld_status check_record(const kld_lcpp_base *b, int64_t chunk, int64_t re
         return kld_fail(err, KLD_ERR_FORMAT,
                         "%s: chunk %lld record %lld: min_log_prob %g: must be finite and <= 0",
                         b->path, (long long)chunk, (long long)rec, (double)min_log_prob);
+    /* the maximum decodes to scale * 65535 + min_log_prob = -lse, and
+     * 0 <= lse <= ln n_vocab; the slack covers float rounding (~1e-5) */
+    const float max_lp = scale * 65535.0f + min_log_prob;
+    const double lo = -log((double)b->info.n_vocab) - 1e-3;
+    if (!(max_lp <= 1e-3f && (double)max_lp >= lo))
+        return kld_fail(err, KLD_ERR_FORMAT,
+                        "%s: chunk %lld record %lld: scale %g, min_log_prob %g: the maximum's "
+                        "log-prob %g is outside [-ln n_vocab, 0] = [%.4f, 0]",
+                        b->path, (long long)chunk, (long long)rec, (double)scale,
+                        (double)min_log_prob, (double)max_lp, lo + 1e-3);
     if (scale > 0.0f) {
         /* the row's maximum always encodes as 65535 (its code is
          * (max - min) / scale up to a few float roundings) */
