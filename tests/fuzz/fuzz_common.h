@@ -12,7 +12,7 @@
 
 static volatile uint8_t fuzz_sink;
 
-static void fuzz_touch_tensors(const kld_tensor *t, uint64_t n) {
+static inline void fuzz_touch_tensors(const kld_tensor *t, uint64_t n) {
     for (uint64_t i = 0; i < n; i++) {
         fuzz_sink ^= (uint8_t)t[i].name[0];
         fuzz_sink ^= (uint8_t)kld_tensor_nelements(&t[i]);
@@ -24,7 +24,7 @@ static void fuzz_touch_tensors(const kld_tensor *t, uint64_t n) {
     }
 }
 
-static void fuzz_check_failure(kld_status st, const kld_error *err) {
+static inline void fuzz_check_failure(kld_status st, const kld_error *err) {
     if (st == KLD_OK) return;
     if (err->status != st || err->msg[0] == '\0') {
         fprintf(stderr, "failure %d without a matching error record: '%s'\n", (int)st, err->msg);
