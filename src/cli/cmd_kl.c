@@ -237,6 +237,11 @@ int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
     int rc = 0;
     if (kld_report_text(stdout, &sum, &run, &err) != KLD_OK) rc = 1;
     printf("%-30s: %s\n", "vocabulary", res.vocab_note);
+    if (!rc && c->llamacpp_base) {
+        /* the figures llama-perplexity --kl-divergence prints, in its layout */
+        printf("\n====== as llama-perplexity --kl-divergence prints it ======\n");
+        if (kld_report_llamacpp(stdout, &sum, &err) != KLD_OK) rc = 1;
+    }
     if (res.ctx_note[0]) {
         printf("%-30s: %s\n", "WARNING", res.ctx_note);
         fprintf(stderr, "kldeval kl: warning: %s\n", res.ctx_note);

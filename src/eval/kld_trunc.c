@@ -62,7 +62,12 @@ kld_status kld_position_truncated(const kld_trunc_row *r, int topk, kld_position
         mq += q;
         if (p > pmax) pmax = p;
     }
-    double tp = r->full ? 0.0 : fmax(1.0 - mp, 0.0), tq = r->full ? 0.0 : fmax(1.0 - mq, 0.0);
+    double tp = isnan(r->tail_ref) ? 1.0 - mp : r->tail_ref;
+    double tq = isnan(r->tail_arm) ? 1.0 - mq : r->tail_arm;
+    /* no measurable reference tail (a full row, or rounding of stored logits
+     * pushing the captured mass to 1): no tail bin */
+    if (r->full || tp <= 1e-12) tp = tq = 0.0;
+    tq = fmax(tq, 0.0);
     memset(out, 0, sizeof *out);
     out->kld = kld;
     out->kld_bound = kld + tail_term(tp, tq);

@@ -115,7 +115,7 @@ static kld_status sparse_row(kld_scorer *s, scratch *c, const kld_window *w, con
     const float *rv = ref->val + (size_t)r * (size_t)k;
     kld_trunc_row tr = {.n = k, .idx = idx, .lp = c->lp, .lq = c->lq, .rank_ref = rv,
                         .rank_arm = c->rank_arm, .top_ref = ref->argmax[r], .next_token = next,
-                        .logp_next_ref = ref->logp_next[r]};
+                        .logp_next_ref = ref->logp_next[r], .tail_ref = NAN, .tail_arm = NAN};
     tr.full = s->o.ref_n_vocab > 0 && k == s->o.ref_n_vocab;
     for (int32_t j = 0; j < k; j++) c->lp[j] = (double)rv[j] - ref->lse[r];
     if (arm->kind == KLD_ROWS_DENSE) {
@@ -157,14 +157,19 @@ static kld_status logprob_row(kld_scorer *s, scratch *c, const kld_window *w, co
     const float *row = arm->logits + (size_t)r * (size_t)arm->n_vocab;
     double lse;
     kld_trunc_row tr = {.idx = c->idx, .lp = c->lp, .lq = c->lq, .rank_ref = c->rank_ref,
-                        .rank_arm = c->rank_arm, .top_ref = -1, .next_token = next};
+                        .rank_arm = c->rank_arm, .top_ref = -1, .next_token = next,
+                        .tail_ref = 0.0, .tail_arm = 0.0};
     kld_row_lse_argmax(row, arm->n_vocab, &lse, &tr.top_arm);
     float lp_max = -INFINITY, lp_min = INFINITY;
     int32_t n = 0;
     for (int32_t i = 0; i < nv; i++) {
         if (lpr[i] > lp_max) lp_max = lpr[i];
         if (lpr[i] < lp_min) lp_min = lpr[i];
-        if (codes[i] == 0) continue;
+        if (codes[i] == 0) { /* outside the window: the tail bin (at its floor, an upper bound) */
+            tr.tail_ref += exp((double)lpr[i]);
+            tr.tail_arm += exp((double)row[i] - lse);
+            continue;
+        }
         c->idx[n] = i;
         c->lp[n] = lpr[i];
         c->lq[n] = (double)row[i] - lse;
@@ -173,6 +178,7 @@ static kld_status logprob_row(kld_scorer *s, scratch *c, const kld_window *w, co
         n++;
     }
     if (n == 0) { /* a constant row: every code is 0, every id equally likely */
+        tr.tail_ref = tr.tail_arm = 0.0;
         for (int32_t i = 0; i < nv; i++) {
             c->idx[i] = i;
             c->lp[i] = lpr[i];

@@ -72,7 +72,9 @@
  *                                               log-sum inequality)
  *   kld_rev, jsd: of the same coarsening (lower bounds of the full values)
  *   mass      = sum_S p                        (the captured mass)
- * For a full row mass = 1, kld_bound = kld and truncated = 0. */
+ * For a full row mass = 1, kld_bound = kld and truncated = 0. Where rounding
+ * of stored logits (float16 dumps) makes sum_S p reach 1, the reference has
+ * no measurable tail and the tail terms are taken as 0. */
 typedef struct kld_position {
     double kld;         /* KL(ref || arm), nats */
     double kld_rev;     /* KL(arm || ref), nats */
@@ -131,6 +133,10 @@ typedef struct kld_trunc_row {
     int32_t next_token;
     double logp_next_ref, logp_next_arm;
     bool full;
+    /* the tails' masses when the caller knows them better than 1 - sum over
+     * the subset (llama.cpp rows: the decoded entries outside the window);
+     * NAN: 1 - sum */
+    double tail_ref, tail_arm;
 } kld_trunc_row;
 
 /* Fills *out (ctx_pos = 0) as described at kld_position. Fails (KLD_ERR_ARG)
