@@ -1,3 +1,6 @@
 # Saved arms end to end: dumps and llama.cpp base files written by the dump
 # driver and scored by the KL driver (src/eval/arm_*.c, dump_driver.c).
 kld_add_test(NAME test_saved SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_saved.c TIMEOUT 600)
+kld_add_test(NAME test_cli_saved SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_saved.c
+             ARGS $<TARGET_FILE:kldeval> TIMEOUT 300)
+add_dependencies(test_cli_saved kldeval)
