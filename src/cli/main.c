@@ -20,6 +20,8 @@ static const command commands[] = {
     {"generate", kld_cmd_generate, "greedy generation from a prompt"},
     {"tokenize", kld_cmd_tokenize, "text to token ids (or pieces, or counts)"},
     {"kl", kld_cmd_kl, "teacher-forced KL divergence of an arm against a reference"},
+    {"runs", kld_cmd_runs, "the run database: list, show, rm, export, compare recorded runs"},
+    {"report", kld_cmd_report, "the HTML report of recorded runs (one self-contained file)"},
 };
 
 static void usage(FILE *f) {
