@@ -193,7 +193,8 @@ int main(int argc, char **argv) {
     free(t);
     char notdb[600];
     snprintf(notdb, sizeof notdb, "%s/notdb.sqlite", dir);
-    kt_write_file(notdb, "hello, not SQLite at all; long enough text for a header.....................\n", 80);
+    static const char not_sqlite[] = "hello, not SQLite at all; long enough text for a header........\n";
+    kt_write_file(notdb, not_sqlite, sizeof not_sqlite - 1);
     snprintf(args, sizeof args, "runs list --db '%s'", notdb);
     rc = run(args, &t);
     CHECK(rc == 1 && strstr(t, "not a kldeval run database"), "not a database: %s", t);

@@ -11,6 +11,7 @@
 #include "db/db.h"
 #include "eval/kl_driver.h"
 #include "report/report.h"
+#include "report/report_html.h"
 
 #include <math.h>
 #include <signal.h>
@@ -739,6 +740,30 @@ static void test_real_run(void) {
     kld_kl_result_free(&res);
 }
 
+/* ":memory:" — a run that is not kept can still have its HTML report. */
+static void test_memory_db(void) {
+    kld_db *db;
+    kld_error err = {0};
+    CHECK_OK(kld_db_open(":memory:", &db, &err), err);
+    if (!db) return;
+    kt_synth_arm a = kt_synth_defaults("in-memory", 1.0);
+    int64_t id = kt_synth_record(db, &a);
+    CHECK(id > 0, "recorded in memory");
+    char html[600];
+    path_in(html, sizeof html, "memory.html");
+    remove(html);
+    CHECK_OK(kld_report_html_write(db, &id, 1, html, &err), err);
+    size_t n = 0;
+    char *t = kt_read_file(html, &n);
+    CHECK(n > 200000 && strstr(t, "in-memory") && strstr(t, "</html>"), "HTML report from a memory database");
+    free(t);
+    int64_t none = 77;
+    CHECK(kld_report_html_write(db, &none, 1, html, &err) == KLD_ERR_ARG && strstr(err.msg, "77"), "unknown id: %s", err.msg);
+    kld_db_close(db);
+    struct stat sb;
+    CHECK(stat(":memory:", &sb) != 0, "no file named :memory:");
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s/test_db", kt_build_dir());
     mkdir(dir, 0755);
@@ -752,6 +777,7 @@ int main(void) {
     test_locked();
     test_concurrent_writers();
     test_killed_writer();
+    test_memory_db();
     test_real_run();
     return kt_finish();
 }

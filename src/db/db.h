@@ -4,7 +4,9 @@
  *
  * Where: kld_db_open(NULL) uses $KLDEVAL_DB, else
  * $XDG_DATA_HOME/kldeval/runs.sqlite, else ~/.local/share/kldeval/runs.sqlite
- * (missing parent folders are created for these defaults only).
+ * (missing parent folders are created for these defaults only). ":memory:"
+ * gives a private database that lives as long as the handle (`kl --no-db
+ * --html`: the report is written from it).
  *
  * Robustness: the file carries PRAGMA application_id KLD_DB_APPLICATION_ID
  * and PRAGMA user_version = the schema version; migrations run from the

@@ -93,9 +93,10 @@ kld_status kld_db_positions_decode(const void *blob, size_t size, kld_db_positio
         p[i].token = (int32_t)get_u32(q + 24);
         p[i].top1 = q[28];
         if (p[i].top1 > 1 || p[i].token < -1) {
+            kld_status st = kld_fail(err, KLD_ERR_FORMAT, "positions BLOB: record %u: top1 %u, token %d",
+                                     i, p[i].top1, p[i].token);
             free(p);
-            return kld_fail(err, KLD_ERR_FORMAT, "positions BLOB: record %u: top1 %u, token %d",
-                            i, p[i].top1, p[i].token);
+            return st;
         }
     }
     *out = p;

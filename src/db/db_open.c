@@ -140,6 +140,9 @@ static kld_status check_and_prepare(kld_db *db, kld_error *err) {
                         "%s: schema version %lld is newer than this kldeval (%s) knows (%d); "
                         "use a newer kldeval or another --db",
                         db->path, (long long)ver, kld_version(), KLD_DB_SCHEMA_VERSION);
+    /* A file the OS lets us only read (SQLite then opens it read-only) can
+     * still be listed and reported; a write later fails with a clear error. */
+    if (sqlite3_db_readonly(db->h, "main") == 1 && ver == KLD_DB_SCHEMA_VERSION) return KLD_OK;
     if ((st = kld_db_exec(db, "PRAGMA journal_mode = WAL", "cannot switch to WAL", err))) return st;
     return ver < KLD_DB_SCHEMA_VERSION ? migrate(db, err) : KLD_OK;
 }

@@ -151,19 +151,26 @@
       data: { labels: runs.map((r) => r.name.split(' ')), datasets: [{ label: title, data: values, errors: errors,
         backgroundColor: runs.map((r, i) => fade(color(i))), borderColor: runs.map((r, i) => color(i)), borderWidth: 1.5 }] },
       options: Object.assign({ plugins: { legend: { display: false } },
-        scales: { x: { ticks: { maxRotation: 0, autoSkip: false } }, y: { min: extra.floor !== undefined ? Math.max(extra.floor, lo - pad) : lo - pad, max: extra.ceil !== undefined ? Math.min(extra.ceil, hi + pad) : hi + pad, title: axisTitle(title) } } }, {})
+        scales: { x: { ticks: { maxRotation: 0, autoSkip: false } }, y: {
+          suggestedMin: extra.floor !== undefined ? Math.max(extra.floor, lo - pad) : lo - pad,
+          suggestedMax: extra.ceil !== undefined ? Math.min(extra.ceil, hi + pad) : hi + pad,
+          max: extra.ceil !== undefined && hi + pad >= extra.ceil ? extra.ceil : undefined,
+          title: axisTitle(title) } } }, {})
     });
   };
   barChart('chart-top1', 'top1', 'top1_se', 'top-1 agreement', { floor: 0, ceil: 1 });
   barChart('chart-ppl', 'ppl_ratio', 'ppl_ratio_se', 'PPL(arm) / PPL(ref)', {});
 
   const MiB = 1024 * 1024;
+  const kldLo = Math.min(...runs.map((r) => r.kld_mean - (r.kld_se || 0)).filter((v) => v > 0));
+  const kldHi = Math.max(...runs.map((r) => r.kld_mean + (r.kld_se || 0)));
   draw('chart-size', {
     type: 'scatter',
     data: { datasets: runs.map((r, i) => ({ label: r.name, data: r.bytes === null ? [] : [{ x: r.bytes / MiB, y: r.kld_mean }],
       errors: [r.kld_se], errorColor: color(i), backgroundColor: color(i), borderColor: color(i), pointRadius: 5 })) },
     options: { plugins: { kldPointLabels: { enabled: true }, legend: { display: false } },
-      scales: { x: { title: axisTitle('arm file size (MiB)'), grace: '10%' }, y: logAxis('mean KLD (nats, log scale)') } }
+      scales: { x: { title: axisTitle('arm file size (MiB)'), grace: '10%' },
+        y: Object.assign(logAxis('mean KLD (nats, log scale)'), { min: kldLo / 2, max: kldHi * 2 }) } }
   });
 
   const ranked = runs.map((r, i) => ({ r: r, i: i })).sort((a, b) => a.r.kld_mean - b.r.kld_mean);
@@ -173,7 +180,7 @@
       errors: ranked.map((e) => e.r.kld_se), backgroundColor: ranked.map((e) => fade(color(e.i))),
       borderColor: ranked.map((e) => color(e.i)), borderWidth: 1.5 }] },
     options: { indexAxis: 'y', plugins: { legend: { display: false } },
-      scales: { x: { beginAtZero: true, title: axisTitle('mean KLD (nats)') } } }
+      scales: { x: { beginAtZero: true, suggestedMax: kldHi * 1.05, title: axisTitle('mean KLD (nats)') } } }
   });
 
   window.kldCharts = charts;
