@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # setup.sh — installs kldeval's build dependencies from Debian's packages
-# (only the missing ones; idempotent) and builds into ./build.
+# (only the missing ones; idempotent), what the browser test needs
+# (tests/browser/setup.sh), and builds into ./build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config gzip jq libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev
-          python3 python3-numpy)
+          python3 python3-numpy libsqlite3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,6 +17,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
+
+# The HTML report's browser test (part of the default test run): chromium,
+# Node.js and tests/browser/node_modules.
+bash tests/browser/setup.sh
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" >&2

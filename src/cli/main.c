@@ -21,6 +21,8 @@ static const command commands[] = {
     {"tokenize", kld_cmd_tokenize, "text to token ids (or pieces, or counts)"},
     {"kl", kld_cmd_kl, "teacher-forced KL divergence of an arm against a reference"},
     {"dump", kld_cmd_dump, "save a model's distributions: a teacher, a candidate or a llama.cpp base file"},
+    {"runs", kld_cmd_runs, "the run database: list, show, rm, export, compare recorded runs"},
+    {"report", kld_cmd_report, "the HTML report of recorded runs (one self-contained file)"},
 };
 
 static void usage(FILE *f) {

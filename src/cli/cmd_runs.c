@@ -1,0 +1,479 @@
+/* cmd_runs.c — `kldeval runs list|show|rm|export|compare`: the run
+ * database from the terminal. Parses flags and prints; the queries and the
+ * paired comparison live in src/db. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "common/common.h"
+#include "db/db.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+"usage: kldeval runs <list|show|rm|export|compare> [flags]\n\n"
+"The run database: every kl, dump and sweep run is recorded there (see README).\n\n"
+"  runs list [filters]                 one line per run: id, time, label, mode, arm, positions,\n"
+"                                      KLD mean ± standard error, median, p99, top-1, PPL ratio\n"
+"  runs show ID [--json]               every recorded column of one run (--json: its full report)\n"
+"  runs rm ID...                       delete runs (all or none: an unknown ID deletes nothing)\n"
+"  runs export --csv|--jsonl [--out FILE] [filters]\n"
+"                                      every column but the per-position BLOB (CSV also without\n"
+"                                      the report; JSONL with it, as an object), one run per line\n"
+"  runs compare ID ID...               the runs side by side; for each pair that shares the\n"
+"                                      reference and the token stream (corpus SHA-256, chunking,\n"
+"                                      ctx, reference SHA-256, positions), paired per position:\n"
+"                                      ΔKLD ± paired standard error, where A is closer, a sign test\n\n"
+"flags\n"
+"  --db PATH          the database (default $KLDEVAL_DB, else $XDG_DATA_HOME/kldeval/runs.sqlite,\n"
+"                     else ~/.local/share/kldeval/runs.sqlite)\n"
+"filters (list, export)\n"
+"  --label GLOB       label matches GLOB (*, ?, [..]; case-sensitive)\n"
+"  --model TEXT       either arm's path contains TEXT, or its SHA-256 starts with TEXT\n"
+"  --mode MODE        two-models, self-flag, saved-teacher, llamacpp-base, dump, sweep, ...\n"
+"  --since WHEN       created at or after WHEN: YYYY-MM-DD[THH:MM[:SS]] (UTC) or Nd / Nh / Nm ago\n"
+"  --limit N          only the newest N matching runs\n"
+"  -h, --help         this text\n\n"
+"Definitions: mean ± se with se = sqrt(var/(N−1)), var the population variance; paired\n"
+"differences d = A − B per position with the same definitions; the sign test is two-sided over\n"
+"positions where the KLDs differ (exact binomial up to 10^6 positions, then normal).\n");
+}
+
+typedef struct opts {
+    const char *db_path;
+    kld_db_filter filter;
+    char since_buf[32];
+    bool json, csv, jsonl;
+    const char *out;
+    int64_t *ids;
+    size_t n_ids;
+} opts;
+
+/* --since: an ISO date (prefix) or a relative age, into a UTC ISO prefix. */
+static bool parse_since(const char *v, char buf[32]) {
+    size_t n = strlen(v);
+    char unit = n ? v[n - 1] : 0;
+    if (n >= 2 && (unit == 'd' || unit == 'h' || unit == 'm')) {
+        char *end;
+        long long k = strtoll(v, &end, 10);
+        if (end == v + n - 1 && k >= 0 && k < 1000000) {
+            time_t t = time(NULL) - (time_t)k * (unit == 'd' ? 86400 : unit == 'h' ? 3600 : 60);
+            struct tm tm;
+            gmtime_r(&t, &tm);
+            strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            return true;
+        }
+    }
+    /* YYYY-MM-DD, optionally THH:MM or THH:MM:SS */
+    static const char pat[] = "dddd-dd-ddTdd:dd:dd";
+    if (n != 10 && n != 16 && n != 19) return false;
+    for (size_t i = 0; i < n; i++)
+        if (pat[i] == 'd' ? (v[i] < '0' || v[i] > '9') : v[i] != pat[i]) return false;
+    snprintf(buf, 32, "%s", v);
+    return true;
+}
+
+static bool parse_id(const char *cmd, const char *v, int64_t *id) {
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || x <= 0) {
+        fprintf(stderr, "kldeval runs %s: ID expects a positive integer, got '%s'\n", cmd, v);
+        return false;
+    }
+    *id = x;
+    return true;
+}
+
+/* Flags common to the subcommands; positional IDs collected. */
+static bool parse(const char *cmd, int argc, char **argv, opts *o, bool filters, bool takes_ids, int *rc) {
+    static const char *const valued[] = {"--db", "--label", "--model", "--mode", "--since",
+                                         "--limit", "--out", NULL};
+    *rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            *rc = 0;
+            return false;
+        }
+        if (a[0] != '-' && takes_ids) {
+            int64_t *g = realloc(o->ids, (o->n_ids + 1) * sizeof *g);
+            if (!g) return false;
+            o->ids = g;
+            if (!parse_id(cmd, a, &o->ids[o->n_ids])) return false;
+            o->n_ids++;
+            continue;
+        }
+        if (!strcmp(a, "--json") && !strcmp(cmd, "show")) { o->json = true; continue; }
+        if (!strcmp(a, "--csv") && !strcmp(cmd, "export")) { o->csv = true; continue; }
+        if (!strcmp(a, "--jsonl") && !strcmp(cmd, "export")) { o->jsonl = true; continue; }
+        bool known = kld_arg_in(a, valued) &&
+                     (!strcmp(a, "--db") || (filters && strcmp(a, "--out")) ||
+                      (!strcmp(a, "--out") && !strcmp(cmd, "export")));
+        if (!known) {
+            fprintf(stderr, "kldeval runs %s: unknown %s '%s' (see kldeval runs --help)\n", cmd,
+                    a[0] == '-' ? "flag" : "argument", a);
+            return false;
+        }
+        if (!(v = kld_arg_value(argc, argv, &i))) return false;
+        if (!strcmp(a, "--db")) o->db_path = v;
+        else if (!strcmp(a, "--label")) o->filter.label_glob = v;
+        else if (!strcmp(a, "--model")) o->filter.model = v;
+        else if (!strcmp(a, "--mode")) o->filter.mode = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--limit")) {
+            if (!kld_arg_int(a, v, 1, INT64_MAX, &o->filter.limit)) return false;
+        } else if (!strcmp(a, "--since")) {
+            if (!parse_since(v, o->since_buf)) {
+                fprintf(stderr, "kldeval runs %s: --since expects YYYY-MM-DD[THH:MM[:SS]] or Nd, Nh, "
+                                "Nm, got '%s'\n", cmd, v);
+                return false;
+            }
+            o->filter.since = o->since_buf;
+        }
+    }
+    return true;
+}
+
+static kld_db *open_or_say(const char *cmd, const char *path) {
+    kld_db *db = NULL;
+    kld_error err = {0};
+    if (kld_db_open_existing(path, &db, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval runs %s: %s\n", cmd, err.msg);
+        return NULL;
+    }
+    return db;
+}
+
+/* Prints s left-aligned in width columns, counting UTF-8 characters (±, Δ
+ * and − are one column but several bytes, which printf's widths count). */
+static void pad(const char *s, int width) {
+    int cols = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) cols += (*p & 0xc0) != 0x80;
+    fputs(s, stdout);
+    for (; cols < width; cols++) fputc(' ', stdout);
+}
+
+/* The name column of a comparison line. */
+static void row_name(const char *s) {
+    printf("  ");
+    pad(s, 28);
+}
+
+static const char *base_name(const char *p) {
+    if (!p) return "-";
+    const char *s = strrchr(p, '/');
+    return s && s[1] ? s + 1 : p;
+}
+
+/* "%.*g" or "-" for a missing value. */
+static const char *num(char *buf, size_t n, double v, int digits) {
+    if (!isfinite(v)) snprintf(buf, n, "-");
+    else snprintf(buf, n, "%.*g", digits, v);
+    return buf;
+}
+
+static const char *pm(char *buf, size_t n, double v, double se, int digits) {
+    if (!isfinite(v)) snprintf(buf, n, "-");
+    else if (!isfinite(se)) snprintf(buf, n, "%.*g", digits, v);
+    else snprintf(buf, n, "%.*g ± %.2g", digits, v, se);
+    return buf;
+}
+
+static int cmd_list(int argc, char **argv) {
+    opts o = {0};
+    int rc;
+    if (!parse("list", argc, argv, &o, true, false, &rc)) return rc;
+    kld_db *db = open_or_say("list", o.db_path);
+    if (!db) return 1;
+    kld_error err = {0};
+    int64_t *ids = NULL;
+    size_t n = 0;
+    if (kld_db_list(db, &o.filter, &ids, &n, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval runs list: %s\n", err.msg);
+        kld_db_close(db);
+        return 1;
+    }
+    printf("%5s  %-20s  %-20s  %-12s  %-24s  %9s  ", "id", "created", "label", "mode", "arm", "positions");
+    pad("KLD mean ± se", 22);
+    printf("  %9s  %9s  %7s  ", "median", "p99", "top-1");
+    pad("PPL ratio ± se", 16);
+    printf("\n");
+    rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        kld_db_row *r;
+        if (kld_db_get(db, ids[i], &r, &err) != KLD_OK) {
+            fprintf(stderr, "kldeval runs list: %s\n", err.msg);
+            rc = 1;
+            break;
+        }
+        char a[48], b[24], c[24], d[24], e[48];
+        const kld_summary *s = &r->summary;
+        bool h = r->has_summary;
+        printf("%5lld  %-20s  %-20.20s  %-12.12s  %-24.24s  %9llu  ", (long long)r->id,
+               r->created ? r->created : "-", r->label ? r->label : "-", r->mode ? r->mode : "-",
+               base_name(r->arm.path), (unsigned long long)s->n_positions);
+        pad(h ? pm(a, sizeof a, s->kld.mean, s->kld.se, 6) : "-", 22);
+        printf("  %9s  %9s  %7s  ", h ? num(b, sizeof b, s->kld.median, 4) : "-",
+               h ? num(c, sizeof c, s->kld.pct[8], 4) : "-", h ? num(d, sizeof d, s->top1_agreement, 4) : "-");
+        pad(h ? pm(e, sizeof e, s->ppl_ratio, s->ppl_ratio_se, 5) : "-", 16);
+        printf("  %s\n", r->partial ? "partial" : "");
+        kld_db_row_free(r);
+    }
+    if (!n) printf("(no runs%s in %s)\n", o.filter.label_glob || o.filter.model || o.filter.mode ||
+                   o.filter.since ? " match" : "", kld_db_path(db));
+    free(ids);
+    kld_db_close(db);
+    return rc;
+}
+
+static void show_arm(const char *which, const kld_db_arm *a) {
+    char bytes[32] = "-";
+    if (a->bytes >= 0) kld_format_bytes((uint64_t)a->bytes, bytes, sizeof bytes);
+    printf("%-18s: %s (%s)\n", which, a->path ? a->path : "-", a->kind ? a->kind : "-");
+    printf("%-18s  size %s (%lld bytes), sha256 %s, arch %s, n_vocab %lld", "", bytes,
+           (long long)a->bytes, a->sha256 ? a->sha256 : "-", a->arch ? a->arch : "-",
+           (long long)a->n_vocab);
+    if (isfinite(a->bpw)) printf(", %.3f bits per weight", a->bpw);
+    if (a->policy) printf(", policy %s", a->policy);
+    if (a->levers) printf(", levers %s", a->levers);
+    printf("\n");
+}
+
+static int cmd_show(int argc, char **argv) {
+    opts o = {0};
+    int rc;
+    if (!parse("show", argc, argv, &o, false, true, &rc)) { free(o.ids); return rc; }
+    if (o.n_ids != 1) {
+        fprintf(stderr, "kldeval runs show: expects one ID, got %zu (see kldeval runs --help)\n", o.n_ids);
+        free(o.ids);
+        return 2;
+    }
+    kld_db *db = open_or_say("show", o.db_path);
+    if (!db) { free(o.ids); return 1; }
+    kld_error err = {0};
+    kld_db_row *r = NULL;
+    rc = 0;
+    if (kld_db_get(db, o.ids[0], &r, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval runs show: %s\n", err.msg);
+        rc = 1;
+    } else if (o.json) {
+        char *t = r->report ? json_dumps(r->report, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        printf("%s\n", t ? t : "null");
+        free(t);
+    } else {
+        char a[64];
+        const kld_summary *s = &r->summary;
+        printf("%-18s: %lld%s\n", "run", (long long)r->id, r->partial ? " (partial)" : "");
+        printf("%-18s: %s\n", "created", r->created ? r->created : "-");
+        printf("%-18s: %s\n", "label", r->label ? r->label : "-");
+        printf("%-18s: %s\n", "mode", r->mode ? r->mode : "-");
+        printf("%-18s: kldeval %s on %s (%s), %lld threads\n", "machine", r->version ? r->version : "-",
+               r->host ? r->host : "-", r->cpu_model ? r->cpu_model : "-", (long long)r->threads);
+        show_arm("reference", &r->ref);
+        show_arm("arm", &r->arm);
+        printf("%-18s: %s (%s), sha256 %s, %lld documents\n", "corpus", r->corpus_name ? r->corpus_name : "-",
+               r->corpus_kind ? r->corpus_kind : "-", r->corpus_sha256 ? r->corpus_sha256 : "-",
+               (long long)r->corpus_documents);
+        printf("%-18s: %s chunking, ctx %lld, chunk %lld\n", "windows", r->chunking ? r->chunking : "-",
+               (long long)r->ctx, (long long)r->chunk);
+        printf("%-18s: %s s wall, %s tokens/s\n", "time", num(a, sizeof a, r->wall_s, 4),
+               num(a + 32, 32, r->tokens_per_s, 5));
+        if (!r->has_summary) {
+            printf("%-18s: none (the run was begun and never completed)\n", "statistics");
+        } else {
+            printf("%-18s: %llu (%llu with a next token), %llu documents; per-position values: %s\n",
+                   "positions", (unsigned long long)s->n_positions, (unsigned long long)s->n_tokens,
+                   (unsigned long long)s->n_docs, r->positions_n >= 0 ? "stored" : "none");
+            pad("KLD mean ± se", 18);
+            printf(": %s nats\n", pm(a, sizeof a, s->kld.mean, s->kld.se, 6));
+            printf("%-18s: median %.6g, p99 %.6g, max %.6g, min %.6g\n", "KLD", s->kld.median,
+                   s->kld.pct[8], s->kld.max, s->kld.min);
+            printf("%-18s: %s\n", "top-1 agreement", pm(a, sizeof a, s->top1_agreement, s->top1_se, 6));
+            printf("%-18s: %s\n", "PPL ratio", pm(a, sizeof a, s->ppl_ratio, s->ppl_ratio_se, 6));
+            printf("%-18s: %s\n", "PPL ref", pm(a, sizeof a, s->ppl_ref, s->ppl_ref_se, 6));
+            printf("%-18s: %s\n", "PPL arm", pm(a, sizeof a, s->ppl_arm, s->ppl_arm_se, 6));
+            printf("%-18s: %s\n", "JSD mean", pm(a, sizeof a, s->jsd.mean, s->jsd.se, 6));
+            pad("Δp mean", 18);
+            printf(": %s (RMS %.4g)\n", pm(a, sizeof a, s->dp.mean, s->dp.se, 4), s->dp_rms);
+        }
+    }
+    kld_db_row_free(r);
+    kld_db_close(db);
+    free(o.ids);
+    return rc;
+}
+
+static int cmd_rm(int argc, char **argv) {
+    opts o = {0};
+    int rc;
+    if (!parse("rm", argc, argv, &o, false, true, &rc)) { free(o.ids); return rc; }
+    if (!o.n_ids) {
+        fprintf(stderr, "kldeval runs rm: expects at least one ID (see kldeval runs --help)\n");
+        return 2;
+    }
+    kld_db *db = open_or_say("rm", o.db_path);
+    if (!db) { free(o.ids); return 1; }
+    kld_error err = {0};
+    rc = 0;
+    if (kld_db_remove(db, o.ids, o.n_ids, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval runs rm: %s\n", err.msg);
+        rc = 1;
+    } else {
+        for (size_t i = 0; i < o.n_ids; i++) printf("deleted run %lld\n", (long long)o.ids[i]);
+    }
+    kld_db_close(db);
+    free(o.ids);
+    return rc;
+}
+
+static int cmd_export(int argc, char **argv) {
+    opts o = {0};
+    int rc;
+    if (!parse("export", argc, argv, &o, true, false, &rc)) return rc;
+    if (o.csv == o.jsonl) {
+        fprintf(stderr, "kldeval runs export: give exactly one of --csv and --jsonl\n");
+        return 2;
+    }
+    if (o.out && !kld_arg_output("runs export", "--out", o.out, (const char *const[]){o.db_path}, 1))
+        return 2;
+    kld_db *db = open_or_say("export", o.db_path);
+    if (!db) return 1;
+    FILE *f = o.out ? fopen(o.out, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "kldeval runs export: --out %s: cannot write\n", o.out);
+        kld_db_close(db);
+        return 1;
+    }
+    kld_error err = {0};
+    rc = 0;
+    if (kld_db_export(db, &o.filter, o.csv ? KLD_DB_EXPORT_CSV : KLD_DB_EXPORT_JSONL, f, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval runs export: %s\n", err.msg);
+        rc = 1;
+    }
+    if (o.out && fclose(f) != 0) {
+        fprintf(stderr, "kldeval runs export: --out %s: write failed\n", o.out);
+        rc = 1;
+    }
+    kld_db_close(db);
+    return rc;
+}
+
+/* One row of the side-by-side table: name, then each run's value. */
+typedef const char *(*cell_fn)(const kld_db_row *r, char *buf, size_t n);
+
+static const char *c_label(const kld_db_row *r, char *b, size_t n) { snprintf(b, n, "%s", r->label ? r->label : "-"); return b; }
+static const char *c_arm(const kld_db_row *r, char *b, size_t n) { snprintf(b, n, "%s", base_name(r->arm.path)); return b; }
+static const char *c_size(const kld_db_row *r, char *b, size_t n) {
+    return r->arm.bytes >= 0 ? kld_format_bytes((uint64_t)r->arm.bytes, b, n) : (snprintf(b, n, "-"), b);
+}
+static const char *c_bpw(const kld_db_row *r, char *b, size_t n) { return num(b, n, r->arm.bpw, 4); }
+static const char *c_pos(const kld_db_row *r, char *b, size_t n) { snprintf(b, n, "%llu", (unsigned long long)r->summary.n_positions); return b; }
+static const char *c_kld(const kld_db_row *r, char *b, size_t n) { return pm(b, n, r->summary.kld.mean, r->summary.kld.se, 6); }
+static const char *c_med(const kld_db_row *r, char *b, size_t n) { return num(b, n, r->summary.kld.median, 6); }
+static const char *c_p99(const kld_db_row *r, char *b, size_t n) { return num(b, n, r->summary.kld.pct[8], 6); }
+static const char *c_top1(const kld_db_row *r, char *b, size_t n) { return pm(b, n, r->summary.top1_agreement, r->summary.top1_se, 6); }
+static const char *c_ppl(const kld_db_row *r, char *b, size_t n) { return pm(b, n, r->summary.ppl_ratio, r->summary.ppl_ratio_se, 6); }
+
+static int cmd_compare(int argc, char **argv) {
+    opts o = {0};
+    int rc;
+    if (!parse("compare", argc, argv, &o, false, true, &rc)) { free(o.ids); return rc; }
+    if (o.n_ids < 2) {
+        fprintf(stderr, "kldeval runs compare: expects at least two IDs, got %zu\n", o.n_ids);
+        free(o.ids);
+        return 2;
+    }
+    kld_db *db = open_or_say("compare", o.db_path);
+    if (!db) { free(o.ids); return 1; }
+    kld_db_row **rows = calloc(o.n_ids, sizeof *rows);
+    kld_error err = {0};
+    rc = rows ? 0 : 1;
+    for (size_t i = 0; !rc && i < o.n_ids; i++) {
+        if (kld_db_get(db, o.ids[i], &rows[i], &err) != KLD_OK) {
+            fprintf(stderr, "kldeval runs compare: %s\n", err.msg);
+            rc = 1;
+        } else if (!rows[i]->has_summary) {
+            fprintf(stderr, "kldeval runs compare: run %lld has no statistics (begun, never completed)\n",
+                    (long long)o.ids[i]);
+            rc = 1;
+        }
+    }
+    if (!rc) {
+        static const struct { const char *name; cell_fn f; } table[] = {
+            {"label", c_label}, {"arm", c_arm}, {"size", c_size}, {"bits per weight", c_bpw},
+            {"positions", c_pos}, {"KLD mean ± se", c_kld}, {"KLD median", c_med},
+            {"KLD p99", c_p99}, {"top-1 agreement", c_top1}, {"PPL ratio ± se", c_ppl}};
+        printf("%-18s", "run");
+        for (size_t i = 0; i < o.n_ids; i++) printf("  %-24lld", (long long)rows[i]->id);
+        printf("\n");
+        for (size_t t = 0; t < sizeof table / sizeof table[0]; t++) {
+            pad(table[t].name, 18);
+            for (size_t i = 0; i < o.n_ids; i++) {
+                char b[64];
+                printf("  ");
+                pad(table[t].f(rows[i], b, sizeof b), 24);
+            }
+            printf("\n");
+        }
+        for (size_t i = 0; !rc && i < o.n_ids; i++)
+            for (size_t j = i + 1; !rc && j < o.n_ids; j++) {
+                kld_db_comparison c;
+                if (kld_db_compare(db, rows[i], rows[j], &c, &err) != KLD_OK) {
+                    fprintf(stderr, "kldeval runs compare: %s\n", err.msg);
+                    rc = 1;
+                    break;
+                }
+                long long a = (long long)rows[i]->id, b = (long long)rows[j]->id;
+                printf("\nrun %lld vs run %lld: ", a, b);
+                if (!c.pairable) {
+                    printf("not pairable: %s\n", c.why_not);
+                    row_name("ΔKLD (A − B)");
+                    printf(" %+.6g ± %.2g nats (unpaired: sqrt(se_A² + se_B²))\n", c.u_kld, c.u_kld_se);
+                    continue;
+                }
+                printf("paired over %llu positions (same corpus, chunking, ctx, reference, tokens)\n",
+                       (unsigned long long)c.d_kld.n);
+                row_name("ΔKLD (A − B)");
+                printf(" %+.6g ± %.2g nats (paired; unpaired %+.6g ± %.2g)\n", c.d_kld.mean, c.d_kld.se,
+                       c.u_kld, c.u_kld_se);
+                char closer[48];
+                snprintf(closer, sizeof closer, "run %lld closer", a);
+                row_name(closer);
+                printf(" %.2f %% of positions (%llu; run %lld closer at %llu, ties %llu)\n",
+                       100.0 * (double)c.a_closer / (double)c.d_kld.n,
+                       (unsigned long long)c.a_closer, b, (unsigned long long)c.b_closer,
+                       (unsigned long long)c.ties);
+                row_name("sign test");
+                if (c.sign_p > 0) printf(" p = %.3g (two-sided)\n", c.sign_p);
+                else printf(" p < 1e-300 (two-sided)\n");
+                row_name("Δtop-1 (A − B)");
+                printf(" %+.6g ± %.2g\n", c.d_top1.mean, c.d_top1.se);
+                row_name("Δln PPL (A − B)");
+                printf(" %+.6g ± %.2g (over %llu tokens)\n", c.d_nll.mean, c.d_nll.se,
+                       (unsigned long long)c.d_nll.n);
+            }
+    }
+    for (size_t i = 0; rows && i < o.n_ids; i++) kld_db_row_free(rows[i]);
+    free(rows);
+    kld_db_close(db);
+    free(o.ids);
+    return rc;
+}
+
+int kld_cmd_runs(int argc, char **argv) {
+    static const struct { const char *name; int (*run)(int, char **); } subs[] = {
+        {"list", cmd_list}, {"show", cmd_show}, {"rm", cmd_rm}, {"export", cmd_export},
+        {"compare", cmd_compare}};
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        if (!strcmp(argv[1], subs[i].name)) return subs[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kldeval runs: unknown subcommand '%s' (list, show, rm, export, compare)\n", argv[1]);
+    return 2;
+}

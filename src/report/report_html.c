@@ -1,0 +1,278 @@
+/* report_html.c — the HTML report page: the document skeleton, the summary
+ * and comparison tables (rendered here, so the numbers read without
+ * script), each run's configuration, and the inlined Chart.js, chart data
+ * and page script. Written to a temporary file and renamed into place. */
+#include "report/report_html.h"
+
+#include "common/common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+extern const unsigned char kld_html_chartjs[], kld_html_script[], kld_html_style[];
+extern const size_t kld_html_chartjs_len, kld_html_script_len, kld_html_style_len;
+
+static void esc(FILE *f, const char *s) {
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static const char *base_name(const char *p) {
+    const char *s = p ? strrchr(p, '/') : NULL;
+    return s && s[1] ? s + 1 : p ? p : "-";
+}
+
+/* A table cell with the raw value (17 digits) in data-value and, when se is
+ * given, its error in data-se; the text shows digits significant digits. */
+static void num_cell(FILE *f, int64_t run, const char *key, double v, const char *se_key, double se,
+                     int digits) {
+    fprintf(f, "<td class=\"num\" data-run=\"%lld\" data-key=\"%s\"", (long long)run, key);
+    if (isfinite(v)) fprintf(f, " data-value=\"%.17g\"", v);
+    if (se_key && isfinite(se)) fprintf(f, " data-se-key=\"%s\" data-se=\"%.17g\"", se_key, se);
+    fputc('>', f);
+    if (!isfinite(v)) fputs("–", f);
+    else if (se_key && isfinite(se)) fprintf(f, "%.*g <span class=\"se\">± %.2g</span>", digits, v, se);
+    else fprintf(f, "%.*g", digits, v);
+    fputs("</td>", f);
+}
+
+static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
+    fputs("<table class=\"summary\" id=\"summary-table\"><thead><tr><th>run</th><th>label</th>"
+          "<th>arm</th><th>size</th><th>bits / weight</th><th>positions</th><th>KLD mean (nats)</th>"
+          "<th>KLD median</th><th>KLD p99</th><th>top-1 agreement</th><th>PPL ratio</th>"
+          "<th>mode</th></tr></thead><tbody>\n", f);
+    for (size_t i = 0; i < n; i++) {
+        const kld_db_row *r = rows[i];
+        const kld_summary *s = &r->summary;
+        char size[32] = "–";
+        if (r->arm.bytes >= 0) kld_format_bytes((uint64_t)r->arm.bytes, size, sizeof size);
+        fprintf(f, "<tr><td class=\"num\">%lld</td><td>", (long long)r->id);
+        esc(f, r->label ? r->label : "–");
+        if (r->partial) fputs(" <span class=\"tag\">partial</span>", f);
+        fputs("</td><td class=\"file\" title=\"", f);
+        esc(f, r->arm.path);
+        fputs("\">", f);
+        esc(f, base_name(r->arm.path));
+        fprintf(f, "</td><td class=\"num\" data-run=\"%lld\" data-key=\"arm_bytes\"", (long long)r->id);
+        if (r->arm.bytes >= 0) fprintf(f, " data-value=\"%lld\"", (long long)r->arm.bytes);
+        fprintf(f, ">%s</td>", size);
+        num_cell(f, r->id, "arm_bpw", r->arm.bpw, NULL, NAN, 4);
+        num_cell(f, r->id, "n_positions", r->has_summary ? (double)s->n_positions : NAN, NULL, NAN, 12);
+        num_cell(f, r->id, "kld_mean", s->kld.mean, "kld_se", s->kld.se, 5);
+        num_cell(f, r->id, "kld_median", s->kld.median, NULL, NAN, 5);
+        num_cell(f, r->id, "kld_p99", s->kld.pct[8], NULL, NAN, 5);
+        num_cell(f, r->id, "top1_agreement", s->top1_agreement, "top1_se", s->top1_se, 5);
+        num_cell(f, r->id, "ppl_ratio", s->ppl_ratio, "ppl_ratio_se", s->ppl_ratio_se, 6);
+        fputs("<td class=\"file\">", f);
+        esc(f, r->mode ? r->mode : "–");
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</tbody></table>\n", f);
+}
+
+static kld_status comparison_table(FILE *f, kld_db *db, kld_db_row *const *rows, size_t n,
+                                   kld_error *err) {
+    fputs("<table class=\"summary\" id=\"compare-table\"><thead><tr><th>A</th><th>B</th>"
+          "<th>pairing</th><th>ΔKLD (A − B)</th><th>A closer</th><th>B closer</th><th>ties</th>"
+          "<th>sign test p</th><th>Δtop-1</th><th>Δln PPL</th></tr></thead><tbody>\n", f);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) {
+            kld_db_comparison c;
+            kld_status st = kld_db_compare(db, rows[i], rows[j], &c, err);
+            if (st) return st;
+            long long a = (long long)rows[i]->id, b = (long long)rows[j]->id;
+            fprintf(f, "<tr data-pair=\"%lld-%lld\"><td class=\"num\">%lld</td><td class=\"num\">%lld</td>", a, b, a, b);
+            if (!c.pairable) {
+                fputs("<td class=\"why\">unpaired: ", f);
+                esc(f, c.why_not);
+                fputs("</td>", f);
+                fprintf(f, "<td class=\"num\" data-key=\"u_kld\" data-value=\"%.17g\">%+.4g <span class=\"se\">± %.2g</span></td>"
+                           "<td colspan=\"6\" class=\"why\">(difference of the means, error sqrt(se<sub>A</sub>² + se<sub>B</sub>²))</td></tr>\n",
+                        c.u_kld, c.u_kld, c.u_kld_se);
+                continue;
+            }
+            double N = (double)c.d_kld.n;
+            char p_text[32];
+            /* below the smallest double: say so rather than print 0 */
+            if (c.sign_p > 0) snprintf(p_text, sizeof p_text, "%.3g", c.sign_p);
+            else snprintf(p_text, sizeof p_text, "&lt; 1e-300");
+            fprintf(f, "<td>paired, %llu positions</td>"
+                       "<td class=\"num\" data-key=\"d_kld\" data-value=\"%.17g\" data-se=\"%.17g\">%+.4g <span class=\"se\">± %.2g</span></td>"
+                       "<td class=\"num\" data-key=\"a_closer\" data-value=\"%llu\">%.1f %%</td>"
+                       "<td class=\"num\">%.1f %%</td><td class=\"num\">%llu</td>"
+                       "<td class=\"num\" data-key=\"sign_p\" data-value=\"%.17g\">%s</td>"
+                       "<td class=\"num\">%+.4g <span class=\"se\">± %.2g</span></td>"
+                       "<td class=\"num\">%+.4g <span class=\"se\">± %.2g</span></td></tr>\n",
+                    (unsigned long long)c.d_kld.n, c.d_kld.mean, c.d_kld.se, c.d_kld.mean, c.d_kld.se,
+                    (unsigned long long)c.a_closer, 100.0 * (double)c.a_closer / N,
+                    100.0 * (double)c.b_closer / N, (unsigned long long)c.ties, c.sign_p, p_text,
+                    c.d_top1.mean, c.d_top1.se, c.d_nll.mean, c.d_nll.se);
+        }
+    fputs("</tbody></table>\n", f);
+    return KLD_OK;
+}
+
+static void config_section(FILE *f, kld_db_row *const *rows, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const kld_db_row *r = rows[i];
+        const json_t *cfg = json_object_get(r->report, "config");
+        char *t = cfg ? json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        fprintf(f, "<details%s><summary>run %lld: ", i == 0 ? " open" : "", (long long)r->id);
+        esc(f, r->label ? r->label : base_name(r->arm.path));
+        fputs(" <span class=\"meta\">", f);
+        esc(f, r->created);
+        fputs(" · kldeval ", f);
+        esc(f, r->version);
+        fputs(" · ", f);
+        esc(f, r->cpu_model ? r->cpu_model : "unknown CPU");
+        fprintf(f, ", %lld threads", (long long)r->threads);
+        if (isfinite(r->wall_s)) fprintf(f, " · %.3g s", r->wall_s);
+        fputs("</span></summary><pre>", f);
+        esc(f, t ? t : "(no configuration recorded)");
+        fputs("</pre></details>\n", f);
+        free(t);
+    }
+}
+
+/* The chart sections: a canvas per chart, in a fixed-height box. */
+static void chart(FILE *f, const char *id, const char *title, const char *caption) {
+    fprintf(f, "<figure class=\"card\"><h3>%s</h3><div class=\"chart\"><canvas id=\"%s\" "
+               "class=\"kld-chart\"></canvas></div><figcaption>%s</figcaption></figure>\n",
+            title, id, caption);
+}
+
+static void charts(FILE *f, bool sweep) {
+    fputs("<section><h2>Distribution of KLD</h2><div class=\"grid\">\n", f);
+    chart(f, "chart-hist", "Histogram (log axis)",
+          "Share of positions per log-spaced KLD bin; positions with KLD exactly 0 are not drawn.");
+    chart(f, "chart-cdf", "Cumulative distribution",
+          "Share of positions with KLD at most x (drawn through the percentiles when a run kept no "
+          "per-position values).");
+    fputs("</div></section>\n<section><h2>Where the arms differ</h2><div class=\"grid\">\n", f);
+    chart(f, "chart-pos", "KLD by context position", "Mean KLD per position bucket ± one standard error.");
+    chart(f, "chart-conf", "KLD by the reference's confidence",
+          "Mean KLD by the reference's largest probability ± one standard error.");
+    chart(f, "chart-top1", "Top-1 agreement", "Share of positions where both argmaxes agree ± one standard error.");
+    chart(f, "chart-ppl", "PPL ratio", "PPL(arm) / PPL(reference) ± one standard error; 1 is no change.");
+    fputs("</div></section>\n<section><h2>Choosing an arm</h2><div class=\"grid\">\n", f);
+    chart(f, "chart-size", "Size against mean KLD",
+          "Each arm's file size and mean KLD (log axis) ± one standard error: down and left is better.");
+    chart(f, "chart-rank", sweep ? "The sweep's groups ranked by mean KLD" : "Arms ranked by mean KLD",
+          "Mean KLD ± one standard error, lowest first.");
+    fputs("</div></section>\n", f);
+}
+
+/* The vendored library without its trailing sourceMappingURL comment (the
+ * map is not shipped, and a browser's tools would try to fetch it). */
+static size_t chartjs_len(void) {
+    static const char marker[] = "//# sourceMappingURL=";
+    size_t n = kld_html_chartjs_len, m = sizeof marker - 1;
+    for (size_t i = n > m ? n - m : 0; i-- > 0;)
+        if (kld_html_chartjs[i] == '\n' && i + 1 + m <= n && !memcmp(kld_html_chartjs + i + 1, marker, m))
+            return i + 1;
+    return n;
+}
+
+static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_t n, kld_error *err) {
+    json_t *data = kld_report_html_data(db, rows, n, err);
+    if (!data) return err->status ? err->status : KLD_ERR_NOMEM;
+    bool sweep = json_is_true(json_object_get(data, "sweep"));
+    /* JSON_ESCAPE_SLASH: "</script>" cannot occur inside the data block */
+    char *js = json_dumps(data, JSON_COMPACT | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(10));
+    json_decref(data);
+    if (!js) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the chart data");
+    char when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+          "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>kldeval report: ", f);
+    for (size_t i = 0; i < n; i++) {
+        fputs(i ? ", " : "", f);
+        esc(f, rows[i]->label ? rows[i]->label : base_name(rows[i]->arm.path));
+    }
+    fputs("</title>\n<style>\n", f);
+    fwrite(kld_html_style, 1, kld_html_style_len, f);
+    fputs("</style></head><body>\n<header><h1>kldeval report</h1><p class=\"meta\">", f);
+    fprintf(f, "%zu run%s · reference ", n, n == 1 ? "" : "s");
+    esc(f, base_name(rows[0]->ref.path));
+    fprintf(f, " · generated %s by kldeval %s from ", when, kld_version());
+    esc(f, kld_db_path(db));
+    fputs("</p></header>\n<main>\n<section><h2>Summary</h2>\n", f);
+    summary_table(f, rows, n);
+    fputs("<p class=\"note\">± one standard error of the mean: sqrt(var/(N−1)), var the population "
+          "variance. KLD = KL(reference ‖ arm) per position, in nats.</p></section>\n", f);
+    charts(f, sweep);
+    kld_status st = KLD_OK;
+    if (n > 1) {
+        fputs("<section><h2>Paired comparisons</h2>\n", f);
+        st = comparison_table(f, db, rows, n, err);
+        fputs("<p class=\"note\">Runs that share the corpus, chunking, ctx, reference and token stream are "
+              "compared per position: d = KLD(A) − KLD(B) ± the paired standard error; “A closer” is "
+              "the share of positions where A's KLD is lower; the sign test is two-sided over the "
+              "untied positions.</p></section>\n", f);
+    }
+    fputs("<section><h2>Configuration</h2>\n", f);
+    config_section(f, rows, n);
+    fputs("</section>\n</main>\n<script type=\"application/json\" id=\"kld-data\">", f);
+    fputs(js, f);
+    free(js);
+    fputs("</script>\n<script>\n", f);
+    fwrite(kld_html_chartjs, 1, chartjs_len(), f);
+    fputs("\n</script>\n<script>\n", f);
+    fwrite(kld_html_script, 1, kld_html_script_len, f);
+    fputs("</script>\n</body></html>\n", f);
+    return st;
+}
+
+kld_status kld_report_html_write(kld_db *db, const int64_t *ids, size_t n_ids, const char *out_path,
+                                 kld_error *err) {
+    if (!n_ids) return kld_fail(err, KLD_ERR_ARG, "%s: no runs to report", out_path);
+    kld_db_row **rows = calloc(n_ids, sizeof *rows);
+    if (!rows) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    kld_status st = KLD_OK;
+    for (size_t i = 0; i < n_ids && !st; i++) {
+        st = kld_db_get(db, ids[i], &rows[i], err);
+        if (!st && !rows[i]->has_summary)
+            st = kld_fail(err, KLD_ERR_ARG, "run %lld in %s has no statistics (begun, never completed)",
+                          (long long)ids[i], kld_db_path(db));
+    }
+    size_t plen = strlen(out_path) + 32;
+    char *tmp = st ? NULL : malloc(plen);
+    FILE *f = NULL;
+    if (!st && !tmp) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (!st) {
+        snprintf(tmp, plen, "%s.tmp.%ld", out_path, (long)getpid());
+        if (!(f = fopen(tmp, "w")))
+            st = kld_fail(err, KLD_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    }
+    if (!st) {
+        st = write_page(f, db, rows, n_ids, err);
+        errno = 0;
+        bool bad = ferror(f) != 0;
+        if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = true;
+        if (fclose(f) != 0) bad = true;
+        if (!st && bad) st = kld_fail(err, KLD_ERR_IO, "%s: write failed: %s", tmp, errno ? strerror(errno) : "?");
+        if (!st && rename(tmp, out_path) != 0)
+            st = kld_fail(err, KLD_ERR_IO, "%s: cannot rename into place: %s", out_path, strerror(errno));
+        if (st) remove(tmp);
+    }
+    free(tmp);
+    for (size_t i = 0; i < n_ids; i++) kld_db_row_free(rows[i]);
+    free(rows);
+    return st;
+}

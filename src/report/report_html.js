@@ -1,0 +1,188 @@
+/* report_html.js — draws the HTML report's charts with Chart.js (inlined
+ * before this script) from the JSON object in #kld-data. Sets
+ * document.body.dataset.charts to the number of charts drawn; a chart that
+ * fails is reported on the console. */
+(function () {
+  'use strict';
+  const data = JSON.parse(document.getElementById('kld-data').textContent);
+  const runs = data.runs;
+  const palette = ['#2f6fb3', '#d1495b', '#2e9e6b', '#e08e0b', '#7a5195', '#00a3b4', '#8c6d31', '#5c6770'];
+  const color = (i) => palette[i % palette.length];
+  const fade = (c) => c + '33';
+
+  Chart.defaults.animation = false;
+  Chart.defaults.maintainAspectRatio = false;
+  Chart.defaults.font.family = 'system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif';
+  Chart.defaults.font.size = 12;
+  Chart.defaults.color = '#3b4046';
+  Chart.defaults.plugins.legend.labels.boxWidth = 12;
+  Chart.defaults.plugins.legend.labels.boxHeight = 12;
+
+  const fmt = (v) => {
+    if (v === 0) return '0';
+    const a = Math.abs(v);
+    return a >= 1e4 || a < 1e-3 ? v.toExponential(0) : String(+v.toPrecision(3));
+  };
+  /* log axes: label the decades only */
+  const decades = (v) => {
+    const l = Math.log10(v);
+    return Math.abs(l - Math.round(l)) < 1e-6 ? fmt(v) : '';
+  };
+
+  /* ± one standard error: dataset.errors[i], drawn along the value axis */
+  const errorBars = {
+    id: 'kldErrorBars',
+    afterDatasetsDraw(chart) {
+      const ctx = chart.ctx;
+      const horizontal = chart.options.indexAxis === 'y';
+      chart.data.datasets.forEach((ds, di) => {
+        if (!ds.errors || !chart.isDatasetVisible(di)) return;
+        const meta = chart.getDatasetMeta(di);
+        const scale = chart.scales[horizontal ? meta.xAxisID : meta.yAxisID];
+        ctx.save();
+        ctx.strokeStyle = ds.errorColor || '#222';
+        ctx.lineWidth = 1.4;
+        meta.data.forEach((el, i) => {
+          const raw = ds.data[i], e = ds.errors[i];
+          const v = raw !== null && typeof raw === 'object' ? (horizontal ? raw.x : raw.y) : raw;
+          if (v === null || v === undefined || e === null || e === undefined || !isFinite(e) || e <= 0) return;
+          let lo = v - e;
+          if (scale.type === 'logarithmic' && lo <= 0) lo = scale.min;
+          const p1 = scale.getPixelForValue(lo), p2 = scale.getPixelForValue(v + e);
+          const c = horizontal ? el.y : el.x, w = 4;
+          ctx.beginPath();
+          if (horizontal) {
+            ctx.moveTo(p1, c); ctx.lineTo(p2, c);
+            ctx.moveTo(p1, c - w); ctx.lineTo(p1, c + w); ctx.moveTo(p2, c - w); ctx.lineTo(p2, c + w);
+          } else {
+            ctx.moveTo(c, p1); ctx.lineTo(c, p2);
+            ctx.moveTo(c - w, p1); ctx.lineTo(c + w, p1); ctx.moveTo(c - w, p2); ctx.lineTo(c + w, p2);
+          }
+          ctx.stroke();
+        });
+        ctx.restore();
+      });
+    }
+  };
+
+  /* the dataset's label beside each point (the size chart) */
+  const pointLabels = {
+    id: 'kldPointLabels',
+    afterDatasetsDraw(chart, args, opts) {
+      if (!opts || !opts.enabled) return;
+      const ctx = chart.ctx;
+      ctx.save();
+      ctx.font = '11px ' + Chart.defaults.font.family;
+      ctx.fillStyle = '#3b4046';
+      ctx.textBaseline = 'middle';
+      chart.data.datasets.forEach((ds, di) => {
+        chart.getDatasetMeta(di).data.forEach((el) => {
+          const right = el.x + 8 + ctx.measureText(ds.label).width < chart.chartArea.right;
+          ctx.textAlign = right ? 'left' : 'right';
+          ctx.fillText(ds.label, el.x + (right ? 8 : -8), el.y - 8);
+        });
+      });
+      ctx.restore();
+    }
+  };
+  Chart.register(errorBars, pointLabels);
+
+  const axisTitle = (text) => ({ display: true, text: text });
+  const logAxis = (title) => ({ type: 'logarithmic', title: axisTitle(title), ticks: { callback: decades, autoSkip: false, maxRotation: 0 } });
+  const charts = [];
+  const draw = (id, config) => {
+    try {
+      charts.push(new Chart(document.getElementById(id), config));
+    } catch (e) {
+      console.error('kldeval report: chart ' + id + ': ' + e);
+    }
+  };
+
+  const lineSet = (r, i, points, extra) => Object.assign({
+    label: r.name, data: points, borderColor: color(i), backgroundColor: fade(color(i)),
+    borderWidth: 2, pointRadius: 0, tension: 0.15
+  }, extra || {});
+
+  draw('chart-hist', {
+    type: 'line',
+    data: { datasets: runs.filter((r) => r.hist).map((r) => lineSet(r, runs.indexOf(r),
+      data.hist_centers.map((x, k) => ({ x: x, y: r.hist[k] })), { fill: false })) },
+    options: { parsing: false, scales: { x: logAxis('KLD (nats, log scale)'), y: { title: axisTitle('share of positions'), beginAtZero: true } } }
+  });
+
+  draw('chart-cdf', {
+    type: 'line',
+    data: { datasets: runs.map((r, i) => lineSet(r, i, r.cdf_x.map((x, k) => ({ x: x, y: r.cdf_y[k] })),
+      r.cdf_from === 'percentiles' ? { borderDash: [5, 4], pointRadius: 2 } : {})) },
+    options: { parsing: false, scales: { x: logAxis('KLD (nats, log scale)'), y: { min: 0, max: 1, title: axisTitle('share of positions ≤ x') } } }
+  });
+
+  /* buckets: the union of every run's buckets, by their lower edge */
+  const bucketChart = (id, key, label) => {
+    const edges = new Map();
+    runs.forEach((r) => (r[key] || []).forEach((b) => edges.set(b.lo, b.hi)));
+    const los = [...edges.keys()].sort((a, b) => a - b);
+    draw(id, {
+      type: 'line',
+      data: {
+        labels: los.map((lo) => label(lo, edges.get(lo))),
+        datasets: runs.map((r, i) => {
+          const by = new Map((r[key] || []).map((b) => [b.lo, b]));
+          return lineSet(r, i, los.map((lo) => (by.has(lo) ? by.get(lo).kld_mean : null)), {
+            errors: los.map((lo) => (by.has(lo) ? by.get(lo).kld_se : null)), errorColor: color(i),
+            pointRadius: 3, spanGaps: true
+          });
+        })
+      },
+      options: { scales: { y: { beginAtZero: true, title: axisTitle('mean KLD (nats)') } } }
+    });
+  };
+  bucketChart('chart-pos', 'by_pos', (lo, hi) => lo + '–' + (hi - 1));
+  bucketChart('chart-conf', 'by_conf', (lo, hi) => lo.toFixed(1) + '–' + hi.toFixed(1));
+
+  const barChart = (id, key, seKey, title, extra) => {
+    const values = runs.map((r) => r[key]);
+    const errors = runs.map((r) => r[seKey]);
+    const finite = values.map((v, i) => [v, errors[i] || 0]).filter((p) => p[0] !== null);
+    const lo = Math.min(...finite.map((p) => p[0] - 2 * p[1])), hi = Math.max(...finite.map((p) => p[0] + 2 * p[1]));
+    const pad = (hi - lo) * 0.25 || Math.abs(hi) * 0.01 || 0.01;
+    draw(id, {
+      type: 'bar',
+      data: { labels: runs.map((r) => r.name.split(' ')), datasets: [{ label: title, data: values, errors: errors,
+        backgroundColor: runs.map((r, i) => fade(color(i))), borderColor: runs.map((r, i) => color(i)), borderWidth: 1.5 }] },
+      options: Object.assign({ plugins: { legend: { display: false } },
+        scales: { x: { ticks: { maxRotation: 0, autoSkip: false } }, y: {
+          suggestedMin: extra.floor !== undefined ? Math.max(extra.floor, lo - pad) : lo - pad,
+          suggestedMax: extra.ceil !== undefined ? Math.min(extra.ceil, hi + pad) : hi + pad,
+          max: extra.ceil !== undefined && hi + pad >= extra.ceil ? extra.ceil : undefined,
+          title: axisTitle(title) } } }, {})
+    });
+  };
+  barChart('chart-top1', 'top1', 'top1_se', 'top-1 agreement', { floor: 0, ceil: 1 });
+  barChart('chart-ppl', 'ppl_ratio', 'ppl_ratio_se', 'PPL(arm) / PPL(ref)', {});
+
+  const MiB = 1024 * 1024;
+  const kldLo = Math.min(...runs.map((r) => r.kld_mean - (r.kld_se || 0)).filter((v) => v > 0));
+  const kldHi = Math.max(...runs.map((r) => r.kld_mean + (r.kld_se || 0)));
+  draw('chart-size', {
+    type: 'scatter',
+    data: { datasets: runs.map((r, i) => ({ label: r.name, data: r.bytes === null ? [] : [{ x: r.bytes / MiB, y: r.kld_mean }],
+      errors: [r.kld_se], errorColor: color(i), backgroundColor: color(i), borderColor: color(i), pointRadius: 5 })) },
+    options: { plugins: { kldPointLabels: { enabled: true }, legend: { display: false } },
+      scales: { x: { title: axisTitle('arm file size (MiB)'), grace: '10%' },
+        y: Object.assign(logAxis('mean KLD (nats, log scale)'), { min: kldLo / 2, max: kldHi * 2 }) } }
+  });
+
+  const ranked = runs.map((r, i) => ({ r: r, i: i })).sort((a, b) => a.r.kld_mean - b.r.kld_mean);
+  draw('chart-rank', {
+    type: 'bar',
+    data: { labels: ranked.map((e) => e.r.name), datasets: [{ label: 'mean KLD', data: ranked.map((e) => e.r.kld_mean),
+      errors: ranked.map((e) => e.r.kld_se), backgroundColor: ranked.map((e) => fade(color(e.i))),
+      borderColor: ranked.map((e) => color(e.i)), borderWidth: 1.5 }] },
+    options: { indexAxis: 'y', plugins: { legend: { display: false } },
+      scales: { x: { beginAtZero: true, suggestedMax: kldHi * 1.05, title: axisTitle('mean KLD (nats)') } } }
+  });
+
+  window.kldCharts = charts;
+  document.body.dataset.charts = String(charts.length);
+})();

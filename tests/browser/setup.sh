@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# setup.sh — what the browser tests (ctest -L browser) need: Debian's
+# chromium, Node.js with npm, and tests/browser/node_modules (playwright-core,
+# pinned by package-lock.json, installed with npm ci). Idempotent; installs
+# only what is missing. tools/setup.sh calls it.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "browser setup: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# npm ci again only when the lock file changed since the last install
+stamp=node_modules/.kld-lock.sha256
+want=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  npm ci --no-audit --no-fund --loglevel=error >&2
+  echo "$want" > "$stamp"
+fi

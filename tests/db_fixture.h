@@ -1,0 +1,37 @@
+/* db_fixture.h — synthetic runs for the run-database tests: accumulators
+ * filled with made-up but plausible position records (a shared token stream
+ * per seed, so arms made from the same seed pair), their reports, and a
+ * helper that records one. */
+#ifndef KLD_TEST_DB_FIXTURE_H
+#define KLD_TEST_DB_FIXTURE_H
+
+#include "db/db.h"
+#include "eval/stats.h"
+
+#include <jansson.h>
+
+typedef struct kt_synth_arm {
+    const char *label, *mode;
+    const char *arm_path, *arm_sha256;
+    int64_t arm_bytes;
+    double bpw;
+    double scale;           /* KLD level of the arm */
+    uint64_t stream_seed;   /* same seed: same tokens, contexts and reference */
+    uint64_t arm_seed;      /* the arm's own noise */
+    size_t n_docs, per_doc; /* positions = n_docs * per_doc */
+    const char *corpus_sha256, *ref_sha256, *chunking;
+    int64_t ctx;
+} kt_synth_arm;
+
+/* Defaults: 4 documents of 64 positions, ctx 512, doc chunking, shared
+ * corpus/reference hashes. */
+kt_synth_arm kt_synth_defaults(const char *label, double scale);
+
+/* A filled accumulator (caller frees). */
+kld_stats *kt_synth_stats(const kt_synth_arm *a);
+/* The report JSON for it, with a config as the KL driver writes it. */
+json_t *kt_synth_report(const kt_synth_arm *a, const kld_summary *s);
+/* Records the arm in db; returns the id (0 on failure, with a message). */
+int64_t kt_synth_record(kld_db *db, const kt_synth_arm *a);
+
+#endif
