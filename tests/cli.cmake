@@ -7,3 +7,6 @@ add_dependencies(test_cli_kl kldeval)
 kld_add_test(NAME test_cli_engine SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_engine.c
              ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cli_engine kldeval)
+kld_add_test(NAME test_cli_record SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_record.c
+             ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_cli_record kldeval)

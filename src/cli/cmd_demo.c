@@ -104,5 +104,6 @@ int kld_cmd_demo(int argc, char **argv) {
     c.ref_path = ref_path;
     c.arm_path = arm_path;
     c.n_threads = threads;
-    return kld_kl_main(&c, NULL, NULL, NULL, "demo", false);
+    kld_kl_outputs out = {.label = "demo"};
+    return kld_kl_main(&c, &out);
 }

@@ -8,6 +8,7 @@
 #include "report/report.h"
 #include "store/dump.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,8 @@ static void usage(FILE *f) {
 "  --max-tokens N         stream: at most N tokens per document\n"
 "  --chunk N              prefill chunk, 1 .. 65536 (default 128)\n"
 "  --threads N            worker threads (default: all cores)\n"
+"  --db PATH / --no-db    record the dump in this run database / do not (default: as kl)\n"
+"  --label NAME           the run's label in the database\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
 "Ctrl-C stops after the current chunk and leaves a resumable dump (exit status 130).\n",
@@ -75,11 +78,11 @@ static void progress(const kld_kl_progress *p, void *user) {
     kld_progress_print(stderr, &pr);
 }
 
-static bool parse(int argc, char **argv, kld_dump_config *c, bool *quiet, int *rc) {
+static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, int *rc) {
     static const char *const valued[] = {
         "-m", "--model", "--out", "--format", "--top-k", "--logits", "--indices-from", "--notes",
         "--corpus", "--corpus-format", "--ids-file", "--chunking", "--ctx", "--chunks",
-        "--max-docs", "--max-tokens", "--chunk", "--threads", NULL};
+        "--max-docs", "--max-tokens", "--chunk", "--threads", "--db", "--label", NULL};
     bool chunking_given = false;
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -91,7 +94,8 @@ static bool parse(int argc, char **argv, kld_dump_config *c, bool *quiet, int *r
             return false;
         }
         if (!strcmp(a, "--resume")) { c->resume = true; continue; }
-        if (!strcmp(a, "--quiet")) { *quiet = true; continue; }
+        if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
+        if (!strcmp(a, "--no-db")) { o->no_db = true; continue; }
         if (!strcmp(a, "--allow-vocab-mismatch")) { c->allow_vocab_mismatch = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval dump: unknown %s '%s' (see --help)\n",
@@ -131,6 +135,8 @@ static bool parse(int argc, char **argv, kld_dump_config *c, bool *quiet, int *r
             c->corpus_format = v;
         }
         else if (!strcmp(a, "--indices-from")) c->indices_from = v;
+        else if (!strcmp(a, "--db")) o->db_path = v;
+        else if (!strcmp(a, "--label")) o->label = v;
         else if (!strcmp(a, "--notes")) c->notes = v;
         else if (!strcmp(a, "--corpus")) c->corpus_path = v;
         else if (!strcmp(a, "--ids-file")) c->ids_path = v;
@@ -170,12 +176,12 @@ static bool parse(int argc, char **argv, kld_dump_config *c, bool *quiet, int *r
 int kld_cmd_dump(int argc, char **argv) {
     kld_dump_config c;
     kld_dump_config_defaults(&c);
-    bool quiet = false;
+    kld_kl_outputs o = {0};
     int rc;
-    if (!parse(argc, argv, &c, &quiet, &rc)) return rc;
+    if (!parse(argc, argv, &c, &o, &rc)) return rc;
     kld_kernels_init();
     c.stop = &stop_requested;
-    if (!quiet && kld_progress_enabled(stderr)) c.progress = progress;
+    if (!o.quiet && kld_progress_enabled(stderr)) c.progress = progress;
     struct sigaction sa = {0}, old;
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, &old);
@@ -195,6 +201,17 @@ int kld_cmd_dump(int argc, char **argv) {
     printf(", %llu tokens forwarded in %.2f s (%.1f tokens/s); windows: %s\n",
            (unsigned long long)res.tokens, res.elapsed_s,
            res.forward_s > 0 ? (double)res.tokens / res.forward_s : 0.0, res.windows);
+    /* the run database keeps dumps beside the runs scored against them */
+    json_t *report = json_pack("{s:{s:s,s:{s:s,s:s},s:s,s:s,s:i,s:i,s:s?,s:I,s:I}}", "config",
+                               "mode", "dump", "ref", "kind", "model", "path", c.model_path, "out",
+                               c.out, "format", c.llamacpp ? "llamacpp-base" : "dump", "top_k",
+                               (int)c.top_k, "format_version", c.format_version, "indices_from",
+                               c.indices_from, "records", (json_int_t)res.n_records, "windows_n",
+                               (json_int_t)res.n_windows);
+    if (report) json_object_set_new(json_object_get(report, "config"), "windows", json_string(res.windows));
+    kld_record_run("dump", &o, "dump", report, NULL, NULL, res.partial, res.elapsed_s,
+                   res.elapsed_s > 0 ? (double)res.tokens / res.elapsed_s : NAN);
+    json_decref(report);
     if (res.partial) {
         printf("*** INTERRUPTED: the dump is incomplete; continue it with --resume ***\n");
         return 130;

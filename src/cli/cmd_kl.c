@@ -6,6 +6,7 @@
 #include "eval/kl_driver.h"
 #include "report/report.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,10 @@ static void usage(FILE *f) {
 "  --pin FILE             append one JSON line (never overwrites)\n"
 "  --label NAME           label of the pin line (default \"<ref> vs <arm>\")\n"
 "  --per-position FILE    every scored position as TSV\n"
+"  --db PATH              record the run in this run database (default: $KLDEVAL_DB, else\n"
+"                         $XDG_DATA_HOME/kldeval/runs.sqlite, else ~/.local/share/kldeval/runs.sqlite)\n"
+"  --no-db                do not record the run\n"
+"  --html FILE            write the HTML report of this run (see kldeval report)\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
 "Statistics (double precision): KLD(ref‖arm) per position in nats, mean ± standard error\n"
@@ -87,12 +92,10 @@ static void progress(const kld_kl_progress *p, void *user) {
     kld_progress_print(stderr, &pr);
 }
 
-static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_path,
-                  const char **pin_path, const char **tsv_path, const char **label, bool *quiet,
-                  int *rc) {
+static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, int *rc) {
     static const char *const valued[] = {
         "--ref", "--arm", "--reference-logits", "--arm-logits", "--llamacpp-base", "--corpus", "--corpus-format", "--ids-file", "--json", "--pin",
-        "--per-position", "--label", "--chunking", "--max-docs", "--max-tokens", "--ctx",
+        "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens", "--ctx",
         "--chunk", "--chunks", "--topk", "--threads", NULL};
     bool chunking_given = false, ctx_given = false;
     *rc = 2;
@@ -106,7 +109,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
         }
         if (!strcmp(a, "--allow-vocab-mismatch")) { c->allow_vocab_mismatch = true; continue; }
         if (!strcmp(a, "--allow-long-context")) { c->allow_long_context = true; continue; }
-        if (!strcmp(a, "--quiet")) { *quiet = true; continue; }
+        if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
+        if (!strcmp(a, "--no-db")) { o->no_db = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval kl: unknown %s '%s' (see --help)\n",
                     a[0] == '-' ? "flag" : "argument", a);
@@ -128,10 +132,12 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
             c->corpus_format = v;
         }
         else if (!strcmp(a, "--ids-file")) c->ids_path = v;
-        else if (!strcmp(a, "--json")) *json_path = v;
-        else if (!strcmp(a, "--pin")) *pin_path = v;
-        else if (!strcmp(a, "--per-position")) *tsv_path = v;
-        else if (!strcmp(a, "--label")) *label = v;
+        else if (!strcmp(a, "--json")) o->json_path = v;
+        else if (!strcmp(a, "--pin")) o->pin_path = v;
+        else if (!strcmp(a, "--per-position")) o->tsv_path = v;
+        else if (!strcmp(a, "--html")) o->html_path = v;
+        else if (!strcmp(a, "--db")) o->db_path = v;
+        else if (!strcmp(a, "--label")) o->label = v;
         else if (!strcmp(a, "--chunking")) {
             chunking_given = true;
             if (!strcmp(v, "doc")) c->chunking = KLD_CHUNKING_DOC;
@@ -193,9 +199,13 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
      * may not overwrite an input or each other. */
     const char *files[8] = {c->ref_path, c->arm_path, c->corpus_path, c->ids_path, c->llamacpp_base};
     int n_files = 5;
-    const char *const outs[3][2] = {{"--json", *json_path}, {"--pin", *pin_path},
-                                    {"--per-position", *tsv_path}};
-    for (int k = 0; k < 3; k++) {
+    if (o->db_path && o->no_db) {
+        fprintf(stderr, "kldeval kl: give --db or --no-db, not both\n");
+        return false;
+    }
+    const char *const outs[4][2] = {{"--json", o->json_path}, {"--pin", o->pin_path},
+                                    {"--per-position", o->tsv_path}, {"--html", o->html_path}};
+    for (int k = 0; k < 4; k++) {
         if (!outs[k][1]) continue;
         if (!kld_arg_output("kl", outs[k][0], outs[k][1], files, n_files)) return false;
         files[n_files++] = outs[k][1];
@@ -204,10 +214,9 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
 }
 
 /* Runs the evaluation and writes every requested output; used by `kl` and `demo`. */
-int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
-                const char *tsv_path, const char *label, bool quiet) {
+int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
     c->stop = &stop_requested;
-    if (!quiet && kld_progress_enabled(stderr)) c->progress = progress;
+    if (!o->quiet && kld_progress_enabled(stderr)) c->progress = progress;
     struct sigaction sa = {0}, old;
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, &old);
@@ -232,7 +241,7 @@ int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
                                : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
                                : "built-in";
     kld_report_run run = {ref_label, arm_label, corpus_label,
-                          label, res.config, res.elapsed_s, res.ref_seconds, res.arm_seconds,
+                          o->label, res.config, res.elapsed_s, res.ref_seconds, res.arm_seconds,
                           res.ref_tokens, res.arm_tokens, res.partial};
     int rc = 0;
     if (kld_report_text(stdout, &sum, &run, &err) != KLD_OK) rc = 1;
@@ -246,10 +255,17 @@ int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
         printf("%-30s: %s\n", "WARNING", res.ctx_note);
         fprintf(stderr, "kldeval kl: warning: %s\n", res.ctx_note);
     }
-    if (!rc && json_path && kld_report_json_write(json_path, &sum, &run, &err) != KLD_OK) rc = 1;
-    if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
-    if (!rc && tsv_path && kld_report_tsv_write(tsv_path, res.stats, &err) != KLD_OK) rc = 1;
+    if (!rc && o->json_path && kld_report_json_write(o->json_path, &sum, &run, &err) != KLD_OK) rc = 1;
+    if (!rc && o->pin_path && kld_report_pin_append(o->pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
+    if (!rc && o->tsv_path && kld_report_tsv_write(o->tsv_path, res.stats, &err) != KLD_OK) rc = 1;
     if (rc) fprintf(stderr, "kldeval kl: %s\n", err.msg);
+    /* the run database keeps every run, so that later comparisons can be paired */
+    json_t *report = kld_report_json(&sum, &run);
+    double rate = res.elapsed_s > 0 ? (double)res.arm_tokens / res.elapsed_s : NAN;
+    if (!kld_record_run("kl", o, res.mode, report, &sum, res.stats, res.partial, res.elapsed_s, rate) &&
+        !rc)
+        rc = 1;
+    json_decref(report);
     kld_kl_result_free(&res);
     return rc ? rc : res.partial ? 130 : 0;
 }
@@ -257,10 +273,9 @@ int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
 int kld_cmd_kl(int argc, char **argv) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    const char *json_path = NULL, *pin_path = NULL, *tsv_path = NULL, *label = NULL;
-    bool quiet = false;
+    kld_kl_outputs o = {0};
     int rc;
-    if (!parse(argc, argv, &c, &json_path, &pin_path, &tsv_path, &label, &quiet, &rc)) return rc;
+    if (!parse(argc, argv, &c, &o, &rc)) return rc;
     kld_kernels_init();
-    return kld_kl_main(&c, json_path, pin_path, tsv_path, label, quiet);
+    return kld_kl_main(&c, &o);
 }

@@ -3,6 +3,7 @@
 #ifndef KLD_CLI_COMMANDS_H
 #define KLD_CLI_COMMANDS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 int kld_cmd_inspect(int argc, char **argv);
@@ -16,9 +17,27 @@ int kld_cmd_demo(int argc, char **argv);
 int kld_cmd_runs(int argc, char **argv);
 int kld_cmd_report(int argc, char **argv);
 
+/* Where a KL run's results go besides the text report (NULL: not written). */
+typedef struct kld_kl_outputs {
+    const char *json_path, *pin_path, *tsv_path, *html_path;
+    const char *label;
+    const char *db_path; /* NULL: $KLDEVAL_DB or the default location */
+    bool no_db, quiet;
+} kld_kl_outputs;
+
 struct kld_kl_config;
-/* The KL run with reporting, shared by `kl` and `demo` (cmd_kl.c). */
-int kld_kl_main(struct kld_kl_config *c, const char *json_path, const char *pin_path,
-                const char *tsv_path, const char *label, bool quiet);
+/* The KL run with reporting and recording, shared by `kl` and `demo` (cmd_kl.c). */
+int kld_kl_main(struct kld_kl_config *c, const kld_kl_outputs *o);
+
+struct kld_summary;
+struct kld_stats;
+/* Records a run in the run database (cmd_record.c): prints the run id, or
+ * "run not saved: why" on stderr (never fails the command); writes the HTML
+ * report of the run when html_path is set. Returns false only when the HTML
+ * report was asked for and could not be written. */
+bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                    const json_t *report, const struct kld_summary *sum,
+                    const struct kld_stats *stats, bool partial, double wall_s,
+                    double tokens_per_s);
 
 #endif
