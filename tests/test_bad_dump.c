@@ -133,12 +133,14 @@ static void expect_bad_limit(const char *file, const char *sub, const char *labe
     err.msg[0] = '\0';
     kld_status st = open_and_read(var_dir, limit, &err);
     n_variants++;
-    if (getenv("KLD_BAD_DUMP_VERBOSE")) printf("%s -> %s: %s\n", label, kld_status_name(st), err.msg);
+    if (getenv("KLD_BAD_DUMP_VERBOSE"))
+        printf("%s -> %s: %s\n", label, kld_status_name(st), err.msg);
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", var_dir, file ? file : "");
     CHECK(st != KLD_OK, "%s: accepted", label);
     if (st == KLD_OK) return;
-    CHECK(err.status == st, "%s: error record has status %d, returned %d", label, (int)err.status, (int)st);
+    CHECK(err.status == st, "%s: error record has status %d, returned %d", label, (int)err.status,
+          (int)st);
     CHECK(strstr(err.msg, file ? path : var_dir) != NULL, "%s: message does not name %s: %s", label,
           file ? path : var_dir, err.msg);
     CHECK(sub == NULL || strstr(err.msg, sub) != NULL, "%s: message lacks '%s': %s", label, sub,
@@ -151,7 +153,8 @@ static void expect_bad(const char *file, const char *sub, const char *label) {
 static void expect_good(const char *label) {
     kld_error err = {0};
     kld_status st = open_and_read(var_dir, 0, &err);
-    CHECK(st == KLD_OK, "%s: expected a valid dump, got %s: %s", label, kld_status_name(st), err.msg);
+    CHECK(st == KLD_OK, "%s: expected a valid dump, got %s: %s", label, kld_status_name(st),
+          err.msg);
 }
 
 static void fresh(const base *b) { dt_copy_dir(b->dir, var_dir); }
@@ -314,14 +317,17 @@ static void manifest_case(const base *b, const char *key, json_t *v, const char 
                           const char *sub, const char *label) {
     fresh(b);
     json_t *root = base_manifest(b);
-    if (v) json_object_set_new(root, key, v);
-    else json_object_del(root, key);
+    if (v)
+        json_object_set_new(root, key, v);
+    else
+        json_object_del(root, key);
     write_manifest(root);
     json_decref(root);
     expect_bad(file, sub, label);
 }
 
-static void manifest_text_case(const base *b, const char *text, const char *sub, const char *label) {
+static void manifest_text_case(const base *b, const char *text, const char *sub,
+                               const char *label) {
     fresh(b);
     kt_write_file(vpath("manifest.json"), text, strlen(text));
     expect_bad("manifest.json", sub, label);
@@ -330,13 +336,13 @@ static void manifest_text_case(const base *b, const char *text, const char *sub,
 static void manifest_cases(const base *b) {
     char label[256];
     const char *mf = "manifest.json";
-    static const char *int_keys[] = {"format_version", "ctx_len", "n_seqs", "top_k",
-                                     "positions_per_seq", "n_vocab"};
+    static const char *int_keys[] = {"format_version", "ctx_len",           "n_seqs",
+                                     "top_k",          "positions_per_seq", "n_vocab"};
     for (size_t i = 0; i < sizeof int_keys / sizeof int_keys[0]; i++) {
         const char *key = int_keys[i];
         bool optional = !strcmp(key, "n_vocab");
-#define MCASE(value, sub, what)                                        \
-    snprintf(label, sizeof label, "%s %s", key, what);                 \
+#define MCASE(value, sub, what)                                                                    \
+    snprintf(label, sizeof label, "%s %s", key, what);                                             \
     manifest_case(b, key, value, mf, sub, label);
         if (!optional) {
             MCASE(NULL, "missing", "missing");
@@ -352,7 +358,8 @@ static void manifest_cases(const base *b) {
 #undef MCASE
     }
     manifest_case(b, "format_version", json_integer(3), mf, "not supported", "format_version 3");
-    manifest_case(b, "format_version", json_string("1"), mf, "format_version", "format_version \"1\"");
+    manifest_case(b, "format_version", json_string("1"), mf, "format_version",
+                  "format_version \"1\"");
     /* in range, but not what the files hold */
     fresh(b);
     json_t *root = base_manifest(b);
@@ -370,22 +377,32 @@ static void manifest_cases(const base *b) {
     manifest_case(b, "ctx_len", json_integer(CTX + 1), mf, "positions_per_seq", "ctx_len + 1");
     manifest_case(b, "top_k", json_integer(K + 1), "seq-0.bin", "bytes, expected", "top_k + 1");
     manifest_case(b, "top_k", json_integer(K - 1), "seq-0.bin", "bytes, expected", "top_k - 1");
-    manifest_case(b, "top_k", json_integer(KLD_DUMP_MAX_TOPK + 1), mf, "top_k", "top_k above the maximum");
-    manifest_case(b, "n_seqs", json_integer(NSEQ + 1), "tokens.bin", "bytes, expected", "n_seqs + 1");
-    manifest_case(b, "n_seqs", json_integer(NSEQ - 1), "tokens.bin", "bytes, expected", "n_seqs - 1");
+    manifest_case(b, "top_k", json_integer(KLD_DUMP_MAX_TOPK + 1), mf, "top_k",
+                  "top_k above the maximum");
+    manifest_case(b, "n_seqs", json_integer(NSEQ + 1), "tokens.bin", "bytes, expected",
+                  "n_seqs + 1");
+    manifest_case(b, "n_seqs", json_integer(NSEQ - 1), "tokens.bin", "bytes, expected",
+                  "n_seqs - 1");
     manifest_case(b, "n_vocab", json_integer(K - 1), mf, "top_k", "n_vocab below top_k");
     manifest_case(b, "n_vocab", json_integer(5), NULL, "outside [0, 5)", "n_vocab 5");
-    manifest_case(b, "n_vocab", json_integer((INT64_C(1) << 31) + 1), mf, "n_vocab", "n_vocab 2^31 + 1");
+    manifest_case(b, "n_vocab", json_integer((INT64_C(1) << 31) + 1), mf, "n_vocab",
+                  "n_vocab 2^31 + 1");
 
     static const struct {
         const char *key;
         bool required, hex;
-    } str_keys[] = {{"model", true, false},          {"corpus_sha256", true, true},
-                    {"created", false, false},       {"notes", false, false},
-                    {"kldeval_version", false, false}, {"model_sha256", false, true},
-                    {"tokenizer_fingerprint", false, true}, {"chunking", false, false},
-                    {"bos", false, false},           {"windows", false, false},
-                    {"logit_dtype", false, false},   {"kind", false, false}};
+    } str_keys[] = {{"model", true, false},
+                    {"corpus_sha256", true, true},
+                    {"created", false, false},
+                    {"notes", false, false},
+                    {"kldeval_version", false, false},
+                    {"model_sha256", false, true},
+                    {"tokenizer_fingerprint", false, true},
+                    {"chunking", false, false},
+                    {"bos", false, false},
+                    {"windows", false, false},
+                    {"logit_dtype", false, false},
+                    {"kind", false, false}};
     for (size_t i = 0; i < sizeof str_keys / sizeof str_keys[0]; i++) {
         const char *key = str_keys[i].key;
         if (str_keys[i].required) {
@@ -409,16 +426,20 @@ static void manifest_cases(const base *b) {
             manifest_case(b, key, json_string(not_hex[j]), mf, "64 lower-case hex", label);
         }
     }
-    manifest_case(b, "logit_dtype", json_string("bfloat16"), mf, "logit_dtype", "logit_dtype bfloat16");
+    manifest_case(b, "logit_dtype", json_string("bfloat16"), mf, "logit_dtype",
+                  "logit_dtype bfloat16");
     manifest_case(b, "kind", json_string("student"), mf, "kind", "kind student");
     manifest_case(b, "kind", json_string(""), mf, "kind", "kind empty");
     manifest_case(b, "ext", json_string("true"), mf, "ext", "ext a string");
     manifest_case(b, "ext", json_integer(1), mf, "ext", "ext an integer");
-    if (!b->ext) manifest_case(b, "ext", json_true(), "seq-0.ext.bin", "cannot open", "ext without sidecars");
+    if (!b->ext)
+        manifest_case(b, "ext", json_true(), "seq-0.ext.bin", "cannot open",
+                      "ext without sidecars");
     manifest_case(b, "teacher", json_integer(1), mf, "teacher", "teacher an integer");
     manifest_case(b, "teacher", json_string("t"), mf, "teacher", "teacher a string");
     manifest_case(b, "teacher", json_array(), mf, "teacher", "teacher an array");
-    manifest_case(b, "teacher", json_pack("{s:i}", "model", 3), mf, "teacher.model", "teacher.model 3");
+    manifest_case(b, "teacher", json_pack("{s:i}", "model", 3), mf, "teacher.model",
+                  "teacher.model 3");
     manifest_case(b, "teacher", json_pack("{s:s}", "corpus_sha256", "abc"), mf,
                   "teacher.corpus_sha256", "teacher.corpus_sha256 not hex");
     manifest_case(b, "teacher", json_pack("{s:b}", "tokenizer_fingerprint", 1), mf,
@@ -482,22 +503,27 @@ static void record_cases(const base *b) {
         float val[K], lse;
         double lse64, logp;
         base_record(p, pl->rec, b->candidate, idx, val, &lse, &lse64, &logp, &am);
-#define RCASE(sub, what, stmt)                                              \
-    do {                                                                    \
-        fresh(b);                                                           \
-        stmt;                                                               \
-        snprintf(label, sizeof label, "%s %s %s %s", v, pl->file, pl->rec_tag, what); \
-        expect_bad(pl->file, sub, label);                                   \
+#define RCASE(sub, what, stmt)                                                                     \
+    do {                                                                                           \
+        fresh(b);                                                                                  \
+        stmt;                                                                                      \
+        snprintf(label, sizeof label, "%s %s %s %s", v, pl->file, pl->rec_tag, what);              \
+        expect_bad(pl->file, sub, label);                                                          \
     } while (0)
         for (int j = 0; j < K; j++) {
             RCASE("outside [0, 20)", "index = n_vocab", put_u32(pl->file, r0 + idx_off(j), NV));
             RCASE("outside [0, 20)", "index -1", put_u32(pl->file, r0 + idx_off(j), 0xFFFFFFFFu));
-            RCASE("outside [0, 20)", "index INT32_MAX", put_u32(pl->file, r0 + idx_off(j), 0x7FFFFFFFu));
-            RCASE("outside [0, 20)", "index INT32_MIN", put_u32(pl->file, r0 + idx_off(j), 0x80000000u));
+            RCASE("outside [0, 20)", "index INT32_MAX",
+                  put_u32(pl->file, r0 + idx_off(j), 0x7FFFFFFFu));
+            RCASE("outside [0, 20)", "index INT32_MIN",
+                  put_u32(pl->file, r0 + idx_off(j), 0x80000000u));
         }
-        RCASE("more than once", "idx[1] = idx[0]", put_u32(pl->file, r0 + idx_off(1), (uint32_t)idx[0]));
-        RCASE("more than once", "idx[2] = idx[0]", put_u32(pl->file, r0 + idx_off(2), (uint32_t)idx[0]));
-        RCASE("more than once", "idx[2] = idx[1]", put_u32(pl->file, r0 + idx_off(2), (uint32_t)idx[1]));
+        RCASE("more than once", "idx[1] = idx[0]",
+              put_u32(pl->file, r0 + idx_off(1), (uint32_t)idx[0]));
+        RCASE("more than once", "idx[2] = idx[0]",
+              put_u32(pl->file, r0 + idx_off(2), (uint32_t)idx[0]));
+        RCASE("more than once", "idx[2] = idx[1]",
+              put_u32(pl->file, r0 + idx_off(2), (uint32_t)idx[1]));
         if (b->fv == 1) {
             static const uint16_t bad16[] = {0x7E00, 0xFE00, 0x7C00, 0xFC00, 0x7C01};
             for (int j = 0; j < K; j++)
@@ -529,13 +555,17 @@ static void record_cases(const base *b) {
                 memcpy(&u1, &up1, 4);
                 memcpy(&u2, &up2, 4);
                 memcpy(&tie, &val[0], 4);
-                RCASE("descending", "logit 1 above logit 0", put_u32(pl->file, r0 + val_off(b, 1), u1));
-                RCASE("descending", "logit 2 above logit 1", put_u32(pl->file, r0 + val_off(b, 2), u2));
+                RCASE("descending", "logit 1 above logit 0",
+                      put_u32(pl->file, r0 + val_off(b, 1), u1));
+                RCASE("descending", "logit 2 above logit 1",
+                      put_u32(pl->file, r0 + val_off(b, 2), u2));
                 /* a tie whose higher index comes first */
                 RCASE("ties go to the lower index", "tie out of index order",
                       (put_u32(pl->file, r0 + val_off(b, 1), tie),
-                       put_u32(pl->file, r0 + idx_off(0), (uint32_t)(idx[0] > idx[1] ? idx[0] : idx[1])),
-                       put_u32(pl->file, r0 + idx_off(1), (uint32_t)(idx[0] > idx[1] ? idx[1] : idx[0]))));
+                       put_u32(pl->file, r0 + idx_off(0),
+                               (uint32_t)(idx[0] > idx[1] ? idx[0] : idx[1])),
+                       put_u32(pl->file, r0 + idx_off(1),
+                               (uint32_t)(idx[0] > idx[1] ? idx[1] : idx[0]))));
             }
         }
         float mx = val[0] > val[1] ? val[0] : val[1];
@@ -546,19 +576,20 @@ static void record_cases(const base *b) {
         memcpy(&un, &nan32, 4);
         memcpy(&ui, &inf32, 4);
         uni = ui | 0x80000000u;
-        RCASE("below the logit", "lse below the largest logit", put_u32(pl->file, r0 + lse_off(b), ub));
+        RCASE("below the logit", "lse below the largest logit",
+              put_u32(pl->file, r0 + lse_off(b), ub));
         RCASE("logsumexp is nan", "lse NaN", put_u32(pl->file, r0 + lse_off(b), un));
         RCASE("logsumexp is inf", "lse +inf", put_u32(pl->file, r0 + lse_off(b), ui));
         RCASE("logsumexp is -inf", "lse -inf", put_u32(pl->file, r0 + lse_off(b), uni));
 #undef RCASE
         if (!b->ext) continue;
         long e0 = 24L * pl->rec;
-#define ECASE(sub, what, stmt)                                              \
-    do {                                                                    \
-        fresh(b);                                                           \
-        stmt;                                                               \
-        snprintf(label, sizeof label, "%s %s %s %s", v, pl->ext_file, pl->rec_tag, what); \
-        expect_bad(pl->ext_file, sub, label);                               \
+#define ECASE(sub, what, stmt)                                                                     \
+    do {                                                                                           \
+        fresh(b);                                                                                  \
+        stmt;                                                                                      \
+        snprintf(label, sizeof label, "%s %s %s %s", v, pl->ext_file, pl->rec_tag, what);          \
+        expect_bad(pl->ext_file, sub, label);                                                      \
     } while (0)
         ECASE("not finite", "lse64 NaN", put_f64(pl->ext_file, e0, NAN));
         ECASE("not finite", "lse64 inf", put_f64(pl->ext_file, e0, INFINITY));
@@ -598,9 +629,11 @@ static void good_cases(const base *b) {
     write_manifest(root);
     expect_good("unknown key");
     json_decref(root);
-    static const char *optional[] = {"created", "notes", "kldeval_version", "n_vocab", "model_sha256",
-                                     "tokenizer_fingerprint", "chunking", "bos", "windows",
-                                     "logit_dtype", "kind", "ext", "teacher"};
+    static const char *optional[] = {"created",     "notes",        "kldeval_version",
+                                     "n_vocab",     "model_sha256", "tokenizer_fingerprint",
+                                     "chunking",    "bos",          "windows",
+                                     "logit_dtype", "kind",         "ext",
+                                     "teacher"};
     for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
         if (b->candidate && !strcmp(optional[i], "kind")) continue; /* would make it a teacher */
         fresh(b);

@@ -24,7 +24,9 @@ static bool near32(float a, float b) {
     return a == b || a == nextafterf(b, INFINITY) || a == nextafterf(b, -INFINITY);
 }
 
-static const char *mstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+static const char *mstr(const json_t *o, const char *k) {
+    return json_string_value(json_object_get(o, k));
+}
 
 static void check_dump(const char *outdir, const char *name, int fv, int salt, bool candidate) {
     char dir[1200];
@@ -53,7 +55,8 @@ static void check_dump(const char *outdir, const char *name, int fv, int salt, b
     char hex[65];
     CHECK_OK(kld_sha256_file(tpath, digest, &err), err);
     kld_hex_digest(digest, hex);
-    CHECK(!strcmp(m->corpus_sha256, hex), "%s: corpus_sha256 %s, tokens hash %s", name, m->corpus_sha256, hex);
+    CHECK(!strcmp(m->corpus_sha256, hex), "%s: corpus_sha256 %s, tokens hash %s", name,
+          m->corpus_sha256, hex);
     if (candidate) {
         CHECK(m->teacher_model && !strcmp(m->teacher_model, "selftest-salt0") &&
                   m->teacher_corpus_sha256 && !strcmp(m->teacher_corpus_sha256, hex) &&
@@ -108,8 +111,10 @@ static void check_dump(const char *outdir, const char *name, int fv, int salt, b
     }
     CHECK(n_rec == NSEQ * PPS, "%s: %ld records", name, n_rec);
     CHECK(bad_tok == 0, "%s: %ld token ids differ", name, bad_tok);
-    CHECK(bad_idx == 0, "%s: %ld indices differ (top-k order, ties to the lower index)", name, bad_idx);
-    CHECK(bad_val == 0, "%s: %ld logits differ%s", name, bad_val, fv == 1 ? " (float16 rounding)" : "");
+    CHECK(bad_idx == 0, "%s: %ld indices differ (top-k order, ties to the lower index)", name,
+          bad_idx);
+    CHECK(bad_val == 0, "%s: %ld logits differ%s", name, bad_val,
+          fv == 1 ? " (float16 rounding)" : "");
     CHECK(bad_lse == 0, "%s: %ld logsumexp values differ", name, bad_lse);
     CHECK(bad_ext == 0, "%s: %ld sidecar entries differ", name, bad_ext);
     CHECK(candidate || ties > 0, "%s: the generator produced no ties inside the top-k", name);
@@ -122,7 +127,8 @@ int main(int argc, char **argv) {
     snprintf(outdir, sizeof outdir, "%s/pydump", kt_build_dir());
     snprintf(cmd, sizeof cmd, "'%s' scripts/dump_teacher.py --selftest '%s'", python, outdir);
     int rc = system(cmd);
-    CHECK(rc == 0, "%s: exit status %d (python3 and python3-numpy are needed: bash tools/setup.sh)", cmd, rc);
+    CHECK(rc == 0, "%s: exit status %d (python3 and python3-numpy are needed: bash tools/setup.sh)",
+          cmd, rc);
     if (rc != 0) return kt_finish();
     check_dump(outdir, "teacher-v1", 1, 0, false);
     check_dump(outdir, "teacher-v2", 2, 0, false);

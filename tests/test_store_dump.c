@@ -87,7 +87,8 @@ static void ref_rows(const spec *s, int64_t seq, int64_t rec0, int64_t n, kld_du
         int32_t next = dt_token(seq, rec + 1, s->n_vocab);
         float tl;
         if (s->candidate)
-            dt_record(seq, rec, s->n_vocab, s->top_k, 0, next, NULL, tidx, tval, &tl, NULL, NULL, NULL);
+            dt_record(seq, rec, s->n_vocab, s->top_k, 0, next, NULL, tidx, tval, &tl, NULL, NULL,
+                      NULL);
         dt_record(seq, rec, s->n_vocab, s->top_k, s->candidate ? 1 : 0, next,
                   s->candidate ? tidx : NULL, r->idx + (size_t)i * k, r->val + (size_t)i * k,
                   &r->lse[i], &r->lse64[i], &r->logp_next[i], &r->argmax[i]);
@@ -168,8 +169,8 @@ static void check_read_back(const char *dir, const spec *s, int64_t piece) {
     int32_t *tok = tokens_of(s);
     bool tok_ok = true;
     for (int64_t i = 0; i < s->n_seqs; i++)
-        tok_ok = tok_ok && memcmp(kld_dump_tokens(d, i), tok + i * s->ctx_len,
-                                  (size_t)s->ctx_len * 4) == 0;
+        tok_ok = tok_ok &&
+                 memcmp(kld_dump_tokens(d, i), tok + i * s->ctx_len, (size_t)s->ctx_len * 4) == 0;
     CHECK(tok_ok, "%s: tokens differ", dir);
     CHECK(kld_dump_tokens(d, s->n_seqs) == NULL && kld_dump_tokens(d, -1) == NULL,
           "%s: tokens of a sequence out of range", dir);
@@ -202,13 +203,14 @@ static void check_read_back(const char *dir, const spec *s, int64_t piece) {
                                memcmp(&got.logp_next[i], &want.logp_next[i], 8) != 0 ||
                                got.argmax[i] != want.argmax[i];
                 else
-                    bad_ext += !isnan(got.lse64[i]) || !isnan(got.logp_next[i]) || got.argmax[i] != -1;
+                    bad_ext +=
+                        !isnan(got.lse64[i]) || !isnan(got.logp_next[i]) || got.argmax[i] != -1;
             }
         }
     CHECK(rows_read == s->n_seqs * pps, "%s: %ld records read", dir, rows_read);
     CHECK(bad_idx == 0 && bad_val == 0 && bad_lse == 0 && bad_ext == 0,
-          "%s (v%d ext %d cand %d): %ld indices, %ld logits, %ld lse, %ld sidecar entries differ", dir,
-          s->fv, s->ext, s->candidate, bad_idx, bad_val, bad_lse, bad_ext);
+          "%s (v%d ext %d cand %d): %ld indices, %ld logits, %ld lse, %ld sidecar entries differ",
+          dir, s->fv, s->ext, s->candidate, bad_idx, bad_val, bad_lse, bad_ext);
     /* the sidecar arrays are optional */
     kld_dump_rows min = {got.idx, got.val, got.lse, NULL, NULL, NULL};
     CHECK_OK(kld_dump_read(d, s->n_seqs - 1, pps - 1, 1, &min, &err), err);
@@ -250,7 +252,8 @@ static void test_round_trips(void) {
                 snprintf(name, sizeof name, "dump-rt-v%d-e%d-c%d", fv, ext, cand);
                 const char *dir = bpath(name);
                 if (!write_whole(dir, &s, 3)) continue;
-                CHECK(!dt_exists(fpath(dir, "dump.partial.json")), "%s: partial manifest left", dir);
+                CHECK(!dt_exists(fpath(dir, "dump.partial.json")), "%s: partial manifest left",
+                      dir);
                 CHECK(!dt_exists(fpath(dir, "manifest.json.tmp")), "%s: temporary left", dir);
                 CHECK(dt_exists(fpath(dir, "seq-2.ext.bin")) == (ext != 0), "%s: sidecar", dir);
                 CHECK(dt_file_size(fpath(dir, "seq-1.bin")) ==
@@ -292,12 +295,15 @@ static const struct {
     float f;
     uint32_t f32;
     uint64_t f64;
-} tiny_lse[2][3] = {{{3.5f, 0x40600000, 0x400C000000000000}, {4.0f, 0x40800000, 0x4010000000000000},
+} tiny_lse[2][3] = {{{3.5f, 0x40600000, 0x400C000000000000},
+                     {4.0f, 0x40800000, 0x4010000000000000},
                      {1.0f, 0x3F800000, 0x3FF0000000000000}},
-                    {{8.5f, 0x41080000, 0x4021000000000000}, {0.5f, 0x3F000000, 0x3FE0000000000000},
+                    {{8.5f, 0x41080000, 0x4021000000000000},
+                     {0.5f, 0x3F000000, 0x3FE0000000000000},
                      {3.25f, 0x40500000, 0x400A000000000000}}};
-static const uint64_t tiny_logp[2][3] = {{0xBFF4000000000000, 0x7FF8000000000000, 0xBFF4000000000000},
-                                         {0xC000000000000000, 0xBFF4000000000000, 0xBFE0000000000000}};
+static const uint64_t tiny_logp[2][3] = {
+    {0xBFF4000000000000, 0x7FF8000000000000, 0xBFF4000000000000},
+    {0xC000000000000000, 0xBFF4000000000000, 0xBFE0000000000000}};
 static const int32_t tiny_argmax[2][3] = {{2, 0, -1}, {4, 1, 6}};
 static const int32_t tiny_tokens[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
 
@@ -357,8 +363,10 @@ static void test_tiny_layout(void) {
             for (int r = 0; r < 3; r++) {
                 for (int j = 0; j < 3; j++) pk(&p, (uint32_t)tiny_idx[q][r][j], 4);
                 for (int j = 0; j < 3; j++)
-                    if (fv == 1) pk(&p, tiny_vals[q][r][j].f16, 2);
-                    else pk(&p, tiny_vals[q][r][j].f32, 4);
+                    if (fv == 1)
+                        pk(&p, tiny_vals[q][r][j].f16, 2);
+                    else
+                        pk(&p, tiny_vals[q][r][j].f32, 4);
                 pk(&p, tiny_lse[q][r].f32, 4);
                 pk(&e, tiny_lse[q][r].f64, 8);
                 pk(&e, tiny_logp[q][r], 8);
@@ -371,10 +379,12 @@ static void test_tiny_layout(void) {
             snprintf(ename, sizeof ename, "seq-%d.ext.bin", q);
             size_t n;
             char *got = kt_read_file(fpath(dir, name), &n);
-            CHECK(n == p.n && memcmp(got, p.b, n) == 0, "%s/%s: bytes differ from the hand-packed record", dir, name);
+            CHECK(n == p.n && memcmp(got, p.b, n) == 0,
+                  "%s/%s: bytes differ from the hand-packed record", dir, name);
             free(got);
             got = kt_read_file(fpath(dir, ename), &n);
-            CHECK(n == e.n && memcmp(got, e.b, n) == 0, "%s/%s: bytes differ from the hand-packed sidecar", dir, ename);
+            CHECK(n == e.n && memcmp(got, e.b, n) == 0,
+                  "%s/%s: bytes differ from the hand-packed sidecar", dir, ename);
             free(got);
         }
         packer t = {{0}, 0};
@@ -390,21 +400,28 @@ static void test_tiny_layout(void) {
         json_t *root = json_load_file(fpath(dir, "manifest.json"), JSON_REJECT_DUPLICATES, &je);
         CHECK(root && json_is_object(root), "%s/manifest.json: %s", dir, root ? "" : je.text);
         if (!root) continue;
-        static const char *ints[] = {"format_version", "ctx_len", "n_seqs", "top_k",
-                                     "positions_per_seq", "n_vocab"};
+        static const char *ints[] = {"format_version", "ctx_len",           "n_seqs",
+                                     "top_k",          "positions_per_seq", "n_vocab"};
         const long long int_vals[] = {fv, 4, 2, 3, 3, 10};
         for (int i = 0; i < 6; i++) {
             json_t *v = json_object_get(root, ints[i]);
-            CHECK(json_is_integer(v) && json_integer_value(v) == int_vals[i], "manifest %s", ints[i]);
+            CHECK(json_is_integer(v) && json_integer_value(v) == int_vals[i], "manifest %s",
+                  ints[i]);
         }
         static const struct {
             const char *key, *value;
-        } strs[] = {{"model", "synthetic-model"}, {"corpus_sha256", SHA_A}, {"created", CREATED},
-                    {"notes", "test dump"},        {"kldeval_version", "0.1.0"},
-                    {"model_sha256", SHA_B},       {"tokenizer_fingerprint", SHA_A},
-                    {"chunking", "doc"},           {"bos", "none"},
+        } strs[] = {{"model", "synthetic-model"},
+                    {"corpus_sha256", SHA_A},
+                    {"created", CREATED},
+                    {"notes", "test dump"},
+                    {"kldeval_version", "0.1.0"},
+                    {"model_sha256", SHA_B},
+                    {"tokenizer_fingerprint", SHA_A},
+                    {"chunking", "doc"},
+                    {"bos", "none"},
                     {"windows", "ctx_len windows of the corpus"},
-                    {"kind", "teacher"},           {"logit_dtype", NULL}};
+                    {"kind", "teacher"},
+                    {"logit_dtype", NULL}};
         for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
             json_t *v = json_object_get(root, strs[i].key);
             const char *want = strs[i].value ? strs[i].value : fv == 1 ? "float16" : "float32";
@@ -551,7 +568,8 @@ static void test_resume(void) {
         CHECK(st == KLD_ERR_FORMAT && strstr(err.msg, "manifest.json") && strstr(err.msg, dir),
               "open of an interrupted dump: %s", err.msg);
         append_bytes(fpath(dir, "seq-1.bin"), (size_t)rb / 2);
-        if (s.ext) append_bytes(fpath(dir, "seq-1.ext.bin"), 30); /* one whole + a torn sidecar entry */
+        if (s.ext)
+            append_bytes(fpath(dir, "seq-1.ext.bin"), 30); /* one whole + a torn sidecar entry */
         append_bytes(fpath(dir, "seq-3.bin"), (size_t)rb * 2);
         kld_dump_writer *w = NULL;
         int64_t ds = -1, dr = -1;
@@ -569,8 +587,8 @@ static void test_resume(void) {
             rows_alloc(&r, 2, s.top_k);
             ref_rows(&s, 1, 3, 1, &r);
             st = kld_dump_write(w, 1, 3, 1, &r, &err);
-            CHECK(st == KLD_ERR_ARG && strstr(err.msg, "out of order"), "gap after the resume point: %s",
-                  err.msg);
+            CHECK(st == KLD_ERR_ARG && strstr(err.msg, "out of order"),
+                  "gap after the resume point: %s", err.msg);
             rows_free(&r);
             /* replay from the very start: records before the resume point are skipped */
             CHECK_OK(write_global(w, &s, 0, 20, 3, &err), err);
@@ -585,8 +603,10 @@ static void test_resume(void) {
             truncate(fpath(dir, "seq-1.ext.bin"), 1 * KLD_DUMP_EXT_BYTES + 5);
             st = resume_writer(dir, &s, &w, &ds, &dr, &err);
             CHECK_OK(st, err);
-            CHECK(ds == 1 && dr == 1, "short sidecar: resume point %lld/%lld", (long long)ds, (long long)dr);
-            CHECK(dt_file_size(fpath(dir, "seq-1.bin")) == (long long)rb, "records cut to the sidecar");
+            CHECK(ds == 1 && dr == 1, "short sidecar: resume point %lld/%lld", (long long)ds,
+                  (long long)dr);
+            CHECK(dt_file_size(fpath(dir, "seq-1.bin")) == (long long)rb,
+                  "records cut to the sidecar");
             if (w) {
                 CHECK_OK(write_global(w, &s, 6, 20, 4, &err), err);
                 CHECK_OK(kld_dump_finish(w, &err), err);
@@ -606,7 +626,8 @@ static void test_resume(void) {
         }
         st = resume_writer(dir, &s, &w, &ds, &dr, &err);
         CHECK_OK(st, err);
-        CHECK(ds == 4 && dr == 0, "complete but unfinished: %lld/%lld", (long long)ds, (long long)dr);
+        CHECK(ds == 4 && dr == 0, "complete but unfinished: %lld/%lld", (long long)ds,
+              (long long)dr);
         if (w) {
             CHECK_OK(write_global(w, &s, 0, 20, 7, &err), err); /* all skipped */
             CHECK_OK(kld_dump_finish(w, &err), err);
@@ -701,26 +722,29 @@ static void test_refusals(void) {
     kld_error err = {0};
     int64_t ds, dr;
     CHECK_OK(kld_dump_create(part, &m, tok, true, &w, &ds, &dr, &err), err);
-    CHECK(ds == 1 && dr == 2, "resume point after refusals %lld/%lld", (long long)ds, (long long)dr);
+    CHECK(ds == 1 && dr == 2, "resume point after refusals %lld/%lld", (long long)ds,
+          (long long)dr);
     kld_dump_writer_free(w);
     /* a partial manifest that is not valid JSON */
     const char *bad = bpath("dump-ref-badpartial");
     interrupt_at(bad, &s, 2);
     kt_write_file(fpath(bad, "dump.partial.json"), "{\"format_version\": 1,", 21);
-    expect_refusal(bad, &m, tok, true, KLD_ERR_FORMAT, "dump.partial.json", "broken partial manifest");
+    expect_refusal(bad, &m, tok, true, KLD_ERR_FORMAT, "dump.partial.json",
+                   "broken partial manifest");
     /* an unrelated non-empty directory; a missing one with resume; a missing parent */
     const char *other = bpath("dump-ref-other");
     dt_rm_dir(other);
     mkdir(other, 0777);
     kt_write_file(fpath(other, "notes.txt"), "x", 1);
     expect_refusal(other, &m, tok, false, KLD_ERR_ARG, "not empty", "non-empty directory");
-    expect_refusal(other, &m, tok, true, KLD_ERR_ARG, "no interrupted dump", "resume without partial");
+    expect_refusal(other, &m, tok, true, KLD_ERR_ARG, "no interrupted dump",
+                   "resume without partial");
     const char *none = bpath("dump-ref-none");
     dt_rm_dir(none);
     expect_refusal(none, &m, tok, true, KLD_ERR_ARG, "no interrupted dump", "resume of nothing");
     CHECK(!dt_exists(none), "a refused resume creates nothing");
-    expect_refusal(bpath("dump-ref-none/sub"), &m, tok, false, KLD_ERR_IO, "cannot create directory",
-                   "missing parent");
+    expect_refusal(bpath("dump-ref-none/sub"), &m, tok, false, KLD_ERR_IO,
+                   "cannot create directory", "missing parent");
     /* an empty existing directory is fine */
     dt_rm_dir(other);
     mkdir(other, 0777);
@@ -747,8 +771,8 @@ typedef struct rec1 {
     int32_t am;
 } rec1;
 
-static void expect_write_error(kld_dump_writer *w, int64_t seq, int64_t rec, rec1 r, const char *sub,
-                               const char *what) {
+static void expect_write_error(kld_dump_writer *w, int64_t seq, int64_t rec, rec1 r,
+                               const char *sub, const char *what) {
     kld_dump_rows rows = {r.idx, r.val, &r.lse, &r.lse64, &r.logp, &r.am};
     kld_error err = {0};
     kld_status st = kld_dump_write(w, seq, rec, 1, &rows, &err);
@@ -761,9 +785,9 @@ static void test_writer_errors(void) {
     kld_dump_meta m = meta_of(&s);
     const int32_t *tok = &tiny_tokens[0][0];
     kld_dump_meta x;
-#define META_CASE(field, value, sub)                      \
-    x = m;                                                \
-    x.field = value;                                      \
+#define META_CASE(field, value, sub)                                                               \
+    x = m;                                                                                         \
+    x.field = value;                                                                               \
     expect_meta_error(&x, tok, sub, #field " = " #value);
     META_CASE(format_version, 3, "format_version");
     META_CASE(format_version, 0, "format_version");
@@ -830,7 +854,8 @@ static void test_writer_errors(void) {
     r = good, r.val[0] = 70000.0f, r.lse = 70001.0f, r.lse64 = 70001.0;
     expect_write_error(w, 0, 0, r, "overflows float16", "v1 overflow");
     r = good, r.am = 5;
-    expect_write_error(w, 0, 0, r, "differs from the record's first index", "argmax != first index");
+    expect_write_error(w, 0, 0, r, "differs from the record's first index",
+                       "argmax != first index");
     r = good, r.am = 10;
     expect_write_error(w, 0, 0, r, "argmax 10", "argmax out of range");
     r = good, r.am = -2;
@@ -855,7 +880,8 @@ static void test_writer_errors(void) {
     expect_write_error(w, 0, 0, good, "out of order", "record written twice");
     CHECK_OK(kld_dump_write(w, 0, 1, 0, &rows, &err), err); /* n = 0 */
     for (int q = 0; q < 2; q++)
-        for (int rr = q == 0 ? 1 : 0; rr < 3; rr++) CHECK_OK(kld_dump_write(w, q, rr, 1, &rows, &err), err);
+        for (int rr = q == 0 ? 1 : 0; rr < 3; rr++)
+            CHECK_OK(kld_dump_write(w, q, rr, 1, &rows, &err), err);
     expect_write_error(w, 1, 2, good, "after the last record", "past the end");
     CHECK_OK(kld_dump_finish(w, &err), err);
     CHECK_OK(kld_dump_finish(w, &err), err); /* idempotent */
@@ -914,7 +940,8 @@ static void test_enospc(void) {
         kld_dump_rows r;
         rows_alloc(&r, 1, s.top_k);
         ref_rows(&s, 0, 0, 1, &r);
-        CHECK(kld_dump_write(w, 2, 31, 1, &r, &err2) == KLD_ERR_ARG && strstr(err2.msg, "earlier write failed"),
+        CHECK(kld_dump_write(w, 2, 31, 1, &r, &err2) == KLD_ERR_ARG &&
+                  strstr(err2.msg, "earlier write failed"),
               "writes after a failed one: %s", err2.msg);
         CHECK(kld_dump_finish(w, &err2) == KLD_ERR_ARG, "finish after a failed write");
         rows_free(&r);
@@ -922,7 +949,8 @@ static void test_enospc(void) {
         w = NULL;
     }
     /* more room, resume: the torn tail is cut and the dump completes */
-    CHECK(mount("tmpfs", mnt, "tmpfs", MS_REMOUNT, "size=256k") == 0, "remount: %s", strerror(errno));
+    CHECK(mount("tmpfs", mnt, "tmpfs", MS_REMOUNT, "size=256k") == 0, "remount: %s",
+          strerror(errno));
     int64_t ds = -1, dr = -1;
     st = kld_dump_create(dir, &m, tok, true, &w, &ds, &dr, &err);
     CHECK_OK(st, err);
@@ -940,9 +968,11 @@ static void test_enospc(void) {
         }
         close(fd);
         st = kld_dump_finish(w, &err);
-        CHECK(st == KLD_ERR_IO && strstr(err.msg, "manifest.json.tmp") && strstr(err.msg, "No space"),
+        CHECK(st == KLD_ERR_IO && strstr(err.msg, "manifest.json.tmp") &&
+                  strstr(err.msg, "No space"),
               "finish on a full disk: %s", err.msg);
-        CHECK(!dt_exists(fpath(dir, "manifest.json")) && !dt_exists(fpath(dir, "manifest.json.tmp")) &&
+        CHECK(!dt_exists(fpath(dir, "manifest.json")) &&
+                  !dt_exists(fpath(dir, "manifest.json.tmp")) &&
                   dt_exists(fpath(dir, "dump.partial.json")),
               "no manifest after a failed finish");
         unlink(filler);
@@ -953,7 +983,8 @@ static void test_enospc(void) {
     }
     /* tokens.bin on a full disk */
     dt_rm_dir(dir);
-    CHECK(mount("tmpfs", mnt, "tmpfs", MS_REMOUNT, "size=8k") == 0, "remount small: %s", strerror(errno));
+    CHECK(mount("tmpfs", mnt, "tmpfs", MS_REMOUNT, "size=8k") == 0, "remount small: %s",
+          strerror(errno));
     {
         char filler[1300];
         snprintf(filler, sizeof filler, "%s/filler", mnt);

@@ -59,7 +59,8 @@ bool kld_dumpi_pwrite(int fd, const void *buf, uint64_t n, uint64_t off) {
 
 kld_status kld_dumpi_fsync_dir(const char *dir, kld_error *err) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return kld_fail(err, KLD_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
+    if (fd < 0)
+        return kld_fail(err, KLD_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
     int rc = fsync(fd);
     int e = errno;
     close(fd);

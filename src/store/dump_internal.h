@@ -51,32 +51,31 @@ bool kld_dumpi_pwrite(int fd, const void *buf, uint64_t n, uint64_t off);
 /* Distinctness of the indices of one record: a stamp array when the
  * vocabulary is bounded and not huge, else a sorted copy. */
 typedef struct kld_dumpi_distinct {
-    uint32_t *stamp;  /* n_stamp entries, lazily allocated */
+    uint32_t *stamp; /* n_stamp entries, lazily allocated */
     int64_t n_stamp;
     uint32_t gen;
-    int32_t *sorted;  /* top_k entries, lazily allocated */
+    int32_t *sorted; /* top_k entries, lazily allocated */
 } kld_dumpi_distinct;
 void kld_dumpi_distinct_free(kld_dumpi_distinct *d);
 
 /* What a record must satisfy; file names it in messages. */
 typedef struct kld_dumpi_rules {
-    kld_status status;    /* what a violation returns: FORMAT (read) or ARG (write) */
+    kld_status status; /* what a violation returns: FORMAT (read) or ARG (write) */
     const char *file;
     const char *ext_file;
-    int64_t n_vocab;      /* > 0: indices and argmax below it */
+    int64_t n_vocab; /* > 0: indices and argmax below it */
     int32_t top_k;
-    bool candidate;       /* indices are a teacher's: logits in any order */
-    bool rounded_f16;     /* the logits were rounded to float16 after ordering */
-    bool strict_ties;     /* equal logits must have ascending indices */
+    bool candidate;   /* indices are a teacher's: logits in any order */
+    bool rounded_f16; /* the logits were rounded to float16 after ordering */
+    bool strict_ties; /* equal logits must have ascending indices */
 } kld_dumpi_rules;
 
 /* One record (idx, val: top_k entries). rec is its number for messages. */
 kld_status kld_dumpi_check_record(const kld_dumpi_rules *r, kld_dumpi_distinct *dist, int64_t rec,
                                   const int32_t *idx, const float *val, float lse, kld_error *err);
 /* The sidecar entry of the same record. */
-kld_status kld_dumpi_check_ext(const kld_dumpi_rules *r, int64_t rec, const int32_t *idx,
-                               float lse, double lse64, double logp_next, int32_t argmax,
-                               kld_error *err);
+kld_status kld_dumpi_check_ext(const kld_dumpi_rules *r, int64_t rec, const int32_t *idx, float lse,
+                               double lse64, double logp_next, int32_t argmax, kld_error *err);
 
 /* Record codec (layout in dump.h; the host is little-endian, as for every
  * kldeval format). */

@@ -28,8 +28,10 @@ static void show(const json_t *v, char *buf, size_t n) {
         snprintf(buf, n, "(unprintable)");
         return;
     }
-    if (strlen(s) > 60) snprintf(buf, n, "%.57s...", s);
-    else snprintf(buf, n, "%s", s);
+    if (strlen(s) > 60)
+        snprintf(buf, n, "%.57s...", s);
+    else
+        snprintf(buf, n, "%s", s);
     free(s);
 }
 
@@ -58,8 +60,9 @@ static kld_status get_int(const mctx *m, const json_t *obj, const char *key, boo
     }
     json_int_t x = json_integer_value(v);
     if (x < lo || x > hi)
-        return kld_fail(m->err, KLD_ERR_FORMAT, "%s: %s: expected an integer in [%lld, %lld], got %lld",
-                        m->path, key, (long long)lo, (long long)hi, (long long)x);
+        return kld_fail(m->err, KLD_ERR_FORMAT,
+                        "%s: %s: expected an integer in [%lld, %lld], got %lld", m->path, key,
+                        (long long)lo, (long long)hi, (long long)x);
     *out = (int64_t)x;
     return KLD_OK;
 }
@@ -68,9 +71,11 @@ static kld_status get_str(const mctx *m, const json_t *obj, const char *key, con
                           bool required, bool hex64, const char **out) {
     const json_t *v = json_object_get(obj, key);
     if (!v) return required ? missing(m, shown_key) : KLD_OK;
-    if (!json_is_string(v)) return wrong_type(m, shown_key, hex64 ? "64 lower-case hex digits" : "a string", v);
+    if (!json_is_string(v))
+        return wrong_type(m, shown_key, hex64 ? "64 lower-case hex digits" : "a string", v);
     const char *s = json_string_value(v);
-    if (hex64 && !kld_dumpi_is_hex64(s)) return wrong_type(m, shown_key, "64 lower-case hex digits", v);
+    if (hex64 && !kld_dumpi_is_hex64(s))
+        return wrong_type(m, shown_key, "64 lower-case hex digits", v);
     *out = s;
     return KLD_OK;
 }
@@ -115,13 +120,15 @@ static kld_status parse_meta(const mctx *m, const json_t *root, kld_dump_meta *m
     meta->format_version = (int)fvi;
 
     if ((st = get_str(m, root, "model", "model", true, false, &meta->model)) ||
-        (st = get_str(m, root, "corpus_sha256", "corpus_sha256", true, true, &meta->corpus_sha256)) ||
+        (st = get_str(m, root, "corpus_sha256", "corpus_sha256", true, true,
+                      &meta->corpus_sha256)) ||
         (st = get_int(m, root, "ctx_len", true, 2, MAX_CTX_LEN, &meta->ctx_len)) ||
         (st = get_int(m, root, "n_seqs", true, 1, MAX_N_SEQS, &meta->n_seqs)) ||
         (st = get_int(m, root, "top_k", true, 1, KLD_DUMP_MAX_TOPK, &v)))
         return st;
     meta->top_k = (int32_t)v;
-    if ((st = get_int(m, root, "positions_per_seq", true, 1, MAX_CTX_LEN, &meta->positions_per_seq)))
+    if ((st =
+             get_int(m, root, "positions_per_seq", true, 1, MAX_CTX_LEN, &meta->positions_per_seq)))
         return st;
     if (meta->positions_per_seq != meta->ctx_len - 1)
         return kld_fail(m->err, KLD_ERR_FORMAT,
@@ -173,8 +180,8 @@ kld_status kld_dumpi_manifest_parse(const char *path, const char *text, size_t n
         return kld_fail(err, KLD_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", path,
                         je.line, je.column, je.text);
     mctx m = {path, err};
-    kld_status st = json_is_object(r) ? parse_meta(&m, r, meta)
-                                      : wrong_type(&m, "(top level)", "an object", r);
+    kld_status st =
+        json_is_object(r) ? parse_meta(&m, r, meta) : wrong_type(&m, "(top level)", "an object", r);
     if (st) {
         json_decref(r);
         memset(meta, 0, sizeof *meta);
@@ -227,8 +234,8 @@ static kld_status bad_arg_str(kld_error *err, const char *key, const char *s, bo
     if (!kld_utf8_valid(s, strlen(s)))
         return kld_fail(err, KLD_ERR_ARG, "dump meta: %s is not valid UTF-8", key);
     if (hex64 && !kld_dumpi_is_hex64(s))
-        return kld_fail(err, KLD_ERR_ARG, "dump meta: %s: expected 64 lower-case hex digits, got \"%.80s\"",
-                        key, s);
+        return kld_fail(err, KLD_ERR_ARG,
+                        "dump meta: %s: expected 64 lower-case hex digits, got \"%.80s\"", key, s);
     return KLD_OK;
 }
 
@@ -237,7 +244,8 @@ kld_status kld_dumpi_meta_check(const kld_dump_meta *m, kld_error *err) {
         return kld_fail(err, KLD_ERR_ARG, "dump meta: format_version %d (expected 1 or 2)",
                         m->format_version);
     if (!m->model) return kld_fail(err, KLD_ERR_ARG, "dump meta: model is required");
-    if (!m->corpus_sha256) return kld_fail(err, KLD_ERR_ARG, "dump meta: corpus_sha256 is required");
+    if (!m->corpus_sha256)
+        return kld_fail(err, KLD_ERR_ARG, "dump meta: corpus_sha256 is required");
     if (m->ctx_len < 2 || m->ctx_len > MAX_CTX_LEN)
         return kld_fail(err, KLD_ERR_ARG, "dump meta: ctx_len %lld (expected 2 .. %d)",
                         (long long)m->ctx_len, MAX_CTX_LEN);

@@ -15,9 +15,9 @@ struct kld_dump {
     char *dir;
     json_t *root; /* owns meta's strings */
     kld_dump_meta meta;
-    int64_t n_vocab;    /* bound on ids and indices; 0: none */
+    int64_t n_vocab; /* bound on ids and indices; 0: none */
     uint64_t rec_bytes;
-    int32_t *tokens;    /* n_seqs * ctx_len */
+    int32_t *tokens; /* n_seqs * ctx_len */
     /* the files of the sequence read last (readers go sequence by sequence) */
     int64_t open_seq;
     int fd, fd_ext;
@@ -173,7 +173,8 @@ static kld_status open_seq(kld_dump *d, int64_t seq, bool want_ext, kld_error *e
         kld_dumpi_seq_path(d->path, d->dir, seq, false);
         kld_dumpi_seq_path(d->path_ext, d->dir, seq, true);
         d->fd = open(d->path, O_RDONLY | O_CLOEXEC);
-        if (d->fd < 0) return kld_fail(err, KLD_ERR_IO, "%s: cannot open: %s", d->path, strerror(errno));
+        if (d->fd < 0)
+            return kld_fail(err, KLD_ERR_IO, "%s: cannot open: %s", d->path, strerror(errno));
         d->open_seq = seq;
     }
     if (want_ext && d->fd_ext < 0) {
@@ -188,8 +189,9 @@ static kld_status grow(uint8_t **buf, size_t *cap, uint64_t n, const char *path,
     if (n <= *cap) return KLD_OK;
     if (n > SIZE_MAX) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
     uint8_t *p = realloc(*buf, (size_t)n);
-    if (!p) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory (%llu bytes)", path,
-                            (unsigned long long)n);
+    if (!p)
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory (%llu bytes)", path,
+                        (unsigned long long)n);
     *buf = p;
     *cap = (size_t)n;
     return KLD_OK;
@@ -216,8 +218,9 @@ kld_status kld_dump_read(kld_dump *d, int64_t seq, int64_t rec0, int64_t n,
         return kld_fail(err, KLD_ERR_ARG, "%s: sequence %lld is outside [0, %lld)", d->dir,
                         (long long)seq, (long long)m->n_seqs);
     if (rec0 < 0 || n < 0 || rec0 > m->positions_per_seq || n > m->positions_per_seq - rec0)
-        return kld_fail(err, KLD_ERR_ARG, "%s: sequence %lld: records [%lld, %lld + %lld) outside [0, %lld)",
-                        d->dir, (long long)seq, (long long)rec0, (long long)rec0, (long long)n,
+        return kld_fail(err, KLD_ERR_ARG,
+                        "%s: sequence %lld: records [%lld, %lld + %lld) outside [0, %lld)", d->dir,
+                        (long long)seq, (long long)rec0, (long long)rec0, (long long)n,
                         (long long)m->positions_per_seq);
     bool want_ext = rows->lse64 || rows->logp_next || rows->argmax;
     bool read_ext = want_ext && m->ext;

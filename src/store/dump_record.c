@@ -176,14 +176,13 @@ kld_status kld_dumpi_check_record(const kld_dumpi_rules *r, kld_dumpi_distinct *
     if (find_duplicate(r, dist, idx, &dup, &which) != KLD_OK)
         return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", r->file);
     if (dup)
-        return kld_fail(err, r->status, "%s: record %lld: index %d appears more than once",
-                        r->file, rl, (int)which);
+        return kld_fail(err, r->status, "%s: record %lld: index %d appears more than once", r->file,
+                        rl, (int)which);
     return KLD_OK;
 }
 
-kld_status kld_dumpi_check_ext(const kld_dumpi_rules *r, int64_t rec, const int32_t *idx,
-                               float lse, double lse64, double logp_next, int32_t argmax,
-                               kld_error *err) {
+kld_status kld_dumpi_check_ext(const kld_dumpi_rules *r, int64_t rec, const int32_t *idx, float lse,
+                               double lse64, double logp_next, int32_t argmax, kld_error *err) {
     long long rl = (long long)rec;
     if (!isfinite(lse64))
         return kld_fail(err, r->status, "%s: record %lld: logsumexp (float64) is %g (not finite)",

@@ -137,16 +137,17 @@ static kld_status same_settings(const char *path, const kld_dump_meta *was,
         return kld_fail(err, KLD_ERR_MISMATCH,
                         "%s: corpus_sha256: the interrupted dump has %s, this run %s", path,
                         was->corpus_sha256, now->corpus_sha256);
-    if (was->ctx_len != now->ctx_len) return differs(path, "ctx_len", was->ctx_len, now->ctx_len, err);
+    if (was->ctx_len != now->ctx_len)
+        return differs(path, "ctx_len", was->ctx_len, now->ctx_len, err);
     if (was->n_seqs != now->n_seqs) return differs(path, "n_seqs", was->n_seqs, now->n_seqs, err);
     if (was->top_k != now->top_k) return differs(path, "top_k", was->top_k, now->top_k, err);
     if (was->ext != now->ext)
         return kld_fail(err, KLD_ERR_MISMATCH, "%s: ext: the interrupted dump has %s, this run %s",
                         path, was->ext ? "true" : "false", now->ext ? "true" : "false");
     if (was->candidate != now->candidate)
-        return kld_fail(err, KLD_ERR_MISMATCH, "%s: kind: the interrupted dump is a %s, this run a %s",
-                        path, was->candidate ? "candidate" : "teacher",
-                        now->candidate ? "candidate" : "teacher");
+        return kld_fail(
+            err, KLD_ERR_MISMATCH, "%s: kind: the interrupted dump is a %s, this run a %s", path,
+            was->candidate ? "candidate" : "teacher", now->candidate ? "candidate" : "teacher");
     return KLD_OK;
 }
 
@@ -154,7 +155,8 @@ static kld_status same_tokens(const char *dir, const int32_t *tokens, uint64_t n
     char path[KLD_DUMPI_PATH_MAX];
     kld_dumpi_path(path, dir, KLD_DUMPI_TOKENS);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return kld_fail(err, KLD_ERR_MISMATCH, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0)
+        return kld_fail(err, KLD_ERR_MISMATCH, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != 4 * n) {
         close(fd);
@@ -168,14 +170,16 @@ static kld_status same_tokens(const char *dir, const int32_t *tokens, uint64_t n
         if (got != (int64_t)(4 * m)) {
             int e = errno;
             close(fd);
-            return kld_fail(err, KLD_ERR_IO, "%s: read failed: %s", path, got < 0 ? strerror(e) : "short read");
+            return kld_fail(err, KLD_ERR_IO, "%s: read failed: %s", path,
+                            got < 0 ? strerror(e) : "short read");
         }
         for (uint64_t j = 0; j < m; j++)
             if (chunk[j] != tokens[i + j]) {
                 close(fd);
-                return kld_fail(err, KLD_ERR_MISMATCH,
-                                "%s: differs from this run's tokens at id %llu (%d on disk, %d now)",
-                                path, (unsigned long long)(i + j), (int)chunk[j], (int)tokens[i + j]);
+                return kld_fail(
+                    err, KLD_ERR_MISMATCH,
+                    "%s: differs from this run's tokens at id %llu (%d on disk, %d now)", path,
+                    (unsigned long long)(i + j), (int)chunk[j], (int)tokens[i + j]);
             }
         i += m;
     }
@@ -207,7 +211,8 @@ static kld_status find_resume_point(kld_dump_writer *w, kld_error *err) {
             w->resume_rec = done;
         }
         if ((st = cut_file(path, (uint64_t)done * w->rec_bytes, err))) return st;
-        if (w->ext && (st = cut_file(path_ext, (uint64_t)done * KLD_DUMP_EXT_BYTES, err))) return st;
+        if (w->ext && (st = cut_file(path_ext, (uint64_t)done * KLD_DUMP_EXT_BYTES, err)))
+            return st;
     }
     return kld_dumpi_fsync_dir(w->dir, err);
 }
@@ -222,7 +227,8 @@ static void utc_now(char buf[32]) {
 static kld_status create_fresh(kld_dump_writer *w, const int32_t *tokens, uint64_t n_ids,
                                bool make_dir, kld_error *err) {
     if (make_dir && mkdir(w->dir, 0777) != 0)
-        return kld_fail(err, KLD_ERR_IO, "%s: cannot create directory: %s", w->dir, strerror(errno));
+        return kld_fail(err, KLD_ERR_IO, "%s: cannot create directory: %s", w->dir,
+                        strerror(errno));
     char path[KLD_DUMPI_PATH_MAX];
     kld_dumpi_path(path, w->dir, KLD_DUMPI_TOKENS);
     /* tokens.bin before dump.partial.json: a partial manifest promises tokens */
@@ -235,17 +241,19 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
                           bool resume, kld_error *err) {
     kld_status st;
     uint64_t n_ids;
-    if (!kld_mul_u64((uint64_t)meta->n_seqs, (uint64_t)meta->ctx_len, &n_ids) || n_ids > SIZE_MAX / 4)
+    if (!kld_mul_u64((uint64_t)meta->n_seqs, (uint64_t)meta->ctx_len, &n_ids) ||
+        n_ids > SIZE_MAX / 4)
         return kld_fail(err, KLD_ERR_ARG, "%s: n_seqs * ctx_len overflows", w->dir);
     uint64_t seq_bytes;
     if (!kld_mul_u64((uint64_t)w->pps, w->rec_bytes, &seq_bytes) || seq_bytes > INT64_MAX)
         return kld_fail(err, KLD_ERR_ARG, "%s: positions_per_seq * record bytes overflows", w->dir);
     for (uint64_t i = 0; i < n_ids; i++)
         if (tokens[i] < 0 || (meta->n_vocab > 0 && tokens[i] >= meta->n_vocab))
-            return kld_fail(err, KLD_ERR_ARG, "%s: token %llu (sequence %llu) is %d, outside [0, %lld)",
-                            w->dir, (unsigned long long)i,
-                            (unsigned long long)(i / (uint64_t)meta->ctx_len), (int)tokens[i],
-                            meta->n_vocab > 0 ? (long long)meta->n_vocab : (long long)INT32_MAX + 1);
+            return kld_fail(
+                err, KLD_ERR_ARG, "%s: token %llu (sequence %llu) is %d, outside [0, %lld)", w->dir,
+                (unsigned long long)i, (unsigned long long)(i / (uint64_t)meta->ctx_len),
+                (int)tokens[i],
+                meta->n_vocab > 0 ? (long long)meta->n_vocab : (long long)INT32_MAX + 1);
 
     int state = dir_state(w->dir, err, &st);
     if (state < 0) return st;
@@ -284,10 +292,10 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
         return find_resume_point(w, err);
     }
     if (state == 2)
-        return kld_fail(err, KLD_ERR_ARG,
-                        "%s: not empty%s", w->dir,
-                        access(partial_path, F_OK) == 0 ? " (an interrupted dump: resume it or remove it)"
-                                                        : " (a new dump needs a new or empty directory)");
+        return kld_fail(err, KLD_ERR_ARG, "%s: not empty%s", w->dir,
+                        access(partial_path, F_OK) == 0
+                            ? " (an interrupted dump: resume it or remove it)"
+                            : " (a new dump needs a new or empty directory)");
     if (!m.created) {
         utc_now(now);
         m.created = now;
@@ -298,8 +306,8 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
 }
 
 kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int32_t *tokens,
-                           bool resume, kld_dump_writer **out, int64_t *done_seq,
-                           int64_t *done_rec, kld_error *err) {
+                           bool resume, kld_dump_writer **out, int64_t *done_seq, int64_t *done_rec,
+                           kld_error *err) {
     if (!out) return kld_fail(err, KLD_ERR_ARG, "kld_dump_create: out is NULL");
     *out = NULL;
     if (done_seq) *done_seq = 0;
@@ -325,8 +333,10 @@ kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int
     w->ext = meta->ext;
     w->candidate = meta->candidate;
     w->rec_bytes = kld_dump_record_bytes(meta->format_version, meta->top_k);
-    if (!w->dir) st = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", dir);
-    else st = prepare(w, meta, tokens, resume, err);
+    if (!w->dir)
+        st = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", dir);
+    else
+        st = prepare(w, meta, tokens, resume, err);
     if (st) {
         kld_dump_writer_free(w);
         return st;
@@ -346,7 +356,8 @@ static kld_status open_current(kld_dump_writer *w, kld_error *err) {
     /* a sequence started afresh must not keep bytes from elsewhere */
     int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (w->cur_rec == 0 ? O_TRUNC : 0);
     w->fd = open(w->path, flags, 0644);
-    if (w->fd < 0) return kld_fail(err, KLD_ERR_IO, "%s: cannot create: %s", w->path, strerror(errno));
+    if (w->fd < 0)
+        return kld_fail(err, KLD_ERR_IO, "%s: cannot create: %s", w->path, strerror(errno));
     if (!w->ext) return KLD_OK;
     w->fd_ext = open(w->path_ext, flags, 0644);
     if (w->fd_ext < 0)
@@ -381,8 +392,8 @@ static kld_status check_rows(kld_dump_writer *w, int64_t seq, int64_t rec0, int6
     for (int64_t r = 0; r < n; r++) {
         const int32_t *idx = rows->idx + (size_t)r * k;
         const float *val = rows->val + (size_t)r * k;
-        kld_status st = kld_dumpi_check_record(&rules, &w->distinct, rec0 + r, idx, val,
-                                               rows->lse[r], err);
+        kld_status st =
+            kld_dumpi_check_record(&rules, &w->distinct, rec0 + r, idx, val, rows->lse[r], err);
         if (st) return st;
         if (w->format_version == 1)
             for (size_t j = 0; j < k; j++)
@@ -390,9 +401,8 @@ static kld_status check_rows(kld_dump_writer *w, int64_t seq, int64_t rec0, int6
                     return kld_fail(err, KLD_ERR_ARG,
                                     "%s: record %lld: logit %.9g at rank %zu overflows float16",
                                     path, (long long)(rec0 + r), (double)val[j], j);
-        if (w->ext &&
-            (st = kld_dumpi_check_ext(&rules, rec0 + r, idx, rows->lse[r], rows->lse64[r],
-                                      rows->logp_next[r], rows->argmax[r], err)))
+        if (w->ext && (st = kld_dumpi_check_ext(&rules, rec0 + r, idx, rows->lse[r], rows->lse64[r],
+                                                rows->logp_next[r], rows->argmax[r], err)))
             return st;
     }
     return KLD_OK;
@@ -403,7 +413,8 @@ kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t
     if (!w || !rows || !rows->idx || !rows->val || !rows->lse)
         return kld_fail(err, KLD_ERR_ARG, "kld_dump_write: NULL writer or row arrays");
     if (w->ext && (!rows->lse64 || !rows->logp_next || !rows->argmax))
-        return kld_fail(err, KLD_ERR_ARG, "%s: the dump has sidecars: lse64, logp_next and argmax are required",
+        return kld_fail(err, KLD_ERR_ARG,
+                        "%s: the dump has sidecars: lse64, logp_next and argmax are required",
                         w->dir);
     if (w->finished) return kld_fail(err, KLD_ERR_ARG, "%s: the dump is finished", w->dir);
     if (w->failed)
@@ -413,28 +424,31 @@ kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t
         return kld_fail(err, KLD_ERR_ARG, "%s: sequence %lld is outside [0, %lld)", w->dir,
                         (long long)seq, (long long)w->n_seqs);
     if (rec0 < 0 || n < 0 || rec0 > w->pps || n > w->pps - rec0)
-        return kld_fail(err, KLD_ERR_ARG, "%s: sequence %lld: records [%lld, %lld + %lld) outside [0, %lld)",
-                        w->dir, (long long)seq, (long long)rec0, (long long)rec0, (long long)n,
+        return kld_fail(err, KLD_ERR_ARG,
+                        "%s: sequence %lld: records [%lld, %lld + %lld) outside [0, %lld)", w->dir,
+                        (long long)seq, (long long)rec0, (long long)rec0, (long long)n,
                         (long long)w->pps);
     kld_status st = check_rows(w, seq, rec0, n, rows, err);
     if (st) return st;
     /* records before the resume point are on disk already */
     int64_t skip = 0;
-    if (seq < w->resume_seq) skip = n;
+    if (seq < w->resume_seq)
+        skip = n;
     else if (seq == w->resume_seq && rec0 < w->resume_rec)
         skip = w->resume_rec - rec0 < n ? w->resume_rec - rec0 : n;
     int64_t r0 = rec0 + skip, m = n - skip;
     if (m == 0) return KLD_OK;
     if (seq != w->cur_seq || r0 != w->cur_rec) {
         if (w->cur_seq >= w->n_seqs)
-            return kld_fail(err, KLD_ERR_ARG,
-                            "%s: records out of order: sequence %lld record %lld after the last record",
-                            w->dir, (long long)seq, (long long)r0);
-        return kld_fail(err, KLD_ERR_ARG,
-                        "%s: records out of order: got sequence %lld record %lld, expected sequence "
-                        "%lld record %lld",
-                        w->dir, (long long)seq, (long long)r0, (long long)w->cur_seq,
-                        (long long)w->cur_rec);
+            return kld_fail(
+                err, KLD_ERR_ARG,
+                "%s: records out of order: sequence %lld record %lld after the last record", w->dir,
+                (long long)seq, (long long)r0);
+        return kld_fail(
+            err, KLD_ERR_ARG,
+            "%s: records out of order: got sequence %lld record %lld, expected sequence "
+            "%lld record %lld",
+            w->dir, (long long)seq, (long long)r0, (long long)w->cur_seq, (long long)w->cur_rec);
     }
     if ((st = open_current(w, err))) {
         w->failed = true;
@@ -467,7 +481,8 @@ kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t
     }
     w->cur_rec += m;
     if (w->cur_rec == w->pps) {
-        if ((st = sync_close(&w->fd, w->path, err)) || (st = sync_close(&w->fd_ext, w->path_ext, err))) {
+        if ((st = sync_close(&w->fd, w->path, err)) ||
+            (st = sync_close(&w->fd_ext, w->path_ext, err))) {
             w->failed = true;
             return st;
         }
@@ -484,10 +499,10 @@ kld_status kld_dump_finish(kld_dump_writer *w, kld_error *err) {
         return kld_fail(err, KLD_ERR_ARG, "%s: an earlier write failed; free the writer and resume",
                         w->dir);
     if (w->cur_seq < w->n_seqs)
-        return kld_fail(err, KLD_ERR_ARG,
-                        "%s: incomplete: sequence %lld has %lld of %lld records (of %lld sequences)",
-                        w->dir, (long long)w->cur_seq, (long long)w->cur_rec, (long long)w->pps,
-                        (long long)w->n_seqs);
+        return kld_fail(
+            err, KLD_ERR_ARG,
+            "%s: incomplete: sequence %lld has %lld of %lld records (of %lld sequences)", w->dir,
+            (long long)w->cur_seq, (long long)w->cur_rec, (long long)w->pps, (long long)w->n_seqs);
     kld_status st = kld_dumpi_write_json(w->dir, KLD_DUMPI_MANIFEST, w->manifest, err);
     if (st) return st;
     char path[KLD_DUMPI_PATH_MAX];

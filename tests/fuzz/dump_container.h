@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #define DC_N_FILES 6
-static const char *const dc_names[DC_N_FILES] = {"manifest.json", "tokens.bin",    "seq-0.bin",
-                                                 "seq-0.ext.bin", "seq-1.bin", "seq-1.ext.bin"};
+static const char *const dc_names[DC_N_FILES] = {"manifest.json", "tokens.bin", "seq-0.bin",
+                                                 "seq-0.ext.bin", "seq-1.bin",  "seq-1.ext.bin"};
 
 /* Writes the files of the container into dir (which exists) and removes the
  * ones it does not hold. False when a file cannot be written. */
