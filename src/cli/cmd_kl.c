@@ -251,6 +251,10 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         printf("\n====== as llama-perplexity --kl-divergence prints it ======\n");
         if (kld_report_llamacpp(stdout, &sum, &err) != KLD_OK) rc = 1;
     }
+    if (sum.n_truncated && sum.mass_mean < KLD_MASS_COMPARABLE)
+        fprintf(stderr, "kldeval kl: warning: the reference's top-k captures %.4f of its mass on "
+                        "average (< %.2f): this KLD is not comparable with full-vocabulary KLDs\n",
+                sum.mass_mean, KLD_MASS_COMPARABLE);
     if (res.ctx_note[0]) {
         printf("%-30s: %s\n", "WARNING", res.ctx_note);
         fprintf(stderr, "kldeval kl: warning: %s\n", res.ctx_note);
