@@ -14,6 +14,7 @@ k=./build/kldeval
 m=../shared/models/rand-llama
 out=${1:-/tmp/kldeval-saved-accuracy}
 rm -rf "$out" && mkdir -p "$out"
+export KLDEVAL_DB="$out/runs.sqlite" # these runs are measurements, not the user's history
 win=(--ctx 512 --chunks 8)
 
 full() { # lockstep full-vocabulary KLD of an arm, same windows
@@ -34,7 +35,7 @@ for a in q8_0 q4_K_M; do
   f=$(full $a)
   score "$out/v2-full" $a "$out/v2-$a.json"; score "$out/v1-full" $a "$out/v1-$a.json"
   v2=$(jq -r '.kld.mean' "$out/v2-$a.json"); v1=$(jq -r '.kld.mean' "$out/v1-$a.json")
-  printf '| %s | %.6f | %.6f | %.6f | %+.2e (%.1f%%) |\n' $a "$f" "$v2" "$v1" \
+  printf '| %s | %.6f | %.6f | %.6f | %+.2e (%.2f%%) |\n' $a "$f" "$v2" "$v1" \
     "$(echo "$v1 - $f" | bc -l)" "$(echo "100 * ($v1 - $f) / $f" | bc -l)"
 done
 rm -rf "$out/v1-full" "$out/v2-full"
