@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "eval/kl_driver.h"
+#include "eval/merge.h"
 #include "report/report.h"
 
 #include <signal.h>
@@ -70,6 +71,11 @@ static void usage(FILE *f) {
 "  --per-position FILE    every scored position as TSV\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
+"scale-out (see README: Slurm, Kubernetes, GNU parallel)\n"
+"  --shard K/N            score only shard K of N: the windows i with i mod N = K\n"
+"  --shard-mode M         mod (default) or range (the K-th of N contiguous runs of windows)\n"
+"  --partial FILE         write the run's per-position records, configuration and the hash of\n"
+"                         its defining inputs for kldeval merge (checksummed binary)\n\n"
 "Statistics (double precision): KLD(ref‖arm) per position in nats, mean ± standard error\n"
 "(sqrt(var/(N−1)), var the population variance), percentiles by linear interpolation at\n"
 "f·(N−1) of the sorted values (median = mean of the middle two for even N), mean of per-document\n"
@@ -78,6 +84,31 @@ static void usage(FILE *f) {
 "Δp = p_arm(next) − p_ref(next); KLD by reference confidence and by context position.\n"
 "Ctrl-C stops after the current chunk and reports the positions scored so far, marked partial.\n",
             KLD_TOPK_MAX);
+}
+
+/* Scale-out flags (--shard K/N, --shard-mode, --partial OUT), kept in one
+ * block: 1 = consumed, 0 = error (printed), -1 = not one of them. */
+static const char *partial_path;
+
+static int parse_shard_flag(int argc, char **argv, int *i, kld_kl_config *c) {
+    const char *a = argv[*i], *v;
+    if (strcmp(a, "--shard") && strcmp(a, "--shard-mode") && strcmp(a, "--partial")) return -1;
+    if (!(v = kld_arg_value(argc, argv, i))) return 0;
+    if (!strcmp(a, "--partial")) partial_path = v;
+    else if (!strcmp(a, "--shard")) {
+        kld_shard_mode m = c->shard.mode;
+        if (!kld_shard_parse(v, &c->shard)) {
+            fprintf(stderr, "kldeval kl: --shard expects K/N with 0 <= K < N <= 1000000, got '%s'\n", v);
+            return 0;
+        }
+        c->shard.mode = m;
+    } else if (!strcmp(v, "mod") || !strcmp(v, "range")) {
+        c->shard.mode = !strcmp(v, "mod") ? KLD_SHARD_MOD : KLD_SHARD_RANGE;
+    } else {
+        fprintf(stderr, "kldeval kl: --shard-mode expects mod or range, got '%s'\n", v);
+        return 0;
+    }
+    return 1;
 }
 
 static void progress(const kld_kl_progress *p, void *user) {
@@ -107,6 +138,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
         if (!strcmp(a, "--allow-vocab-mismatch")) { c->allow_vocab_mismatch = true; continue; }
         if (!strcmp(a, "--allow-long-context")) { c->allow_long_context = true; continue; }
         if (!strcmp(a, "--quiet")) { *quiet = true; continue; }
+        int sh = parse_shard_flag(argc, argv, &i, c);
+        if (sh >= 0) { if (!sh) return false; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval kl: unknown %s '%s' (see --help)\n",
                     a[0] == '-' ? "flag" : "argument", a);
@@ -200,6 +233,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, const char **json_pat
         if (!kld_arg_output("kl", outs[k][0], outs[k][1], files, n_files)) return false;
         files[n_files++] = outs[k][1];
     }
+    if (partial_path && !kld_arg_output("kl", "--partial", partial_path, files, n_files)) return false;
     return true;
 }
 
@@ -220,17 +254,30 @@ int kld_kl_main(kld_kl_config *c, const char *json_path, const char *pin_path,
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         return 1;
     }
+    const char *ref_label = c->ref_path ? c->ref_path : c->ref_logits ? c->ref_logits : c->llamacpp_base;
+    const char *arm_label = c->arm_path ? c->arm_path : c->arm_logits;
+    const char *corpus_label = c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
+                               : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
+                               : "built-in";
+    if (partial_path) {
+        kld_partial_labels lb = {ref_label, arm_label, corpus_label, label};
+        if (kld_kl_write_partial(partial_path, &res, c, &lb, &err) != KLD_OK) {
+            fprintf(stderr, "kldeval kl: %s\n", err.msg);
+            kld_kl_result_free(&res);
+            return res.partial ? 130 : 1;
+        }
+        if (kld_stats_count(res.stats) == 0) { /* more shards than windows */
+            printf("shard %u/%u: no windows; wrote %s\n", c->shard.k, c->shard.n, partial_path);
+            kld_kl_result_free(&res);
+            return 0;
+        }
+    }
     kld_summary sum;
     if (kld_stats_finalize(res.stats, &sum, &err) != KLD_OK) {
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         kld_kl_result_free(&res);
         return 1;
     }
-    const char *ref_label = c->ref_path ? c->ref_path : c->ref_logits ? c->ref_logits : c->llamacpp_base;
-    const char *arm_label = c->arm_path ? c->arm_path : c->arm_logits;
-    const char *corpus_label = c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
-                               : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
-                               : "built-in";
     kld_report_run run = {ref_label, arm_label, corpus_label,
                           label, res.config, res.elapsed_s, res.ref_seconds, res.arm_seconds,
                           res.ref_tokens, res.arm_tokens, res.partial};

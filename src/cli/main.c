@@ -21,6 +21,7 @@ static const command commands[] = {
     {"tokenize", kld_cmd_tokenize, "text to token ids (or pieces, or counts)"},
     {"kl", kld_cmd_kl, "teacher-forced KL divergence of an arm against a reference"},
     {"dump", kld_cmd_dump, "save a model's distributions: a teacher, a candidate or a llama.cpp base file"},
+    {"merge", kld_cmd_merge, "merge the shard partials of one kl run into its exact report"},
 };
 
 static void usage(FILE *f) {
