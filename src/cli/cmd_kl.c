@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "eval/kl_driver.h"
+#include "eval/merge.h"
 #include "report/report.h"
 
 #include <math.h>
@@ -75,6 +76,11 @@ static void usage(FILE *f) {
 "  --html FILE            write the HTML report of this run (see kldeval report)\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
+"scale-out (see README: Slurm, Kubernetes, GNU parallel)\n"
+"  --shard K/N            score only shard K of N: the windows i with i mod N = K\n"
+"  --shard-mode M         mod (default) or range (the K-th of N contiguous runs of windows)\n"
+"  --partial FILE         write the run's per-position records, configuration and the hash of\n"
+"                         its defining inputs for kldeval merge (checksummed binary)\n\n"
 "Statistics (double precision): KLD(ref‖arm) per position in nats, mean ± standard error\n"
 "(sqrt(var/(N−1)), var the population variance), percentiles by linear interpolation at\n"
 "f·(N−1) of the sorted values (median = mean of the middle two for even N), mean of per-document\n"
@@ -83,6 +89,29 @@ static void usage(FILE *f) {
 "Δp = p_arm(next) − p_ref(next); KLD by reference confidence and by context position.\n"
 "Ctrl-C stops after the current chunk and reports the positions scored so far, marked partial.\n",
             KLD_TOPK_MAX);
+}
+
+/* Scale-out flags (--shard K/N, --shard-mode, --partial OUT), kept in one
+ * block: 1 = consumed, 0 = error (printed), -1 = not one of them. */
+static int parse_shard_flag(int argc, char **argv, int *i, kld_kl_config *c, kld_kl_outputs *o) {
+    const char *a = argv[*i], *v;
+    if (strcmp(a, "--shard") && strcmp(a, "--shard-mode") && strcmp(a, "--partial")) return -1;
+    if (!(v = kld_arg_value(argc, argv, i))) return 0;
+    if (!strcmp(a, "--partial")) o->partial_path = v;
+    else if (!strcmp(a, "--shard")) {
+        kld_shard_mode m = c->shard.mode;
+        if (!kld_shard_parse(v, &c->shard)) {
+            fprintf(stderr, "kldeval kl: --shard expects K/N with 0 <= K < N <= 1000000, got '%s'\n", v);
+            return 0;
+        }
+        c->shard.mode = m;
+    } else if (!strcmp(v, "mod") || !strcmp(v, "range")) {
+        c->shard.mode = !strcmp(v, "mod") ? KLD_SHARD_MOD : KLD_SHARD_RANGE;
+    } else {
+        fprintf(stderr, "kldeval kl: --shard-mode expects mod or range, got '%s'\n", v);
+        return 0;
+    }
+    return 1;
 }
 
 static void progress(const kld_kl_progress *p, void *user) {
@@ -111,6 +140,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, in
         if (!strcmp(a, "--allow-long-context")) { c->allow_long_context = true; continue; }
         if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
         if (!strcmp(a, "--no-db")) { o->no_db = true; continue; }
+        int sh = parse_shard_flag(argc, argv, &i, c, o);
+        if (sh >= 0) { if (!sh) return false; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval kl: unknown %s '%s' (see --help)\n",
                     a[0] == '-' ? "flag" : "argument", a);
@@ -210,6 +241,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, in
         if (!kld_arg_output("kl", outs[k][0], outs[k][1], files, n_files)) return false;
         files[n_files++] = outs[k][1];
     }
+    if (o->partial_path && !kld_arg_output("kl", "--partial", o->partial_path, files, n_files))
+        return false;
     return true;
 }
 
@@ -229,17 +262,30 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         return 1;
     }
+    const char *ref_label = c->ref_path ? c->ref_path : c->ref_logits ? c->ref_logits : c->llamacpp_base;
+    const char *arm_label = c->arm_path ? c->arm_path : c->arm_logits;
+    const char *corpus_label = c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
+                               : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
+                               : "built-in";
+    if (o->partial_path) {
+        kld_partial_labels lb = {ref_label, arm_label, corpus_label, o->label};
+        if (kld_kl_write_partial(o->partial_path, &res, c, &lb, &err) != KLD_OK) {
+            fprintf(stderr, "kldeval kl: %s\n", err.msg);
+            kld_kl_result_free(&res);
+            return res.partial ? 130 : 1;
+        }
+        if (kld_stats_count(res.stats) == 0) { /* more shards than windows */
+            printf("shard %u/%u: no windows; wrote %s\n", c->shard.k, c->shard.n, o->partial_path);
+            kld_kl_result_free(&res);
+            return 0;
+        }
+    }
     kld_summary sum;
     if (kld_stats_finalize(res.stats, &sum, &err) != KLD_OK) {
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         kld_kl_result_free(&res);
         return 1;
     }
-    const char *ref_label = c->ref_path ? c->ref_path : c->ref_logits ? c->ref_logits : c->llamacpp_base;
-    const char *arm_label = c->arm_path ? c->arm_path : c->arm_logits;
-    const char *corpus_label = c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
-                               : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
-                               : "built-in";
     kld_report_run run = {ref_label, arm_label, corpus_label,
                           o->label, res.config, res.elapsed_s, res.ref_seconds, res.arm_seconds,
                           res.ref_tokens, res.arm_tokens, res.partial};

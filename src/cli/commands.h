@@ -16,10 +16,12 @@ int kld_cmd_dump(int argc, char **argv);
 int kld_cmd_demo(int argc, char **argv);
 int kld_cmd_runs(int argc, char **argv);
 int kld_cmd_report(int argc, char **argv);
+int kld_cmd_merge(int argc, char **argv);
 
 /* Where a KL run's results go besides the text report (NULL: not written). */
 typedef struct kld_kl_outputs {
     const char *json_path, *pin_path, *tsv_path, *html_path;
+    const char *partial_path; /* a shard's per-position values for kldeval merge */
     const char *label;
     const char *db_path; /* NULL: $KLDEVAL_DB or the default location */
     bool no_db, quiet;

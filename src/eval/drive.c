@@ -23,7 +23,14 @@ kld_status kld_drive(const kld_drive_opts *o, const kld_sink *sink, bool *stoppe
         docs_done += wi + 1 == pl->n_windows || pl->windows[wi + 1].new_doc;
         rows_done += (uint64_t)(pl->windows[wi].score_to - pl->windows[wi].score_from);
     }
-    for (size_t wi = o->first_window; wi < pl->n_windows && !st; wi++) {
+    /* a shard visits its own windows, under their global indices */
+    size_t n_visit = o->select ? o->n_select : pl->n_windows;
+    uint64_t positions_total = o->select ? 0 : pl->positions_total;
+    for (size_t j = 0; o->select && j < o->n_select; j++)
+        positions_total += (uint64_t)(pl->windows[o->select[j]].score_to -
+                                      pl->windows[o->select[j]].score_from);
+    for (size_t j = o->select ? 0 : o->first_window; j < n_visit && !st; j++) {
+        size_t wi = o->select ? o->select[j] : j;
         const kld_window *w = &pl->windows[wi];
         if (sink->window && (st = sink->window(sink->user, w, wi, err))) break;
         if ((st = o->ref->ops->begin(o->ref, w, wi, err))) break;
@@ -43,7 +50,7 @@ kld_status kld_drive(const kld_drive_opts *o, const kld_sink *sink, bool *stoppe
                 st = sink->rows(sink->user, w, wi, &ref_rows, o->arm ? &arm_rows : NULL, err);
             rows_done += (uint64_t)(r1 - r0);
             if (o->progress) {
-                kld_kl_progress pr = {docs_done, pl->docs_total, rows_done, pl->positions_total,
+                kld_kl_progress pr = {docs_done, pl->docs_total, rows_done, positions_total,
                                       now_s() - t_start, 0.0};
                 if (o->stats) {
                     kld_stats_running run;

@@ -35,6 +35,9 @@ typedef struct kld_drive_opts {
     volatile sig_atomic_t *stop; /* set asynchronously (Ctrl-C): stop after the chunk */
     void (*progress)(const kld_kl_progress *p, void *user);
     void *progress_user;
+    /* a shard: only these windows (global indices, ascending); NULL = all */
+    const size_t *select;
+    size_t n_select;
 } kld_drive_opts;
 
 /* Runs the loop. *stopped is set when the stop flag ended it early. */

@@ -249,7 +249,7 @@ kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_erro
         out->n_windows = ds.pl->n_windows;
         kld_arm *ref = ds.teacher ? ds.teacher : ds.model, *arm = ds.teacher ? ds.model : NULL;
         kld_drive_opts d = {ds.pl, ref, arm, ds.chunk, first, NULL, c->stop, c->progress,
-                            c->progress_user};
+                            c->progress_user, NULL, 0};
         kld_sink sink = {c->llamacpp ? write_lcpp : write_dump, NULL, &ds};
         st = kld_drive(&d, &sink, &out->partial, err);
         out->tokens = ds.model->tokens;

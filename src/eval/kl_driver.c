@@ -3,6 +3,7 @@
 #include "eval/kl_driver.h"
 
 #include "engine/pool.h"
+#include "eval/merge.h"
 #include "eval/score.h"
 #include "store/dump.h"
 
@@ -23,6 +24,10 @@ typedef struct run_state {
     kld_scorer *scorer;
     kld_stats *stats;
     int64_t chunk;
+    /* shards: the windows visited (global indices) and where each one's records start */
+    size_t *select, n_select, n_seen;
+    uint64_t *win_start;
+    kld_partial_window *windows;
 } run_state;
 
 static double now_s(void) {
@@ -244,9 +249,38 @@ static kld_status sink_rows(void *user, const kld_window *w, size_t wi, const kl
 }
 
 static kld_status sink_window(void *user, const kld_window *w, size_t wi, kld_error *err) {
-    (void)wi;
     run_state *rs = user;
+    if (rs->n_seen < rs->n_select) {
+        rs->windows[rs->n_seen] = (kld_partial_window){wi, 0, w->new_doc};
+        rs->win_start[rs->n_seen++] = kld_stats_count(rs->stats);
+    }
     return w->new_doc ? kld_stats_begin_doc(rs->stats, err) : KLD_OK;
+}
+
+/* Scale-out: the shard's windows (all of them without --shard), and room to
+ * log each one's records for a partial. */
+static kld_status select_windows(run_state *rs, kld_error *err) {
+    kld_shard all = {0, 1, KLD_SHARD_MOD};
+    const kld_shard *s = rs->c->shard.n ? &rs->c->shard : &all;
+    kld_status st = kld_plan_shard(rs->pl, s, &rs->select, &rs->n_select, err);
+    if (st) return st;
+    size_t n = rs->n_select ? rs->n_select : 1;
+    rs->win_start = malloc(n * sizeof *rs->win_start);
+    rs->windows = malloc(n * sizeof *rs->windows);
+    return rs->win_start && rs->windows ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+}
+
+/* Each logged window's record count, once the drive is over. */
+static void close_windows(run_state *rs, kld_kl_result *out) {
+    size_t total = kld_stats_count(rs->stats);
+    for (size_t j = 0; j < rs->n_seen; j++) {
+        uint64_t end = j + 1 < rs->n_seen ? rs->win_start[j + 1] : total;
+        rs->windows[j].n_records = (uint32_t)(end - rs->win_start[j]);
+    }
+    out->windows = rs->windows;
+    out->n_windows = rs->n_seen;
+    out->n_windows_total = rs->pl->n_windows;
+    rs->windows = NULL;
 }
 
 static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
@@ -272,6 +306,7 @@ static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
     kld_scorer_opts so = {topk, rs->chunk, rs->n_vocab, rs->common, rs->n_common, ref_nv};
     if (so.n_vocab <= 0) so.n_vocab = ref_nv > 0 ? ref_nv : 1;
     if ((st = kld_scorer_create(rs->pool, &so, &rs->scorer, err))) return st;
+    if ((st = select_windows(rs, err))) return st;
     return kld_stats_create(&rs->stats, topk, err);
 }
 
@@ -283,6 +318,9 @@ static void close_all(run_state *rs) {
     kld_corpus_free(rs->corpus);
     kld_plan_free(&rs->plan);
     free(rs->common);
+    free(rs->select);
+    free(rs->win_start);
+    free(rs->windows);
 }
 
 static kld_status check_config(const kld_kl_config *c, kld_error *err) {
@@ -308,8 +346,10 @@ kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err
     st = prepare(&rs, out, err);
     if (!st) {
         out->config = config_json(&rs, out);
+        kld_eval_hash(out->config, out->eval_hash);
+        if (c->shard.n) kld_shard_annotate(out->config, &c->shard, rs.n_select, out->eval_hash);
         kld_drive_opts d = {rs.pl, rs.ref, rs.arm, rs.chunk, 0, rs.stats, c->stop, c->progress,
-                            c->progress_user};
+                            c->progress_user, rs.select, rs.n_select};
         kld_sink sink = {sink_rows, sink_window, &rs};
         double t0 = now_s();
         st = kld_drive(&d, &sink, &out->partial, err);
@@ -318,6 +358,7 @@ kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err
         out->arm_seconds = rs.arm->seconds;
         out->ref_tokens = rs.ref->tokens;
         out->arm_tokens = rs.arm->tokens;
+        close_windows(&rs, out);
         out->stats = rs.stats;
         rs.stats = NULL;
     }
@@ -330,6 +371,8 @@ kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err
 void kld_kl_result_free(kld_kl_result *r) {
     kld_stats_free(r->stats);
     json_decref(r->config);
+    free(r->windows);
     r->stats = NULL;
     r->config = NULL;
+    r->windows = NULL;
 }

@@ -11,6 +11,7 @@
 #include "eval/drive.h"
 #include "eval/plan.h"
 #include "eval/stats.h"
+#include "store/partial.h"
 
 #include <jansson.h>
 #include <signal.h>
@@ -37,6 +38,7 @@ typedef struct kld_kl_config {
     volatile sig_atomic_t *stop; /* set asynchronously (Ctrl-C): stop after the chunk */
     void (*progress)(const kld_kl_progress *p, void *user);
     void *progress_user;
+    kld_shard shard;           /* scale-out: this shard's windows only (shard.n = 0: all) */
 } kld_kl_config;
 
 typedef struct kld_kl_result {
@@ -48,6 +50,11 @@ typedef struct kld_kl_result {
     const char *mode;          /* "two-models", "saved-teacher", "candidate-dumps", "llamacpp-base" */
     char vocab_note[256];      /* how the vocabularies were compared */
     char ctx_note[256];        /* set when windows exceed a model's training context */
+    /* the windows scored, under their global indices (for shard partials) */
+    kld_partial_window *windows;
+    size_t n_windows;
+    uint64_t n_windows_total;  /* windows of the whole plan */
+    uint8_t eval_hash[32];     /* the defining inputs (src/eval/merge.h) */
 } kld_kl_result;
 
 void kld_kl_config_defaults(kld_kl_config *c);

@@ -1,6 +1,9 @@
 /* plan.c — corpus → windows (see plan.h). */
 #include "eval/plan.h"
 
+#include "store/partial.h"
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -177,4 +180,34 @@ kld_status kld_plan_from_corpus(const kld_corpus *c, const kld_tokenizer *tok,
         st = kld_fail(err, KLD_ERR_ARG, "%s: nothing to score (no tokens)", c->name);
     if (st) kld_plan_free(pl);
     return st;
+}
+
+const char *kld_shard_mode_name(kld_shard_mode m) { return m == KLD_SHARD_RANGE ? "range" : "mod"; }
+
+bool kld_shard_parse(const char *text, kld_shard *out) {
+    char *end;
+    errno = 0;
+    unsigned long k = strtoul(text, &end, 10);
+    if (end == text || *end != '/' || text[0] == '-' || text[0] == '+' || errno) return false;
+    const char *t = end + 1;
+    unsigned long n = strtoul(t, &end, 10);
+    if (end == t || *end || t[0] == '-' || t[0] == '+' || errno || n < 1 || n > 1000000 || k >= n)
+        return false;
+    out->k = (uint32_t)k;
+    out->n = (uint32_t)n;
+    return true;
+}
+
+bool kld_shard_has(const kld_shard *s, uint64_t i, uint64_t n_windows) {
+    return kld_partial_shard_has(s->k, s->n, s->mode == KLD_SHARD_RANGE, i, n_windows);
+}
+
+kld_status kld_plan_shard(const kld_plan *pl, const kld_shard *s, size_t **idx, size_t *n,
+                          kld_error *err) {
+    *n = 0;
+    *idx = malloc((pl->n_windows ? pl->n_windows : 1) * sizeof **idx);
+    if (!*idx) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the shard's windows");
+    for (size_t i = 0; i < pl->n_windows; i++)
+        if (kld_shard_has(s, i, pl->n_windows)) (*idx)[(*n)++] = i;
+    return KLD_OK;
 }

@@ -74,6 +74,27 @@ kld_status kld_plan_push(kld_plan *plan, const kld_window *w, kld_error *err);
 kld_status kld_plan_own(kld_plan *plan, int32_t *p, kld_error *err);
 void kld_plan_free(kld_plan *plan);
 
+/* Scale-out: shard k of n takes the windows i with i mod n = k (mod) or the
+ * k-th of n contiguous ranges [k W / n, (k+1) W / n) of the W windows
+ * (range). n = 0: no sharding. Window indices stay global (arms and merges
+ * address windows by them). */
+typedef enum kld_shard_mode { KLD_SHARD_MOD, KLD_SHARD_RANGE } kld_shard_mode;
+
+typedef struct kld_shard {
+    uint32_t k, n;
+    kld_shard_mode mode;
+} kld_shard;
+
+const char *kld_shard_mode_name(kld_shard_mode m);
+/* Parses "K/N" (0 <= K < N <= 1000000); false on anything else. */
+bool kld_shard_parse(const char *text, kld_shard *out);
+/* Whether window i of n_windows belongs to the shard. */
+bool kld_shard_has(const kld_shard *s, uint64_t i, uint64_t n_windows);
+/* The global indices of the shard's windows of plan, ascending (*idx is
+ * malloc'd, possibly with *n = 0 when the shard is empty). */
+kld_status kld_plan_shard(const kld_plan *plan, const kld_shard *s, size_t **idx, size_t *n,
+                          kld_error *err);
+
 /* The token that window row p predicts (-1: none). */
 static inline int32_t kld_window_next(const kld_window *w, int64_t p) {
     return p + 1 < w->len ? w->tokens[p + 1] : w->last_next;

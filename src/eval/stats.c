@@ -129,6 +129,30 @@ kld_status kld_stats_merge(kld_stats *dst, const kld_stats *src, kld_error *err)
     return KLD_OK;
 }
 
+/* Exact sizes: grow() would double past them. */
+static kld_status reserve_exact(void **buf, size_t *cap, size_t have, size_t more, size_t elem,
+                                const char *what, kld_error *err) {
+    uint64_t need, bytes;
+    if (!kld_add_u64(have, more, &need) || !kld_mul_u64(need, elem, &bytes) || bytes > SIZE_MAX)
+        return kld_fail(err, KLD_ERR_NOMEM, "kld_stats: %s: %zu + %zu entries overflow", what, have, more);
+    if (need <= *cap) return KLD_OK;
+    void *p = realloc(*buf, (size_t)bytes);
+    if (!p) return kld_fail(err, KLD_ERR_NOMEM, "kld_stats: %s: cannot allocate %llu entries", what,
+                            (unsigned long long)need);
+    *buf = p;
+    *cap = (size_t)need;
+    return KLD_OK;
+}
+
+kld_status kld_stats_reserve(kld_stats *st, size_t n_records, size_t n_docs, kld_error *err) {
+    kld_status s = reserve_exact((void **)&st->rec, &st->cap, st->n, n_records, sizeof *st->rec,
+                                 "positions", err);
+    if (s == KLD_OK)
+        s = reserve_exact((void **)&st->doc_start, &st->docs_cap, st->n_docs, n_docs,
+                          sizeof *st->doc_start, "documents", err);
+    return s;
+}
+
 int kld_stats_topk(const kld_stats *st) { return st->topk; }
 
 size_t kld_stats_count(const kld_stats *st) { return st->n; }

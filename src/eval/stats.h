@@ -183,6 +183,10 @@ kld_status kld_stats_add_logits(kld_stats *st, const float *ref_logits, const fl
  * order). Fails with KLD_ERR_MISMATCH when the k differ. */
 kld_status kld_stats_merge(kld_stats *dst, const kld_stats *src, kld_error *err);
 
+/* Makes room for n_records more records and n_docs more documents at once
+ * (a merge knows its totals: no doubling growth). */
+kld_status kld_stats_reserve(kld_stats *st, size_t n_records, size_t n_docs, kld_error *err);
+
 int kld_stats_topk(const kld_stats *st);
 size_t kld_stats_count(const kld_stats *st);
 void kld_stats_get_running(const kld_stats *st, kld_stats_running *out);

@@ -1,0 +1,122 @@
+/* cmd_merge.c — `kldeval merge PART...`: the shard partials of one
+ * evaluation (kl --shard K/N --partial OUT) → the report one unsharded run
+ * gives, bit for bit (src/eval/merge.h). */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "eval/merge.h"
+#include "report/report.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+"usage: kldeval merge PART... [--json FILE] [--pin FILE] [--per-position FILE] [--label NAME]\n\n"
+"Merges the shard partials of one evaluation (kldeval kl --shard K/N --partial PART) into the\n"
+"report a single run gives: the parts must share the hash of the evaluation's defining inputs\n"
+"(models' and corpus' SHA-256, chunking, windows, ctx, top-k, ...), the shard count and mode, and\n"
+"hold every shard exactly once; a missing, duplicated, foreign or corrupted part is an error that\n"
+"names it. Window order is restored and every statistic is computed from the merged per-position\n"
+"records, so the JSON equals the single run's except for the timings (sums over the shards) and\n"
+"the added \"merged\" object (the evaluation hash and the parts). Memory: 80 bytes per position.\n\n"
+"  --json FILE            the JSON report (schema kldeval.kl/1 plus \"merged\")\n"
+"  --pin FILE             append one JSON line\n"
+"  --label NAME           label of the pin line (default: the shards' label)\n"
+"  --per-position FILE    every position as TSV, in window order\n"
+"  -h, --help             this text\n");
+}
+
+static kld_status write_json(const char *path, const kld_summary *sum, const kld_report_run *run,
+                             const kld_merge_result *m, kld_error *err) {
+    json_t *o = kld_report_json(sum, run);
+    if (!o) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+    char hex[65];
+    kld_hex_digest(m->eval_hash, hex);
+    json_object_set_new(o, "merged", json_pack("{s:s,s:i,s:O}", "eval_hash", hex, "shards",
+                                               (int)m->n_shards, "parts", m->parts));
+    int rc = json_dump_file(o, path, JSON_INDENT(2));
+    json_decref(o);
+    return rc ? kld_fail(err, KLD_ERR_IO, "%s: cannot write the JSON report", path) : KLD_OK;
+}
+
+int kld_cmd_merge(int argc, char **argv) {
+    static const char *const valued[] = {"--json", "--pin", "--per-position", "--label", NULL};
+    const char *json_path = NULL, *pin_path = NULL, *tsv_path = NULL, *label = NULL;
+    const char **parts = calloc((size_t)argc, sizeof *parts);
+    if (!parts) return 1;
+    size_t n_parts = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            free(parts);
+            return 0;
+        }
+        if (a[0] != '-') { parts[n_parts++] = a; continue; }
+        if (!kld_arg_in(a, valued)) {
+            fprintf(stderr, "kldeval merge: unknown flag '%s' (see --help)\n", a);
+            free(parts);
+            return 2;
+        }
+        if (!(v = kld_arg_value(argc, argv, &i))) { free(parts); return 2; }
+        if (!strcmp(a, "--json")) json_path = v;
+        else if (!strcmp(a, "--pin")) pin_path = v;
+        else if (!strcmp(a, "--per-position")) tsv_path = v;
+        else label = v;
+    }
+    if (n_parts == 0) {
+        fprintf(stderr, "kldeval merge: give the partials to merge (see --help)\n");
+        free(parts);
+        return 2;
+    }
+    const char *files[64];
+    int n_files = 0;
+    const char *const outs[3][2] = {{"--json", json_path}, {"--pin", pin_path},
+                                    {"--per-position", tsv_path}};
+    for (int k = 0; k < 3; k++) {
+        if (!outs[k][1]) continue;
+        /* an output may not be one of the parts */
+        for (size_t i = 0; i < n_parts; i++)
+            if (!strcmp(parts[i], outs[k][1])) {
+                fprintf(stderr, "kldeval merge: %s %s is one of the parts\n", outs[k][0], outs[k][1]);
+                free(parts);
+                return 2;
+            }
+        if (!kld_arg_output("merge", outs[k][0], outs[k][1], files, n_files)) { free(parts); return 2; }
+        files[n_files++] = outs[k][1];
+    }
+    kld_merge_result m;
+    kld_error err = {0};
+    if (kld_merge(parts, n_parts, &m, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval merge: %s\n", err.msg);
+        free(parts);
+        return 1;
+    }
+    free(parts);
+    kld_summary sum;
+    int rc = 0;
+    if (kld_stats_finalize(m.stats, &sum, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval merge: %s\n", err.msg);
+        kld_merge_result_free(&m);
+        return 1;
+    }
+    kld_report_run run = {m.ref_label, m.arm_label, m.corpus_label, label ? label : m.label,
+                          m.config, m.elapsed_s, m.ref_seconds, m.arm_seconds, m.ref_tokens,
+                          m.arm_tokens, false};
+    if (kld_report_text(stdout, &sum, &run, &err) != KLD_OK) rc = 1;
+    printf("%-30s: %s\n", "vocabulary", m.vocab_note);
+    if (!rc && m.llamacpp) {
+        printf("\n====== as llama-perplexity --kl-divergence prints it ======\n");
+        if (kld_report_llamacpp(stdout, &sum, &err) != KLD_OK) rc = 1;
+    }
+    if (m.ctx_note[0]) printf("%-30s: %s\n", "WARNING", m.ctx_note);
+    printf("%-30s: %u shards, %zu positions (timings are sums over the shards)\n", "merged",
+           m.n_shards, kld_stats_count(m.stats));
+    if (!rc && json_path && write_json(json_path, &sum, &run, &m, &err) != KLD_OK) rc = 1;
+    if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
+    if (!rc && tsv_path && kld_report_tsv_write(tsv_path, m.stats, &err) != KLD_OK) rc = 1;
+    if (rc) fprintf(stderr, "kldeval merge: %s\n", err.msg);
+    kld_merge_result_free(&m);
+    return rc;
+}

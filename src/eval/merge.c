@@ -1,0 +1,289 @@
+/* merge.c — the evaluation hash, shard partials of a kl run, and their
+ * exact merge (merge.h). */
+#include "eval/merge.h"
+
+#include "common/common.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The configuration without the keys that cannot change a record. */
+static json_t *defining(const json_t *config) {
+    json_t *o = json_deep_copy(config);
+    if (!o) return NULL;
+    static const char *const drop[] = {"threads", "chunk", "shard", "warning"};
+    for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++) json_object_del(o, drop[i]);
+    json_t *v;
+    if ((v = json_object_get(o, "ref")) && json_is_object(v)) json_object_del(v, "path");
+    if ((v = json_object_get(o, "arm")) && json_is_object(v)) json_object_del(v, "path");
+    if ((v = json_object_get(o, "corpus")) && json_is_object(v)) json_object_del(v, "name");
+    return o;
+}
+
+void kld_eval_hash(const json_t *config, uint8_t out[32]) {
+    json_t *o = defining(config);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    unsigned len = 0;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+    EVP_DigestUpdate(md, "kldeval-eval-1", 14);
+    if (text) EVP_DigestUpdate(md, text, strlen(text));
+    EVP_DigestFinal_ex(md, out, &len);
+    EVP_MD_CTX_free(md);
+    free(text);
+    json_decref(o);
+}
+
+void kld_shard_annotate(json_t *config, const kld_shard *s, size_t n_windows,
+                        const uint8_t hash[32]) {
+    char hex[65];
+    kld_hex_digest(hash, hex);
+    json_object_set_new(config, "shard",
+                        json_pack("{s:i,s:i,s:s,s:I,s:s}", "k", (int)s->k, "n", (int)s->n, "mode",
+                                  kld_shard_mode_name(s->mode), "windows", (json_int_t)n_windows,
+                                  "eval_hash", hex));
+}
+
+kld_status kld_kl_write_partial(const char *path, const kld_kl_result *res,
+                                const kld_kl_config *c, const kld_partial_labels *lb,
+                                kld_error *err) {
+    if (res->partial)
+        return kld_fail(err, KLD_ERR_INTERRUPTED, "%s: the run was stopped early; a partial must "
+                        "hold every window of its shard (run the shard again)", path);
+    size_t n_rec = 0;
+    const kld_position *rec = kld_stats_records(res->stats, &n_rec);
+    kld_partial_head h = {c->shard.n ? c->shard.k : 0, c->shard.n ? c->shard.n : 1,
+                          c->shard.n && c->shard.mode == KLD_SHARD_RANGE, (uint32_t)kld_stats_topk(res->stats),
+                          res->n_windows_total, res->n_windows, n_rec, {0}};
+    memcpy(h.hash, res->eval_hash, 32);
+    for (size_t i = 0; i < res->n_windows; i++)
+        if (!kld_shard_has(&(kld_shard){h.shard_k, h.shard_n, h.shard_mode ? KLD_SHARD_RANGE : KLD_SHARD_MOD},
+                           res->windows[i].index, res->n_windows_total))
+            return kld_fail(err, KLD_ERR_ARG, "%s: window %llu is not the shard's", path,
+                            (unsigned long long)res->windows[i].index);
+    json_t *meta = json_pack("{s:s,s:O,s:s,s:s,s:s?,s:s?,s:s?,s:s?,s:b,s:f,s:f,s:f,s:I,s:I}",
+                             "schema", "kldeval.partial/1", "config", res->config, "vocab_note",
+                             res->vocab_note, "ctx_note", res->ctx_note, "ref_label", lb->ref,
+                             "arm_label", lb->arm, "corpus_label", lb->corpus, "label", lb->label,
+                             "llamacpp", c->llamacpp_base != NULL, "elapsed_s", res->elapsed_s,
+                             "ref_seconds", res->ref_seconds, "arm_seconds", res->arm_seconds,
+                             "ref_tokens", (json_int_t)res->ref_tokens, "arm_tokens",
+                             (json_int_t)res->arm_tokens);
+    char *text = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
+    json_decref(meta);
+    if (!text) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory for the meta JSON", path);
+    kld_status st = kld_partial_write(path, &h, text, res->windows, rec, err);
+    free(text);
+    return st;
+}
+
+/* ---- merge ---- */
+
+typedef struct part {
+    kld_partial *p;
+    const kld_partial_head *h;
+    json_t *meta;
+    size_t cursor; /* next window of the part */
+} part;
+
+/* The first defining key on which two configurations differ, for the
+ * message that refuses a foreign part. */
+static void first_difference(const json_t *a, const json_t *b, char *buf, size_t size) {
+    json_t *da = defining(a), *db = defining(b);
+    snprintf(buf, size, "the configuration");
+    const char *key;
+    json_t *va;
+    json_object_foreach(da, key, va) {
+        json_t *vb = json_object_get(db, key);
+        if (vb && json_equal(va, vb)) continue;
+        char *x = json_dumps(va, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        char *y = vb ? json_dumps(vb, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
+        snprintf(buf, size, "config.%s: %.120s vs %.120s", key, x ? x : "?", y ? y : "(missing)");
+        free(x);
+        free(y);
+        break;
+    }
+    if (!strcmp(buf, "the configuration")) {
+        json_object_foreach(db, key, va) {
+            if (json_object_get(da, key)) continue;
+            snprintf(buf, size, "config.%s: (missing) vs present", key);
+            break;
+        }
+    }
+    json_decref(da);
+    json_decref(db);
+}
+
+static kld_status open_parts(const char *const *paths, size_t n, part *parts, kld_error *err) {
+    for (size_t i = 0; i < n; i++) {
+        kld_status st = kld_partial_open(paths[i], &parts[i].p, err);
+        if (st) return st;
+        parts[i].h = kld_partial_head_of(parts[i].p);
+        json_error_t je;
+        parts[i].meta = json_loads(kld_partial_meta(parts[i].p), JSON_REJECT_DUPLICATES, &je);
+        if (!parts[i].meta || !json_is_object(json_object_get(parts[i].meta, "config")))
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: meta: %s", paths[i],
+                            parts[i].meta ? "no config object" : je.text);
+    }
+    return KLD_OK;
+}
+
+/* The parts belong together and cover every shard exactly once; by_k[k] is
+ * the part holding shard k. */
+static kld_status check_parts(const char *const *paths, size_t n, part *parts, part **by_k,
+                              kld_error *err) {
+    const kld_partial_head *h0 = parts[0].h;
+    for (size_t i = 1; i < n; i++) {
+        const kld_partial_head *h = parts[i].h;
+        if (memcmp(h->hash, h0->hash, 32)) {
+            char why[300];
+            first_difference(json_object_get(parts[i].meta, "config"),
+                             json_object_get(parts[0].meta, "config"), why, sizeof why);
+            return kld_fail(err, KLD_ERR_MISMATCH, "%s: belongs to another evaluation than %s "
+                            "(the hashes of their defining inputs differ: %s)", paths[i], paths[0], why);
+        }
+        if (h->shard_n != h0->shard_n || h->shard_mode != h0->shard_mode ||
+            h->n_windows_total != h0->n_windows_total || h->topk != h0->topk)
+            return kld_fail(err, KLD_ERR_MISMATCH, "%s: shard %u/%u %s of %llu windows, top-k %u; %s "
+                            "is %u/%u %s of %llu, top-k %u (parts of one split only)", paths[i],
+                            h->shard_k, h->shard_n, h->shard_mode ? "range" : "mod",
+                            (unsigned long long)h->n_windows_total, h->topk, paths[0], h0->shard_k,
+                            h0->shard_n, h0->shard_mode ? "range" : "mod",
+                            (unsigned long long)h0->n_windows_total, h0->topk);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = parts[i].h->shard_k;
+        if (by_k[k])
+            return kld_fail(err, KLD_ERR_MISMATCH, "%s and %s are both shard %u/%u (duplicated part)",
+                            kld_partial_path(by_k[k]->p), paths[i], k, h0->shard_n);
+        by_k[k] = &parts[i];
+    }
+    char missing[512] = "";
+    size_t n_missing = 0, len = 0;
+    for (uint32_t k = 0; k < h0->shard_n; k++) {
+        if (by_k[k]) continue;
+        if (n_missing++ < 16 && len < sizeof missing - 32)
+            len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%u/%u", len ? ", " : "",
+                                    k, h0->shard_n);
+    }
+    if (n_missing)
+        return kld_fail(err, KLD_ERR_MISMATCH, "%zu of %u shards missing: %s%s (given: %zu parts "
+                        "starting with %s)", n_missing, h0->shard_n, missing,
+                        n_missing > 16 ? ", ..." : "", n, paths[0]);
+    return KLD_OK;
+}
+
+/* Every window in global order, its records from the part that holds it. */
+static kld_status merge_records(part **by_k, const kld_partial_head *h0, kld_stats *st,
+                                kld_error *err) {
+    uint64_t n_rec = 0, n_docs = 0;
+    for (uint32_t k = 0; k < h0->shard_n; k++) {
+        n_rec += by_k[k]->h->n_records;
+        const kld_partial_window *w = kld_partial_windows(by_k[k]->p);
+        for (uint64_t i = 0; i < by_k[k]->h->n_windows; i++) n_docs += w[i].new_doc;
+    }
+    if (n_rec > SIZE_MAX / sizeof(kld_position))
+        return kld_fail(err, KLD_ERR_NOMEM, "%llu positions do not fit in memory",
+                        (unsigned long long)n_rec);
+    kld_status s = kld_stats_reserve(st, (size_t)n_rec, (size_t)n_docs + 1, err);
+    if (s) return s;
+    enum { BATCH = 4096 };
+    kld_position *buf = malloc(BATCH * sizeof *buf);
+    if (!buf) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    uint32_t k = 0;
+    for (uint64_t g = 0; g < h0->n_windows_total && !s; g++) {
+        if (h0->shard_mode == 0) k = (uint32_t)(g % h0->shard_n);
+        else
+            while (!kld_partial_shard_has(k, h0->shard_n, 1, g, h0->n_windows_total)) k++;
+        part *p = by_k[k];
+        const kld_partial_window *w = &kld_partial_windows(p->p)[p->cursor++];
+        /* kld_partial_open checked that the part's windows are exactly its shard's, ascending */
+        if (w->index != g) {
+            s = kld_fail(err, KLD_ERR_FORMAT, "%s: window %llu expected, %llu found",
+                         kld_partial_path(p->p), (unsigned long long)g, (unsigned long long)w->index);
+            break;
+        }
+        if (w->new_doc && (s = kld_stats_begin_doc(st, err))) break;
+        for (uint32_t done = 0; done < w->n_records && !s;) {
+            uint32_t m = w->n_records - done < BATCH ? w->n_records - done : BATCH;
+            s = kld_partial_read(p->p, m, buf, err);
+            for (uint32_t i = 0; i < m && !s; i++) s = kld_stats_add(st, &buf[i], err);
+            done += m;
+        }
+    }
+    free(buf);
+    return s;
+}
+
+static char *meta_string(const json_t *meta, const char *key) {
+    const char *s = json_string_value(json_object_get(meta, key));
+    return s ? kld_strdup(s) : NULL;
+}
+
+static void collect(part *parts, size_t n, kld_merge_result *out) {
+    const json_t *m0 = parts[0].meta;
+    out->config = json_deep_copy(json_object_get(m0, "config"));
+    json_object_del(out->config, "shard");
+    out->ref_label = meta_string(m0, "ref_label");
+    out->arm_label = meta_string(m0, "arm_label");
+    out->corpus_label = meta_string(m0, "corpus_label");
+    out->label = meta_string(m0, "label");
+    snprintf(out->vocab_note, sizeof out->vocab_note, "%s",
+             json_string_value(json_object_get(m0, "vocab_note")) ? json_string_value(json_object_get(m0, "vocab_note")) : "");
+    snprintf(out->ctx_note, sizeof out->ctx_note, "%s",
+             json_string_value(json_object_get(m0, "ctx_note")) ? json_string_value(json_object_get(m0, "ctx_note")) : "");
+    out->llamacpp = json_is_true(json_object_get(m0, "llamacpp"));
+    out->parts = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const json_t *m = parts[i].meta;
+        out->elapsed_s += json_number_value(json_object_get(m, "elapsed_s"));
+        out->ref_seconds += json_number_value(json_object_get(m, "ref_seconds"));
+        out->arm_seconds += json_number_value(json_object_get(m, "arm_seconds"));
+        out->ref_tokens += (uint64_t)json_integer_value(json_object_get(m, "ref_tokens"));
+        out->arm_tokens += (uint64_t)json_integer_value(json_object_get(m, "arm_tokens"));
+        json_array_append_new(out->parts,
+                              json_pack("{s:s,s:i,s:I,s:I,s:f}", "path", kld_partial_path(parts[i].p),
+                                        "shard", (int)parts[i].h->shard_k, "windows",
+                                        (json_int_t)parts[i].h->n_windows, "positions",
+                                        (json_int_t)parts[i].h->n_records, "elapsed_s",
+                                        json_number_value(json_object_get(m, "elapsed_s"))));
+    }
+    memcpy(out->eval_hash, parts[0].h->hash, 32);
+    out->n_shards = parts[0].h->shard_n;
+}
+
+kld_status kld_merge(const char *const *paths, size_t n, kld_merge_result *out, kld_error *err) {
+    memset(out, 0, sizeof *out);
+    if (n == 0) return kld_fail(err, KLD_ERR_ARG, "no partials to merge");
+    part *parts = calloc(n, sizeof *parts);
+    if (!parts) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    part **by_k = NULL;
+    kld_status st = open_parts(paths, n, parts, err);
+    if (!st && !(by_k = calloc(parts[0].h->shard_n, sizeof *by_k)))
+        st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (!st) st = check_parts(paths, n, parts, by_k, err);
+    if (!st) st = kld_stats_create(&out->stats, (int)parts[0].h->topk, err);
+    if (!st) st = merge_records(by_k, parts[0].h, out->stats, err);
+    if (!st) collect(parts, n, out);
+    for (size_t i = 0; i < n; i++) {
+        kld_partial_close(parts[i].p);
+        json_decref(parts[i].meta);
+    }
+    free(parts);
+    free(by_k);
+    if (st) kld_merge_result_free(out);
+    return st;
+}
+
+void kld_merge_result_free(kld_merge_result *r) {
+    kld_stats_free(r->stats);
+    json_decref(r->config);
+    json_decref(r->parts);
+    free(r->ref_label);
+    free(r->arm_label);
+    free(r->corpus_label);
+    free(r->label);
+    memset(r, 0, sizeof *r);
+}
