@@ -6,6 +6,7 @@
 #include "eval/merge.h"
 #include "report/report.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,25 +25,38 @@ static void usage(FILE *f) {
 "  --pin FILE             append one JSON line\n"
 "  --label NAME           label of the pin line (default: the shards' label)\n"
 "  --per-position FILE    every position as TSV, in window order\n"
+"  --db PATH / --no-db    record the merged run in this run database / do not (default as kl)\n"
+"  --html FILE            the HTML report of the merged run\n"
 "  -h, --help             this text\n");
 }
 
-static kld_status write_json(const char *path, const kld_summary *sum, const kld_report_run *run,
-                             const kld_merge_result *m, kld_error *err) {
+/* The single run's report plus "merged": the evaluation hash and the parts,
+ * which is also what links the merged run to its shards in the database. */
+static json_t *merged_json(const kld_summary *sum, const kld_report_run *run,
+                           const kld_merge_result *m) {
     json_t *o = kld_report_json(sum, run);
-    if (!o) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+    if (!o) return NULL;
     char hex[65];
     kld_hex_digest(m->eval_hash, hex);
     json_object_set_new(o, "merged", json_pack("{s:s,s:i,s:O}", "eval_hash", hex, "shards",
                                                (int)m->n_shards, "parts", m->parts));
+    return o;
+}
+
+static kld_status write_json(const char *path, const kld_summary *sum, const kld_report_run *run,
+                             const kld_merge_result *m, kld_error *err) {
+    json_t *o = merged_json(sum, run, m);
+    if (!o) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
     int rc = json_dump_file(o, path, JSON_INDENT(2));
     json_decref(o);
     return rc ? kld_fail(err, KLD_ERR_IO, "%s: cannot write the JSON report", path) : KLD_OK;
 }
 
 int kld_cmd_merge(int argc, char **argv) {
-    static const char *const valued[] = {"--json", "--pin", "--per-position", "--label", NULL};
+    static const char *const valued[] = {"--json", "--pin", "--per-position", "--label", "--db",
+                                         "--html", NULL};
     const char *json_path = NULL, *pin_path = NULL, *tsv_path = NULL, *label = NULL;
+    kld_kl_outputs out = {0};
     const char **parts = calloc((size_t)argc, sizeof *parts);
     if (!parts) return 1;
     size_t n_parts = 0;
@@ -54,6 +68,7 @@ int kld_cmd_merge(int argc, char **argv) {
             return 0;
         }
         if (a[0] != '-') { parts[n_parts++] = a; continue; }
+        if (!strcmp(a, "--no-db")) { out.no_db = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval merge: unknown flag '%s' (see --help)\n", a);
             free(parts);
@@ -63,6 +78,8 @@ int kld_cmd_merge(int argc, char **argv) {
         if (!strcmp(a, "--json")) json_path = v;
         else if (!strcmp(a, "--pin")) pin_path = v;
         else if (!strcmp(a, "--per-position")) tsv_path = v;
+        else if (!strcmp(a, "--db")) out.db_path = v;
+        else if (!strcmp(a, "--html")) out.html_path = v;
         else label = v;
     }
     if (n_parts == 0) {
@@ -72,9 +89,9 @@ int kld_cmd_merge(int argc, char **argv) {
     }
     const char *files[64];
     int n_files = 0;
-    const char *const outs[3][2] = {{"--json", json_path}, {"--pin", pin_path},
-                                    {"--per-position", tsv_path}};
-    for (int k = 0; k < 3; k++) {
+    const char *const outs[4][2] = {{"--json", json_path}, {"--pin", pin_path},
+                                    {"--per-position", tsv_path}, {"--html", out.html_path}};
+    for (int k = 0; k < 4; k++) {
         if (!outs[k][1]) continue;
         /* an output may not be one of the parts */
         for (size_t i = 0; i < n_parts; i++)
@@ -117,6 +134,11 @@ int kld_cmd_merge(int argc, char **argv) {
     if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
     if (!rc && tsv_path && kld_report_tsv_write(tsv_path, m.stats, &err) != KLD_OK) rc = 1;
     if (rc) fprintf(stderr, "kldeval merge: %s\n", err.msg);
+    out.label = run.label;
+    json_t *report = merged_json(&sum, &run, &m);
+    if (!kld_record_run("merge", &out, "merged", report, &sum, m.stats, false, m.elapsed_s, NAN) && !rc)
+        rc = 1;
+    json_decref(report);
     kld_merge_result_free(&m);
     return rc;
 }
