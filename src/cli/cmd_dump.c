@@ -62,6 +62,7 @@ static void usage(FILE *f) {
 "  --max-tokens N         stream: at most N tokens per document\n"
 "  --chunk N              prefill chunk, 1 .. 65536 (default 128)\n"
 "  --threads N            worker threads (default: all cores)\n"
+"  --lever L              the model session's levers NAME=VALUE[,...] (see kldeval kl --help)\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
 "Ctrl-C stops after the current chunk and leaves a resumable dump (exit status 130).\n",
@@ -79,7 +80,7 @@ static bool parse(int argc, char **argv, kld_dump_config *c, bool *quiet, int *r
     static const char *const valued[] = {
         "-m", "--model", "--out", "--format", "--top-k", "--logits", "--indices-from", "--notes",
         "--corpus", "--corpus-format", "--ids-file", "--chunking", "--ctx", "--chunks",
-        "--max-docs", "--max-tokens", "--chunk", "--threads", NULL};
+        "--max-docs", "--max-tokens", "--chunk", "--threads", "--lever", NULL};
     bool chunking_given = false;
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -100,6 +101,16 @@ static bool parse(int argc, char **argv, kld_dump_config *c, bool *quiet, int *r
         }
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
+        else if (!strcmp(a, "--lever")) {
+            kld_levers l;
+            kld_levers_default(&l);
+            kld_error e = {0};
+            if (kld_levers_parse(v, &l, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval dump: --lever: %s\n", e.msg);
+                return false;
+            }
+            c->levers = v;
+        }
         else if (!strcmp(a, "--out")) c->out = v;
         else if (!strcmp(a, "--format")) {
             if (!strcmp(v, "llamacpp")) c->llamacpp = true;
