@@ -65,6 +65,7 @@ static void usage(FILE *f) {
 "  --threads N            worker threads (default: all cores)\n"
 "  --db PATH / --no-db    record the dump in this run database / do not (default: as kl)\n"
 "  --label NAME           the run's label in the database\n"
+"  --lever L              the model session's levers NAME=VALUE[,...] (see kldeval kl --help)\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
 "Ctrl-C stops after the current chunk and leaves a resumable dump (exit status 130).\n",
@@ -82,7 +83,7 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
     static const char *const valued[] = {
         "-m", "--model", "--out", "--format", "--top-k", "--logits", "--indices-from", "--notes",
         "--corpus", "--corpus-format", "--ids-file", "--chunking", "--ctx", "--chunks",
-        "--max-docs", "--max-tokens", "--chunk", "--threads", "--db", "--label", NULL};
+        "--max-docs", "--max-tokens", "--chunk", "--threads", "--db", "--label", "--lever", NULL};
     bool chunking_given = false;
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -104,6 +105,16 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
         }
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
+        else if (!strcmp(a, "--lever")) {
+            kld_levers l;
+            kld_levers_default(&l);
+            kld_error e = {0};
+            if (kld_levers_parse(v, &l, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval dump: --lever: %s\n", e.msg);
+                return false;
+            }
+            c->levers = v;
+        }
         else if (!strcmp(a, "--out")) c->out = v;
         else if (!strcmp(a, "--format")) {
             if (!strcmp(v, "llamacpp")) c->llamacpp = true;

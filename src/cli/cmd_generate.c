@@ -21,6 +21,7 @@ static void usage(FILE *f) {
             "  --ignore-eos       keep going after the end-of-sequence token\n"
             "  --print-ids        print the generated ids instead of text\n"
             "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
+            "  --lever L          session levers NAME=VALUE[,...] (see kldeval kl --help)\n"
             "  -h, --help         this text\n");
 }
 
@@ -50,6 +51,8 @@ static void print_new_text(const kld_tokenizer *tok, const kld_tok_ids *ids, siz
 int kld_cmd_generate(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *ids_list = NULL;
     int64_t n_gen = 32, threads = 0;
+    kld_levers levers;
+    kld_levers_default(&levers);
     bool ignore_eos = false, print_ids = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -62,6 +65,13 @@ int kld_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--ids")) { if (!(ids_list = kld_arg_value(argc, argv, &i))) return 2; }
         else if (!strcmp(a, "-n")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 0, 1 << 20, &n_gen)) return 2;
+        } else if (!strcmp(a, "--lever")) {
+            kld_error e = {0};
+            if (!(v = kld_arg_value(argc, argv, &i))) return 2;
+            if (kld_levers_parse(v, &levers, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval generate: --lever: %s\n", e.msg);
+                return 2;
+            }
         } else if (!strcmp(a, "--threads")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
@@ -116,7 +126,8 @@ int kld_cmd_generate(int argc, char **argv) {
                     ids.ids[i], i, nv, model_path);
             goto done;
         }
-    st = kld_session_create(model, n_ctx, chunk, (int)threads, &s, &err);
+    kld_session_opts so = {n_ctx, chunk, (int)threads, NULL, &levers};
+    st = kld_session_create_opts(model, &so, &s, &err);
     if (st != KLD_OK) goto done;
     logits = malloc((size_t)nv * sizeof(float));
     if (!logits) {

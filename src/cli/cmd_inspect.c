@@ -2,6 +2,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/inspect_facts.h"
+#include "engine/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@ static void usage(FILE *f) {
             "  --plan         also print the engine's memory plan for one session: weights\n"
             "                 (mmapped), KV cache, activations, scratch, logits buffer;\n"
             "                 the exit status is 1 when the plan cannot be made\n"
+            "  --lever L      session levers for --plan, e.g. kv=q4_0 (see kldeval kl --help)\n"
             "  --ctx N        context length for --plan (default: the model's training context)\n"
             "  --chunk N      prefill chunk for --plan (default: 512, or the context if smaller)\n"
             "  --threads N    threads the --plan is made for (default: all cores; inspecting\n"
@@ -40,6 +42,16 @@ int kld_cmd_inspect(int argc, char **argv) {
         else if (!strcmp(a, "--meta")) opt.meta = true;
         else if (!strcmp(a, "--json")) as_json = true;
         else if (!strcmp(a, "--plan")) opt.plan = true;
+        else if (!strcmp(a, "--lever")) {
+            if (!(opt.levers = kld_arg_value(argc, argv, &i))) return 2;
+            kld_levers l;
+            kld_levers_default(&l);
+            kld_error e = {0};
+            if (kld_levers_parse(opt.levers, &l, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval inspect: --lever: %s\n", e.msg);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--ctx") || !strcmp(a, "--chunk") || !strcmp(a, "--threads")) {
             const char *v = kld_arg_value(argc, argv, &i);
             int64_t n;
@@ -58,6 +70,10 @@ int kld_cmd_inspect(int argc, char **argv) {
     }
     if (!path) {
         usage(stderr);
+        return 2;
+    }
+    if (!opt.plan && opt.levers) {
+        fprintf(stderr, "kldeval inspect: --lever only applies with --plan\n");
         return 2;
     }
     if (!opt.plan && (opt.ctx || opt.chunk)) {

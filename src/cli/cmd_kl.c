@@ -24,7 +24,8 @@ static void usage(FILE *f) {
     fprintf(f,
 "usage: kldeval kl --ref MODEL --arm MODEL [flags]\n"
 "       kldeval kl --reference-logits TEACHER_DIR (--arm MODEL | --arm-logits CAND_DIR) [flags]\n"
-"       kldeval kl --llamacpp-base FILE --arm MODEL [flags]\n\n"
+"       kldeval kl --llamacpp-base FILE --arm MODEL [flags]\n"
+"       kldeval kl -m MODEL --lever NAME=VALUE[,...] [flags]   (self-flag: one weight load)\n\n"
 "Teacher-forced KL divergence of an arm against a reference: both read the same tokens in\n"
 "lockstep, chunk by chunk, and every scored position compares their next-token distributions.\n"
 "MODEL is a .gguf, a .safetensors, a Hugging Face directory or a llama2.c checkpoint. Giving the\n"
@@ -42,6 +43,19 @@ static void usage(FILE *f) {
 "                         without loading either model\n"
 "  --llamacpp-base FILE   the reference: a llama-perplexity --kl-divergence-base file (its tokens,\n"
 "                         chunks and scored positions); prints llama-perplexity's statistics too\n"
+"  -m, --model MODEL      the reference model (same as --ref); without --arm the run is\n"
+"                         self-flag: the candidate is a second session over the same loaded\n"
+"                         weights with the --lever settings\n"
+"  --lever L              the candidate's levers (same as --arm-lever): NAME=VALUE[,...] with\n"
+"                         kv=f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl (K and V cache;\n"
+"                         per layer: kv=blk:0-3=q8_0,q4_0), kv_k=..., kv_v=..., act=f32|bf16|f16|q8\n"
+"                         (q8: llama.cpp's activation rounding), kernels=auto|ref|simd,\n"
+"                         attention=exact|online, attn_block=N, noise=none|bf16\n"
+"  --ref-lever L          the reference's levers (default: every lever at its reference value)\n"
+"  --arm-lever L          the arm's levers\n"
+"  --decode               the arm feeds each window's tokens after --prompt-len one decode step\n"
+"                         at a time (teacher-forced): measures the decode path\n"
+"  --prompt-len N         --decode: tokens of each window prefilled first (default 0)\n"
 "  --allow-long-context   score a saved reference whose windows exceed the arm's training context\n"
 "  --corpus FILE          text (one document per line, '#' comment lines) or JSONL ({\"text\": ...}\n"
 "                         per line); default: the built-in corpus\n"
@@ -124,8 +138,10 @@ static void progress(const kld_kl_progress *p, void *user) {
 static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, int *rc) {
     static const char *const valued[] = {
         "--ref", "--arm", "--reference-logits", "--arm-logits", "--llamacpp-base", "--corpus", "--corpus-format", "--ids-file", "--json", "--pin",
-        "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens", "--ctx",
-        "--chunk", "--chunks", "--topk", "--threads", NULL};
+        "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens",
+        "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
+        "--ref-lever", "--arm-lever", "--prompt-len", NULL};
+    bool prompt_given = false;
     bool chunking_given = false, ctx_given = false;
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -142,13 +158,30 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, in
         if (!strcmp(a, "--no-db")) { o->no_db = true; continue; }
         int sh = parse_shard_flag(argc, argv, &i, c, o);
         if (sh >= 0) { if (!sh) return false; continue; }
+        if (!strcmp(a, "--decode")) { c->decode = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval kl: unknown %s '%s' (see --help)\n",
                     a[0] == '-' ? "flag" : "argument", a);
             return false;
         }
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
-        if (!strcmp(a, "--ref")) c->ref_path = v;
+        if (!strcmp(a, "--ref") || !strcmp(a, "-m") || !strcmp(a, "--model")) c->ref_path = v;
+        else if (!strcmp(a, "--lever") || !strcmp(a, "--arm-lever") || !strcmp(a, "--ref-lever")) {
+            /* checked now, not after the models have loaded */
+            kld_levers l;
+            kld_levers_default(&l);
+            kld_error e = {0};
+            if (kld_levers_parse(v, &l, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval kl: %s: %s\n", a, e.msg);
+                return false;
+            }
+            if (!strcmp(a, "--ref-lever")) c->ref_levers = v;
+            else c->arm_levers = v;
+        }
+        else if (!strcmp(a, "--prompt-len")) {
+            prompt_given = true;
+            if (!kld_arg_int(a, v, 0, 1 << 24, &c->prompt_len)) return false;
+        }
         else if (!strcmp(a, "--arm")) c->arm_path = v;
         else if (!strcmp(a, "--reference-logits")) c->ref_logits = v;
         else if (!strcmp(a, "--arm-logits")) c->arm_logits = v;
@@ -188,6 +221,28 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, in
     }
     int refs = !!c->ref_path + !!c->ref_logits + !!c->llamacpp_base;
     int arms = !!c->arm_path + !!c->arm_logits;
+    if (prompt_given && !c->decode) {
+        fprintf(stderr, "kldeval kl: --prompt-len applies to --decode\n");
+        return false;
+    }
+    if (refs == 1 && c->ref_path && arms == 0) {
+        if (!c->arm_levers && !c->decode) {
+            fprintf(stderr, "kldeval kl: self-flag (-m MODEL without --arm) needs the candidate's "
+                            "setting: --lever NAME=VALUE (levers: kv, kv_k, kv_v, act, kernels, "
+                            "attention, attn_block, noise) or --decode\n");
+            return false;
+        }
+        arms = 1;
+    }
+    if (c->ref_levers && !c->ref_path) {
+        fprintf(stderr, "kldeval kl: --ref-lever applies to a reference model (--ref/-m)\n");
+        return false;
+    }
+    if ((c->arm_levers || c->decode) && c->arm_logits) {
+        fprintf(stderr, "kldeval kl: --lever/--arm-lever/--decode apply to a model arm, not to "
+                        "--arm-logits\n");
+        return false;
+    }
     if (refs != 1 || arms != 1) {
         fprintf(stderr, "kldeval kl: give one reference (--ref, --reference-logits or "
                         "--llamacpp-base) and one arm (--arm or --arm-logits) (see --help)\n");
@@ -263,7 +318,11 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         return 1;
     }
     const char *ref_label = c->ref_path ? c->ref_path : c->ref_logits ? c->ref_logits : c->llamacpp_base;
-    const char *arm_label = c->arm_path ? c->arm_path : c->arm_logits;
+    char self_label[4096];
+    if (!c->arm_path && !c->arm_logits)
+        snprintf(self_label, sizeof self_label, "%s [%s%s]", c->ref_path,
+                 c->arm_levers ? c->arm_levers : "reference", c->decode ? ", decode" : "");
+    const char *arm_label = c->arm_path ? c->arm_path : c->arm_logits ? c->arm_logits : self_label;
     const char *corpus_label = c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
                                : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
                                : "built-in";

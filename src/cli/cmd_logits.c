@@ -26,6 +26,8 @@ static void usage(FILE *f) {
             "                     (default 5 without --out, 0 with it)\n"
             "  --chunk N          prefill chunk size, 1 .. 1048576 (default: min(n_ids, 512))\n"
             "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
+            "  --lever L          session levers NAME=VALUE[,...] (see kldeval kl --help), e.g.\n"
+            "                     kv=q8_0 (quantized KV cache), act=q8 (llama.cpp's rounding)\n"
             "  -h, --help         this text\n");
 }
 
@@ -98,6 +100,8 @@ static void print_top(const kld_tokenizer *tok, const float *row, int64_t nv, in
 int kld_cmd_logits(int argc, char **argv) {
     const char *model_path = NULL, *ids_list = NULL, *ids_file = NULL, *out_path = NULL;
     int64_t top = -1, chunk = 0, threads = 0;
+    kld_levers levers;
+    kld_levers_default(&levers);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -112,6 +116,13 @@ int kld_cmd_logits(int argc, char **argv) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 0, 64, &top)) return 2;
         } else if (!strcmp(a, "--chunk")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1 << 20, &chunk)) return 2;
+        } else if (!strcmp(a, "--lever")) {
+            kld_error e = {0};
+            if (!(v = kld_arg_value(argc, argv, &i))) return 2;
+            if (kld_levers_parse(v, &levers, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval logits: --lever: %s\n", e.msg);
+                return 2;
+            }
         } else if (!strcmp(a, "--threads")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1024, &threads)) return 2;
         } else {
@@ -148,7 +159,8 @@ int kld_cmd_logits(int argc, char **argv) {
     FILE *out = NULL;
     int rc = 1;
     kld_status st = kld_model_open(model_path, NULL, &model, &err);
-    if (st == KLD_OK) st = kld_session_create(model, n, chunk, (int)threads, &s, &err);
+    kld_session_opts so = {n, chunk, (int)threads, NULL, &levers};
+    if (st == KLD_OK) st = kld_session_create_opts(model, &so, &s, &err);
     if (st != KLD_OK) goto done;
     const int64_t nv = kld_model_hparams(model)->n_vocab;
     /* Checked up front: the engine would name the offset within a chunk,

@@ -124,13 +124,17 @@ static json_t *plan_json(const inspect_options *opt) {
     int64_t ctx = opt->ctx > 0 ? opt->ctx : kld_model_hparams(m)->n_ctx_train;
     /* the default chunk never exceeds the context (small models train on 128) */
     int64_t chunk = opt->chunk > 0 ? opt->chunk : ctx < 512 ? ctx : 512;
-    kld_status st = kld_mem_plan_compute(m, ctx, chunk, opt->threads, &p, &err);
+    kld_levers lv;
+    kld_levers_default(&lv);
+    kld_status st = opt->levers ? kld_levers_parse(opt->levers, &lv, &err) : KLD_OK;
+    if (!st) st = kld_mem_plan_compute_levers(m, ctx, chunk, opt->threads, &lv, &p, &err);
     kld_model_close(m);
     if (st) return json_pack("{s:s}", "error", err.msg);
-    return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
+    return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
                      "max_chunk", (json_int_t)p.max_chunk, "threads", p.n_threads, "weights_bytes",
                      (json_int_t)p.weights_bytes, "model_bytes", (json_int_t)p.model_bytes,
-                     "kv_bytes", (json_int_t)p.kv_bytes, "act_bytes", (json_int_t)p.act_bytes,
+                     "kv_bytes", (json_int_t)p.kv_bytes, "kv_token_bytes",
+                     (json_int_t)p.kv_token_bytes, "kv_type", p.kv_desc, "act_bytes", (json_int_t)p.act_bytes,
                      "scratch_bytes", (json_int_t)p.scratch_bytes, "arena_bytes",
                      (json_int_t)p.arena_bytes, "logits_bytes", (json_int_t)p.logits_bytes);
 }
@@ -255,14 +259,20 @@ static void print_plan(FILE *out, const json_t *p) {
             json_integer_value(json_object_get(p, "threads")));
     static const char *rows[][2] = {{"weights_bytes", "weights (mmapped)"},
                                     {"model_bytes", "norms/biases (f32)"},
-                                    {"kv_bytes", "KV cache (f32)"},
+                                    {"kv_bytes", "KV cache"},
                                     {"act_bytes", "activations"},
                                     {"scratch_bytes", "per-thread scratch"},
                                     {"arena_bytes", "session arena total"},
                                     {"logits_bytes", "logits per chunk"}};
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        fprintf(out, "  %-22s %12s\n", rows[i][1],
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        fprintf(out, "  %-22s %12s", rows[i][1],
                 kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, rows[i][0])), b, sizeof b));
+        if (!strcmp(rows[i][0], "kv_bytes"))
+            fprintf(out, "  (%s, %s per token)", json_string_value(json_object_get(p, "kv_type")),
+                    kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, "kv_token_bytes")),
+                                     b, sizeof b));
+        fprintf(out, "\n");
+    }
 }
 
 void inspect_print_text(FILE *out, const json_t *f) {

@@ -15,6 +15,7 @@ typedef struct inspect_options {
     const char *path; /* the model path (the plan opens the model) */
     int64_t ctx, chunk; /* 0: the model's training context, min(512, ctx) */
     int threads;
+    const char *levers; /* session levers of the plan (engine.h syntax), or NULL */
 } inspect_options;
 
 /* Builds the facts object (never NULL unless out of memory). Parts that

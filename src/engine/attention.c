@@ -17,6 +17,105 @@ typedef struct attn_job {
     bool swa;
 } attn_job;
 
+/* The visible keys [lo, lo + L) of kv head kvh as K^T (*kt, row stride
+ * *ldkt) and V (*v, rows of hdv): read in place from an f32 cache, else
+ * dequantized into this thread's aux rows. */
+static void kv_view(const attn_job *j, int ith, int64_t kvh, int64_t lo, int64_t L,
+                    const float **kt, int64_t *ldkt, const float **v) {
+    kld_session *s = j->s;
+    const kld_hparams *hp = &s->model->hp;
+    const int64_t hd = hp->head_dim, hdv = hp->head_dim_v;
+    const kld_kv_layer *c = &s->kvl[j->il];
+    float *aux = s->attn_aux + (size_t)ith * s->attn_aux_stride;
+    float *kbuf = aux, *vbuf = aux + hd * s->ldk; /* vbuf: max(hd, hdv) · ldk floats */
+    if (c->k_type == KLD_TYPE_F32) {
+        *kt = (const float *)c->k + kvh * hd * s->ldk + lo;
+        *ldkt = s->ldk;
+    } else {
+        /* dequantize the rows into vbuf, transpose into kbuf */
+        const uint8_t *src = (const uint8_t *)c->k + (uint64_t)(kvh * s->n_ctx + lo) * c->k_row;
+        kld_type_info_get(c->k_type)->to_float(src, vbuf, L * hd);
+        const int64_t ld = (L + 15) & ~(int64_t)15;
+        for (int64_t key = 0; key < L; key++)
+            for (int64_t d = 0; d < hd; d++) kbuf[d * ld + key] = vbuf[key * hd + d];
+        *kt = kbuf;
+        *ldkt = ld;
+    }
+    if (c->v_type == KLD_TYPE_F32) {
+        *v = (const float *)c->v + (kvh * s->n_ctx + lo) * hdv;
+    } else {
+        const uint8_t *src = (const uint8_t *)c->v + (uint64_t)(kvh * s->n_ctx + lo) * c->v_row;
+        kld_type_info_get(c->v_type)->to_float(src, vbuf, L * hdv);
+        *v = vbuf;
+    }
+}
+
+/* Scale, soft-cap and mask of score row `row` (keys lo..lo+L-1) for the
+ * query at position p. */
+static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, int64_t p) {
+    const kld_hparams *hp = &j->s->model->hp;
+    const float scale = (float)hp->attn_scale, cap = (float)hp->attn_softcap;
+    for (int64_t c = 0; c < L; c++) row[c] *= scale;
+    if (cap > 0) j->s->kr->softcap(row, L, cap);
+    for (int64_t c = 0; c < L; c++) {
+        const int64_t key = lo + c;
+        if (key > p || (j->swa && p - key >= hp->sliding_window)) row[c] = -INFINITY;
+    }
+}
+
+/* attention=online: key blocks of attn_block keys; per query row a running
+ * maximum m and sum l, the output rescaled by exp(m_old - m_new) whenever
+ * the maximum grows (flash-attention style), divided by l at the end. The
+ * block scores and P·V products are float32 like the exact path; the
+ * running output and sum are kept in double so the rescaling adds no
+ * float32 rounding of its own. */
+static void online_block(const attn_job *j, int ith, const float *q, int64_t rows, int64_t i0,
+                         int64_t lo, int64_t hi, const float *kt, int64_t ldkt, const float *v,
+                         float *out, int64_t ldo) {
+    kld_session *s = j->s;
+    const kld_hparams *hp = &s->model->hp;
+    const int64_t hd = hp->head_dim, hdv = hp->head_dim_v, B = s->lv.attn_block;
+    float *S = s->scratch + (size_t)ith * s->scratch_stride;
+    /* running state in double (the last ONLINE_AUX floats of the aux rows) */
+    float *aux = s->attn_aux + (size_t)ith * s->attn_aux_stride + s->attn_aux_stride -
+                 KLD_ONLINE_AUX_FLOATS(hdv);
+    double *O = (double *)(void *)aux, *l = O + KLD_ATTN_QB * hdv;
+    float *T = (float *)(void *)(l + KLD_ATTN_QB), *m = T + KLD_ATTN_QB * hdv;
+    for (int64_t r = 0; r < rows; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0;
+        for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] = 0;
+    }
+    for (int64_t b0 = lo; b0 < hi; b0 += B) {
+        const int64_t nb = hi - b0 < B ? hi - b0 : B;
+        kld_gemm_strided(s->kr, rows, nb, hd, q, s->ld_qkv, kt + (b0 - lo), ldkt, S, s->ldk);
+        for (int64_t r = 0; r < rows; r++) {
+            float *row = S + r * s->ldk;
+            scores_finish(j, row, nb, b0, j->pos + i0 + r);
+            float bm = -INFINITY;
+            for (int64_t c = 0; c < nb; c++) bm = fmaxf(bm, row[c]);
+            const float mn = fmaxf(m[r], bm);
+            if (mn == -INFINITY) { /* every key so far masked */
+                for (int64_t c = 0; c < nb; c++) row[c] = 0;
+                continue;
+            }
+            const double corr = m[r] == -INFINITY ? 0.0 : exp((double)m[r] - (double)mn);
+            double sum = 0;
+            for (int64_t c = 0; c < nb; c++) {
+                row[c] = row[c] == -INFINITY ? 0.0f : kld_expf_ref(row[c] - mn);
+                sum += row[c];
+            }
+            l[r] = l[r] * corr + sum;
+            m[r] = mn;
+            for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] *= corr;
+        }
+        kld_gemm_strided(s->kr, rows, hdv, nb, S, s->ldk, v + (b0 - lo) * hdv, hdv, T, hdv);
+        for (int64_t i = 0; i < rows * hdv; i++) O[i] += T[i];
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < hdv; d++) out[r * ldo + d] = (float)(O[r * hdv + d] / l[r]);
+}
+
 static void attn_task(void *ctx, int ith, int nth) {
     const attn_job *j = ctx;
     kld_session *s = j->s;
@@ -26,10 +125,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     const int64_t group = hp->n_head / nkv;
     const int64_t ldo = hp->n_head * hdv;
     const int64_t window = hp->sliding_window;
-    const float scale = (float)hp->attn_scale, cap = (float)hp->attn_softcap;
     float *S = s->scratch + (size_t)ith * s->scratch_stride;
-    const float *kt_layer = s->k_cache + (size_t)j->il * (size_t)(nkv * hd * s->ldk);
-    const float *v_layer = s->v_cache + (size_t)j->il * (size_t)(nkv * s->n_ctx * hdv);
     const int64_t n_tasks = hp->n_head * j->n_qblocks;
     /* Round-robin over (head, query block): causal blocks grow with the
      * row index, so interleaving balances the threads. */
@@ -45,21 +141,24 @@ static void attn_task(void *ctx, int ith, int nth) {
         lo &= ~(int64_t)15;
         const int64_t L = hi - lo;
         const float *q = s->qkv + i0 * s->ld_qkv + h * hd;
-        const float *kt = kt_layer + (size_t)(kvh * hd * s->ldk) + lo;
-        kld_gemm_strided(kr, rows, L, hd, q, s->ld_qkv, kt, s->ldk, S, s->ldk);
+        const float *kt, *v;
+        int64_t ldkt;
+        kv_view(j, ith, kvh, lo, L, &kt, &ldkt, &v);
+        float *out = s->attn + i0 * ldo + h * hdv;
+        if (s->lv.attention == KLD_ATTN_ONLINE) {
+            online_block(j, ith, q, rows, i0, lo, hi, kt, ldkt, v, out, ldo);
+            continue;
+        }
+        kld_gemm_strided(kr, rows, L, hd, q, s->ld_qkv, kt, ldkt, S, s->ldk);
         for (int64_t r = 0; r < rows; r++) {
             float *row = S + r * s->ldk;
-            const int64_t p = j->pos + i0 + r;
-            for (int64_t c = 0; c < L; c++) row[c] *= scale;
-            if (cap > 0) kr->softcap(row, L, cap);
-            for (int64_t c = 0; c < L; c++) {
-                const int64_t key = lo + c;
-                if (key > p || (j->swa && p - key >= window)) row[c] = -INFINITY;
-            }
+            scores_finish(j, row, L, lo, j->pos + i0 + r);
             kr->softmax(row, L);
+            /* act=q8, f16 V: llama.cpp's KQ·V product takes the probabilities in f16 */
+            if (s->lv.act == KLD_ACT_Q8 && s->kvl[j->il].v_type == KLD_TYPE_F16)
+                kld_act_round_vec(KLD_ACT_Q8, KLD_TYPE_F16, row, row, L);
         }
-        const float *v = v_layer + (size_t)(kvh * s->n_ctx * hdv) + lo * hdv;
-        kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, s->attn + i0 * ldo + h * hdv, ldo);
+        kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, out, ldo);
     }
 }
 

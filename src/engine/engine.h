@@ -51,6 +51,64 @@ const kld_hparams *kld_model_hparams(const kld_model *model);
  * by the model, valid until kld_model_close. */
 const kld_source *kld_model_source(const kld_model *model);
 
+/* ---- levers ----
+ * A lever is a runtime setting of a session with a reference value (the
+ * first one listed): two sessions of one model may run with different
+ * levers over the same weights. Parsed from "NAME=VALUE[,NAME=VALUE...]"
+ * (levers.c):
+ *   kv=TYPE | kv=blk:A-B=TYPE,...,TYPE  K and V cache type (both), optionally
+ *                                      per layer (rules first match; a bare
+ *                                      TYPE is the default for other layers)
+ *   kv_k=..., kv_v=...                 the same for K or V alone
+ *                                      TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl
+ *   act=f32|bf16|f16|q8                rounding of every weight matmul's input rows
+ *   kernels=auto|ref|simd              kernel set (auto: the one chosen at start-up)
+ *   attention=exact|online             two-pass softmax, or blocked online softmax
+ *   attn_block=N                       online softmax key block (multiple of 16, 16..4096)
+ *   noise=none|bf16                    round the residual stream after every layer */
+
+#define KLD_KV_MAX_RULES 16
+
+typedef struct kld_kv_rule {
+    int64_t lo, hi;       /* layers lo..hi inclusive */
+    uint32_t type;        /* kld_type id */
+} kld_kv_rule;
+
+typedef struct kld_kv_map {
+    uint32_t type;        /* layers no rule names */
+    int n_rules;
+    kld_kv_rule rule[KLD_KV_MAX_RULES];
+} kld_kv_map;
+
+typedef enum kld_act_round { KLD_ACT_F32, KLD_ACT_BF16, KLD_ACT_F16, KLD_ACT_Q8 } kld_act_round;
+typedef enum kld_kernels_choice { KLD_KERNELS_AUTO, KLD_KERNELS_REF, KLD_KERNELS_SIMD } kld_kernels_choice;
+typedef enum kld_attn_mode { KLD_ATTN_EXACT, KLD_ATTN_ONLINE } kld_attn_mode;
+
+typedef struct kld_levers {
+    kld_kv_map kv_k, kv_v;
+    kld_act_round act;
+    kld_kernels_choice kernels;
+    kld_attn_mode attention;
+    int attn_block;
+    bool noise_bf16;
+} kld_levers;
+
+/* Every lever at its reference value. */
+void kld_levers_default(kld_levers *l);
+/* Applies "NAME=VALUE,..." on top of *l. Errors name the offending token
+ * and list the valid names or values; *l is unchanged on error. */
+kld_status kld_levers_parse(const char *text, kld_levers *l, kld_error *err);
+/* True when every lever has its reference value. */
+bool kld_levers_is_reference(const kld_levers *l);
+/* Canonical text of the non-reference levers ("kv=q8_0,act=q8"), or
+ * "reference"; always NUL-terminated. */
+void kld_levers_format(const kld_levers *l, char *buf, size_t size);
+/* The type of layer il in a KV map. */
+uint32_t kld_kv_map_type(const kld_kv_map *m, int64_t il);
+/* Whether the levers apply to this model (layer maps within n_layer,
+ * head sizes a multiple of the cache type's block). */
+kld_status kld_levers_check(const kld_levers *l, const kld_model *model, kld_error *err);
+
 /* ---- memory plan ---- */
 
 typedef struct kld_mem_plan {
@@ -58,16 +116,22 @@ typedef struct kld_mem_plan {
     int n_threads;
     uint64_t weights_bytes;   /* memory-mapped weight data (not allocated) */
     uint64_t model_bytes;     /* float32 norms/biases/RoPE tables owned by the model */
-    uint64_t kv_bytes;        /* K and V cache, float32, all layers */
+    uint64_t kv_bytes;        /* K and V cache in its lever types, all layers */
+    uint64_t kv_token_bytes;  /* K and V bytes of one position, all layers */
     uint64_t act_bytes;       /* per-chunk activations */
-    uint64_t scratch_bytes;   /* per-thread GEMM panels and attention rows, all threads */
+    uint64_t scratch_bytes;   /* per-thread GEMM panels, attention rows and dequantized K/V */
     uint64_t arena_bytes;     /* kv + act + scratch: the one allocation of a session */
     uint64_t logits_bytes;    /* one chunk of logits, max_chunk × n_vocab float32 (caller's buffer) */
+    char kv_desc[96];         /* "f32" or the lever's K/V types ("k q8_0, v q8_0") */
 } kld_mem_plan;
 
 /* The allocation a session with these sizes makes (nothing is allocated). */
 kld_status kld_mem_plan_compute(const kld_model *model, int64_t n_ctx, int64_t max_chunk,
                                 int n_threads, kld_mem_plan *plan, kld_error *err);
+/* The same with levers (NULL: the reference levers). */
+kld_status kld_mem_plan_compute_levers(const kld_model *model, int64_t n_ctx, int64_t max_chunk,
+                                       int n_threads, const kld_levers *levers,
+                                       kld_mem_plan *plan, kld_error *err);
 /* Human-readable plan, one component per line (for `kldeval inspect --plan`). */
 void kld_mem_plan_print(const kld_mem_plan *plan, FILE *f);
 
@@ -80,7 +144,18 @@ kld_status kld_session_create(kld_model *model, int64_t n_ctx, int64_t max_chunk
 /* The same, borrowing `pool` (which must outlive the session). */
 kld_status kld_session_create_shared(kld_model *model, int64_t n_ctx, int64_t max_chunk,
                                      kld_pool *pool, kld_session **out, kld_error *err);
+/* The general form: levers (NULL: reference) and a pool to borrow (NULL:
+ * the session starts its own of n_threads). The levers are copied. */
+typedef struct kld_session_opts {
+    int64_t n_ctx, max_chunk;
+    int n_threads;
+    kld_pool *pool;
+    const kld_levers *levers;
+} kld_session_opts;
+kld_status kld_session_create_opts(kld_model *model, const kld_session_opts *opts,
+                                   kld_session **out, kld_error *err);
 void kld_session_free(kld_session *s);
+const kld_levers *kld_session_levers(const kld_session *s);
 
 /* Empties the cache: the next token goes to position 0. */
 void kld_session_reset(kld_session *s);

@@ -93,18 +93,34 @@ static void pass_row(const pass_job *j, int64_t r) {
         add_bias(k, v->bk, nk);
         add_bias(vv, v->bv, nkv * hdv);
         const float *cs = s->rope_cs[kld_hparams_layer_swa(hp, j->il) ? 1 : 0] + r * hp->n_rot;
+        const uint32_t kt_type = s->kvl[j->il].k_type;
         for (int64_t h = 0; h < hp->n_head; h++) {
             if (v->q_norm) rmsnorm(q + h * hd, v->q_norm, q + h * hd, hd, eps);
             rope_head(q + h * hd, cs, hp->n_rot, hp->rope_type);
+            /* act=q8 with a typed K cache: llama.cpp's K·Q dot products see
+             * Q in the K type's vec_dot format (q8_0 for block types, f16 for f16) */
+            if (s->lv.act == KLD_ACT_Q8 && kt_type != KLD_TYPE_F32)
+                kld_act_round_vec(KLD_ACT_Q8, kt_type, q + h * hd, q + h * hd, hd);
         }
         const int64_t p = j->pos + r;
-        float *kt = s->k_cache + (size_t)j->il * (size_t)(nkv * hd * s->ldk);
-        float *vc = s->v_cache + (size_t)j->il * (size_t)(nkv * s->n_ctx * hdv);
+        const kld_kv_layer *c = &s->kvl[j->il];
         for (int64_t h = 0; h < nkv; h++) {
             if (v->k_norm) rmsnorm(k + h * hd, v->k_norm, k + h * hd, hd, eps);
             rope_head(k + h * hd, cs, hp->n_rot, hp->rope_type);
-            for (int64_t d = 0; d < hd; d++) kt[(h * hd + d) * s->ldk + p] = k[h * hd + d];
-            memcpy(vc + (h * s->n_ctx + p) * hdv, vv + h * hdv, (size_t)hdv * sizeof(float));
+            /* the cache holds the rounded rows: every later read sees them */
+            if (c->k_type == KLD_TYPE_F32) {
+                float *kt = (float *)c->k + h * hd * s->ldk;
+                for (int64_t d = 0; d < hd; d++) kt[d * s->ldk + p] = k[h * hd + d];
+            } else {
+                kld_type_info_get(c->k_type)->quantize_row(
+                    k + h * hd, (uint8_t *)c->k + (uint64_t)(h * s->n_ctx + p) * c->k_row, hd);
+            }
+            if (c->v_type == KLD_TYPE_F32)
+                memcpy((float *)c->v + (h * s->n_ctx + p) * hdv, vv + h * hdv,
+                       (size_t)hdv * sizeof(float));
+            else
+                kld_type_info_get(c->v_type)->quantize_row(
+                    vv + h * hdv, (uint8_t *)c->v + (uint64_t)(h * s->n_ctx + p) * c->v_row, hdv);
         }
         break;
     }
@@ -126,6 +142,8 @@ static void pass_row(const pass_job *j, int64_t r) {
         add_bias(tmp, v->b_down, E);
         if (v->ffn_post_norm) rmsnorm(tmp, v->ffn_post_norm, tmp, E, eps);
         for (int64_t i = 0; i < E; i++) x[i] += tmp[i];
+        if (s->lv.noise_bf16) /* the noise floor: the residual stream in bf16 */
+            for (int64_t i = 0; i < E; i++) x[i] = kld_bf16_to_f32(kld_f32_to_bf16(x[i]));
         break;
     }
 }
@@ -143,8 +161,14 @@ static void run_pass(kld_session *s, row_pass pass, int64_t il, int64_t row0, in
     kld_pool_run(s->pool, pass_task, &j);
 }
 
+/* The act lever rounds the input rows first (act.c): the product then
+ * runs on exactly the values llama.cpp's dot products see. */
 static void gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
                  float *C, int64_t ldc) {
+    if (s->lv.act != KLD_ACT_F32 && kld_act_round_rows(s, W->type, n, W->ne[0], A, lda)) {
+        A = s->ar;
+        lda = s->ar_ld;
+    }
     kld_gemm_weights(s->pool, s->kr, W, n, A, lda, C, ldc, s->scratch, s->scratch_stride);
 }
 

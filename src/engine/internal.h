@@ -11,6 +11,9 @@
 #include "model/weights.h"
 
 #define KLD_ATTN_QB 24 /* query rows per attention task (4 microkernel row blocks) */
+/* Floats of attention=online state per thread: output and sum in double,
+ * the block product T and running maximum in float. */
+#define KLD_ONLINE_AUX_FLOATS(hdv) ((size_t)KLD_ATTN_QB * (size_t)(3 * (hdv) + 3) + 16)
 
 /* Float32 norms and biases of one layer (NULL when absent). Norm weights
  * already include hparams.norm_weight_offset. */
@@ -30,8 +33,24 @@ struct kld_model {
     uint64_t weights_bytes;    /* bytes of all bound weight tensors */
 };
 
+/* One layer's K and V cache. f32: K^T [kv head][head_dim][ldk] and V
+ * [kv head][n_ctx][head_dim_v] floats, read in place. Other types: rows of
+ * one (kv head, position) [kv head][n_ctx][row bytes] in the type's block
+ * format, quantized when written, dequantized when attention reads them. */
+typedef struct kld_kv_layer {
+    uint32_t k_type, v_type;
+    uint64_t k_row, v_row;     /* bytes of one head's row (typed layers) */
+    void *k, *v;
+} kld_kv_layer;
+
 struct kld_session {
     kld_model *model;
+    kld_levers lv;
+    kld_kv_layer *kvl;         /* n_layer entries */
+    float *attn_aux;           /* per thread: dequantized K^T/V, online-softmax state */
+    size_t attn_aux_stride;    /* floats per thread */
+    float *ar;                 /* act lever: rounded matmul inputs [max_chunk][ar_ld] */
+    int64_t ar_ld;
     kld_pool *pool;
     bool own_pool;
     const kld_engine_kernels *kr;
@@ -39,8 +58,6 @@ struct kld_session {
     int64_t ldk;               /* K^T cache row stride: n_ctx rounded up to 16 */
     kld_mem_plan plan;
     void *arena;
-    float *k_cache;            /* [layer][kv head][head_dim][ldk] (transposed) */
-    float *v_cache;            /* [layer][kv head][n_ctx][head_dim_v] */
     float *x, *xn, *qkv, *attn, *tmp, *gu; /* [max_chunk][...] activations */
     float *rope_cs[2];         /* [max_chunk][n_rot/2][cos, sin]: full / sliding layers */
     float *rope_ff;            /* [n_rot/2] frequency divisors */
@@ -53,9 +70,26 @@ struct kld_session {
  * from s->qkv and the caches, writes s->attn. */
 void kld_attention(kld_session *s, int64_t il, int64_t n, int64_t pos);
 
+/* Tests only: layer il's cache bytes of (kv head h, position p) for K
+ * (v false) or V, in the layer's type; f32 K layers are transposed and
+ * have no row (NULL). */
+const void *kld_session_kv_row(const kld_session *s, int64_t il, bool v, int64_t h, int64_t p,
+                               uint64_t *bytes);
+
 /* Tests only: run this session on another kernel set (e.g. the scalar
  * references) to compare whole forward passes bit for bit. */
 void kld_session_use_kernels(kld_session *s, const kld_engine_kernels *kr);
+
+/* act lever (act.c): rounds rows [0, n) of A (k values each) into s->ar
+ * as the lever prescribes for a weight of this type; false when the lever
+ * leaves them as they are (A is then used directly). */
+bool kld_act_round_rows(kld_session *s, uint32_t weight_type, int64_t n, int64_t k,
+                        const float *A, int64_t lda);
+
+/* One vector x[0..k) rounded into y (may alias x) as lever a prescribes
+ * for an operand of type weight_type; false (y untouched) when it does not. */
+bool kld_act_round_vec(kld_act_round a, uint32_t weight_type, const float *x, float *y,
+                       int64_t k);
 
 /* The forward pass proper (forward.c); arguments already validated. */
 void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first_row,

@@ -6,6 +6,7 @@
 #include "model/rope.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define MAX_CTX (INT64_C(1) << 24)
@@ -29,16 +30,59 @@ static uint64_t take(sizer *z, uint64_t a, uint64_t b, uint64_t c) {
     return start;
 }
 
+/* Floats (64-byte aligned) of one layer's K (v false) or V cache. */
+static uint64_t kv_layer_floats(const kld_model *m, const kld_levers *lv, int64_t n_ctx,
+                                int64_t ldk, int64_t il, bool v, bool *overflow) {
+    const kld_hparams *hp = &m->hp;
+    const uint32_t type = kld_kv_map_type(v ? &lv->kv_v : &lv->kv_k, il);
+    const uint64_t hd = (uint64_t)(v ? hp->head_dim_v : hp->head_dim);
+    uint64_t n = 0;
+    if (type == KLD_TYPE_F32) {
+        if (!kld_mul_u64((uint64_t)hp->n_head_kv * hd, (uint64_t)(v ? n_ctx : ldk), &n))
+            *overflow = true;
+    } else {
+        const kld_type_info *ti = kld_type_info_get(type);
+        uint64_t row = hd / (uint64_t)ti->block_size * (uint64_t)ti->type_size;
+        if (!kld_mul_u64((uint64_t)hp->n_head_kv * (uint64_t)n_ctx, row, &n)) *overflow = true;
+        n = n / 4 + (n % 4 != 0);
+    }
+    if (n > UINT64_MAX - ALIGN_FLOATS) *overflow = true;
+    return (n + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
+}
+
+/* Bytes one position adds to the cache, all layers (K and V). */
+static uint64_t kv_token_bytes(const kld_model *m, const kld_levers *lv) {
+    const kld_hparams *hp = &m->hp;
+    uint64_t total = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        for (int v = 0; v < 2; v++) {
+            const kld_type_info *ti = kld_type_info_get(kld_kv_map_type(v ? &lv->kv_v : &lv->kv_k, il));
+            const uint64_t hd = (uint64_t)(v ? hp->head_dim_v : hp->head_dim);
+            total += (uint64_t)hp->n_head_kv * (hd / (uint64_t)ti->block_size) * (uint64_t)ti->type_size;
+        }
+    return total;
+}
+
+static bool kv_typed(const kld_model *m, const kld_levers *lv) {
+    for (int64_t il = 0; il < m->hp.n_layer; il++)
+        if (kld_kv_map_type(&lv->kv_k, il) != KLD_TYPE_F32 ||
+            kld_kv_map_type(&lv->kv_v, il) != KLD_TYPE_F32)
+            return true;
+    return false;
+}
+
 typedef struct layout {
-    uint64_t k_cache, v_cache, x, xn, qkv, attn, tmp, gu, rope0, rope1, rope_ff, scratch;
+    uint64_t kv, ar, aux, x, xn, qkv, attn, tmp, gu, rope0, rope1, rope_ff, scratch;
     uint64_t kv_floats, act_floats, scratch_floats, total_floats;
-    size_t scratch_stride;
-    int64_t ldk, ld_qkv;
+    size_t scratch_stride, aux_stride;
+    int64_t ldk, ld_qkv, ar_ld;
 } layout;
 
 static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chunk, int n_threads,
-                              layout *L, kld_error *err) {
+                              const kld_levers *lv, layout *L, kld_error *err) {
     const kld_hparams *hp = &m->hp;
+    kld_status st = kld_levers_check(lv, m, err);
+    if (st != KLD_OK) return st;
     if (n_ctx < 1 || n_ctx > MAX_CTX)
         return kld_fail(err, KLD_ERR_ARG, "context size %" PRId64 " is out of range [1, %" PRId64 "]",
                         n_ctx, MAX_CTX);
@@ -48,13 +92,14 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     if (n_threads < 1) return kld_fail(err, KLD_ERR_ARG, "thread count %d must be >= 1", n_threads);
     memset(L, 0, sizeof *L);
     const uint64_t C = (uint64_t)max_chunk, E = (uint64_t)hp->n_embd;
-    const uint64_t nkv = (uint64_t)hp->n_head_kv, hd = (uint64_t)hp->head_dim,
-                   hdv = (uint64_t)hp->head_dim_v, nl = (uint64_t)hp->n_layer;
+    const uint64_t hd = (uint64_t)hp->head_dim, hdv = (uint64_t)hp->head_dim_v;
     L->ldk = (n_ctx + 15) & ~(int64_t)15;
     L->ld_qkv = hp->n_head * hp->head_dim + hp->n_head_kv * (hp->head_dim + hp->head_dim_v);
     sizer z = {0, false};
-    L->k_cache = take(&z, nl * nkv, hd, (uint64_t)L->ldk);
-    L->v_cache = take(&z, nl * nkv, (uint64_t)n_ctx, hdv);
+    L->kv = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        for (int v = 0; v < 2; v++)
+            take(&z, kv_layer_floats(m, lv, n_ctx, L->ldk, il, v, &z.overflow), 1, 1);
     L->kv_floats = z.floats;
     L->x = take(&z, C, E, 1);
     L->xn = take(&z, C, E, 1);
@@ -65,6 +110,10 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->rope0 = take(&z, C, (uint64_t)hp->n_rot, 1);
     L->rope1 = take(&z, C, (uint64_t)hp->n_rot, 1);
     L->rope_ff = take(&z, (uint64_t)hp->n_rot / 2, 1, 1);
+    int64_t kin = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+    if (hp->n_head * hp->head_dim_v > kin) kin = hp->n_head * hp->head_dim_v;
+    L->ar_ld = lv->act == KLD_ACT_F32 ? 0 : (kin + 15) & ~(int64_t)15;
+    L->ar = take(&z, C, (uint64_t)L->ar_ld, 1);
     L->act_floats = z.floats - L->kv_floats;
     uint64_t attn_rows = 0;
     if (!kld_mul_u64(KLD_ATTN_QB, (uint64_t)L->ldk, &attn_rows)) z.overflow = true;
@@ -76,6 +125,14 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     stride = (stride + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
     L->scratch_stride = (size_t)stride;
     L->scratch = take(&z, (uint64_t)n_threads, stride, 1);
+    /* Attention's own per-thread rows: dequantized K^T and V of the visible
+     * keys (typed caches), the online softmax's running output and sums. */
+    uint64_t aux = 0;
+    if (kv_typed(m, lv)) aux += (hd + (hd > hdv ? hd : hdv)) * (uint64_t)L->ldk;
+    if (lv->attention == KLD_ATTN_ONLINE) aux += KLD_ONLINE_AUX_FLOATS(hdv);
+    aux = (aux + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
+    L->aux_stride = (size_t)aux;
+    L->aux = take(&z, (uint64_t)n_threads, aux, 1);
     L->scratch_floats = z.floats - L->scratch;
     L->total_floats = z.floats;
     if (z.overflow || z.floats > UINT64_MAX / sizeof(float) || z.floats * sizeof(float) > SIZE_MAX)
@@ -84,8 +141,20 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     return KLD_OK;
 }
 
+static void kv_desc(const kld_model *m, const kld_levers *lv, char *buf, size_t size) {
+    if (!kv_typed(m, lv)) {
+        snprintf(buf, size, "f32");
+        return;
+    }
+    kld_levers only_kv;
+    kld_levers_default(&only_kv);
+    only_kv.kv_k = lv->kv_k;
+    only_kv.kv_v = lv->kv_v;
+    kld_levers_format(&only_kv, buf, size);
+}
+
 static void fill_plan(const kld_model *m, int64_t n_ctx, int64_t max_chunk, int n_threads,
-                      const layout *L, kld_mem_plan *p) {
+                      const kld_levers *lv, const layout *L, kld_mem_plan *p) {
     memset(p, 0, sizeof *p);
     p->n_ctx = n_ctx;
     p->max_chunk = max_chunk;
@@ -93,6 +162,8 @@ static void fill_plan(const kld_model *m, int64_t n_ctx, int64_t max_chunk, int 
     p->weights_bytes = m->weights_bytes;
     p->model_bytes = m->vec_bytes;
     p->kv_bytes = L->kv_floats * sizeof(float);
+    p->kv_token_bytes = kv_token_bytes(m, lv);
+    kv_desc(m, lv, p->kv_desc, sizeof p->kv_desc);
     p->act_bytes = L->act_floats * sizeof(float);
     p->scratch_bytes = L->scratch_floats * sizeof(float);
     p->arena_bytes = L->total_floats * sizeof(float);
@@ -103,14 +174,23 @@ static void fill_plan(const kld_model *m, int64_t n_ctx, int64_t max_chunk, int 
         p->logits_bytes = UINT64_MAX;
 }
 
-kld_status kld_mem_plan_compute(const kld_model *m, int64_t n_ctx, int64_t max_chunk,
-                                int n_threads, kld_mem_plan *plan, kld_error *err) {
+kld_status kld_mem_plan_compute_levers(const kld_model *m, int64_t n_ctx, int64_t max_chunk,
+                                       int n_threads, const kld_levers *levers,
+                                       kld_mem_plan *plan, kld_error *err) {
+    kld_levers ref;
+    kld_levers_default(&ref);
+    if (!levers) levers = &ref;
     if (n_threads <= 0) n_threads = kld_default_threads();
     layout L;
-    kld_status s = plan_layout(m, n_ctx, max_chunk, n_threads, &L, err);
+    kld_status s = plan_layout(m, n_ctx, max_chunk, n_threads, levers, &L, err);
     if (s != KLD_OK) return s;
-    fill_plan(m, n_ctx, max_chunk, n_threads, &L, plan);
+    fill_plan(m, n_ctx, max_chunk, n_threads, levers, &L, plan);
     return KLD_OK;
+}
+
+kld_status kld_mem_plan_compute(const kld_model *m, int64_t n_ctx, int64_t max_chunk,
+                                int n_threads, kld_mem_plan *plan, kld_error *err) {
+    return kld_mem_plan_compute_levers(m, n_ctx, max_chunk, n_threads, NULL, plan, err);
 }
 
 void kld_mem_plan_print(const kld_mem_plan *p, FILE *f) {
@@ -119,7 +199,11 @@ void kld_mem_plan_print(const kld_mem_plan *p, FILE *f) {
             p->max_chunk, p->n_threads);
     fprintf(f, "  weights (mmapped)     %s\n", kld_format_bytes(p->weights_bytes, b, sizeof b));
     fprintf(f, "  norms/biases (f32)    %s\n", kld_format_bytes(p->model_bytes, b, sizeof b));
-    fprintf(f, "  KV cache (f32)        %s\n", kld_format_bytes(p->kv_bytes, b, sizeof b));
+    char t[32];
+    fprintf(f, "  KV cache (%s)%*s%s (%s per token)\n", p->kv_desc,
+            (int)(strlen(p->kv_desc) < 12 ? 12 - strlen(p->kv_desc) : 1), "",
+            kld_format_bytes(p->kv_bytes, b, sizeof b),
+            kld_format_bytes(p->kv_token_bytes, t, sizeof t));
     fprintf(f, "  activations           %s\n", kld_format_bytes(p->act_bytes, b, sizeof b));
     fprintf(f, "  per-thread scratch    %s\n", kld_format_bytes(p->scratch_bytes, b, sizeof b));
     fprintf(f, "  session arena total   %s\n", kld_format_bytes(p->arena_bytes, b, sizeof b));
@@ -128,36 +212,62 @@ void kld_mem_plan_print(const kld_mem_plan *p, FILE *f) {
 }
 
 static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk, kld_pool *pool,
-                                 bool own_pool, kld_session **out, kld_error *err) {
+                                 bool own_pool, const kld_levers *levers, kld_session **out,
+                                 kld_error *err) {
     *out = NULL;
+    kld_levers ref;
+    kld_levers_default(&ref);
+    if (!levers) levers = &ref;
     layout L;
-    kld_status st = plan_layout(m, n_ctx, max_chunk, kld_pool_size(pool), &L, err);
+    kld_status st = plan_layout(m, n_ctx, max_chunk, kld_pool_size(pool), levers, &L, err);
     if (st != KLD_OK) {
         if (own_pool) kld_pool_free(pool);
         return st;
     }
     kld_session *s = calloc(1, sizeof *s);
     void *arena = NULL;
-    if (s) arena = aligned_alloc(64, (size_t)L.total_floats * sizeof(float));
-    if (!s || !arena) {
+    kld_kv_layer *kvl = calloc((size_t)m->hp.n_layer, sizeof *kvl);
+    if (s && kvl) arena = aligned_alloc(64, (size_t)L.total_floats * sizeof(float));
+    if (!s || !arena || !kvl) {
         free(s);
+        free(kvl);
         if (own_pool) kld_pool_free(pool);
         char b[32];
         return kld_fail(err, KLD_ERR_NOMEM, "%s: cannot allocate the session arena (%s)",
                         m->src->path, kld_format_bytes(L.total_floats * sizeof(float), b, sizeof b));
     }
     s->model = m;
+    s->lv = *levers;
+    s->kvl = kvl;
     s->pool = pool;
     s->own_pool = own_pool;
-    s->kr = kld_engine_kernels_get();
+    s->kr = levers->kernels == KLD_KERNELS_REF    ? kld_engine_kernels_ref()
+            : levers->kernels == KLD_KERNELS_SIMD ? kld_engine_kernels_avx2()
+                                                  : kld_engine_kernels_get();
     s->n_ctx = n_ctx;
     s->max_chunk = max_chunk;
     s->ldk = L.ldk;
     s->ld_qkv = L.ld_qkv;
     s->arena = arena;
     float *a = arena;
-    s->k_cache = a + L.k_cache;
-    s->v_cache = a + L.v_cache;
+    uint64_t off = L.kv;
+    bool ovf = false;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        kld_kv_layer *k = &kvl[il];
+        k->k_type = kld_kv_map_type(&levers->kv_k, il);
+        k->v_type = kld_kv_map_type(&levers->kv_v, il);
+        const kld_type_info *tk = kld_type_info_get(k->k_type), *tv = kld_type_info_get(k->v_type);
+        k->k_row = (uint64_t)(m->hp.head_dim / tk->block_size) * (uint64_t)tk->type_size;
+        k->v_row = (uint64_t)(m->hp.head_dim_v / tv->block_size) * (uint64_t)tv->type_size;
+        k->k = a + off;
+        off += kv_layer_floats(m, levers, n_ctx, L.ldk, il, false, &ovf);
+        k->v = a + off;
+        off += kv_layer_floats(m, levers, n_ctx, L.ldk, il, true, &ovf);
+    }
+    s->ar = a + L.ar;
+    s->ar_ld = L.ar_ld;
+    s->attn_aux = a + L.aux;
+    s->attn_aux_stride = L.aux_stride;
     s->x = a + L.x;
     s->xn = a + L.xn;
     s->qkv = a + L.qkv;
@@ -169,10 +279,10 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     s->rope_ff = a + L.rope_ff;
     s->scratch = a + L.scratch;
     s->scratch_stride = L.scratch_stride;
-    fill_plan(m, n_ctx, max_chunk, kld_pool_size(pool), &L, &s->plan);
+    fill_plan(m, n_ctx, max_chunk, kld_pool_size(pool), levers, &L, &s->plan);
     /* Touch the KV cache now so the plan's memory is really committed
      * and later positions never read uninitialised floats. */
-    memset(s->k_cache, 0, (size_t)L.kv_floats * sizeof(float));
+    memset(a + L.kv, 0, (size_t)L.kv_floats * sizeof(float));
     st = kld_rope_factors(m->src, &m->hp, &m->w, n_ctx, s->rope_ff, err);
     if (st != KLD_OK) {
         kld_session_free(s);
@@ -186,19 +296,43 @@ kld_status kld_session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk, in
                               kld_session **out, kld_error *err) {
     kld_pool *pool = kld_pool_create(n_threads);
     if (!pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", n_threads);
-    return session_create(m, n_ctx, max_chunk, pool, true, out, err);
+    return session_create(m, n_ctx, max_chunk, pool, true, NULL, out, err);
 }
 
 kld_status kld_session_create_shared(kld_model *m, int64_t n_ctx, int64_t max_chunk,
                                      kld_pool *pool, kld_session **out, kld_error *err) {
     if (!pool) return kld_fail(err, KLD_ERR_ARG, "kld_session_create_shared: pool is NULL");
-    return session_create(m, n_ctx, max_chunk, pool, false, out, err);
+    return session_create(m, n_ctx, max_chunk, pool, false, NULL, out, err);
+}
+
+kld_status kld_session_create_opts(kld_model *m, const kld_session_opts *o, kld_session **out,
+                                   kld_error *err) {
+    kld_pool *pool = o->pool;
+    if (!pool && !(pool = kld_pool_create(o->n_threads)))
+        return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", o->n_threads);
+    return session_create(m, o->n_ctx, o->max_chunk, pool, !o->pool, o->levers, out, err);
+}
+
+const kld_levers *kld_session_levers(const kld_session *s) { return &s->lv; }
+
+const void *kld_session_kv_row(const kld_session *s, int64_t il, bool v, int64_t h, int64_t p,
+                               uint64_t *bytes) {
+    const kld_kv_layer *k = &s->kvl[il];
+    const uint32_t type = v ? k->v_type : k->k_type;
+    const uint64_t row = v ? k->v_row : k->k_row;
+    *bytes = row;
+    if (type == KLD_TYPE_F32) {
+        if (!v) return NULL;
+        return (const float *)k->v + (h * s->n_ctx + p) * s->model->hp.head_dim_v;
+    }
+    return (const uint8_t *)(v ? k->v : k->k) + (uint64_t)(h * s->n_ctx + p) * row;
 }
 
 void kld_session_free(kld_session *s) {
     if (!s) return;
     if (s->own_pool) kld_pool_free(s->pool);
     free(s->arena);
+    free(s->kvl);
     free(s);
 }
 

@@ -79,6 +79,15 @@ struct kld_arm {
 
 /* A model path (anything kld_model_open reads). */
 kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err);
+/* A second model arm on the model an open model arm already holds (one
+ * weight load): it borrows owner->model, so owner must be freed after it. */
+kld_status kld_arm_open_model_shared(kld_arm *owner, kld_arm **out, kld_error *err);
+/* Session settings of a model arm, before prepare: levers (NULL: the
+ * reference values) and the decode path (decode: each window's first
+ * prompt_len tokens prefilled, every later token one decode step). Checks
+ * the levers against the model and records both in a->desc. */
+kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool decode,
+                                   int64_t prompt_len, kld_error *err);
 /* A dump directory; rows are checked against n_vocab_limit (> 0: the other
  * arm's vocabulary). */
 kld_status kld_arm_open_dump(const char *dir, int64_t n_vocab_limit, kld_arm **out,

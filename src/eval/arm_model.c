@@ -1,6 +1,9 @@
 /* arm_model.c — the model-session arm: a loaded model and one session
  * (KV cache) on the evaluation's shared pool, producing dense logit rows
- * for the requested rows of each chunk only (the LM head skips the rest). */
+ * for the requested rows of each chunk only (the LM head skips the rest).
+ * The session carries the arm's levers; a shared arm borrows another arm's
+ * model (self-flag A/B on one weight load). With the decode path, tokens
+ * past the window's prompt go through single-token decode steps. */
 #include "eval/arm.h"
 
 #include "eval/corpus.h"
@@ -13,6 +16,10 @@ typedef struct model_arm {
     kld_session *s;
     float *logits;
     int64_t chunk;
+    bool owns_model;
+    kld_levers levers;
+    bool decode;
+    int64_t prompt_len;
 } model_arm;
 
 static double now_s(void) {
@@ -25,7 +32,8 @@ static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t c
                           kld_error *err) {
     model_arm *m = a->impl;
     m->chunk = chunk;
-    kld_status st = kld_session_create_shared(a->model, max_len, chunk, pool, &m->s, err);
+    kld_session_opts so = {max_len, chunk, 0, pool, &m->levers};
+    kld_status st = kld_session_create_opts(a->model, &so, &m->s, err);
     if (st) return st;
     m->logits = malloc((size_t)chunk * (size_t)a->n_vocab * sizeof(float));
     if (!m->logits) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory for logits", a->path);
@@ -38,12 +46,34 @@ static kld_status begin(kld_arm *a, const kld_window *w, size_t wi, kld_error *e
     return KLD_OK;
 }
 
+/* Decode path: window positions below prompt_len in one prefill call,
+ * then one decode step per token, each writing its row when requested. */
+static kld_status eval_decode(model_arm *m, int32_t n_vocab, const int32_t *tokens, int64_t c0,
+                              int64_t n, int64_t r0, int64_t r1, kld_error *err) {
+    int64_t np = m->prompt_len - c0;
+    np = np < 0 ? 0 : np > n ? n : np;
+    kld_status st = KLD_OK;
+    if (np > 0) {
+        if (r0 < c0 + np && r1 > r0)
+            st = kld_session_eval_rows(m->s, tokens, np, r0 - c0, m->logits, err);
+        else
+            st = kld_session_eval(m->s, tokens, np, NULL, err);
+    }
+    for (int64_t i = np; i < n && st == KLD_OK; i++) {
+        const int64_t p = c0 + i;
+        float *row = p >= r0 && p < r1 ? m->logits + (size_t)(p - r0) * (size_t)n_vocab : NULL;
+        st = kld_session_decode(m->s, tokens[i], row, err);
+    }
+    return st;
+}
+
 static kld_status eval(kld_arm *a, const int32_t *tokens, int64_t c0, int64_t n, int64_t r0,
                        int64_t r1, kld_rows *rows, kld_error *err) {
     model_arm *m = a->impl;
     double t0 = now_s();
-    kld_status st = r1 > r0 ? kld_session_eval_rows(m->s, tokens, n, r0 - c0, m->logits, err)
-                            : kld_session_eval(m->s, tokens, n, NULL, err);
+    kld_status st = m->decode ? eval_decode(m, a->n_vocab, tokens, c0, n, r0, r1, err)
+                    : r1 > r0 ? kld_session_eval_rows(m->s, tokens, n, r0 - c0, m->logits, err)
+                              : kld_session_eval(m->s, tokens, n, NULL, err);
     a->seconds += now_s() - t0;
     a->tokens += (uint64_t)n;
     if (st) return st;
@@ -57,9 +87,9 @@ static void model_free(kld_arm *a) {
     if (m) {
         kld_session_free(m->s);
         free(m->logits);
+        if (m->owns_model) kld_model_close(a->model);
         free(m);
     }
-    kld_model_close(a->model);
 }
 
 static const kld_arm_ops model_ops = {prepare, begin, eval, model_free};
@@ -95,6 +125,8 @@ kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err) {
     a->ops = &model_ops;
     a->kind = "model";
     a->impl = m;
+    m->owns_model = true;
+    kld_levers_default(&m->levers);
     a->path = kld_strdup(path);
     kld_status st = a->path ? kld_model_open(path, NULL, &a->model, err)
                             : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
@@ -109,6 +141,56 @@ kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err) {
     if (kld_tok_open_source(kld_model_source(a->model), &a->tok, &tok_err) != KLD_OK) a->tok = NULL;
     a->desc = model_desc(path, a->model);
     *out = a;
+    return KLD_OK;
+}
+
+kld_status kld_arm_open_model_shared(kld_arm *owner, kld_arm **out, kld_error *err) {
+    *out = NULL;
+    if (!owner || owner->ops != &model_ops)
+        return kld_fail(err, KLD_ERR_ARG, "a shared model arm needs an open model arm");
+    kld_arm *a = calloc(1, sizeof *a);
+    model_arm *m = calloc(1, sizeof *m);
+    if (a) a->path = kld_strdup(owner->path);
+    if (!a || !m || !a->path) {
+        if (a) free(a->path);
+        free(a);
+        free(m);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    a->ops = &model_ops;
+    a->kind = "model";
+    a->impl = m;
+    kld_levers_default(&m->levers);
+    a->model = owner->model; /* borrowed: owns_model stays false */
+    a->n_vocab = owner->n_vocab;
+    a->n_ctx_train = owner->n_ctx_train;
+    kld_error tok_err = {0};
+    if (kld_tok_open_source(kld_model_source(a->model), &a->tok, &tok_err) != KLD_OK) a->tok = NULL;
+    a->desc = json_deep_copy(owner->desc);
+    json_object_set_new(a->desc, "shares_weights", json_true());
+    *out = a;
+    return KLD_OK;
+}
+
+kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool decode,
+                                   int64_t prompt_len, kld_error *err) {
+    if (a->ops != &model_ops)
+        return kld_fail(err, KLD_ERR_ARG, "%s: levers and --decode apply to model arms only", a->path);
+    model_arm *m = a->impl;
+    if (levers) {
+        kld_status st = kld_levers_check(levers, a->model, err);
+        if (st) return st;
+        m->levers = *levers;
+    }
+    if (decode && prompt_len < 0)
+        return kld_fail(err, KLD_ERR_ARG, "--prompt-len %lld must be >= 0", (long long)prompt_len);
+    m->decode = decode;
+    m->prompt_len = prompt_len;
+    char buf[256];
+    kld_levers_format(&m->levers, buf, sizeof buf);
+    json_object_set_new(a->desc, "levers", json_string(buf));
+    json_object_set_new(a->desc, "path_kind", json_string(decode ? "decode" : "prefill"));
+    if (decode) json_object_set_new(a->desc, "prompt_len", json_integer(prompt_len));
     return KLD_OK;
 }
 

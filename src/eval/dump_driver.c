@@ -169,6 +169,13 @@ static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) 
     const kld_dump_config *c = ds->c;
     kld_status st = kld_arm_open_model(c->model_path, &ds->model, err);
     if (st) return st;
+    if (c->levers) {
+        kld_levers lv;
+        kld_levers_default(&lv);
+        if ((st = kld_levers_parse(c->levers, &lv, err)) ||
+            (st = kld_arm_model_configure(ds->model, &lv, false, 0, err)))
+            return st;
+    }
     if (c->indices_from) {
         if ((st = kld_arm_open_dump(c->indices_from, ds->model->n_vocab, &ds->teacher, err))) return st;
         const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));

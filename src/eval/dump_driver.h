@@ -11,6 +11,7 @@
 
 typedef struct kld_dump_config {
     const char *model_path;
+    const char *levers;        /* the model session's levers (engine.h syntax), or NULL */
     const char *out;           /* dump directory, or the base file with llamacpp */
     bool llamacpp;             /* write a llama.cpp --kl-divergence-base file */
     int32_t top_k;             /* dump: ids per record */

@@ -178,7 +178,12 @@ static kld_status open_arms(run_state *rs, kld_kl_result *out, kld_error *err) {
         rs->pl = rs->ref->plan;
         return KLD_OK;
     }
-    if ((st = kld_arm_open_model(c->arm_path, &rs->arm, err))) return st;
+    if (!c->arm_path) { /* self-flag: one load, two sessions */
+        if ((st = kld_arm_open_model(c->ref_path, &rs->ref, err))) return st;
+        if ((st = kld_arm_open_model_shared(rs->ref, &rs->arm, err))) return st;
+    } else if ((st = kld_arm_open_model(c->arm_path, &rs->arm, err))) {
+        return st;
+    }
     if (c->llamacpp_base) {
         out->mode = "llamacpp-base";
         int32_t bos = rs->arm->tok && kld_tok_adds_bos(rs->arm->tok) ? kld_tok_bos(rs->arm->tok) : -1;
@@ -190,8 +195,9 @@ static kld_status open_arms(run_state *rs, kld_kl_result *out, kld_error *err) {
         rs->pl = rs->ref->plan;
         return KLD_OK;
     }
-    out->mode = "two-models";
-    if ((st = kld_arm_open_model(c->ref_path, &rs->ref, err))) return st;
+    out->mode = c->arm_path ? "two-models" : "self-flag";
+    if (c->arm_path && (st = kld_arm_open_model(c->ref_path, &rs->ref, err))) return st;
+
     if ((st = check_vocab(rs, out, err))) return st;
     if (c->ids_path) st = kld_corpus_load_ids(c->ids_path, &rs->corpus, err);
     else st = kld_corpus_load_text(c->corpus_path, c->corpus_format, &rs->corpus, err);
@@ -282,12 +288,14 @@ static void close_windows(run_state *rs, kld_kl_result *out) {
     out->n_windows_total = rs->pl->n_windows;
     rs->windows = NULL;
 }
+static kld_status configure_arms(run_state *rs, kld_error *err);
 
 static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
     const kld_kl_config *c = rs->c;
     kld_status st = open_arms(rs, out, err);
     if (st) return st;
     if ((st = check_context(rs, out, err))) return st;
+    if ((st = configure_arms(rs, err))) return st;
     rs->pool = kld_pool_create(c->n_threads);
     if (!rs->pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", c->n_threads);
     /* The caches need only the longest window; a chunk never exceeds it. */
@@ -310,10 +318,31 @@ static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
     return kld_stats_create(&rs->stats, topk, err);
 }
 
+/* The levers and the decode path of the model arms. */
+static kld_status configure_arms(run_state *rs, kld_error *err) {
+    const kld_kl_config *c = rs->c;
+    kld_levers l;
+    kld_status st;
+    if (c->ref_path && c->ref_levers) {
+        kld_levers_default(&l);
+        if ((st = kld_levers_parse(c->ref_levers, &l, err)) ||
+            (st = kld_arm_model_configure(rs->ref, &l, false, 0, err)))
+            return st;
+    } else if (c->ref_path && (st = kld_arm_model_configure(rs->ref, NULL, false, 0, err))) {
+        return st;
+    }
+    if (!c->arm_logits) {
+        kld_levers_default(&l);
+        if (c->arm_levers && (st = kld_levers_parse(c->arm_levers, &l, err))) return st;
+        if ((st = kld_arm_model_configure(rs->arm, &l, c->decode, c->prompt_len, err))) return st;
+    }
+    return KLD_OK;
+}
+
 static void close_all(run_state *rs) {
     kld_scorer_free(rs->scorer);
+    kld_arm_free(rs->arm); /* first: a self-flag arm borrows the reference's model */
     kld_arm_free(rs->ref);
-    kld_arm_free(rs->arm);
     kld_pool_free(rs->pool);
     kld_corpus_free(rs->corpus);
     kld_plan_free(&rs->plan);
@@ -328,6 +357,24 @@ static kld_status check_config(const kld_kl_config *c, kld_error *err) {
         return kld_fail(err, KLD_ERR_ARG, "need --ctx >= 2, --chunk >= 1, --topk >= 1");
     int refs = !!c->ref_path + !!c->ref_logits + !!c->llamacpp_base;
     int arms = !!c->arm_path + !!c->arm_logits;
+    bool self_flag = c->ref_path && arms == 0;
+    if (self_flag && !c->arm_levers && !c->decode)
+        return kld_fail(err, KLD_ERR_ARG, "self-flag (a model without --arm) needs a candidate "
+                        "setting: --lever/--arm-lever or --decode");
+    if (self_flag) arms = 1;
+    if ((c->ref_levers && !c->ref_path))
+        return kld_fail(err, KLD_ERR_ARG, "--ref-lever applies to a reference model, not to %s",
+                        c->ref_logits ? "--reference-logits" : "--llamacpp-base");
+    if ((c->arm_levers || c->decode) && c->arm_logits)
+        return kld_fail(err, KLD_ERR_ARG, "--lever/--arm-lever and --decode apply to a model arm, "
+                        "not to --arm-logits");
+    kld_levers tmp;
+    const char *lv[2] = {c->ref_levers, c->arm_levers};
+    for (int i = 0; i < 2; i++) {
+        kld_levers_default(&tmp);
+        kld_status st;
+        if (lv[i] && (st = kld_levers_parse(lv[i], &tmp, err))) return st;
+    }
     if (refs != 1 || arms != 1)
         return kld_fail(err, KLD_ERR_ARG, "give one reference (--ref MODEL, --reference-logits DIR or "
                         "--llamacpp-base FILE) and one arm (--arm MODEL or --arm-logits DIR)");

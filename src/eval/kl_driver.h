@@ -22,6 +22,13 @@ typedef struct kld_kl_config {
     const char *ref_logits;    /* reference: a saved teacher dump directory (instead of ref_path) */
     const char *arm_logits;    /* arm: a candidate dump directory (with ref_logits) */
     const char *llamacpp_base; /* reference: a llama.cpp --kl-divergence-base file */
+    /* Levers (engine.h syntax) of the reference and the arm model sessions
+     * (NULL: reference values). With ref_path and no arm_path/arm_logits
+     * the run is self-flag: the arm is a second session over the
+     * reference's weights (one load) with arm_levers. */
+    const char *ref_levers, *arm_levers;
+    bool decode;               /* the arm runs the decode path */
+    int64_t prompt_len;        /* decode: tokens of each window prefilled first */
     const char *corpus_path;   /* NULL: built-in corpus (unless ids_path) */
     const char *corpus_format; /* "auto", "text", "jsonl" */
     const char *ids_path;      /* pre-tokenized int32 ids instead of text */
@@ -47,7 +54,8 @@ typedef struct kld_kl_result {
     double elapsed_s, ref_seconds, arm_seconds;
     uint64_t ref_tokens, arm_tokens;
     bool partial;
-    const char *mode;          /* "two-models", "saved-teacher", "candidate-dumps", "llamacpp-base" */
+    const char *mode;          /* "two-models", "self-flag", "saved-teacher", "candidate-dumps",
+                                  "llamacpp-base" */
     char vocab_note[256];      /* how the vocabularies were compared */
     char ctx_note[256];        /* set when windows exceed a model's training context */
     /* the windows scored, under their global indices (for shard partials) */

@@ -1,0 +1,271 @@
+/* levers.c — the session's runtime levers (engine.h): parsing
+ * "NAME=VALUE,..." with errors that name the token and list what is valid,
+ * a canonical text form for reports, and the check against a model. */
+#include "engine/internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define LEVER_NAMES "kv, kv_k, kv_v, act, kernels, attention, attn_block, noise"
+#define KV_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"
+
+static const uint32_t kv_types[] = {KLD_TYPE_F32,  KLD_TYPE_F16,  KLD_TYPE_BF16,
+                                    KLD_TYPE_Q8_0, KLD_TYPE_Q4_0, KLD_TYPE_Q4_1,
+                                    KLD_TYPE_Q5_0, KLD_TYPE_Q5_1, KLD_TYPE_IQ4_NL};
+static const char *const act_names[] = {"f32", "bf16", "f16", "q8"};
+static const char *const kernels_names[] = {"auto", "ref", "simd"};
+static const char *const attn_names[] = {"exact", "online"};
+
+#define ATTN_BLOCK_DEFAULT 64
+
+void kld_levers_default(kld_levers *l) {
+    memset(l, 0, sizeof *l);
+    l->kv_k.type = KLD_TYPE_F32;
+    l->kv_v.type = KLD_TYPE_F32;
+    l->act = KLD_ACT_F32;
+    l->kernels = KLD_KERNELS_AUTO;
+    l->attention = KLD_ATTN_EXACT;
+    l->attn_block = ATTN_BLOCK_DEFAULT;
+}
+
+uint32_t kld_kv_map_type(const kld_kv_map *m, int64_t il) {
+    for (int i = 0; i < m->n_rules; i++)
+        if (il >= m->rule[i].lo && il <= m->rule[i].hi) return m->rule[i].type;
+    return m->type;
+}
+
+static bool kv_type_of(const char *name, size_t len, uint32_t *out) {
+    for (size_t i = 0; i < sizeof kv_types / sizeof kv_types[0]; i++) {
+        const char *n = kld_type_info_get(kv_types[i])->name;
+        if (strlen(n) == len && !strncmp(n, name, len)) {
+            *out = kv_types[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+static int enum_of(const char *const *names, int n, const char *v, size_t len) {
+    for (int i = 0; i < n; i++)
+        if (strlen(names[i]) == len && !strncmp(names[i], v, len)) return i;
+    return -1;
+}
+
+/* Parses a non-negative layer index of [p, end). */
+static bool parse_layer(const char *p, const char *end, int64_t *out) {
+    if (p == end || (size_t)(end - p) > 9) return false;
+    int64_t v = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9') return false;
+        v = v * 10 + (*p - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* One item of a KV map: "TYPE" (the default) or "blk:A[-B]=TYPE". */
+static kld_status kv_item(kld_kv_map *m, const char *lever, const char *tok, size_t len,
+                          kld_error *err) {
+    const char *end = tok + len;
+    if (len >= 4 && !strncmp(tok, "blk:", 4)) {
+        const char *eq = memchr(tok, '=', len), *range = tok + 4;
+        if (!eq)
+            return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s' needs a type: blk:A-B=TYPE (TYPE: "
+                            KV_TYPES ")", lever, (int)len, tok);
+        const char *dash = memchr(range, '-', (size_t)(eq - range));
+        int64_t lo, hi;
+        if (!parse_layer(range, dash ? dash : eq, &lo) ||
+            !parse_layer(dash ? dash + 1 : range, eq, &hi) || hi < lo)
+            return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s': layer range must be blk:A or "
+                            "blk:A-B with 0 <= A <= B", lever, (int)len, tok);
+        uint32_t t;
+        if (!kv_type_of(eq + 1, (size_t)(end - eq - 1), &t))
+            return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s': unknown KV cache type '%.*s' "
+                            "(valid: " KV_TYPES ")", lever, (int)len, tok, (int)(end - eq - 1), eq + 1);
+        if (m->n_rules == KLD_KV_MAX_RULES)
+            return kld_fail(err, KLD_ERR_ARG, "lever %s: more than %d blk: rules", lever,
+                            KLD_KV_MAX_RULES);
+        m->rule[m->n_rules++] = (kld_kv_rule){lo, hi, t};
+        return KLD_OK;
+    }
+    if (!kv_type_of(tok, len, &m->type))
+        return kld_fail(err, KLD_ERR_ARG, "lever %s: unknown KV cache type '%.*s' (valid: " KV_TYPES
+                        ", or blk:A-B=TYPE per layer)", lever, (int)len, tok);
+    return KLD_OK;
+}
+
+static kld_status simple_lever(kld_levers *l, const char *name, size_t nlen, const char *v,
+                               size_t vlen, kld_error *err) {
+#define IS(s) (nlen == strlen(s) && !strncmp(name, s, nlen))
+    int i;
+    if (IS("act")) {
+        if ((i = enum_of(act_names, 4, v, vlen)) < 0)
+            return kld_fail(err, KLD_ERR_ARG, "lever act: unknown value '%.*s' (valid: f32, bf16, "
+                            "f16, q8)", (int)vlen, v);
+        l->act = (kld_act_round)i;
+    } else if (IS("kernels")) {
+        if ((i = enum_of(kernels_names, 3, v, vlen)) < 0)
+            return kld_fail(err, KLD_ERR_ARG, "lever kernels: unknown value '%.*s' (valid: auto, "
+                            "ref, simd)", (int)vlen, v);
+        l->kernels = (kld_kernels_choice)i;
+    } else if (IS("attention")) {
+        if ((i = enum_of(attn_names, 2, v, vlen)) < 0)
+            return kld_fail(err, KLD_ERR_ARG, "lever attention: unknown value '%.*s' (valid: "
+                            "exact, online)", (int)vlen, v);
+        l->attention = (kld_attn_mode)i;
+    } else if (IS("attn_block")) {
+        int64_t b;
+        if (!parse_layer(v, v + vlen, &b) || b < 16 || b > 4096 || b % 16)
+            return kld_fail(err, KLD_ERR_ARG, "lever attn_block: '%.*s' must be a multiple of 16 "
+                            "in 16..4096", (int)vlen, v);
+        l->attn_block = (int)b;
+    } else if (IS("noise")) {
+        if (vlen == 4 && !strncmp(v, "none", 4)) l->noise_bf16 = false;
+        else if (vlen == 4 && !strncmp(v, "bf16", 4)) l->noise_bf16 = true;
+        else
+            return kld_fail(err, KLD_ERR_ARG, "lever noise: unknown value '%.*s' (valid: none, "
+                            "bf16)", (int)vlen, v);
+    } else {
+        return kld_fail(err, KLD_ERR_ARG, "unknown lever '%.*s' (valid levers: " LEVER_NAMES ")",
+                        (int)nlen, name);
+    }
+    return KLD_OK;
+#undef IS
+}
+
+kld_status kld_levers_parse(const char *text, kld_levers *out, kld_error *err) {
+    kld_levers l = *out;
+    kld_kv_map *cur[2] = {NULL, NULL}; /* the KV maps a continuation item extends */
+    const char *cur_name = NULL;
+    if (!text || !*text)
+        return kld_fail(err, KLD_ERR_ARG, "empty lever list (expected NAME=VALUE; levers: "
+                        LEVER_NAMES ")");
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t nlen = eq ? (size_t)(eq - p) : len;
+        bool is_kv = eq && ((nlen == 2 && !strncmp(p, "kv", 2)) ||
+                            (nlen == 4 && (!strncmp(p, "kv_k", 4) || !strncmp(p, "kv_v", 4))));
+        bool is_blk = len >= 4 && !strncmp(p, "blk:", 4);
+        kld_status st;
+        if (len == 0) {
+            return kld_fail(err, KLD_ERR_ARG, "lever list '%s': empty item", text);
+        } else if (is_kv) {
+            cur[0] = cur[1] = NULL;
+            if (nlen == 2 || p[3] == 'k') cur[0] = &l.kv_k;
+            if (nlen == 2 || p[3] == 'v') cur[1] = &l.kv_v;
+            cur_name = nlen == 2 ? "kv" : p[3] == 'k' ? "kv_k" : "kv_v";
+            for (int i = 0; i < 2; i++)
+                if (cur[i]) *cur[i] = (kld_kv_map){.type = KLD_TYPE_F32};
+            for (int i = 0; i < 2; i++)
+                if (cur[i] && (st = kv_item(cur[i], cur_name, eq + 1, len - nlen - 1, err)))
+                    return st;
+        } else if ((is_blk || !eq) && cur_name) {
+            for (int i = 0; i < 2; i++)
+                if (cur[i] && (st = kv_item(cur[i], cur_name, p, len, err))) return st;
+        } else if (!eq) {
+            return kld_fail(err, KLD_ERR_ARG, "lever '%.*s': expected NAME=VALUE (levers: "
+                            LEVER_NAMES ")", (int)len, p);
+        } else {
+            cur_name = NULL;
+            if ((st = simple_lever(&l, p, nlen, eq + 1, len - nlen - 1, err))) return st;
+        }
+        if (!comma) break;
+        p = comma + 1;
+    }
+    *out = l;
+    return KLD_OK;
+}
+
+static bool map_is_f32(const kld_kv_map *m) {
+    if (m->type != KLD_TYPE_F32) return false;
+    for (int i = 0; i < m->n_rules; i++)
+        if (m->rule[i].type != KLD_TYPE_F32) return false;
+    return true;
+}
+
+bool kld_levers_is_reference(const kld_levers *l) {
+    return map_is_f32(&l->kv_k) && map_is_f32(&l->kv_v) && l->act == KLD_ACT_F32 &&
+           l->kernels == KLD_KERNELS_AUTO && l->attention == KLD_ATTN_EXACT && !l->noise_bf16;
+}
+
+static bool maps_equal(const kld_kv_map *a, const kld_kv_map *b) {
+    if (a->type != b->type || a->n_rules != b->n_rules) return false;
+    for (int i = 0; i < a->n_rules; i++)
+        if (a->rule[i].lo != b->rule[i].lo || a->rule[i].hi != b->rule[i].hi ||
+            a->rule[i].type != b->rule[i].type)
+            return false;
+    return true;
+}
+
+/* Appends to buf at *n, keeping it terminated (output truncates quietly). */
+static void put(char *buf, size_t size, size_t *n, const char *fmt, ...) {
+    if (*n + 1 >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, size - *n, fmt, ap);
+    va_end(ap);
+    if (k > 0) *n += (size_t)k < size - *n ? (size_t)k : size - *n - 1;
+}
+
+static void put_map(char *buf, size_t size, size_t *n, const char *name, const kld_kv_map *m) {
+    put(buf, size, n, "%s%s=", *n ? "," : "", name);
+    for (int i = 0; i < m->n_rules; i++) {
+        put(buf, size, n, "blk:%" PRId64, m->rule[i].lo);
+        if (m->rule[i].hi != m->rule[i].lo) put(buf, size, n, "-%" PRId64, m->rule[i].hi);
+        put(buf, size, n, "=%s,", kld_type_info_get(m->rule[i].type)->name);
+    }
+    put(buf, size, n, "%s", kld_type_info_get(m->type)->name);
+}
+
+void kld_levers_format(const kld_levers *l, char *buf, size_t size) {
+    size_t n = 0;
+    if (!size) return;
+    buf[0] = 0;
+    if (maps_equal(&l->kv_k, &l->kv_v)) {
+        if (!map_is_f32(&l->kv_k)) put_map(buf, size, &n, "kv", &l->kv_k);
+    } else {
+        put_map(buf, size, &n, "kv_k", &l->kv_k);
+        put_map(buf, size, &n, "kv_v", &l->kv_v);
+    }
+    if (l->act != KLD_ACT_F32) put(buf, size, &n, "%sact=%s", n ? "," : "", act_names[l->act]);
+    if (l->kernels != KLD_KERNELS_AUTO)
+        put(buf, size, &n, "%skernels=%s", n ? "," : "", kernels_names[l->kernels]);
+    if (l->attention != KLD_ATTN_EXACT) {
+        put(buf, size, &n, "%sattention=online", n ? "," : "");
+        if (l->attn_block != ATTN_BLOCK_DEFAULT) put(buf, size, &n, ",attn_block=%d", l->attn_block);
+    }
+    if (l->noise_bf16) put(buf, size, &n, "%snoise=bf16", n ? "," : "");
+    if (n == 0) snprintf(buf, size, "reference");
+}
+
+static kld_status check_map(const kld_kv_map *m, const char *what, const kld_model *model,
+                            int64_t head_dim, kld_error *err) {
+    const int64_t nl = model->hp.n_layer;
+    for (int i = 0; i < m->n_rules; i++)
+        if (m->rule[i].hi >= nl)
+            return kld_fail(err, KLD_ERR_ARG, "lever %s: blk:%" PRId64 "-%" PRId64 " names layers "
+                            "past the last layer %" PRId64 " of %s (valid: blk:0-%" PRId64 ")",
+                            what, m->rule[i].lo, m->rule[i].hi, nl - 1, model->src->path, nl - 1);
+    for (int64_t il = 0; il < nl; il++) {
+        const kld_type_info *ti = kld_type_info_get(kld_kv_map_type(m, il));
+        if (head_dim % ti->block_size)
+            return kld_fail(err, KLD_ERR_ARG, "lever %s=%s: head size %" PRId64 " of %s is not a "
+                            "multiple of the %s block (%d); valid here: f32, f16, bf16", what,
+                            ti->name, head_dim, model->src->path, ti->name, ti->block_size);
+    }
+    return KLD_OK;
+}
+
+kld_status kld_levers_check(const kld_levers *l, const kld_model *model, kld_error *err) {
+    const bool same = maps_equal(&l->kv_k, &l->kv_v);
+    kld_status st = check_map(&l->kv_k, same ? "kv" : "kv_k", model, model->hp.head_dim, err);
+    if (st == KLD_OK) st = check_map(&l->kv_v, same ? "kv" : "kv_v", model, model->hp.head_dim_v, err);
+    if (st == KLD_OK && l->kernels == KLD_KERNELS_SIMD && !kld_engine_kernels_avx2())
+        st = kld_fail(err, KLD_ERR_UNSUPPORTED, "lever kernels=simd: this CPU has no SIMD kernel "
+                      "set (valid here: auto, ref)");
+    return st;
+}
