@@ -203,7 +203,9 @@ static int bench_type(const opts *o, const char *type, double peak) {
                    sp.median / ref);
         char name[64];
         snprintf(name, sizeof name, "prefill_%s", type);
-        json_t *extra = json_pack("{s:f,s:f}", "gflops", gf, "fraction_of_fma_peak", gf / (peak * (double)o->threads));
+        json_t *extra = json_pack("{s:f,s:f,s:s,s:I}", "gflops", gf, "fraction_of_fma_peak",
+                                  gf / (peak * (double)o->threads), "model", path, "threads",
+                                  (json_int_t)o->threads);
         if (ref > 0 && !o->quick) {
             json_object_set_new(extra, "llama_cpp_other_run_tok_s", json_real(ref));
             json_object_set_new(extra, "ratio_vs_llama_cpp_other_run", json_real(sp.median / ref));
@@ -212,7 +214,8 @@ static int bench_type(const opts *o, const char *type, double peak) {
         snprintf(name, sizeof name, "prefill_all_logits_%s", type);
         kb_emit("bench_forward", name, "tok/s", "higher", &sl, json_pack("{s:f}", "gflops", gfl));
         snprintf(name, sizeof name, "decode_%s", type);
-        kb_emit("bench_forward", name, "tok/s", "higher", &sd, NULL);
+        kb_emit("bench_forward", name, "tok/s", "higher", &sd,
+                json_pack("{s:I,s:I}", "steps", (json_int_t)o->decode, "cache_tokens", (json_int_t)o->tokens));
         snprintf(name, sizeof name, "peak_rss_%s", type);
         kb_summary sr = {(double)rss, (double)rss, (double)rss, 0, 1};
         kb_emit("bench_forward", name, "bytes", "lower", &sr, NULL);

@@ -1,5 +1,6 @@
 /* gemm.c — drivers around the microkernel: per-thread panel ranges,
- * k-blocking, dequantization into packed panels (see gemm.h). */
+ * k-blocking, dequantization into packed panels, activation tiles
+ * (see gemm.h). */
 #include "engine/gemm.h"
 
 typedef struct gemm_job {
@@ -16,74 +17,108 @@ typedef struct gemm_job {
     size_t scratch_stride;
 } gemm_job;
 
-/* Packs rows [n0, n0+rows) × k-range [kb, kb+kc) of W into one panel. */
+/* Packs rows [n0, n0+rows) × k-range [kb, kb+kc) of W into one panel of
+ * the kernel set's width: block types are dequantized (kc values per row,
+ * whole blocks since KC is a multiple of every block size) into tmp, then
+ * transposed. */
 static void pack_panel(const gemm_job *j, int64_t n0, int rows, int64_t kb, int64_t kc, float *tmp,
                        float *panel) {
     const uint8_t *base = (const uint8_t *)j->W->data;
     if (j->W->type == KLD_TYPE_F32) {
         const float *src = (const float *)(const void *)(base + (uint64_t)n0 * j->row_bytes) + kb;
-        j->kr->pack16(src, j->K, rows, kc, panel);
+        j->kr->pack_panel(src, j->K, rows, kc, panel);
         return;
     }
     const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
     for (int r = 0; r < rows; r++)
-        j->ti->to_float(base + (uint64_t)(n0 + r) * j->row_bytes + off, tmp + (int64_t)r * KLD_GEMM_KC, kc);
-    j->kr->pack16(tmp, KLD_GEMM_KC, rows, kc, panel);
+        j->ti->to_float(base + (uint64_t)(n0 + r) * j->row_bytes + off, tmp + (int64_t)r * KLD_GEMM_LDA, kc);
+    j->kr->pack_panel(tmp, KLD_GEMM_LDA, rows, kc, panel);
 }
 
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Large M: per group of NC columns and k-block, pack the group's panels
+ * (they stay in L2), then for each mr-row tile of activations copy it to a
+ * buffer of stride KLD_GEMM_LDA (in L1 for the whole group) and run the
+ * microkernel over the group's panels. */
 static void gemm_task(void *ctx, int ith, int nth) {
     const gemm_job *j = ctx;
-    const int64_t n_panels = (j->N + KLD_NR - 1) / KLD_NR;
+    const int nr = j->kr->nr, mr = j->kr->mr;
+    const int64_t n_panels = (j->N + nr - 1) / nr, group = KLD_GEMM_NC / nr;
     int64_t pb, pe;
     kld_split(n_panels, ith, nth, &pb, &pe);
     float *packed = j->scratch + (size_t)ith * j->scratch_stride;
-    float *tmp = packed + (size_t)KLD_GEMM_GROUP * KLD_GEMM_KC * KLD_NR;
-    for (int64_t g0 = pb; g0 < pe; g0 += KLD_GEMM_GROUP) {
-        const int64_t g1 = g0 + KLD_GEMM_GROUP < pe ? g0 + KLD_GEMM_GROUP : pe;
+    float *tmp = packed + (size_t)KLD_GEMM_NC * KLD_GEMM_KC;
+    float *atile = tmp + (size_t)KLD_NR_MAX * KLD_GEMM_LDA;
+    for (int64_t g0 = pb; g0 < pe; g0 += group) {
+        const int64_t g1 = min64(g0 + group, pe);
         for (int64_t kb = 0; kb < j->K; kb += KLD_GEMM_KC) {
-            const int64_t kc = j->K - kb < KLD_GEMM_KC ? j->K - kb : KLD_GEMM_KC;
-            for (int64_t p = g0; p < g1; p++) {
-                const int64_t rows = j->N - p * KLD_NR < KLD_NR ? j->N - p * KLD_NR : KLD_NR;
-                pack_panel(j, p * KLD_NR, (int)rows, kb, kc, tmp,
-                           packed + (p - g0) * KLD_GEMM_KC * KLD_NR);
-            }
-            for (int64_t m0 = 0; m0 < j->M; m0 += KLD_MR) {
-                const int mr = (int)(j->M - m0 < KLD_MR ? j->M - m0 : KLD_MR);
-                for (int64_t p = g0; p < g1; p++) {
-                    const int64_t nr = j->N - p * KLD_NR < KLD_NR ? j->N - p * KLD_NR : KLD_NR;
-                    j->kr->ukernel(mr, (int)nr, kc, j->A + m0 * j->lda + kb, j->lda,
-                                   packed + (p - g0) * KLD_GEMM_KC * KLD_NR, KLD_NR,
-                                   j->C + m0 * j->ldc + p * KLD_NR, j->ldc, kb > 0);
-                }
+            const int64_t kc = min64(j->K - kb, KLD_GEMM_KC);
+            for (int64_t p = g0; p < g1; p++)
+                pack_panel(j, p * nr, (int)min64(j->N - p * nr, nr), kb, kc, tmp,
+                           packed + (p - g0) * KLD_GEMM_KC * nr);
+            for (int64_t m0 = 0; m0 < j->M; m0 += mr) {
+                const int rows = (int)min64(j->M - m0, mr);
+                for (int r = 0; r < rows; r++)
+                    memcpy(atile + r * KLD_GEMM_LDA, j->A + (m0 + r) * j->lda + kb, sizeof(float) * (size_t)kc);
+                for (int64_t p = g0; p < g1; p++)
+                    j->kr->ukernel(rows, (int)min64(j->N - p * nr, nr), kc, atile, KLD_GEMM_LDA,
+                                   packed + (p - g0) * KLD_GEMM_KC * nr, nr,
+                                   j->C + m0 * j->ldc + p * nr, j->ldc, kb > 0);
             }
         }
     }
 }
 
-/* Small M: per panel, dequantize its 16 rows whole (sequential reads),
- * then pack and multiply k-block by k-block. */
+/* Small M (decode): each panel is multiplied right after it is packed, so
+ * it never leaves L1; the few activation rows are read in place. */
 static void gemm_small_task(void *ctx, int ith, int nth) {
     const gemm_job *j = ctx;
-    const int64_t n_panels = (j->N + KLD_NR - 1) / KLD_NR;
+    const int nr = j->kr->nr, mr = j->kr->mr;
+    const int64_t n_panels = (j->N + nr - 1) / nr;
     int64_t pb, pe;
     kld_split(n_panels, ith, nth, &pb, &pe);
-    float *rows_buf = j->scratch + (size_t)ith * j->scratch_stride;
-    /* Rows 16 floats longer than K: a power-of-two row length would put the
-     * 16 rows pack16 reads into the same L1 sets. */
-    const int64_t ldr = j->K + 16;
-    float *panel = rows_buf + (size_t)KLD_NR * (size_t)ldr;
-    const uint8_t *base = (const uint8_t *)j->W->data;
+    float *panel = j->scratch + (size_t)ith * j->scratch_stride;
+    float *tmp = panel + (size_t)KLD_GEMM_NC * KLD_GEMM_KC;
     for (int64_t p = pb; p < pe; p++) {
-        const int64_t nr = j->N - p * KLD_NR < KLD_NR ? j->N - p * KLD_NR : KLD_NR;
-        for (int64_t r = 0; r < nr; r++)
-            j->ti->to_float(base + (uint64_t)(p * KLD_NR + r) * j->row_bytes, rows_buf + r * ldr, j->K);
+        const int64_t cols = min64(j->N - p * nr, nr);
         for (int64_t kb = 0; kb < j->K; kb += KLD_GEMM_KC) {
-            const int64_t kc = j->K - kb < KLD_GEMM_KC ? j->K - kb : KLD_GEMM_KC;
-            j->kr->pack16(rows_buf + kb, ldr, (int)nr, kc, panel);
-            for (int64_t m0 = 0; m0 < j->M; m0 += KLD_MR) {
-                const int mr = (int)(j->M - m0 < KLD_MR ? j->M - m0 : KLD_MR);
-                j->kr->ukernel(mr, (int)nr, kc, j->A + m0 * j->lda + kb, j->lda, panel, KLD_NR,
-                               j->C + m0 * j->ldc + p * KLD_NR, j->ldc, kb > 0);
+            const int64_t kc = min64(j->K - kb, KLD_GEMM_KC);
+            pack_panel(j, p * nr, (int)cols, kb, kc, tmp, panel);
+            for (int64_t m0 = 0; m0 < j->M; m0 += mr)
+                j->kr->ukernel((int)min64(j->M - m0, mr), (int)cols, kc, j->A + m0 * j->lda + kb, j->lda,
+                               panel, nr, j->C + m0 * j->ldc + p * nr, j->ldc, kb > 0);
+        }
+    }
+}
+
+/* One activation row on a set with gemv entries: per panel of nr weight
+ * rows and k-block, the kernel reads f32 / f16 rows in place; block types
+ * are dequantized into a small row buffer (L1) first. */
+static void gemv_task(void *ctx, int ith, int nth) {
+    const gemm_job *j = ctx;
+    const int nr = j->kr->nr;
+    const int64_t n_panels = (j->N + nr - 1) / nr;
+    int64_t pb, pe;
+    kld_split(n_panels, ith, nth, &pb, &pe);
+    float *tmp = j->scratch + (size_t)ith * j->scratch_stride;
+    const uint8_t *base = (const uint8_t *)j->W->data;
+    const uint32_t type = j->W->type;
+    for (int64_t p = pb; p < pe; p++) {
+        const int rows = (int)min64(j->N - p * nr, nr);
+        const uint8_t *w = base + (uint64_t)(p * nr) * j->row_bytes;
+        float *y = j->C + p * nr;
+        for (int64_t kb = 0; kb < j->K; kb += KLD_GEMM_KC) {
+            const int64_t kc = min64(j->K - kb, KLD_GEMM_KC);
+            if (type == KLD_TYPE_F32) {
+                j->kr->gemv_f32((const float *)(const void *)w + kb, j->K, rows, kc, j->A + kb, y, kb > 0);
+            } else if (type == KLD_TYPE_F16) {
+                j->kr->gemv_f16((const uint16_t *)(const void *)w + kb, j->K, rows, kc, j->A + kb, y, kb > 0);
+            } else {
+                const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
+                for (int r = 0; r < rows; r++)
+                    j->ti->to_float(w + (uint64_t)r * j->row_bytes + off, tmp + (int64_t)r * KLD_GEMM_LDA, kc);
+                j->kr->gemv_f32(tmp, KLD_GEMM_LDA, rows, kc, j->A + kb, y, kb > 0);
             }
         }
     }
@@ -99,17 +134,17 @@ void kld_gemm_weights(kld_pool *pool, const kld_engine_kernels *kr, const kld_te
     };
     j.row_bytes = (uint64_t)(j.K / ti->block_size) * (uint64_t)ti->type_size;
     if (M <= 0) return;
-    const bool small = M < KLD_GEMM_SMALL_M && scratch_stride >= kld_gemm_small_scratch_floats(j.K);
-    kld_pool_run(pool, small ? gemm_small_task : gemm_task, &j);
+    const bool gemv = M == 1 && kr->gemv_f32 && kr->gemv_f16;
+    kld_pool_run(pool, gemv ? gemv_task : M < KLD_GEMM_SMALL_M ? gemm_small_task : gemm_task, &j);
 }
 
 void kld_gemm_strided(const kld_engine_kernels *kr, int64_t M, int64_t N, int64_t K,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                       int64_t ldc) {
-    for (int64_t n0 = 0; n0 < N; n0 += KLD_NR) {
-        const int nr = (int)(N - n0 < KLD_NR ? N - n0 : KLD_NR);
-        for (int64_t m0 = 0; m0 < M; m0 += KLD_MR) {
-            const int mr = (int)(M - m0 < KLD_MR ? M - m0 : KLD_MR);
+    for (int64_t n0 = 0; n0 < N; n0 += kr->nr) {
+        const int nr = (int)min64(N - n0, kr->nr);
+        for (int64_t m0 = 0; m0 < M; m0 += kr->mr) {
+            const int mr = (int)min64(M - m0, kr->mr);
             kr->ukernel(mr, nr, K, A + m0 * lda, lda, B + n0, ldb, C + m0 * ldc + n0, ldc, false);
         }
     }

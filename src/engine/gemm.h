@@ -1,8 +1,10 @@
 /* gemm.h — matrix products of the forward pass (internal). Weight products
- * dequantize W block-row by block-row into packed 16-column float panels
- * and run the microkernel over them; output tiles are split statically
- * over the pool's threads. Every output element is one fma chain over k in
- * order, so the result depends neither on the thread count nor on M. */
+ * dequantize W k-block by k-block into packed nr-column float panels (nr of
+ * the kernel set: 16 or 32), copy each mr-row tile of activations into a
+ * buffer with a cache-friendly stride, and run the microkernel over them;
+ * panels are split statically over the pool's threads. Every output element
+ * is one fma chain over k in order, so the result depends neither on the
+ * thread count, nor on M, nor on the kernel set. */
 #ifndef KLD_ENGINE_GEMM_H
 #define KLD_ENGINE_GEMM_H
 
@@ -11,26 +13,31 @@
 #include "tensor/tensor.h"
 
 #define KLD_GEMM_KC 256 /* k-block: a multiple of every block size (256 for k-quants) */
-#define KLD_GEMM_GROUP 8 /* panels dequantized together (128 output columns) */
+#define KLD_GEMM_NC 384 /* output columns dequantized together (a multiple of every nr) */
+/* Row stride of the packed activation tile and of the dequantized weight
+ * rows: 16 floats more than KC, so that the rows do not share L1 sets. */
+#define KLD_GEMM_LDA (KLD_GEMM_KC + 16)
 
-/* Floats of per-thread scratch kld_gemm_weights needs. */
-#define KLD_GEMM_SCRATCH_FLOATS \
-    ((size_t)KLD_GEMM_GROUP * KLD_GEMM_KC * KLD_NR + (size_t)KLD_NR * KLD_GEMM_KC)
+/* Floats of per-thread scratch kld_gemm_weights needs: the packed panels of
+ * NC columns, the dequantized rows of one panel, one activation tile. */
+#define KLD_GEMM_SCRATCH_FLOATS                                                          \
+    ((size_t)KLD_GEMM_NC * KLD_GEMM_KC + (size_t)KLD_NR_MAX * KLD_GEMM_LDA +           \
+     (size_t)KLD_MR_MAX * KLD_GEMM_LDA)
 
-/* Rows below which the product dequantizes whole weight rows at a time
- * (sequential reads; decode steps are bound by dequantization). */
+/* Rows below which each panel is multiplied as soon as it is packed (it
+ * stays in L1; decode steps are bound by dequantization and packing). */
 #define KLD_GEMM_SMALL_M 24
 
-/* Floats of per-thread scratch for the small-M path with rows of K. */
+/* Per-thread scratch for rows of K (kept for the session's sizing: the
+ * product no longer holds whole rows, so this is the plain scratch). */
 static inline size_t kld_gemm_small_scratch_floats(int64_t K) {
-    return (size_t)KLD_NR * (size_t)(K + 16) + (size_t)KLD_NR * KLD_GEMM_KC;
+    (void)K;
+    return KLD_GEMM_SCRATCH_FLOATS;
 }
 
 /* C[m][n] = sum_k A[m*lda + k] · W[n][k] for m < M, n < N = W->ne[1],
  * k < K = W->ne[0]. scratch: thread i uses scratch + i*scratch_stride
- * (at least KLD_GEMM_SCRATCH_FLOATS floats, 32-byte aligned; with
- * kld_gemm_small_scratch_floats(K) or more, small M takes the row path).
- * Both paths evaluate the same fma chain per element. */
+ * (at least KLD_GEMM_SCRATCH_FLOATS floats, 32-byte aligned). */
 void kld_gemm_weights(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *W, int64_t M,
                       const float *A, int64_t lda, float *C, int64_t ldc, float *scratch,
                       size_t scratch_stride);

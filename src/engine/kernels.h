@@ -1,19 +1,23 @@
 /* kernels.h — the engine's inner loops behind one dispatch table: the GEMM
  * microkernel, panel packing, and the exp-based row operations. Each entry
- * has a scalar reference (kernels_ref.c) and an AVX2/FMA twin
- * (kernels_avx2.c) that returns the same bits: both evaluate the same
- * fused multiply-adds in the same order. */
+ * has a scalar reference (kernels_ref.c), an AVX2/FMA twin (kernels_avx2.c)
+ * and, for the GEMM entries, an AVX-512 twin (kernels_avx512.c); all return
+ * the same bits: they evaluate the same fused multiply-adds in the same
+ * order. Sets differ only in their register tile (mr × nr). */
 #ifndef KLD_ENGINE_KERNELS_H
 #define KLD_ENGINE_KERNELS_H
 
 #include "common/common.h"
 
-#define KLD_MR 6  /* microkernel rows (activations) */
-#define KLD_NR 16 /* microkernel columns (one packed panel) */
+#define KLD_MR 6  /* microkernel rows every set handles (its mr is at least this) */
+#define KLD_NR 16 /* microkernel columns every set handles (its nr is at least this) */
+#define KLD_MR_MAX 14 /* the largest mr of any set */
+#define KLD_NR_MAX 32 /* the largest nr of any set */
 
 typedef struct kld_engine_kernels {
     const char *name;
-    /* C[m][n] (m < mr <= KLD_MR, n < nr <= KLD_NR) =
+    int mr, nr; /* register tile: the ukernel's largest mr and nr; pack_panel's width */
+    /* C[m][n] (m < mr <= this->mr, n < nr <= this->nr) =
      *   fma-chain over k = 0..kc-1 of A[m*lda + k] * B[k*ldb + n],
      * starting from C[m][n] when `load`, else from 0. Only the first nr
      * columns of B are read. */
@@ -21,6 +25,17 @@ typedef struct kld_engine_kernels {
                     int64_t ldb, float *C, int64_t ldc, bool load);
     /* panel[k*16 + j] = src[j*ld + k] for j < rows (<= 16), 0 for rows <= j < 16. */
     void (*pack16)(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
+    /* panel[k*nr + j] = src[j*ld + k] for j < rows (<= nr), 0 for rows <= j < nr,
+     * with nr = this->nr (the weight GEMM's panel). */
+    void (*pack_panel)(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
+    /* One activation row (decode), or NULL (then the ukernel does it):
+     * y[n] (n < rows <= nr) = the fma chain over k < kc of a[k] · w[n*ld + k]
+     * from y[n] when `load`, else from 0 — the ukernel's chain for mr = 1,
+     * read straight from f32 or f16 weight rows (no packed panel). */
+    void (*gemv_f32)(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
+                     bool load);
+    void (*gemv_f16)(const uint16_t *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
+                     bool load);
     /* In place: x = exp(x - max) / sum (entries of -inf become 0). */
     void (*softmax)(float *x, int64_t n);
     /* In place on gate: g = act(g) * up. */
@@ -38,6 +53,18 @@ const kld_engine_kernels *kld_engine_kernels_ref(void);
 /* The AVX2 set, or NULL when the CPU lacks AVX2/FMA/F16C. */
 const kld_engine_kernels *kld_engine_kernels_avx2(void);
 extern const kld_engine_kernels kld_engine_kernels_avx2_table;
+/* The AVX-512 set (F/BW/VL/DQ: 14×32 GEMM tile, AVX2 row operations), or
+ * NULL when the CPU or the OS lacks AVX-512. */
+const kld_engine_kernels *kld_engine_kernels_avx512(void);
+
+/* kernels_avx512.c: the AVX-512 GEMM entries (mr 14, nr 32). */
+void kld_avx512_ukernel(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,
+                        int64_t ldb, float *C, int64_t ldc, bool load);
+void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
+void kld_avx512_gemv_f32(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
+                         bool load);
+void kld_avx512_gemv_f16(const uint16_t *w, int64_t ld, int rows, int64_t kc, const float *a,
+                         float *y, bool load);
 
 /* Scalar exp with the kernels' exact arithmetic (for code outside the table). */
 float kld_expf_ref(float x);

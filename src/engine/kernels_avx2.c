@@ -292,6 +292,6 @@ static double sum_exp_avx2(const float *x, int64_t n, float mx) {
 }
 
 const kld_engine_kernels kld_engine_kernels_avx2_table = {
-    "avx2", ukernel_avx2, pack16_avx2, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
+    "avx2", KLD_MR, KLD_NR, ukernel_avx2, pack16_avx2, pack16_avx2, NULL, NULL, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
     softcap_avx2, sum_exp_avx2,
 };

@@ -8,7 +8,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-bool kld_cpu_has_avx2(void); /* tensor/types.c */
+bool kld_cpu_has_avx2(void);   /* tensor/types.c */
+bool kld_cpu_has_avx512(void); /* tensor/types.c */
 
 /* ---- exp ---- */
 
@@ -123,7 +124,7 @@ static double sum_exp_ref(const float *x, int64_t n, float mx) {
 }
 
 static const kld_engine_kernels ref_table = {
-    "ref", ukernel_ref, pack16_ref, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
+    "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, NULL, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
     sum_exp_ref,
 };
 
@@ -133,13 +134,37 @@ const kld_engine_kernels *kld_engine_kernels_avx2(void) {
     return kld_cpu_has_avx2() ? &kld_engine_kernels_avx2_table : NULL;
 }
 
+/* The AVX-512 set: its GEMM entries, the AVX2 row operations (the row
+ * operations are a few percent of a forward pass). Filled once. */
+static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
+static kld_engine_kernels avx512_table;
+
+static void avx512_fill(void) {
+    avx512_table = kld_engine_kernels_avx2_table;
+    avx512_table.name = "avx512";
+    avx512_table.mr = 14;
+    avx512_table.nr = 32;
+    avx512_table.ukernel = kld_avx512_ukernel;
+    avx512_table.pack_panel = kld_avx512_pack32;
+    avx512_table.gemv_f32 = kld_avx512_gemv_f32;
+    avx512_table.gemv_f16 = kld_avx512_gemv_f16;
+}
+
+const kld_engine_kernels *kld_engine_kernels_avx512(void) {
+    if (!kld_cpu_has_avx2() || !kld_cpu_has_avx512()) return NULL;
+    pthread_once(&avx512_once, avx512_fill);
+    return &avx512_table;
+}
+
 static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 static const kld_engine_kernels *picked = &ref_table;
 
+/* KLD_KERNELS=ref forces the scalar set, KLD_KERNELS=avx2 caps it at AVX2. */
 static void pick(void) {
     const char *env = getenv("KLD_KERNELS");
     if (env && strcmp(env, "ref") == 0) return;
-    const kld_engine_kernels *k = kld_engine_kernels_avx2();
+    const kld_engine_kernels *k = env && strcmp(env, "avx2") == 0 ? NULL : kld_engine_kernels_avx512();
+    if (!k) k = kld_engine_kernels_avx2();
     if (k) picked = k;
 }
 

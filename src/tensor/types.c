@@ -78,6 +78,18 @@ bool kld_cpu_has_avx2(void) {
     return b & (1u << 5); /* AVX2 */
 }
 
+/* AVX-512 F, BW, VL and DQ, with the OS saving opmask and zmm state. */
+bool kld_cpu_has_avx512(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & 0xE6u) != 0xE6u) return false; /* XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const unsigned need = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31); /* F DQ BW VL */
+    return (b & need) == need;
+}
+
 static void kernels_pick(void) {
     const char *env = getenv("KLD_KERNELS");
     bool force_ref = env && strcmp(env, "ref") == 0;

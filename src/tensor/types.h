@@ -93,6 +93,9 @@ const char *kld_kernels_name(void);
  * KLD_KERNELS says. */
 bool kld_cpu_has_avx2(void);
 
+/* True when this CPU and OS run AVX-512 F/BW/VL/DQ code (zmm state saved). */
+bool kld_cpu_has_avx512(void);
+
 /* Half and bfloat16 conversion (exact, round-to-nearest-even on the way in). */
 float kld_f16_to_f32(uint16_t h);
 uint16_t kld_f32_to_f16(float f);

@@ -1,0 +1,262 @@
+/* test_engine_kernels.c — every SIMD kernel set this CPU runs (AVX2, AVX-512)
+ * against the scalar reference over the set's whole register tile: the
+ * microkernel (strided and packed-tile strides, partial tiles, load/store
+ * of C), the panel packing at the set's width, the weight GEMM of every type
+ * on both of its paths (small and large M) for 1-3 threads, the strided
+ * GEMM, and whole forward passes. Equality is bit for bit: all sets evaluate
+ * one fma chain per output element in k order. A set the CPU lacks is
+ * reported as not run (the run prints which sets it compared). */
+#include "engine/engine.h"
+#include "engine/gemm.h"
+#include "engine/internal.h"
+#include "engine/kernels.h"
+#include "engine/pool.h"
+#include "tensor/types.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static float frand(float scale) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    double u = (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+    return (float)((u * 2 - 1) * scale);
+}
+
+/* The specification: one fmaf chain over k. */
+static float chain(const float *a, int64_t sa, const float *b, int64_t sb, int64_t K, float init) {
+    float acc = init;
+    for (int64_t k = 0; k < K; k++) acc = fmaf(a[k * sa], b[k * sb], acc);
+    return acc;
+}
+
+/* The microkernel with generic strides and with the packed-tile strides
+ * (A rows KLD_GEMM_LDA apart, B rows nr apart), for every mr, several nr. */
+static void test_ukernel(const kld_engine_kernels *ref, const kld_engine_kernels *k) {
+    static const int64_t kcs[] = {0, 1, 5, 64, 256};
+    const int MRX = k->mr, NRX = k->nr;
+    const int nrs[] = {1, 7, NRX / 2, NRX / 2 + 1, NRX - 1, NRX};
+    const int64_t ldc = NRX + 3;
+    float *A = malloc(sizeof(float) * (size_t)MRX * KLD_GEMM_LDA);
+    float *B = malloc(sizeof(float) * 256 * (size_t)(NRX + 5));
+    float *C0 = malloc(sizeof(float) * (size_t)(MRX * ldc)), *C1 = malloc(sizeof(float) * (size_t)(MRX * ldc)),
+          *Ci = malloc(sizeof(float) * (size_t)(MRX * ldc));
+    for (int64_t i = 0; i < MRX * KLD_GEMM_LDA; i++) A[i] = frand(1);
+    for (int64_t i = 0; i < 256 * (NRX + 5); i++) B[i] = frand(1);
+    for (int64_t i = 0; i < MRX * ldc; i++) Ci[i] = frand(3);
+    int bad = 0, off_spec = 0, runs = 0;
+    for (int packed = 0; packed < 2; packed++) {
+        const int64_t lda = packed ? KLD_GEMM_LDA : 263, ldb = packed ? NRX : NRX + 5;
+        for (int mr = 1; mr <= MRX; mr++)
+            for (size_t a = 0; a < sizeof nrs / sizeof nrs[0]; a++)
+                for (size_t b = 0; b < sizeof kcs / sizeof kcs[0]; b++)
+                    for (int load = 0; load < 2; load++) {
+                        const int nr = nrs[a];
+                        const int64_t kc = kcs[b]; /* (MRX-1)*263 + 256 < MRX*KLD_GEMM_LDA */
+                        memcpy(C0, Ci, sizeof(float) * (size_t)(MRX * ldc));
+                        memcpy(C1, Ci, sizeof(float) * (size_t)(MRX * ldc));
+                        ref->ukernel(mr, nr, kc, A, lda, B, ldb, C0, ldc, load);
+                        k->ukernel(mr, nr, kc, A, lda, B, ldb, C1, ldc, load);
+                        bad += memcmp(C0, C1, sizeof(float) * (size_t)(MRX * ldc)) != 0;
+                        for (int m = 0; m < mr; m++)
+                            for (int n = 0; n < nr; n++)
+                                off_spec += chain(A + m * lda, 1, B + n, ldb, kc, load ? Ci[m * ldc + n] : 0) !=
+                                            C1[m * ldc + n];
+                        for (int m = 0; m < MRX; m++)
+                            for (int64_t n = 0; n < ldc; n++)
+                                if ((m >= mr || n >= nr) && C1[m * ldc + n] != Ci[m * ldc + n]) bad++;
+                        runs++;
+                    }
+    }
+    CHECK(bad == 0, "%s ukernel: %d of %d runs differ from ref or write outside the tile", k->name, bad, runs);
+    CHECK(off_spec == 0, "%s ukernel: %d elements differ from the fma chain", k->name, off_spec);
+    free(A), free(B), free(C0), free(C1), free(Ci);
+}
+
+static void test_pack(const kld_engine_kernels *k) {
+    const int NRX = k->nr;
+    const int64_t ld = 301;
+    float *src = malloc(sizeof(float) * (size_t)(NRX * ld));
+    float *p = malloc(sizeof(float) * 300 * (size_t)NRX);
+    for (int64_t i = 0; i < NRX * ld; i++) src[i] = frand(2);
+    int bad = 0;
+    static const int64_t kcs[] = {1, 15, 16, 33, 256, 300};
+    for (int rows = 1; rows <= NRX; rows++)
+        for (size_t b = 0; b < sizeof kcs / sizeof kcs[0]; b++) {
+            memset(p, 0xFF, sizeof(float) * 300 * (size_t)NRX);
+            k->pack_panel(src, ld, rows, kcs[b], p);
+            for (int64_t kk = 0; kk < kcs[b]; kk++)
+                for (int j = 0; j < NRX; j++) {
+                    float want = j < rows ? src[j * ld + kk] : 0.0f;
+                    bad += memcmp(&want, &p[kk * NRX + j], 4) != 0;
+                }
+        }
+    CHECK(bad == 0, "%s pack_panel (width %d): %d wrong values", k->name, NRX, bad);
+    free(src), free(p);
+}
+
+/* The one-row entries (when the set has them) against the chain, for
+ * partial row counts and k tails that are not a multiple of 16. */
+static void test_gemv(const kld_engine_kernels *k) {
+    if (!k->gemv_f32 || !k->gemv_f16) {
+        printf("%s: no gemv entries (the ukernel does one row)\n", k->name);
+        return;
+    }
+    const int64_t ld = 300;
+    float *w = malloc(sizeof(float) * (size_t)(k->nr * ld)), *a = malloc(sizeof(float) * (size_t)ld);
+    uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(k->nr * ld));
+    float y[64], yi[64];
+    for (int64_t i = 0; i < k->nr * ld; i++) {
+        h[i] = kld_f32_to_f16(frand(2));
+        w[i] = frand(1);
+    }
+    for (int64_t i = 0; i < ld; i++) a[i] = frand(1);
+    for (int i = 0; i < 64; i++) yi[i] = frand(3);
+    static const int64_t kcs[] = {0, 1, 15, 16, 37, 256, 300};
+    int bad = 0;
+    for (int half = 0; half < 2; half++)
+        for (int rows = 1; rows <= k->nr; rows++)
+            for (size_t b = 0; b < sizeof kcs / sizeof kcs[0]; b++)
+                for (int load = 0; load < 2; load++) {
+                    memcpy(y, yi, sizeof y);
+                    if (half) k->gemv_f16(h, ld, rows, kcs[b], a, y, load);
+                    else k->gemv_f32(w, ld, rows, kcs[b], a, y, load);
+                    for (int n = 0; n < 64; n++) {
+                        float want = yi[n];
+                        if (n < rows) {
+                            want = load ? yi[n] : 0.0f;
+                            for (int64_t kk = 0; kk < kcs[b]; kk++)
+                                want = fmaf(a[kk], half ? kld_f16_to_f32(h[n * ld + kk]) : w[n * ld + kk], want);
+                        }
+                        bad += memcmp(&want, &y[n], 4) != 0;
+                    }
+                }
+    CHECK(bad == 0, "%s gemv: %d values differ from the fma chain (or written outside the rows)", k->name, bad);
+    free(w), free(a), free(h);
+}
+
+/* kld_gemm_weights on both of its paths (M below and above
+ * KLD_GEMM_SMALL_M) equals the fma chain over the reference dequantization. */
+static void test_gemm_weights(const kld_engine_kernels *k) {
+    static const uint32_t types[] = {KLD_TYPE_F32, KLD_TYPE_F16, KLD_TYPE_BF16, KLD_TYPE_Q8_0,
+                                     KLD_TYPE_Q4_0, KLD_TYPE_Q4_K, KLD_TYPE_Q6_K, KLD_TYPE_IQ4_XS};
+    static const int64_t Ms[] = {1, 5, 23, 24, 31};
+    const int64_t K = 768, N = 2 * KLD_GEMM_NC / 32 * 32 + 45, M = 31, lda = 770, ldc = N + 3;
+    float *Wf = malloc(sizeof(float) * (size_t)(N * K)), *Wd = malloc(sizeof(float) * (size_t)(N * K));
+    float *A = malloc(sizeof(float) * (size_t)(M * lda)), *C = malloc(sizeof(float) * (size_t)(M * ldc)),
+          *E = malloc(sizeof(float) * (size_t)(M * ldc));
+    uint8_t *Wq = malloc((size_t)(N * K) * 4);
+    const size_t stride = KLD_GEMM_SCRATCH_FLOATS;
+    float *scratch = aligned_alloc(64, sizeof(float) * stride * 3);
+    for (int64_t i = 0; i < N * K; i++) Wf[i] = frand(1);
+    for (int64_t i = 0; i < M * lda; i++) A[i] = frand(1);
+    kld_pool *pools[3] = {kld_pool_create(1), kld_pool_create(2), kld_pool_create(3)};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const kld_type_info *ti = kld_type_info_get(types[t]);
+        if (!ti || !ti->quantize_row) {
+            CHECK(false, "type %u must have a quantizer", types[t]);
+            continue;
+        }
+        const uint64_t row_bytes = (uint64_t)(K / ti->block_size) * (uint64_t)ti->type_size;
+        for (int64_t n = 0; n < N; n++) ti->quantize_row(Wf + n * K, Wq + n * row_bytes, K);
+        for (int64_t n = 0; n < N; n++) ti->to_float_ref(Wq + n * row_bytes, Wd + n * K, K);
+        kld_tensor W = {.name = "w", .type = types[t], .n_dims = 2, .ne = {K, N, 1, 1},
+                        .data = Wq, .nbytes = row_bytes * (uint64_t)N};
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) E[m * ldc + n] = chain(A + m * lda, 1, Wd + n * K, 1, K, 0);
+        int bad = 0;
+        for (int p = 0; p < 3; p++)
+            for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+                const int64_t mm = Ms[mi];
+                memset(C, 0, sizeof(float) * (size_t)(M * ldc));
+                kld_gemm_weights(pools[p], k, &W, mm, A, lda, C, ldc, scratch, stride);
+                for (int64_t m = 0; m < mm; m++)
+                    bad += memcmp(C + m * ldc, E + m * ldc, sizeof(float) * (size_t)N) != 0;
+            }
+        CHECK(bad == 0, "%s gemm %s: %d rows differ from the fma chain", k->name, ti->name, bad);
+    }
+    for (int p = 0; p < 3; p++) kld_pool_free(pools[p]);
+    free(scratch), free(Wq), free(Wf), free(Wd), free(A), free(C), free(E);
+}
+
+static void test_gemm_strided(const kld_engine_kernels *k) {
+    const int64_t M = 31, N = 77, K = 45, lda = 47, ldb = 81, ldc = 79;
+    float *A = malloc(sizeof(float) * M * lda), *B = malloc(sizeof(float) * K * ldb),
+          *C = malloc(sizeof(float) * M * ldc);
+    for (int64_t i = 0; i < M * lda; i++) A[i] = frand(1);
+    for (int64_t i = 0; i < K * ldb; i++) B[i] = frand(1);
+    kld_gemm_strided(k, M, N, K, A, lda, B, ldb, C, ldc);
+    int bad = 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) bad += chain(A + m * lda, 1, B + n, ldb, K, 0) != C[m * ldc + n];
+    CHECK(bad == 0, "%s gemm_strided: %d elements differ from the fma chain", k->name, bad);
+    free(A), free(B), free(C);
+}
+
+/* Whole forward passes (40 tokens: the large-M path; then 3 decode steps:
+ * the small-M path) give the reference's logits bit for bit. */
+static void test_forward(const kld_engine_kernels *ref, const kld_engine_kernels *k) {
+    static const char *models[] = {KT_SHARED "/models/stories260K/f32.gguf",
+                                   KT_SHARED "/models/rand-llama/q4_K_M.gguf",
+                                   KT_SHARED "/models/gemma2/f16.gguf"};
+    enum { T = 40, D = 3 };
+    int32_t ids[T + D];
+    for (int i = 0; i < T + D; i++) ids[i] = i == 0 ? 1 : (int32_t)(37 * i + 11) % 500;
+    for (int mi = 0; mi < 3; mi++) {
+        kld_error err = {0};
+        kld_model *m = NULL;
+        kld_status st = kld_model_open(models[mi], NULL, &m, &err);
+        CHECK_OK(st, err);
+        if (st != KLD_OK) continue;
+        const int64_t nv = kld_model_hparams(m)->n_vocab;
+        float *out[2];
+        for (int s_i = 0; s_i < 2; s_i++) {
+            kld_session *s = NULL;
+            out[s_i] = calloc((size_t)((T + D) * nv), sizeof(float));
+            CHECK_OK(kld_session_create(m, T + D, T, 2, &s, &err), err);
+            if (!s) continue;
+            kld_session_use_kernels(s, s_i ? k : ref);
+            CHECK_OK(kld_session_eval(s, ids, T, out[s_i], &err), err);
+            for (int d = 0; d < D; d++)
+                CHECK_OK(kld_session_decode(s, ids[T + d], out[s_i] + (T + d) * nv, &err), err);
+            kld_session_free(s);
+        }
+        CHECK(memcmp(out[0], out[1], sizeof(float) * (size_t)((T + D) * nv)) == 0,
+              "%s: ref and %s kernels give different logits", models[mi], k->name);
+        free(out[0]);
+        free(out[1]);
+        kld_model_close(m);
+    }
+}
+
+int main(void) {
+    kld_kernels_init();
+    const kld_engine_kernels *ref = kld_engine_kernels_ref();
+    const kld_engine_kernels *sets[2] = {kld_engine_kernels_avx2(), kld_engine_kernels_avx512()};
+    const char *names[2] = {"avx2", "avx512"};
+    int ran = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!sets[i]) {
+            printf("%s kernels: NOT run (this CPU lacks them)\n", names[i]);
+            continue;
+        }
+        printf("%s kernels: compared with ref (tile %dx%d)\n", sets[i]->name, sets[i]->mr, sets[i]->nr);
+        CHECK(strcmp(sets[i]->name, names[i]) == 0, "set %s is named %s", names[i], sets[i]->name);
+        test_ukernel(ref, sets[i]);
+        test_pack(sets[i]);
+        test_gemv(sets[i]);
+        test_gemm_weights(sets[i]);
+        test_gemm_strided(sets[i]);
+        test_forward(ref, sets[i]);
+        ran++;
+    }
+    /* The reference's own GEMM paths against the chain, whatever the CPU. */
+    test_pack(ref);
+    test_gemm_weights(ref);
+    test_gemm_strided(ref);
+    printf("SIMD sets compared: %d; chosen for this process: %s\n", ran, kld_engine_kernels_get()->name);
+    return kt_finish();
+}
