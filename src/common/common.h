@@ -58,6 +58,9 @@ int kld_default_threads(void);
 /* Formats a byte count with a binary unit ("12.3 MiB") into buf. */
 const char *kld_format_bytes(uint64_t bytes, char *buf, size_t buf_size);
 
+/* Seconds on the monotonic clock (for durations). */
+double kld_now_s(void);
+
 /* The built-in corpus (data/builtin_corpus.txt): one document per line,
  * '#' comment lines; NUL-terminated, length without the NUL. */
 extern const unsigned char kld_builtin_corpus[];

@@ -1,9 +1,10 @@
-/* util.c — UTF-8 validation, string duplication and byte formatting. */
+/* util.c — UTF-8 validation, string duplication, byte formatting and the clock. */
 #include "common.h"
 
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 bool kld_utf8_valid(const char *s, size_t n) {
@@ -53,4 +54,10 @@ int kld_default_threads(void) {
     cpu_set_t set;
     long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+double kld_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

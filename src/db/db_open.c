@@ -30,20 +30,14 @@ kld_status kld_db_fail(kld_db *db, kld_error *err, kld_status st, const char *wh
     return kld_fail(err, st, "%s: %s: %s", db->path, what, msg);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* SQLite's busy handler waits inside a statement; this loop also covers
  * the cases where SQLite returns SQLITE_BUSY without calling it (e.g. a
  * writer finishing WAL recovery). */
 int kld_db_step(kld_db *db, sqlite3_stmt *s) {
-    double deadline = now_s() + db->timeout_ms / 1000.0;
+    double deadline = kld_now_s() + db->timeout_ms / 1000.0;
     for (;;) {
         int rc = sqlite3_step(s);
-        if ((rc & 0xff) != SQLITE_BUSY || now_s() >= deadline) return rc;
+        if ((rc & 0xff) != SQLITE_BUSY || kld_now_s() >= deadline) return rc;
         sqlite3_reset(s);
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);

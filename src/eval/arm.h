@@ -98,6 +98,12 @@ kld_status kld_arm_open_lcpp_base(const char *path, int32_t n_vocab_expected, in
                                   kld_arm **out, kld_error *err);
 void kld_arm_free(kld_arm *a);
 
+/* For the kinds' open functions (arm.c): an arm with ops, kind, a copy of
+ * path, zeroed state of impl_size bytes and, for saved arms, an empty plan;
+ * NULL when out of memory. */
+kld_arm *kld_arm_new(const kld_arm_ops *ops, const char *kind, const char *path, size_t impl_size,
+                     bool with_plan);
+
 /* The dump behind a dump arm (NULL for other kinds). */
 struct kld_dump *kld_arm_dump(const kld_arm *a);
 

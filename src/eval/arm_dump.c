@@ -105,22 +105,11 @@ static json_t *dump_desc(const char *dir, const kld_dump_meta *m) {
 kld_status kld_arm_open_dump(const char *dir, int64_t n_vocab_limit, kld_arm **out,
                              kld_error *err) {
     *out = NULL;
-    kld_arm *a = calloc(1, sizeof *a);
-    dump_arm *u = calloc(1, sizeof *u);
-    kld_plan *pl = calloc(1, sizeof *pl);
-    if (!a || !u || !pl) {
-        free(a);
-        free(u);
-        free(pl);
-        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    }
-    a->ops = &dump_ops;
-    a->kind = "dump";
-    a->impl = u;
-    a->plan = pl;
-    a->path = kld_strdup(dir);
-    kld_status st = a->path ? kld_dump_open(dir, n_vocab_limit, &u->d, err)
-                            : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    kld_arm *a = kld_arm_new(&dump_ops, "dump", dir, sizeof(dump_arm), true);
+    if (!a) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    dump_arm *u = a->impl;
+    kld_plan *pl = a->plan;
+    kld_status st = kld_dump_open(dir, n_vocab_limit, &u->d, err);
     if (st) {
         kld_arm_free(a);
         return st;

@@ -66,22 +66,11 @@ static const kld_arm_ops lcpp_ops = {prepare, begin, eval, lcpp_free};
 kld_status kld_arm_open_lcpp_base(const char *path, int32_t n_vocab_expected, int32_t bos,
                                   kld_arm **out, kld_error *err) {
     *out = NULL;
-    kld_arm *a = calloc(1, sizeof *a);
-    lcpp_arm *u = calloc(1, sizeof *u);
-    kld_plan *pl = calloc(1, sizeof *pl);
-    if (!a || !u || !pl) {
-        free(a);
-        free(u);
-        free(pl);
-        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    }
-    a->ops = &lcpp_ops;
-    a->kind = "llamacpp-base";
-    a->impl = u;
-    a->plan = pl;
-    a->path = kld_strdup(path);
-    kld_status st = a->path ? kld_lcpp_base_open(path, n_vocab_expected, &u->b, err)
-                            : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    kld_arm *a = kld_arm_new(&lcpp_ops, "llamacpp-base", path, sizeof(lcpp_arm), true);
+    if (!a) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    lcpp_arm *u = a->impl;
+    kld_plan *pl = a->plan;
+    kld_status st = kld_lcpp_base_open(path, n_vocab_expected, &u->b, err);
     if (st) {
         kld_arm_free(a);
         return st;

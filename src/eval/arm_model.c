@@ -22,12 +22,6 @@ typedef struct model_arm {
     int64_t prompt_len;
 } model_arm;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
                           kld_error *err) {
     model_arm *m = a->impl;
@@ -70,11 +64,11 @@ static kld_status eval_decode(model_arm *m, int32_t n_vocab, const int32_t *toke
 static kld_status eval(kld_arm *a, const int32_t *tokens, int64_t c0, int64_t n, int64_t r0,
                        int64_t r1, kld_rows *rows, kld_error *err) {
     model_arm *m = a->impl;
-    double t0 = now_s();
+    double t0 = kld_now_s();
     kld_status st = m->decode ? eval_decode(m, a->n_vocab, tokens, c0, n, r0, r1, err)
                     : r1 > r0 ? kld_session_eval_rows(m->s, tokens, n, r0 - c0, m->logits, err)
                               : kld_session_eval(m->s, tokens, n, NULL, err);
-    a->seconds += now_s() - t0;
+    a->seconds += kld_now_s() - t0;
     a->tokens += (uint64_t)n;
     if (st) return st;
     *rows = (kld_rows){.kind = KLD_ROWS_DENSE, .row0 = r0, .n = r1 - r0, .n_vocab = a->n_vocab,
@@ -115,21 +109,12 @@ static json_t *model_desc(const char *path, const kld_model *m) {
 
 kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err) {
     *out = NULL;
-    kld_arm *a = calloc(1, sizeof *a);
-    model_arm *m = calloc(1, sizeof *m);
-    if (!a || !m) {
-        free(a);
-        free(m);
-        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    }
-    a->ops = &model_ops;
-    a->kind = "model";
-    a->impl = m;
+    kld_arm *a = kld_arm_new(&model_ops, "model", path, sizeof(model_arm), false);
+    if (!a) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    model_arm *m = a->impl;
     m->owns_model = true;
     kld_levers_default(&m->levers);
-    a->path = kld_strdup(path);
-    kld_status st = a->path ? kld_model_open(path, NULL, &a->model, err)
-                            : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    kld_status st = kld_model_open(path, NULL, &a->model, err);
     if (st) {
         kld_arm_free(a);
         return st;
@@ -148,18 +133,9 @@ kld_status kld_arm_open_model_shared(kld_arm *owner, kld_arm **out, kld_error *e
     *out = NULL;
     if (!owner || owner->ops != &model_ops)
         return kld_fail(err, KLD_ERR_ARG, "a shared model arm needs an open model arm");
-    kld_arm *a = calloc(1, sizeof *a);
-    model_arm *m = calloc(1, sizeof *m);
-    if (a) a->path = kld_strdup(owner->path);
-    if (!a || !m || !a->path) {
-        if (a) free(a->path);
-        free(a);
-        free(m);
-        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    }
-    a->ops = &model_ops;
-    a->kind = "model";
-    a->impl = m;
+    kld_arm *a = kld_arm_new(&model_ops, "model", owner->path, sizeof(model_arm), false);
+    if (!a) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    model_arm *m = a->impl;
     kld_levers_default(&m->levers);
     a->model = owner->model; /* borrowed: owns_model stays false */
     a->n_vocab = owner->n_vocab;
@@ -192,15 +168,4 @@ kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool de
     json_object_set_new(a->desc, "path_kind", json_string(decode ? "decode" : "prefill"));
     if (decode) json_object_set_new(a->desc, "prompt_len", json_integer(prompt_len));
     return KLD_OK;
-}
-
-void kld_arm_free(kld_arm *a) {
-    if (!a) return;
-    if (a->ops && a->ops->free) a->ops->free(a);
-    kld_tok_free(a->tok);
-    json_decref(a->desc);
-    if (a->plan) kld_plan_free(a->plan);
-    free(a->plan);
-    free(a->path);
-    free(a);
 }

@@ -4,19 +4,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 kld_status kld_drive(const kld_drive_opts *o, const kld_sink *sink, bool *stopped,
                      kld_error *err) {
     const kld_plan *pl = o->plan;
     *stopped = false;
     int32_t *buf = malloc((size_t)o->chunk * sizeof *buf);
     if (!buf) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    double t_start = now_s();
+    double t_start = kld_now_s();
     uint64_t docs_done = 0, rows_done = 0;
     kld_status st = KLD_OK;
     for (size_t wi = 0; wi < o->first_window && wi < pl->n_windows; wi++) {
@@ -51,7 +45,7 @@ kld_status kld_drive(const kld_drive_opts *o, const kld_sink *sink, bool *stoppe
             rows_done += (uint64_t)(r1 - r0);
             if (o->progress) {
                 kld_kl_progress pr = {docs_done, pl->docs_total, rows_done, positions_total,
-                                      now_s() - t_start, 0.0};
+                                      kld_now_s() - t_start, 0.0};
                 if (o->stats) {
                     kld_stats_running run;
                     kld_stats_get_running(o->stats, &run);

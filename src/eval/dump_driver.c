@@ -32,12 +32,6 @@ typedef struct dump_state {
     kld_dump_result *res;
 } dump_state;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void kld_dump_config_defaults(kld_dump_config *c) {
     memset(c, 0, sizeof *c);
     c->corpus_format = "auto";
@@ -250,7 +244,7 @@ kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_erro
     if (st) return st;
     dump_state ds = {.c = c, .res = out};
     size_t first = 0;
-    double t0 = now_s();
+    double t0 = kld_now_s();
     st = prepare(&ds, &first, err);
     if (!st) {
         out->n_windows = ds.pl->n_windows;
@@ -265,7 +259,7 @@ kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_erro
     /* a stopped or failed dump stays resumable: no manifest */
     if (!st && !out->partial) st = c->llamacpp ? kld_lcpp_base_finish(ds.lw, err)
                                                 : kld_dump_finish(ds.dw, err);
-    out->elapsed_s = now_s() - t0;
+    out->elapsed_s = kld_now_s() - t0;
     kld_dump_writer_free(ds.dw);
     kld_lcpp_base_writer_free(ds.lw);
     kld_arm_free(ds.model);

@@ -30,12 +30,6 @@ typedef struct run_state {
     kld_partial_window *windows;
 } run_state;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void kld_kl_config_defaults(kld_kl_config *c) {
     memset(c, 0, sizeof *c);
     c->corpus_format = "auto";
@@ -398,9 +392,9 @@ kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err
         kld_drive_opts d = {rs.pl, rs.ref, rs.arm, rs.chunk, 0, rs.stats, c->stop, c->progress,
                             c->progress_user, rs.select, rs.n_select};
         kld_sink sink = {sink_rows, sink_window, &rs};
-        double t0 = now_s();
+        double t0 = kld_now_s();
         st = kld_drive(&d, &sink, &out->partial, err);
-        out->elapsed_s = now_s() - t0;
+        out->elapsed_s = kld_now_s() - t0;
         out->ref_seconds = rs.ref->seconds;
         out->arm_seconds = rs.arm->seconds;
         out->ref_tokens = rs.ref->tokens;
