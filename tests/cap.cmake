@@ -5,3 +5,4 @@ kld_add_test(NAME test_cap_bfcl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_bfc
 kld_add_test(NAME test_cap_sandbox SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_sandbox.c TIMEOUT 300)
 kld_add_test(NAME test_cap_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_cli.c ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cap_cli kldeval)
+kld_add_test(NAME test_cap_chat SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_chat.c)
