@@ -6,3 +6,5 @@ kld_add_test(NAME test_cap_sandbox SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_
 kld_add_test(NAME test_cap_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_cli.c ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cap_cli kldeval)
 kld_add_test(NAME test_cap_chat SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_chat.c)
+kld_add_test(NAME test_cap_run SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_run.c ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_cap_run kldeval)
