@@ -9,10 +9,14 @@
  * Answer:" raw, or the question as the user turn); IFEval the prompt;
  * HumanEval the prompt as raw completion with human-eval's stop strings;
  * BFCL simple_python the function documents and the question, answered in
- * the prompting-mode call syntax. Items: n spread evenly over each task's
+ * the prompting-mode call syntax; HashHop one generated problem (--seed)
+ * as large as the smaller model's context allows up to 12k tokens, hops 2,
+ * 16-letter hashes, n queries, each continued after "key = '" and matched
+ * exactly up to the closing quote. Items: n spread evenly over each task's
  * data (every (size/n)-th item), so a small n still covers subjects. */
 #include "cap/cap.h"
 #include "cap/chat.h"
+#include "cap/hashhop.h"
 #include "cap/run.h"
 
 #include <math.h>
@@ -85,6 +89,32 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         }
         kld_mmlu_free(&test);
         kld_mmlu_free(&dev);
+        return st;
+    }
+    if (!strcmp(task, "hashhop")) {
+        kld_hashhop_params hp = {o->hashhop_chars, 0, 2, 16, false};
+        kld_hashhop_sample hs;
+        size_t C = (hp.n_chars + (2 * 16 + 3) * 2 - 1) / ((2 * 16 + 3) * 2);
+        hp.queries = n_items < C ? n_items : C;
+        if ((st = kld_hashhop_generate(&hp, o->seed, &hs, err))) return st;
+        static const char *const quote[] = {"'", NULL};
+        for (size_t q = 0; q < hs.n_queries && st == KLD_OK && !(o->stop && *o->stop); q++) {
+            char *qt = kld_hashhop_query_text(&hs, q), *text = NULL;
+            st = qt ? kld_cap_generate(lm, qt, true, 16 + 4, quote, &text, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+            if (st == KLD_OK) {
+                /* the stop string was cut off: put the quote back for the rule */
+                size_t tl = strlen(text);
+                char *withq = malloc(tl + 2);
+                bool ok = withq && (memcpy(withq, text, tl), withq[tl] = '\'', withq[tl + 1] = 0, kld_hashhop_correct(&hs, q, withq));
+                free(withq);
+                res->ok[res->n++] = ok;
+                json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:b}", "key", hs.keys[q], "target", hs.targets[q],
+                                                       "response", text, "correct", ok));
+            }
+            free(qt);
+            free(text);
+        }
+        kld_hashhop_free(&hs);
         return st;
     }
     json_t *data = NULL, *answers = NULL;
@@ -177,6 +207,39 @@ static bool task_listed(const char *list, const char *task) {
     return false;
 }
 
+/* HashHop's prompt size in characters: the same problem for both arms, as
+ * large as fits the smaller context (and the token budget) in both. */
+static kld_status hashhop_size(kld_cap_run_opts *o, kld_cap_lm *lm, int n_arms, kld_error *err) {
+    int64_t budget = o->hashhop_tokens > 0 ? o->hashhop_tokens : 12000;
+    for (int a = 0; a < n_arms; a++)
+        if (lm[a].n_ctx - 40 < budget) budget = lm[a].n_ctx - 40;
+    if (budget < 16) return kld_fail(err, KLD_ERR_ARG, "hashhop: the context (%lld) is too small", (long long)lm[0].n_ctx);
+    size_t chars = (size_t)budget * 2;
+    for (int round = 0; round < 8; round++) {
+        kld_hashhop_params hp = {chars, 1, 2, 16, false};
+        kld_hashhop_sample hs;
+        kld_status st = kld_hashhop_generate(&hp, o->seed, &hs, err);
+        if (st) return st;
+        char *qt = kld_hashhop_query_text(&hs, 0);
+        int64_t worst = 0;
+        for (int a = 0; a < n_arms && qt; a++) {
+            kld_tok_ids ids = {0};
+            st = kld_tok_encode(lm[a].tok, qt, strlen(qt), KLD_TOK_ADD_SPECIAL, &ids, err);
+            if ((int64_t)ids.n > worst) worst = (int64_t)ids.n;
+            kld_tok_ids_free(&ids);
+            if (st) break;
+        }
+        free(qt);
+        kld_hashhop_free(&hs);
+        if (st) return st;
+        if (worst <= budget) break;
+        size_t next = (size_t)((double)chars * (double)budget / (double)worst * 0.95);
+        chars = next < 40 ? 40 : next;
+    }
+    o->hashhop_chars = chars;
+    return KLD_OK;
+}
+
 kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error *err) {
     *report = NULL;
     kld_cap_run_opts o = *opts;
@@ -184,7 +247,7 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
     if (o.n <= 0) o.n = 10;
     if (o.max_new <= 0) o.max_new = 128;
     if (!o.tasks) o.tasks = "all";
-    static const char *const all[] = {"mmlu", "gsm8k", "ifeval", "humaneval", "bfcl", NULL};
+    static const char *const all[] = {"mmlu", "gsm8k", "ifeval", "humaneval", "bfcl", "hashhop", NULL};
     for (const char *p = o.tasks; strcmp(o.tasks, "all") && *p;) { /* every listed name is known */
         const char *c = strchr(p, ',');
         size_t n = c ? (size_t)(c - p) : strlen(p);
@@ -192,7 +255,7 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
         for (int k = 0; all[k]; k++) known |= strlen(all[k]) == n && !strncmp(all[k], p, n);
         if (!known)
             return kld_fail(err, KLD_ERR_ARG, "cap: unknown task '%.*s' in --tasks (mmlu, gsm8k, ifeval, humaneval, "
-                            "bfcl; hashhop is not implemented)", (int)n, p);
+                            "bfcl, hashhop)", (int)n, p);
         p += n + (c ? 1 : 0);
     }
     const char *paths[2] = {o.ref_path, o.arm_path};
@@ -204,6 +267,7 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
         st = kld_cap_lm_open(paths[a], o.threads, 0, &lm[a], err);
         if (st != KLD_OK) kld_error_prefix(err, "%s", paths[a]);
     }
+    if (st == KLD_OK && task_listed(o.tasks, "hashhop")) st = hashhop_size(&o, lm, n_arms, err);
     json_t *rep = json_pack("{s:s, s:I, s:I, s:b, s:o}", "ref", o.ref_path, "n", (json_int_t)o.n, "max_new",
                             (json_int_t)o.max_new, "chat", !o.no_chat, "tasks", json_object());
     if (o.arm_path) json_object_set_new(rep, "arm", json_string(o.arm_path));

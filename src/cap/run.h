@@ -37,7 +37,9 @@ kld_status kld_cap_next_logits(kld_cap_lm *lm, const char *prompt, bool add_bos,
 
 typedef struct kld_cap_run_opts {
     const char *ref_path, *arm_path; /* arm may be NULL */
-    const char *tasks;     /* "all" or a comma list: mmlu,gsm8k,ifeval,humaneval,bfcl */
+    const char *tasks;     /* "all" or a comma list: mmlu,gsm8k,ifeval,humaneval,bfcl,hashhop */
+    uint64_t seed;         /* HashHop's problem */
+    int hashhop_tokens;    /* HashHop prompt budget (default 12000, capped by the context) */
     int n;                 /* items per task (first n; default 10) */
     int max_new;           /* generation limit (default 128) */
     int threads;
@@ -45,6 +47,7 @@ typedef struct kld_cap_run_opts {
     const char *data_dir;
     const char *python;
     volatile int *stop;    /* Ctrl-C: keep the items done */
+    size_t hashhop_chars;  /* set by kld_cap_run */
     bool quiet;
 } kld_cap_run_opts;
 

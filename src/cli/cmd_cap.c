@@ -123,11 +123,12 @@ static void on_sigint(int sig) {
 
 static void run_usage(FILE *f) {
     fprintf(f,
-            "usage: kldeval cap -m MODEL [--arm MODEL] [--tasks all|mmlu,gsm8k,ifeval,humaneval,bfcl] [flags]\n"
+            "usage: kldeval cap -m MODEL [--arm MODEL] [--tasks all|mmlu,gsm8k,ifeval,humaneval,bfcl,hashhop] [flags]\n"
             "       kldeval cap score --task TASK --responses FILE.jsonl   (see kldeval cap score --help)\n"
             "  -m, --model PATH   the reference model\n"
             "  --arm PATH         a second model scored on the same items (paired difference)\n"
-            "  --tasks LIST       tasks (default all; hashhop is not implemented yet)\n"
+            "  --tasks LIST       tasks (default all)\n"
+            "  --seed S           HashHop's problem (default 0)\n"
             "  --n N              items per task, 1 .. 100000 (default 10), spread over the task's data\n"
             "  --max-new N        tokens generated per item, 1 .. 65536 (default 128)\n"
             "  --no-chat          raw completion even when the model has a chat template\n"
@@ -148,10 +149,11 @@ static int cap_run(int argc, char **argv) {
     kld_cap_run_opts o = {.tasks = "all", .n = 10, .max_new = 128, .stop = &g_stop};
     const char *json_path = NULL;
     static const char *const with_value[] = {"-m", "--model", "--arm", "--tasks", "--n", "--max-new", "--data",
-                                             "--json", "--threads", "--python", NULL};
+                                             "--json", "--threads", "--python", "--seed", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;
+        uint64_t u;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return run_usage(stdout), 0;
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { o.quiet = true; continue; }
         if (!strcmp(a, "--no-chat")) { o.no_chat = true; continue; }
@@ -170,6 +172,7 @@ static int cap_run(int argc, char **argv) {
         else if (!strcmp(a, "--n")) { if (!kld_arg_int(a, v, 1, 100000, &x)) return 2; o.n = (int)x; }
         else if (!strcmp(a, "--max-new")) { if (!kld_arg_int(a, v, 1, 65536, &x)) return 2; o.max_new = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &x)) return 2; o.threads = (int)x; }
+        else if (!strcmp(a, "--seed")) { if (!kld_arg_u64(a, v, &u)) return 2; o.seed = u; }
     }
     if (!o.ref_path) {
         fprintf(stderr, "kldeval cap: need -m MODEL (or `kldeval cap score`)\n");
