@@ -109,6 +109,16 @@ int main(int argc, char **argv) {
     st = run("cap -m " KT_SHARED "/models/stories260K/f32.gguf --n 0", &out);
     CHECK(st == 2, "--n 0: %d %s", st, out);
     free(out);
+    /* the smoketest: the KL run, then GSM8K paired */
+    st = run("smoketest --no-db --ref " KT_SHARED "/models/stories260K/f32.gguf --arm " KT_SHARED
+             "/models/stories260K/f16.gguf --n 2 --max-new 8 --threads 2", &out);
+    CHECK(st == 0 && strstr(out, "== KL: kldeval kl --ref") && strstr(out, "KLD by context position") &&
+              strstr(out, "== GSM8K-2 (greedy, paired) ==") && strstr(out, "gsm8k  ref 0.0000 ± 0.0000 (0/2)"),
+          "smoketest: %d %.2000s", st, out);
+    free(out);
+    st = run("smoketest --ref " KT_SHARED "/models/stories260K/f32.gguf", &out);
+    CHECK(st == 2 && strstr(out, "need --ref and --arm"), "smoketest without --arm: %d %s", st, out);
+    free(out);
     unlink(j1);
     unlink(j2);
     return kt_finish();

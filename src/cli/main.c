@@ -23,6 +23,7 @@ static const command commands[] = {
     {"dump", kld_cmd_dump, "save a model's distributions: a teacher, a candidate or a llama.cpp base file"},
     {"runs", kld_cmd_runs, "the run database: list, show, rm, export, compare recorded runs"},
     {"report", kld_cmd_report, "the HTML report of recorded runs (one self-contained file)"},
+    {"smoketest", kld_cmd_smoketest, "the quick ship check: the KL run + GSM8K-50 of an arm against a reference"},
     {"cap", kld_cmd_cap, "capability tasks (MMLU, GSM8K, IFEval, HumanEval, BFCL): run on models, or score responses (cap score)"},
 };
 
