@@ -137,7 +137,80 @@ static void test_ifeval(void) {
     json_decref(ref[1]);
 }
 
+/* Malformed task files and items: errors that name the file, line or field. */
+static void test_bad_inputs(void) {
+    char dir[512], path[700];
+    kld_error err = {0};
+    snprintf(dir, sizeof dir, "%s/cap-bad-mmlu", kt_build_dir());
+    snprintf(path, sizeof path, "mkdir -p '%s/test'", dir);
+    CHECK(system(path) == 0, "mkdir");
+    static const struct { const char *csv, *want; } bad_csv[] = {
+        {"\"unterminated,A,B,C,D,A\n", "malformed CSV"},
+        {"q,A,B,C,D\n", "expected 6 fields"},
+        {"q,A,B,C,D,E\n", "answer 'E' is not A-D"},
+        {"\"q\"x,A,B,C,D,A\n", "malformed CSV"},
+    };
+    for (size_t i = 0; i < sizeof bad_csv / sizeof bad_csv[0]; i++) {
+        snprintf(path, sizeof path, "%s/test/bad_test.csv", dir);
+        kt_write_file(path, bad_csv[i].csv, strlen(bad_csv[i].csv));
+        kld_mmlu_set s;
+        kld_status st = kld_mmlu_load(dir, "test", &s, &err);
+        CHECK(st == KLD_ERR_FORMAT && strstr(err.msg, bad_csv[i].want) && strstr(err.msg, "bad_test.csv"),
+              "bad csv %zu: %s", i, err.msg);
+    }
+    /* a quoted field with a comma, a quote and a newline is fine */
+    const char *good = "\"a, \"\"b\"\"\nc\",A,B,C,D,B\n";
+    kt_write_file(path, good, strlen(good));
+    kld_mmlu_set s;
+    CHECK_OK(kld_mmlu_load(dir, "test", &s, &err), err);
+    CHECK(s.n == 1 && !strcmp(s.items[0].question, "a, \"b\"\nc") && s.items[0].answer == 1, "quoted CSV field");
+    kld_mmlu_free(&s);
+    CHECK(kld_mmlu_load(dir, "nosuch", &s, &err) == KLD_ERR_IO && strstr(err.msg, "nosuch"), "missing split: %s", err.msg);
+
+    snprintf(path, sizeof path, "%s/cap-bad.jsonl", kt_build_dir());
+    const char *t1 = "{\"a\": 1}\n\n[1]\n", *t2 = "{\"a\": }\n";
+    kt_write_file(path, t1, strlen(t1));
+    json_t *a = NULL;
+    CHECK(kld_cap_read_jsonl(path, &a, &err) == KLD_ERR_FORMAT && strstr(err.msg, ":3: not a JSON object"),
+          "non-object line: %s", err.msg);
+    kt_write_file(path, t2, strlen(t2));
+    CHECK(kld_cap_read_jsonl(path, &a, &err) == KLD_ERR_FORMAT && strstr(err.msg, ":1: column"), "bad JSON: %s", err.msg);
+    snprintf(path, sizeof path, "%s/cap-bad.jsonl.gz", kt_build_dir());
+    kt_write_file(path, "\x1f\x8b\x08\x00garbage-garbage", 19);
+    CHECK(kld_cap_read_jsonl(path, &a, &err) != KLD_OK && strstr(err.msg, "cap-bad.jsonl.gz"), "corrupt gzip: %s", err.msg);
+    CHECK(kld_cap_read_jsonl("/nonexistent/x.jsonl", &a, &err) == KLD_ERR_IO, "missing file");
+
+    json_error_t je;
+    json_t *item = json_loads("{\"instruction_id_list\": [\"keywords:nope\"], \"kwargs\": [{}]}", 0, &je);
+    bool f[4];
+    CHECK(kld_ifeval_check(item, "text", false, f, 4, &err) == KLD_ERR_UNSUPPORTED && strstr(err.msg, "keywords:nope"),
+          "unknown instruction: %s", err.msg);
+    json_decref(item);
+    item = json_loads("{\"instruction_id_list\": [\"length_constraints:number_words\"], \"kwargs\": "
+                      "[{\"relation\": \"at least\", \"num_words\": \"ten\"}]}", 0, &je);
+    CHECK(kld_ifeval_check(item, "text", false, f, 4, &err) == KLD_ERR_FORMAT && strstr(err.msg, "num_words"),
+          "bad kwarg: %s", err.msg);
+    json_decref(item);
+    item = json_loads("{\"instruction_id_list\": [\"punctuation:no_comma\"], \"kwargs\": []}", 0, &je);
+    CHECK(kld_ifeval_check(item, "text", false, f, 4, &err) == KLD_ERR_FORMAT, "kwargs length: %s", err.msg);
+    json_decref(item);
+    /* an empty response follows nothing (the reference's response.strip() guard) */
+    item = json_loads("{\"instruction_id_list\": [\"punctuation:no_comma\"], \"kwargs\": [{}]}", 0, &je);
+    CHECK_OK(kld_ifeval_check(item, "  \n ", true, f, 4, &err), err);
+    CHECK(!f[0], "a blank response fails");
+    json_decref(item);
+
+    json_t *q = json_loads("{\"id\": \"x\", \"function\": []}", 0, &je);
+    json_t *ans = json_loads("{\"id\": \"x\", \"ground_truth\": [{\"f\": {}}]}", 0, &je);
+    bool ok;
+    CHECK(kld_bfcl_check(q, ans, "python", "[f()]", &ok, NULL, 0, &err) == KLD_ERR_FORMAT && strstr(err.msg, "'f'"),
+          "BFCL entry without its function: %s", err.msg);
+    json_decref(q);
+    json_decref(ans);
+}
+
 int main(void) {
+    test_bad_inputs();
     test_gsm8k();
     test_mmlu();
     test_ifeval();
