@@ -263,10 +263,7 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
     kld_cap_lm lm[2];
     memset(lm, 0, sizeof lm);
     kld_status st = KLD_OK;
-    for (int a = 0; a < n_arms && st == KLD_OK; a++) {
-        st = kld_cap_lm_open(paths[a], o.threads, 0, &lm[a], err);
-        if (st != KLD_OK) kld_error_prefix(err, "%s", paths[a]);
-    }
+    for (int a = 0; a < n_arms && st == KLD_OK; a++) st = kld_cap_lm_open(paths[a], o.threads, 0, &lm[a], err);
     if (st == KLD_OK && task_listed(o.tasks, "hashhop")) st = hashhop_size(&o, lm, n_arms, err);
     json_t *rep = json_pack("{s:s, s:I, s:I, s:b, s:o}", "ref", o.ref_path, "n", (json_int_t)o.n, "max_new",
                             (json_int_t)o.max_new, "chat", !o.no_chat, "tasks", json_object());
