@@ -17,6 +17,8 @@ int kld_cmd_demo(int argc, char **argv);
 int kld_cmd_runs(int argc, char **argv);
 int kld_cmd_report(int argc, char **argv);
 int kld_cmd_merge(int argc, char **argv);
+int kld_cmd_cap(int argc, char **argv);
+int kld_cmd_smoketest(int argc, char **argv);
 
 /* Where a KL run's results go besides the text report (NULL: not written). */
 typedef struct kld_kl_outputs {

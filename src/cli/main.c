@@ -24,6 +24,8 @@ static const command commands[] = {
     {"runs", kld_cmd_runs, "the run database: list, show, rm, export, compare recorded runs"},
     {"report", kld_cmd_report, "the HTML report of recorded runs (one self-contained file)"},
     {"merge", kld_cmd_merge, "merge the shard partials of one kl run into its exact report"},
+    {"smoketest", kld_cmd_smoketest, "the quick ship check: the KL run + GSM8K-50 of an arm against a reference"},
+    {"cap", kld_cmd_cap, "capability tasks (MMLU, GSM8K, IFEval, HumanEval, BFCL): run on models, or score responses (cap score)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,108 @@
+/* cap_data.c — reading the task files: whole files (plain or gzip, as
+ * HumanEval ships) and JSON Lines with errors naming file and line. */
+#include "cap/cap.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include <zlib.h>
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+kld_status kld_cap_read_file(const char *path, char **out, size_t *len, kld_error *err) {
+    *out = NULL;
+    gzFile f = gzopen(path, "rb"); /* reads plain files unchanged */
+    if (!f) return kld_fail(err, KLD_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        gzclose(f);
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap > ((size_t)1 << 34)) {
+                free(buf);
+                gzclose(f);
+                return kld_fail(err, KLD_ERR_FORMAT, "%s: larger than 16 GiB", path);
+            }
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (!nb) {
+                free(buf);
+                gzclose(f);
+                return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
+        int r = gzread(f, buf + n, (unsigned)want);
+        if (r < 0) {
+            int zerr = 0;
+            const char *msg = gzerror(f, &zerr);
+            kld_fail(err, zerr == Z_ERRNO ? KLD_ERR_IO : KLD_ERR_FORMAT, "%s: cannot read%s: %s",
+                     path, ends_with(path, ".gz") ? " (gzip)" : "", msg);
+            free(buf);
+            gzclose(f);
+            return err ? err->status : KLD_ERR_IO;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    gzclose(f);
+    buf[n] = '\0';
+    if (memchr(buf, '\0', n))
+        return free(buf), kld_fail(err, KLD_ERR_FORMAT, "%s: holds a NUL byte (not text)", path);
+    *out = buf;
+    if (len) *len = n;
+    return KLD_OK;
+}
+
+kld_status kld_cap_read_jsonl(const char *path, json_t **out, kld_error *err) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    kld_status st = kld_cap_read_file(path, &text, &len, err);
+    if (st != KLD_OK) return st;
+    json_t *arr = json_array();
+    if (!arr) return free(text), kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+    size_t line_no = 0;
+    for (char *p = text; p < text + len;) {
+        char *nl = memchr(p, '\n', (size_t)(text + len - p));
+        char *end = nl ? nl : text + len;
+        line_no++;
+        char *q = p;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+        if (q < end) {
+            json_error_t je;
+            json_t *v = json_loadb(p, (size_t)(end - p), JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+            if (!v || !json_is_object(v)) {
+                json_decref(v);
+                json_decref(arr);
+                free(text);
+                return v ? kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: not a JSON object", path, line_no)
+                         : kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: column %d: %s", path, line_no,
+                                    je.column, je.text);
+            }
+            if (json_array_append_new(arr, v)) {
+                json_decref(arr);
+                free(text);
+                return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+            }
+        }
+        p = nl ? nl + 1 : end;
+    }
+    free(text);
+    *out = arr;
+    return KLD_OK;
+}
+
+double kld_cap_stderr(size_t correct, size_t n) {
+    if (n == 0) return 0.0;
+    double p = (double)correct / (double)n;
+    return sqrt(p * (1.0 - p) / (double)n);
+}

@@ -1,0 +1,40 @@
+/* chat.h — chat templates: the Jinja subset that models' own templates
+ * (GGUF tokenizer.chat_template, HF tokenizer_config.json) are written in,
+ * rendered with Hugging Face apply_chat_template semantics: variables
+ * messages (a list of {role, content}), add_generation_prompt, bos_token,
+ * eos_token; trim_blocks and lstrip_blocks on, as transformers sets them.
+ *
+ * Supported: text, {{ }}, {% if/elif/else %}, {% for x in … %} (with
+ * loop.index/index0/first/last/length/revindex, else), {% set %} (also
+ * ns.attr with namespace()), {# #}, whitespace control (-), literals,
+ * lists, dicts, attribute/item access, slices, and/or/not/in/is, ==…>=,
+ * + - * / // % ~, a if c else b, filters (trim length count upper lower
+ * tojson string int first last join default capitalize list reverse
+ * replace), tests (defined undefined none string number mapping sequence
+ * iterable true false even odd eq), string methods (strip lstrip rstrip
+ * startswith endswith split upper lower replace title), dict methods
+ * (items keys values get), raise_exception, range, namespace. Anything
+ * else is KLD_ERR_UNSUPPORTED naming the construct. */
+#ifndef KLD_CAP_CHAT_H
+#define KLD_CAP_CHAT_H
+
+#include "common/common.h"
+
+#include <jansson.h>
+
+typedef struct kld_chat_opts {
+    const json_t *messages;     /* [{role, content}, ...] */
+    bool add_generation_prompt;
+    const char *bos_token, *eos_token; /* NULL: "" */
+    const json_t *extra;        /* more variables (an object), may be NULL */
+} kld_chat_opts;
+
+/* Renders template with opts into *out (malloc'd). A template's
+ * raise_exception(...) is KLD_ERR_ARG with its message. */
+kld_status kld_chat_render(const char *tmpl, const kld_chat_opts *opts, char **out, kld_error *err);
+
+/* True when rendered text already begins with bos_token (then the
+ * tokenizer must not add another BOS). */
+bool kld_chat_has_bos(const char *rendered, const char *bos_token);
+
+#endif

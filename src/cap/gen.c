@@ -1,0 +1,159 @@
+/* gen.c — a model ready for the capability tasks: greedy generation
+ * through the engine's decode path (bit-exact: the engine's logits do not
+ * depend on threads or chunking; ties go to the lower id) and the
+ * teacher-forced next-token row MMLU is scored from. */
+#include "cap/run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static char *piece_dup(const kld_tokenizer *t, int32_t id) {
+    size_t n = 0;
+    const char *p = id >= 0 ? kld_tok_piece(t, id, &n) : NULL;
+    return p ? kld_strndup(p, n) : kld_strdup("");
+}
+
+/* HF: tokenizer_config.json's "chat_template", a string or a list of
+ * {name, template} (the one named "default" is apply_chat_template's). A
+ * missing file or key is no template; a malformed file is an error. */
+static kld_status hf_chat_template(const char *dir, char **out, kld_error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return KLD_OK;
+    fclose(f);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) return kld_fail(err, KLD_ERR_FORMAT, "%s: line %d: %s", path, je.line, je.text);
+    json_t *ct = json_object_get(j, "chat_template");
+    const char *t = json_string_value(ct);
+    size_t i;
+    json_t *e;
+    if (json_is_array(ct))
+        json_array_foreach(ct, i, e) {
+            const char *name = json_string_value(json_object_get(e, "name"));
+            if (name && !strcmp(name, "default")) t = json_string_value(json_object_get(e, "template"));
+        }
+    if (t && !(*out = kld_strdup(t))) {
+        json_decref(j);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    json_decref(j);
+    return KLD_OK;
+}
+
+kld_status kld_cap_lm_open(const char *path, int threads, int64_t n_ctx, kld_cap_lm *lm, kld_error *err) {
+    memset(lm, 0, sizeof *lm);
+    kld_status st = kld_model_open(path, NULL, &lm->model, err);
+    if (st == KLD_OK) st = kld_tok_open_source(kld_model_source(lm->model), &lm->tok, err);
+    if (st != KLD_OK) return kld_cap_lm_close(lm), st;
+    const kld_hparams *hp = kld_model_hparams(lm->model);
+    lm->n_vocab = hp->n_vocab;
+    lm->n_ctx = n_ctx > 0 ? n_ctx : hp->n_ctx_train > 0 ? hp->n_ctx_train : 2048;
+    if (hp->n_ctx_train > 0 && lm->n_ctx > hp->n_ctx_train) lm->n_ctx = hp->n_ctx_train;
+    lm->chunk = lm->n_ctx < 256 ? lm->n_ctx : 256;
+    st = kld_session_create(lm->model, lm->n_ctx, lm->chunk, threads, &lm->s, err);
+    if (st != KLD_OK) return kld_cap_lm_close(lm), st;
+    lm->logits = malloc((size_t)lm->n_vocab * sizeof(float));
+    if (!lm->logits) return kld_cap_lm_close(lm), kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    const kld_source *src = kld_model_source(lm->model);
+    kld_str t;
+    if (src->gguf && kld_gguf_get_str(src->gguf, "tokenizer.chat_template", &t))
+        lm->chat_template = kld_strndup(t.ptr, (size_t)t.len);
+    else if (src->dir && (st = hf_chat_template(src->dir, &lm->chat_template, err)) != KLD_OK)
+        return kld_cap_lm_close(lm), st;
+    lm->bos = piece_dup(lm->tok, kld_tok_bos(lm->tok));
+    lm->eos = piece_dup(lm->tok, kld_tok_eos(lm->tok));
+    return KLD_OK;
+}
+
+void kld_cap_lm_close(kld_cap_lm *lm) {
+    free(lm->logits);
+    free(lm->chat_template);
+    free(lm->bos);
+    free(lm->eos);
+    kld_session_free(lm->s);
+    kld_tok_free(lm->tok);
+    kld_model_close(lm->model);
+    memset(lm, 0, sizeof *lm);
+}
+
+/* Prefills prompt (left-truncated so that `room` positions stay free). */
+static kld_status prefill(kld_cap_lm *lm, const char *prompt, bool add_bos, int64_t room,
+                          kld_tok_ids *ids, kld_error *err) {
+    kld_status st = kld_tok_encode(lm->tok, prompt, strlen(prompt),
+                                   (add_bos ? KLD_TOK_ADD_SPECIAL : 0) | KLD_TOK_PARSE_SPECIAL, ids, err);
+    if (st != KLD_OK) return st;
+    if (ids->n == 0) {
+        int32_t b = kld_tok_bos(lm->tok);
+        if (b < 0 || !kld_tok_ids_append(ids, &b, 1)) return kld_fail(err, KLD_ERR_ARG, "the prompt encodes to no tokens");
+    }
+    int64_t limit = lm->n_ctx - room;
+    if (limit < 1) limit = 1;
+    if ((int64_t)ids->n > limit) { /* keep the end: the question is last */
+        memmove(ids->ids, ids->ids + (ids->n - (size_t)limit), (size_t)limit * sizeof(int32_t));
+        ids->n = (size_t)limit;
+    }
+    kld_session_reset(lm->s);
+    const int64_t n = (int64_t)ids->n;
+    for (int64_t i = 0; i < n; i += lm->chunk) {
+        const int64_t c = n - i < lm->chunk ? n - i : lm->chunk;
+        st = kld_session_eval_rows(lm->s, ids->ids + i, c, c - 1, i + c == n ? lm->logits : NULL, err);
+        if (st != KLD_OK) return st;
+    }
+    return KLD_OK;
+}
+
+kld_status kld_cap_next_logits(kld_cap_lm *lm, const char *prompt, bool add_bos, kld_error *err) {
+    kld_tok_ids ids = {0};
+    kld_status st = prefill(lm, prompt, add_bos, 1, &ids, err);
+    kld_tok_ids_free(&ids);
+    return st;
+}
+
+static int32_t argmax(const float *x, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i; /* strict: ties keep the lower id */
+    return (int32_t)b;
+}
+
+kld_status kld_cap_generate(kld_cap_lm *lm, const char *prompt, bool add_bos, int max_new,
+                            const char *const *stops, char **text, kld_error *err) {
+    *text = NULL;
+    int64_t room = max_new < lm->n_ctx / 2 ? max_new : lm->n_ctx / 2;
+    kld_tok_ids ids = {0}, gen = {0};
+    kld_status st = prefill(lm, prompt, add_bos, room, &ids, err);
+    const int32_t eos = kld_tok_eos(lm->tok);
+    char *out = NULL;
+    size_t out_len = 0;
+    for (int g = 0; st == KLD_OK && g < max_new && kld_session_pos(lm->s) < lm->n_ctx; g++) {
+        const int32_t next = argmax(lm->logits, lm->n_vocab);
+        if (next == eos) break;
+        if (!kld_tok_ids_append(&gen, &next, 1)) {
+            st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+            break;
+        }
+        free(out);
+        out = NULL;
+        st = kld_tok_decode(lm->tok, gen.ids, gen.n, KLD_TOK_SKIP_SPECIAL, &out, &out_len, err);
+        if (st != KLD_OK) break;
+        bool stopped = false;
+        for (int k = 0; stops && stops[k] && !stopped; k++) {
+            size_t sl = strlen(stops[k]);
+            const char *hit = sl ? strstr(out, stops[k]) : NULL;
+            if (hit) {
+                out[hit - out] = '\0';
+                stopped = true;
+            }
+        }
+        if (stopped) break;
+        if (g + 1 < max_new && kld_session_pos(lm->s) < lm->n_ctx)
+            st = kld_session_decode(lm->s, next, lm->logits, err);
+    }
+    kld_tok_ids_free(&ids);
+    kld_tok_ids_free(&gen);
+    if (st != KLD_OK) return free(out), st;
+    *text = out ? out : kld_strdup("");
+    return *text ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+}

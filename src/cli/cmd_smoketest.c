@@ -1,0 +1,109 @@
+/* cmd_smoketest.c — `kldeval smoketest --ref R --arm A`: the quick ship
+ * check of the mlx-bun seed, the KL run (built-in corpus unless --corpus)
+ * followed by GSM8K-50 on both models, paired. */
+#include "cap/run.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "eval/kl_driver.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static volatile int g_stop;
+static void on_sigint(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kldeval smoketest --ref MODEL --arm MODEL [flags]\n"
+            "  the KL run of --arm against --ref, then GSM8K on both (paired)\n"
+            "  --corpus FILE      KL corpus (default: the built-in corpus)\n"
+            "  --n N              GSM8K problems, 1 .. 1319 (default 50)\n"
+            "  --max-new N        tokens generated per problem (default 256)\n"
+            "  --no-chat          raw completion even when the models have chat templates\n"
+            "  --data DIR         the capability data (default ../shared/capability)\n"
+            "  --json PATH        the GSM8K part's JSON report\n"
+            "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
+            "  --no-db            do not record the KL run in the run database\n");
+}
+
+int kld_cmd_smoketest(int argc, char **argv) {
+    const char *ref = NULL, *arm = NULL, *corpus = NULL, *json_path = NULL;
+    kld_cap_run_opts o = {.tasks = "gsm8k", .n = 50, .max_new = 256, .stop = &g_stop, .quiet = true};
+    bool no_db = false;
+    static const char *const with_value[] = {"--ref", "--arm", "--corpus", "--n", "--max-new", "--data",
+                                             "--json", "--threads", NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int64_t x;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
+        if (!strcmp(a, "--no-chat")) { o.no_chat = true; continue; }
+        if (!strcmp(a, "--no-db")) { no_db = true; continue; }
+        if (!kld_arg_in(a, with_value)) {
+            fprintf(stderr, "kldeval smoketest: unknown flag '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!(v = kld_arg_value(argc, argv, &i))) return 2;
+        if (!strcmp(a, "--ref")) ref = v;
+        else if (!strcmp(a, "--arm")) arm = v;
+        else if (!strcmp(a, "--corpus")) corpus = v;
+        else if (!strcmp(a, "--data")) o.data_dir = v;
+        else if (!strcmp(a, "--json")) json_path = v;
+        else if (!strcmp(a, "--n")) { if (!kld_arg_int(a, v, 1, 1319, &x)) return 2; o.n = (int)x; }
+        else if (!strcmp(a, "--max-new")) { if (!kld_arg_int(a, v, 1, 65536, &x)) return 2; o.max_new = (int)x; }
+        else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &x)) return 2; o.threads = (int)x; }
+    }
+    if (!ref || !arm) {
+        fprintf(stderr, "kldeval smoketest: need --ref and --arm\n");
+        usage(stderr);
+        return 2;
+    }
+    if (json_path) {
+        const char *inputs[] = {ref, arm, corpus};
+        if (!kld_arg_output("smoketest", "--json", json_path, inputs, 3)) return 2;
+    }
+    printf("== KL: kldeval kl --ref %s --arm %s ==\n", ref, arm);
+    fflush(stdout);
+    kld_kl_config c;
+    kld_kl_config_defaults(&c);
+    c.ref_path = ref;
+    c.arm_path = arm;
+    c.corpus_path = corpus;
+    c.n_threads = o.threads;
+    kld_kl_outputs out = {.label = "smoketest", .no_db = no_db};
+    int rc = kld_kl_main(&c, &out);
+    if (rc != 0) return rc;
+    printf("\n== GSM8K-%d (greedy, paired) ==\n", o.n);
+    fflush(stdout);
+    o.ref_path = ref;
+    o.arm_path = arm;
+    signal(SIGINT, on_sigint);
+    json_t *rep = NULL;
+    kld_error err = {0};
+    if (kld_cap_run(&o, &rep, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval smoketest: %s\n", err.msg);
+        return 1;
+    }
+    json_t *t = json_object_get(json_object_get(rep, "tasks"), "gsm8k");
+    json_t *r = json_object_get(t, "ref"), *a = json_object_get(t, "arm"), *p = json_object_get(t, "paired");
+    printf("gsm8k  ref %.4f ± %.4f (%lld/%lld)  arm %.4f ± %.4f (%lld/%lld)  diff %+.4f ± %.4f "
+           "(arm only %lld, ref only %lld)%s\n",
+           json_real_value(json_object_get(r, "accuracy")), json_real_value(json_object_get(r, "stderr")),
+           (long long)json_integer_value(json_object_get(r, "correct")), (long long)json_integer_value(json_object_get(r, "n")),
+           json_real_value(json_object_get(a, "accuracy")), json_real_value(json_object_get(a, "stderr")),
+           (long long)json_integer_value(json_object_get(a, "correct")), (long long)json_integer_value(json_object_get(a, "n")),
+           json_real_value(json_object_get(p, "diff")), json_real_value(json_object_get(p, "stderr")),
+           (long long)json_integer_value(json_object_get(p, "arm_only_right")),
+           (long long)json_integer_value(json_object_get(p, "ref_only_right")),
+           json_is_true(json_object_get(rep, "interrupted")) ? " (interrupted)" : "");
+    if (json_path && json_dump_file(rep, json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(17))) {
+        fprintf(stderr, "kldeval smoketest: --json %s: cannot write\n", json_path);
+        rc = 1;
+    }
+    json_decref(rep);
+    return rc;
+}

@@ -1,0 +1,125 @@
+/* test_cap_run.c — `kldeval cap -m MODEL --arm MODEL` end to end on the
+ * shipped tiny models (stories260K, aidreams260K): every task runs (the
+ * scores are near chance; what is checked is that each stage produces
+ * items; HashHop generates its own problem), the JSON report is byte-identical across runs and thread counts
+ * (greedy decoding is bit-exact), the paired counts agree with the items,
+ * the Capability_Score is the unweighted mean of the task accuracies, and
+ * bad flags are errors. */
+#include "testlib.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+static const char *kldeval;
+
+static int run(const char *args, char **out) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", kldeval, args);
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    int st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+#define MODELS "-m " KT_SHARED "/models/stories260K/f32.gguf --arm " KT_SHARED "/models/aidreams260K/f32.gguf"
+
+int main(int argc, char **argv) {
+    if (argc < 2) return fprintf(stderr, "usage: test_cap_run KLDEVAL\n"), 2;
+    kldeval = argv[1];
+    char j1[512], j2[512], args[2048], *out;
+    snprintf(j1, sizeof j1, "%s/cap-run-1.json", kt_build_dir());
+    snprintf(j2, sizeof j2, "%s/cap-run-2.json", kt_build_dir());
+    snprintf(args, sizeof args, "cap -q " MODELS " --n 4 --max-new 24 --threads 2 --json '%s'", j1);
+    int st = run(args, &out);
+    CHECK(st == 0 && strstr(out, "Capability_Score (unweighted mean): ref"), "cap run: %d %s", st, out);
+    free(out);
+    snprintf(args, sizeof args, "cap -q " MODELS " --n 4 --max-new 24 --threads 1 --json '%s'", j2);
+    st = run(args, &out);
+    CHECK(st == 0, "cap run (1 thread): %d %s", st, out);
+    free(out);
+    size_t n1 = 0, n2 = 0;
+    char *a = kt_read_file(j1, &n1), *b = kt_read_file(j2, &n2);
+    CHECK(n1 == n2 && !memcmp(a, b, n1), "the two runs' reports are byte-identical (%zu, %zu bytes)", n1, n2);
+    free(a);
+    free(b);
+
+    json_error_t je;
+    json_t *rep = json_load_file(j1, 0, &je);
+    CHECK(rep != NULL, "report parses: %s", je.text);
+    static const char *const tasks[] = {"mmlu", "gsm8k", "ifeval", "humaneval", "bfcl", "hashhop"};
+    double mean[2] = {0, 0};
+    for (int t = 0; t < 6; t++) {
+        json_t *tj = json_object_get(json_object_get(rep, "tasks"), tasks[t]);
+        CHECK(tj != NULL, "task %s in the report", tasks[t]);
+        json_t *side[2] = {json_object_get(tj, "ref"), json_object_get(tj, "arm")};
+        size_t n01 = 0, n10 = 0;
+        for (int s = 0; s < 2; s++) {
+            json_t *items = json_object_get(side[s], "items");
+            /* HashHop: one problem as large as the 128-token context allows, so
+             * fewer chains (queries) than n */
+            size_t want = strcmp(tasks[t], "hashhop") ? 4 : json_array_size(json_object_get(side[0], "items"));
+            CHECK(json_array_size(items) == want && want >= 1, "%s %s: %zu items (%zu)", tasks[t], s ? "arm" : "ref",
+                  want, json_array_size(items));
+            size_t c = 0;
+            for (size_t i = 0; i < json_array_size(items); i++) {
+                json_t *it = json_object_get(json_array_get(items, i), "correct");
+                c += json_is_true(it);
+                json_t *other = json_object_get(json_array_get(json_object_get(side[!s], "items"), i), "correct");
+                if (s == 1) {
+                    n01 += json_is_true(it) && !json_is_true(other);
+                    n10 += !json_is_true(it) && json_is_true(other);
+                }
+                if (t > 0 && s == 0 && i == 0)
+                    CHECK(json_string_length(json_object_get(json_array_get(items, i), "response")) > 0,
+                          "%s: the model generated text", tasks[t]);
+            }
+            CHECK(json_integer_value(json_object_get(side[s], "correct")) == (json_int_t)c, "%s: correct count", tasks[t]);
+            mean[s] += json_real_value(json_object_get(side[s], "accuracy")) / 6;
+        }
+        json_t *p = json_object_get(tj, "paired");
+        CHECK(json_integer_value(json_object_get(p, "arm_only_right")) == (json_int_t)n01 &&
+                  json_integer_value(json_object_get(p, "ref_only_right")) == (json_int_t)n10,
+              "%s: paired counts", tasks[t]);
+    }
+    json_t *cs = json_object_get(rep, "capability_score");
+    CHECK(fabs(json_real_value(json_object_get(cs, "ref")) - mean[0]) < 1e-12 &&
+              fabs(json_real_value(json_object_get(cs, "arm")) - mean[1]) < 1e-12,
+          "Capability_Score = mean of the task accuracies (%g %g)", mean[0], mean[1]);
+    /* MMLU on tiny models picks by logits: the choices are letters */
+    json_t *mi = json_object_get(json_object_get(json_object_get(json_object_get(rep, "tasks"), "mmlu"), "ref"), "items");
+    const char *ch = json_string_value(json_object_get(json_array_get(mi, 0), "choice"));
+    CHECK(ch && strlen(ch) == 1 && ch[0] >= 'A' && ch[0] <= 'D', "mmlu choice '%s'", ch ? ch : "");
+    json_decref(rep);
+
+    st = run("cap -m " KT_SHARED "/models/stories260K/f32.gguf --tasks gsm8k,hashhopp", &out);
+    CHECK(st == 1 && strstr(out, "unknown task 'hashhopp'"), "unknown task: %d %s", st, out);
+    free(out);
+    st = run("cap --tasks gsm8k", &out);
+    CHECK(st == 2 && strstr(out, "need -m MODEL"), "no model: %d %s", st, out);
+    free(out);
+    st = run("cap -m " KT_SHARED "/models/stories260K/f32.gguf --n 0", &out);
+    CHECK(st == 2, "--n 0: %d %s", st, out);
+    free(out);
+    /* the smoketest: the KL run, then GSM8K paired */
+    st = run("smoketest --no-db --ref " KT_SHARED "/models/stories260K/f32.gguf --arm " KT_SHARED
+             "/models/stories260K/f16.gguf --n 2 --max-new 8 --threads 2", &out);
+    CHECK(st == 0 && strstr(out, "== KL: kldeval kl --ref") && strstr(out, "KLD by context position") &&
+              strstr(out, "== GSM8K-2 (greedy, paired) ==") && strstr(out, "gsm8k  ref 0.0000 ± 0.0000 (0/2)"),
+          "smoketest: %d %.2000s", st, out);
+    free(out);
+    st = run("smoketest --ref " KT_SHARED "/models/stories260K/f32.gguf", &out);
+    CHECK(st == 2 && strstr(out, "need --ref and --arm"), "smoketest without --arm: %d %s", st, out);
+    free(out);
+    unlink(j1);
+    unlink(j2);
+    return kt_finish();
+}
