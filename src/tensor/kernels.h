@@ -108,6 +108,19 @@ void kld_quant_q6_k_ref(const float *src, void *dst, int64_t n);
 void kld_quant_iq4_nl_ref(const float *src, void *dst, int64_t n);
 void kld_quant_iq4_xs_ref(const float *src, void *dst, int64_t n);
 
+/* Importance-weighted quantizers (quantize_k_imat.c and beside the _ref
+ * twins): one row of n_per_row values, qw[n_per_row]. */
+void kld_quant_q4_0_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q4_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q5_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q6_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_iq4_nl_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_iq4_xs_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+
+/* ggml's make_qx_quants with rmse_type 1: signed levels (stored +nmax) and
+ * the scale, weights qw or x^2 when NULL (quantize_k_ref.c). */
+float kld_make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw);
+
 /* kld_f16_to_f32, inlined into the row kernels (exact; NaNs made quiet as
  * ggml and VCVTPH2PS do). */
 static inline float kld_half_to_float(uint16_t h) {
