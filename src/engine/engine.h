@@ -36,12 +36,20 @@ int kld_pool_size(const kld_pool *pool);
 /* ---- model ---- */
 
 typedef struct kld_model_opts {
-    int reserved; /* no options yet; pass NULL */
+    const char *policy;   /* precision policy (src/quant/quant.h grammar) applied on load, or NULL */
+    const char *imatrix;  /* importance matrix for the policy, or NULL (the policy's imatrix=) */
+    int n_threads;        /* threads for quantizing on load; <= 0: all cores */
 } kld_model_opts;
 
 /* Opens any path kld_source_open accepts, reads the hyper-parameters and
  * binds every weight (checking names, shapes and types). Weights stay
- * memory-mapped; norms and biases are converted to float32 once. */
+ * memory-mapped; norms and biases are converted to float32 once.
+ *
+ * MODEL@POLICY: with a policy (opts->policy, or a path that does not exist
+ * but whose part before the last '@' does), the weight matrices are
+ * quantized in memory as the policy says (stored non-float types are
+ * dequantized first); no file is written. A one-line note goes to stderr
+ * when the policy came from the path. */
 kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_model **out,
                           kld_error *err);
 void kld_model_close(kld_model *model);
@@ -50,6 +58,13 @@ const kld_hparams *kld_model_hparams(const kld_model *model);
 /* The opened source (tensor table, GGUF metadata, tokenizer paths): owned
  * by the model, valid until kld_model_close. */
 const kld_source *kld_model_source(const kld_model *model);
+
+struct kld_quant_plan;
+/* The policy's plan when the model was quantized on load (types, sizes,
+ * fallbacks; items name the bound tensors), else NULL. */
+const struct kld_quant_plan *kld_model_quant_plan(const kld_model *model);
+/* The policy text applied on load, or NULL. */
+const char *kld_model_policy(const kld_model *model);
 
 /* ---- memory plan ---- */
 

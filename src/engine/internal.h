@@ -28,7 +28,14 @@ struct kld_model {
     kld_layer_vecs *lv;        /* n_layer entries */
     const float *output_norm;
     uint64_t weights_bytes;    /* bytes of all bound weight tensors */
+    struct kld_model_quant *quant; /* quantize-on-load state (model_policy.c), or NULL */
 };
+
+/* Quantizes the bound weight matrices of m as `policy` says, rebinding
+ * m->w to owned tensors (model_policy.c). */
+kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *imatrix,
+                                  int n_threads, bool announce, kld_error *err);
+void kld_model_quant_free(struct kld_model_quant *q);
 
 struct kld_session {
     kld_model *model;
