@@ -5,7 +5,10 @@
  * f16.gguf@q4_K_M and the file `quantize` wrote is exactly 0. */
 #include "testlib.h"
 
+#include "quant/quant.h"
+
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -94,5 +97,41 @@ int main(int argc, char **argv) {
     json_decref(j);
     remove(out);
     remove(json);
+
+    /* kldeval imatrix with llama-imatrix's settings (-c 256 --chunks 64 on
+     * the licenses corpus) against its file */
+    char im_path[512];
+    snprintf(im_path, sizeof im_path, "%s/cli_quant_imatrix.dat", kt_build_dir());
+    snprintf(args, sizeof args, "imatrix -q -m %s/f16.gguf --corpus %s/corpus/licenses.txt --ctx 256 "
+             "--chunks 64 --threads 2 -o '%s'", RL, KT_SHARED, im_path);
+    o = run(args, &st);
+    CHECK(st == 0, "imatrix exits 0 (%d): %s", st, o);
+    free(o);
+    kld_imatrix *ours = NULL, *theirs = NULL;
+    kld_error err = {0};
+    CHECK_OK(kld_imatrix_read(im_path, &ours, &err), err);
+    CHECK_OK(kld_imatrix_read(KT_SHARED "/oracle/rand-llama/imatrix/imatrix.dat", &theirs, &err), err);
+    if (ours && theirs) {
+        CHECK(ours->n == theirs->n && ours->chunks == 64, "imatrix: %zu entries (llama.cpp %zu), %d chunks",
+              ours->n, theirs->n, ours->chunks);
+        double worst = 0;
+        for (size_t i = 0; i < theirs->n; i++) {
+            const kld_imatrix_entry *t = &theirs->e[i], *u = kld_imatrix_find(ours, t->name);
+            CHECK(u && u->n == t->n && u->ncall == t->ncall, "imatrix entry %s present, same size", t->name);
+            for (int64_t k = 0; u && u->n == t->n && k < t->n; k++) {
+                double rel = fabs((double)u->sums[k] - t->sums[k]) / fabs((double)t->sums[k]);
+                if (rel > worst) worst = rel;
+            }
+            /* the first layer's attention inputs are the normed embeddings:
+             * no rounded activation precedes them, so they agree exactly */
+            if (u && !strcmp(t->name, "blk.0.attn_q.weight"))
+                CHECK(!memcmp(u->sums, t->sums, (size_t)t->n * 4), "blk.0.attn_q entry bit for bit");
+        }
+        printf("  imatrix: worst relative difference from llama-imatrix %.3g\n", worst);
+        CHECK(worst < 0.01, "imatrix within 1%% of llama-imatrix per entry (worst %.3g)", worst);
+    }
+    kld_imatrix_free(ours);
+    kld_imatrix_free(theirs);
+    remove(im_path);
     return kt_finish();
 }

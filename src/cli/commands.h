@@ -14,6 +14,7 @@ int kld_cmd_kl(int argc, char **argv);
 int kld_cmd_dump(int argc, char **argv);
 int kld_cmd_demo(int argc, char **argv);
 int kld_cmd_quantize(int argc, char **argv);
+int kld_cmd_imatrix(int argc, char **argv);
 
 struct kld_kl_config;
 /* The KL run with reporting, shared by `kl` and `demo` (cmd_kl.c). */

@@ -66,6 +66,11 @@ const struct kld_quant_plan *kld_model_quant_plan(const kld_model *model);
 /* The policy text applied on load, or NULL. */
 const char *kld_model_policy(const kld_model *model);
 
+/* The GGUF name ("blk.3.ffn_down.weight") of a weight the model binds
+ * (as a forward observer sees it), written to buf; NULL when t is not one. */
+const char *kld_model_weight_name(const kld_model *model, const kld_tensor *t, char *buf,
+                                  size_t cap);
+
 /* ---- memory plan ---- */
 
 typedef struct kld_mem_plan {
@@ -115,6 +120,27 @@ kld_status kld_session_eval_rows(kld_session *s, const int32_t *tokens, int64_t 
                                  int64_t first_row, float *logits, kld_error *err);
 /* One decode step: kld_session_eval with n = 1. */
 kld_status kld_session_decode(kld_session *s, int32_t token, float *logits, kld_error *err);
+
+/* Observes every weight matmul of the forward pass: called with the weight
+ * and its float32 input rows A (n rows of W->ne[0] values, stride lda)
+ * before the product, on the caller's thread. NULL stops observing. */
+typedef void (*kld_matmul_observer)(void *ctx, const kld_tensor *W, const float *A, int64_t n,
+                                    int64_t lda);
+void kld_session_observe(kld_session *s, kld_matmul_observer fn, void *ctx);
+
+/* ---- importance matrices ---- */
+
+struct kld_imatrix;
+/* llama-imatrix's accumulation: n_chunks windows of n_ctx tokens of ids
+ * (window i = ids[i·n_ctx ..], its first token replaced by bos when bos >= 0),
+ * each evaluated in one batch; per blk.* weight matrix and input column, the
+ * float sum of squared inputs and the count, ncall = windows. Entries are
+ * stored as llama.cpp stores them ((sum / count) · ncall). */
+typedef void (*kld_imatrix_progress_fn)(void *ctx, int64_t done, int64_t total);
+kld_status kld_imatrix_collect(kld_model *model, const int32_t *ids, int64_t n_ids, int64_t n_ctx,
+                               int64_t n_chunks, int32_t bos, int n_threads, const char *dataset,
+                               kld_imatrix_progress_fn progress, void *progress_ctx,
+                               struct kld_imatrix **out, kld_error *err);
 
 /* ---- vector helpers shared with the statistics code ---- */
 

@@ -145,6 +145,7 @@ static void run_pass(kld_session *s, row_pass pass, int64_t il, int64_t row0, in
 
 static void gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
                  float *C, int64_t ldc) {
+    if (s->observe) s->observe(s->observe_ctx, W, A, n, lda);
     kld_gemm_weights(s->pool, s->kr, W, n, A, lda, C, ldc, s->scratch, s->scratch_stride);
 }
 

@@ -54,6 +54,8 @@ struct kld_session {
     float *scratch;            /* per-thread GEMM panels / attention rows */
     size_t scratch_stride;     /* floats per thread */
     int64_t ld_qkv;            /* n_head·hd + n_kv·(hd + hd_v) */
+    kld_matmul_observer observe; /* kld_session_observe, or NULL */
+    void *observe_ctx;
 };
 
 /* Attention of chunk rows [0, n) at positions pos.. for layer il: reads q

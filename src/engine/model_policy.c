@@ -35,13 +35,41 @@ void kld_model_quant_free(struct kld_model_quant *q) {
     free(q);
 }
 
+/* Calls fn for every bound matrix and vector slot, named as in a GGUF file
+ * (the output once: it is token_embd's slot when tied). */
+typedef void (*slot_fn)(void *ctx, const kld_tensor **slot, const char *name);
+
+static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
+    kld_weights *w = &m->w;
+    fn(ctx, &w->token_embd, "token_embd.weight");
+    fn(ctx, &w->output_norm, "output_norm.weight");
+    if (!m->hp.tied_output) fn(ctx, &w->output, "output.weight");
+    for (int64_t il = 0; il < w->n_layer; il++) {
+        kld_layer_weights *L = &w->layers[il];
+        struct {
+            const kld_tensor **slot;
+            const char *suffix;
+        } t[] = {{&L->attn_norm, "attn_norm.weight"}, {&L->attn_q, "attn_q.weight"},
+                 {&L->attn_k, "attn_k.weight"}, {&L->attn_v, "attn_v.weight"},
+                 {&L->attn_qkv, "attn_qkv.weight"}, {&L->attn_output, "attn_output.weight"},
+                 {&L->ffn_norm, "ffn_norm.weight"}, {&L->ffn_gate, "ffn_gate.weight"},
+                 {&L->ffn_up, "ffn_up.weight"}, {&L->ffn_down, "ffn_down.weight"}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+            fn(ctx, t[i].slot, name);
+        }
+    }
+}
+
 typedef struct lister {
     struct kld_model_quant *q;
     size_t cap;
     bool oom;
 } lister;
 
-static void add(lister *l, const kld_tensor **slot, const char *name) {
+static void add(void *ctx, const kld_tensor **slot, const char *name) {
+    lister *l = ctx;
     if (!*slot || l->oom) return;
     struct kld_model_quant *q = l->q;
     if (q->n == l->cap) {
@@ -65,28 +93,25 @@ static void add(lister *l, const kld_tensor **slot, const char *name) {
     else q->n++;
 }
 
-/* Every bound matrix and vector, named as in a GGUF file. */
-static void list_weights(kld_model *m, lister *l) {
-    kld_weights *w = &m->w;
-    add(l, &w->token_embd, "token_embd.weight");
-    add(l, &w->output_norm, "output_norm.weight");
-    if (!m->hp.tied_output) add(l, &w->output, "output.weight");
-    for (int64_t il = 0; il < w->n_layer; il++) {
-        kld_layer_weights *L = &w->layers[il];
-        struct {
-            const kld_tensor **slot;
-            const char *suffix;
-        } t[] = {{&L->attn_norm, "attn_norm.weight"}, {&L->attn_q, "attn_q.weight"},
-                 {&L->attn_k, "attn_k.weight"}, {&L->attn_v, "attn_v.weight"},
-                 {&L->attn_qkv, "attn_qkv.weight"}, {&L->attn_output, "attn_output.weight"},
-                 {&L->ffn_norm, "ffn_norm.weight"}, {&L->ffn_gate, "ffn_gate.weight"},
-                 {&L->ffn_up, "ffn_up.weight"}, {&L->ffn_down, "ffn_down.weight"}};
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            char name[96];
-            snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
-            add(l, t[i].slot, name);
-        }
+typedef struct namer {
+    const kld_tensor *t;
+    char *buf;
+    size_t cap;
+    bool found;
+} namer;
+
+static void find_name(void *ctx, const kld_tensor **slot, const char *name) {
+    namer *n = ctx;
+    if (!n->found && *slot == n->t) {
+        snprintf(n->buf, n->cap, "%s", name);
+        n->found = true;
     }
+}
+
+const char *kld_model_weight_name(const kld_model *m, const kld_tensor *t, char *buf, size_t cap) {
+    namer n = {t, buf, cap, false};
+    walk_weights((kld_model *)m, find_name, &n); /* find_name writes nothing into m */
+    return n.found ? buf : NULL;
 }
 
 kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *imatrix,
@@ -100,7 +125,7 @@ kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *
     }
     m->quant = q;
     lister l = {q, 0, false};
-    list_weights(m, &l);
+    walk_weights(m, add, &l);
     if (l.oom) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", m->src->path);
     kld_policy *pol = NULL;
     kld_imatrix *im = NULL;
