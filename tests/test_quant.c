@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "io/gguf.h"
 #include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
 
 #include <stdlib.h>
 
@@ -329,6 +330,48 @@ static void test_on_load_logits(void) {
     kld_model_close(b);
 }
 
+/* Corpus ids of a model's tokenizer (the licenses text, as kl reads it). */
+static kld_tok_ids corpus_ids(const char *model) {
+    kld_tok_ids ids = {0};
+    kld_tokenizer *tok = NULL;
+    kld_error err = {0};
+    CHECK_OK(kld_tok_open_path(model, &tok, &err), err);
+    size_t n;
+    char *text = kt_read_file(KT_SHARED "/corpus/licenses.txt", &n);
+    if (tok) CHECK_OK(kld_tok_encode(tok, text, n, KLD_TOK_ADD_SPECIAL, &ids, &err), err);
+    free(text);
+    kld_tok_free(tok);
+    return ids;
+}
+
+/* Hugging Face → GGUF: the converted-then-quantized checkpoint has
+ * llama-quantize's tensors, bytes and order, and a tokenizer that encodes
+ * the corpus as the GGUF's and tokenizer.json do. */
+static void test_hf_convert(void) {
+    char out[512];
+    snprintf(out, sizeof out, "%s/quant_hf_q4_K_M.gguf", kt_build_dir());
+    kld_error err = {0};
+    CHECK_OK(kld_quantize_file(KT_SHARED "/models/rand-llama-hf", out, "q4_K_M",
+                               &(kld_quantize_opts){.n_threads = 2}, NULL, &err), err);
+    CHECK(compare_tensors(out, RL "/q4_K_M.gguf", "rand-llama-hf q4_K_M") == 1.0,
+          "HF → q4_K_M: identical tensors (q/k permuted back)");
+    kld_tok_ids a = corpus_ids(out), b = corpus_ids(RL "/q4_K_M.gguf"),
+                c = corpus_ids(KT_SHARED "/models/rand-llama-hf");
+    CHECK(a.n > 50000 && a.n == b.n && a.n == c.n && !memcmp(a.ids, b.ids, a.n * 4) &&
+          !memcmp(a.ids, c.ids, a.n * 4), "converted tokenizer encodes the corpus as the GGUF's and "
+          "tokenizer.json do (%zu, %zu, %zu ids)", a.n, b.n, c.n);
+    kld_tok_ids_free(&a);
+    kld_tok_ids_free(&b);
+    kld_tok_ids_free(&c);
+    remove(out);
+    /* qwen2 (NEOX in both formats: no permutation; biases) against llama-quantize's q8_0 */
+    snprintf(out, sizeof out, "%s/quant_hf_qwen2_q8_0.gguf", kt_build_dir());
+    CHECK_OK(kld_quantize_file(KT_SHARED "/models/rand-qwen2-hf", out, "q8_0", NULL, NULL, &err), err);
+    CHECK(compare_tensors(out, KT_SHARED "/models/rand-qwen2/q8_0.gguf", "rand-qwen2-hf q8_0") == 1.0,
+          "qwen2 HF → q8_0: identical tensors");
+    remove(out);
+}
+
 int main(void) {
     kld_kernels_init();
     test_policy_errors();
@@ -339,5 +382,6 @@ int main(void) {
     test_imatrix_file();
     test_imatrix_quant();
     test_on_load_logits();
+    test_hf_convert();
     return kt_finish();
 }

@@ -3,8 +3,7 @@
  * general.quantization_version re-set last, as llama-quantize does; the
  * quantize.imatrix.* keys when an importance matrix is used) and tensors in
  * llama-quantize's order. Written under a temporary name, then renamed. */
-#include "io/gguf_writer.h"
-#include "quant/quant.h"
+#include "quant/quant_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,21 +41,31 @@ kld_status kld_quantize_file(const char *in_path, const char *out_path, const ch
     char *tmp = NULL;
     kld_hparams hp;
     kld_status s = kld_policy_parse(policy, &pol, err);
+    kld_hf_tensors hf = {0};
     if (!s) s = kld_source_open(in_path, &src, err);
-    if (!s && src->format != KLD_FORMAT_GGUF)
-        s = kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: quantize reads GGUF input only so far "
-                     "(the Hugging Face converter is not written yet)", in_path);
+    if (!s && src->format != KLD_FORMAT_GGUF &&
+        !(src->format == KLD_FORMAT_SAFETENSORS && src->hf_config))
+        s = kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: quantize reads GGUF files and Hugging Face "
+                     "checkpoints (safetensors + config.json), not %s", in_path,
+                     kld_format_name(src->format));
     if (!s) s = kld_hparams_read(src, &hp, err);
     const char *im_path = opts->imatrix_path ? opts->imatrix_path : pol ? pol->imatrix_path : NULL;
     if (!s && im_path) s = kld_imatrix_read(im_path, &im, err);
-    if (!s) s = kld_quant_plan_make(pol, &hp, src->tensors, NULL, src->n_tensors, im, &plan, err);
     if (!s && !(w = kld_gguf_writer_create())) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    if (!s) s = copy_metadata(src->gguf, w, err);
+    if (!s && src->format == KLD_FORMAT_GGUF) {
+        s = copy_metadata(src->gguf, w, err);
+        if (!s) s = kld_quant_plan_make(pol, &hp, src->tensors, NULL, src->n_tensors, im, &plan, err);
+    } else if (!s) {
+        s = kld_hf_convert(src, &hp, w, &hf, opts->log, err);
+        if (!s) s = kld_quant_plan_make(pol, &hp, hf.tensors, (const char *const *)hf.names, hf.n,
+                                        im, &plan, err);
+        if (!s && plan.ftype == UINT32_MAX) plan.ftype = 1; /* keep: mostly f16 as converted */
+    }
     if (!s) {
         int64_t ft = 0;
         uint32_t ftype = plan.ftype;
         if (ftype == UINT32_MAX) /* keep: the input's own */
-            ftype = kld_gguf_get_int(src->gguf, "general.file_type", &ft) ? (uint32_t)ft : 0;
+            ftype = src->gguf && kld_gguf_get_int(src->gguf, "general.file_type", &ft) ? (uint32_t)ft : 0;
         if (kld_gguf_writer_set_u32(w, "general.quantization_version", 2) ||
             kld_gguf_writer_set_u32(w, "general.file_type", ftype))
             s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
@@ -117,6 +126,7 @@ kld_status kld_quantize_file(const char *in_path, const char *out_path, const ch
         plan_out->n = 0;
     }
     kld_quant_plan_free(&plan);
+    kld_hf_tensors_free(&hf);
     kld_imatrix_free(im);
     kld_policy_free(pol);
     if (src) kld_source_close(src);
