@@ -12,6 +12,7 @@
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define RL KT_SHARED "/models/rand-llama"
@@ -330,6 +331,54 @@ static void test_on_load_logits(void) {
     kld_model_close(b);
 }
 
+/* Every importance-weighted quantizer: its bytes dequantize close to the
+ * input, and over many rows it lowers the importance-weighted error against
+ * the unweighted reference (the weights are used, and the right way up).
+ * (q4_K, q6_K and iq4_xs are also checked against llama-quantize's files.) */
+static void test_imat_kernels(void) {
+    enum { N = 512, ROWS = 64 };
+    static float x[ROWS * N], qw[N], y[N];
+    uint64_t seed = 12345;
+    for (int i = 0; i < ROWS * N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = ((float)(seed >> 40) / (float)(1 << 24) - 0.5f) * (i % 7 == 0 ? 3.f : 1.f);
+    }
+    for (int j = 0; j < N; j++) qw[j] = expf(4.f * (float)((j * 37) % 101) / 101.f) / 20.f;
+    for (uint32_t id = 0; id < KLD_TYPE_COUNT; id++) {
+        const kld_type_info *ti = kld_type_info_get(id);
+        if (!ti || !ti->imatrix_used) continue;
+        CHECK(ti->quantize_row_imat != NULL, "%s: llama.cpp uses an imatrix; so do we", ti->name);
+        if (!ti->quantize_row_imat) continue;
+        uint8_t buf[N * 2];
+        double e_imat = 0, e_ref = 0, sig = 0, worst_rel = 0;
+        for (int r = 0; r < ROWS; r++) {
+            const float *xr = x + r * N;
+            double e_row = 0, s_row = 0;
+            ti->quantize_row_imat(xr, buf, N, qw);
+            ti->to_float_ref(buf, y, N);
+            for (int j = 0; j < N; j++) {
+                double d = (double)y[j] - xr[j];
+                e_imat += qw[j] * d * d;
+                e_row += d * d;
+                s_row += (double)xr[j] * xr[j];
+                sig += qw[j] * (double)xr[j] * xr[j];
+            }
+            if (e_row / s_row > worst_rel) worst_rel = e_row / s_row;
+            ti->quantize_row(xr, buf, N);
+            ti->to_float_ref(buf, y, N);
+            for (int j = 0; j < N; j++) {
+                double d = (double)y[j] - xr[j];
+                e_ref += qw[j] * d * d;
+            }
+        }
+        printf("  imatrix %-6s weighted rel. error %.5f (reference %.5f), worst row %.4f\n", ti->name,
+               e_imat / sig, e_ref / sig, worst_rel);
+        CHECK(worst_rel < 0.25, "%s: imatrix rows dequantize close to the input (%.3f)", ti->name, worst_rel);
+        CHECK(e_imat < e_ref, "%s: the imatrix lowers the weighted error (%.5f vs %.5f)", ti->name,
+              e_imat / sig, e_ref / sig);
+    }
+}
+
 /* Corpus ids of a model's tokenizer (the licenses text, as kl reads it). */
 static kld_tok_ids corpus_ids(const char *model) {
     kld_tok_ids ids = {0};
@@ -376,6 +425,7 @@ int main(void) {
     kld_kernels_init();
     test_policy_errors();
     test_threads();
+    test_imat_kernels();
     test_recipe_files();
     test_aidreams_fallback();
     test_policy_plan();

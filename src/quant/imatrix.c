@@ -83,6 +83,19 @@ static kld_status parse(const char *path, const uint8_t *buf, uint64_t size, kld
     return KLD_OK;
 }
 
+kld_status kld_imatrix_parse(const uint8_t *buf, uint64_t size, const char *name,
+                             kld_imatrix **out, kld_error *err) {
+    *out = NULL;
+    kld_imatrix *im = calloc(1, sizeof *im);
+    kld_status s = im ? parse(name, buf, size, im, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (s) {
+        kld_imatrix_free(im);
+        return s;
+    }
+    *out = im;
+    return KLD_OK;
+}
+
 kld_status kld_imatrix_read(const char *path, kld_imatrix **out, kld_error *err) {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -110,15 +123,9 @@ kld_status kld_imatrix_read(const char *path, kld_imatrix **out, kld_error *err)
         free(buf);
         return kld_fail(err, KLD_ERR_IO, "%s: read error", path);
     }
-    kld_imatrix *im = calloc(1, sizeof *im);
-    kld_status s = im ? parse(path, buf, len, im, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    kld_status s = kld_imatrix_parse(buf, len, path, out, err);
     free(buf);
-    if (s) {
-        kld_imatrix_free(im);
-        return s;
-    }
-    *out = im;
-    return KLD_OK;
+    return s;
 }
 
 const kld_imatrix_entry *kld_imatrix_find(const kld_imatrix *im, const char *name) {

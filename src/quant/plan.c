@@ -147,8 +147,7 @@ static kld_status attach_imatrix(const kld_imatrix *im, kld_quant_item *it, kld_
     }
     if (!ti->quantize_row_imat)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': quantizing to %s with an importance "
-                        "matrix is not implemented yet (implemented: q4_0, q4_K, q5_K, q6_K, "
-                        "iq4_nl, iq4_xs)", it->name, ti->name);
+                        "matrix is not implemented", it->name, ti->name);
     it->imatrix = e->weights;
     return KLD_OK;
 }

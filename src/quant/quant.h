@@ -109,6 +109,9 @@ typedef struct kld_imatrix {
  * length, name, int32 ncall, int32 nval, float32[nval]; optional trailer
  * int32 last_call, int32 length, dataset name). Every size is checked. */
 kld_status kld_imatrix_read(const char *path, kld_imatrix **out, kld_error *err);
+/* The same from a buffer (the fuzzer's entry point); `name` is used in messages. */
+kld_status kld_imatrix_parse(const uint8_t *buf, uint64_t size, const char *name,
+                             kld_imatrix **out, kld_error *err);
 /* Writes the same format atomically. */
 kld_status kld_imatrix_write(const kld_imatrix *im, const char *path, kld_error *err);
 void kld_imatrix_free(kld_imatrix *im);

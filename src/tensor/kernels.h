@@ -111,6 +111,11 @@ void kld_quant_iq4_xs_ref(const float *src, void *dst, int64_t n);
 /* Importance-weighted quantizers (quantize_k_imat.c and beside the _ref
  * twins): one row of n_per_row values, qw[n_per_row]. */
 void kld_quant_q4_0_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q4_1_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q5_0_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q5_1_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q2_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q3_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
 void kld_quant_q4_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
 void kld_quant_q5_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
 void kld_quant_q6_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);

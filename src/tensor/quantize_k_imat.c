@@ -1,5 +1,6 @@
 /* quantize_k_imat.c — the importance-weighted quantizers llama-quantize uses
- * with --imatrix for q4_0, q4_K and q5_K (ggml's quantize_row_*_impl with
+ * with --imatrix for q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K and q5_K
+ * (ggml's quantize_row_*_impl with
  * quant_weights), byte for byte. qw holds one weight per column of the row
  * (llama.cpp's imatrix entry divided by its call count). The q6_K, iq4_nl
  * and iq4_xs variants sit beside their reference twins, which they share
@@ -247,5 +248,162 @@ void kld_quant_q4_0_imat(const float *x, void *dst, int64_t n_per_row, const flo
         float d = kld_make_qx_quants(32, 8, xb, L, weight);
         kld_store_u16(b, kld_f32_to_f16(d));
         for (int j = 0; j < 16; j++) b[2 + j] = (uint8_t)(L[j] | L[j + 16] << 4);
+    }
+}
+
+/* Packs 256 2-bit levels as q2_K/q3_K store them (byte l of each 32-byte run
+ * holds values l, l+32, l+64, l+96 of its 128-value half). */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < KLD_QK_K; j += 128)
+        for (int l = 0; l < 32; l++)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | L[j + l + 32] << 2 | L[j + l + 64] << 4 |
+                                      L[j + l + 96] << 6);
+}
+
+void kld_quant_q2_k_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n_per_row / KLD_QK_K;
+         i++, x += KLD_QK_K, qw += KLD_QK_K, b += KLD_BYTES_Q2_K) {
+        uint8_t L[KLD_QK_K], Laux[16], Ls[16], Lm[16];
+        float mins[16], scales[16], sw[16] = {0}, weight[16];
+        float sumx2 = 0;
+        for (int j = 0; j < KLD_QK_K; j++) sumx2 += x[j] * x[j];
+        const float sigma2 = sumx2 / KLD_QK_K;
+        for (int j = 0; j < 16; j++) {
+            for (int l = 0; l < 16; l++)
+                weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            for (int l = 0; l < 16; l++) sw[j] += weight[l];
+            scales[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux,
+                                         -0.9f, 0.05f, 36);
+        }
+        float dm = make_qp_quants(16, 15, scales, Ls, sw);
+        float mm = make_qp_quants(16, 15, mins, Lm, sw);
+        kld_store_u16(b + 80, kld_f32_to_f16(dm));
+        kld_store_u16(b + 82, kld_f32_to_f16(mm));
+        dm = kld_half_to_float(kld_load_u16(b + 80));
+        mm = kld_half_to_float(kld_load_u16(b + 82));
+        for (int j = 0; j < 16; j++) b[j] = (uint8_t)(Ls[j] | Lm[j] << 4);
+        for (int j = 0; j < 16; j++) {
+            const float d = dm * (float)(b[j] & 0xF);
+            if (!d) continue;
+            const float m = mm * (float)(b[j] >> 4);
+            for (int ii = 0; ii < 16; ii++) {
+                int l = nearest_int((x[16 * j + ii] + m) / d);
+                L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
+            }
+        }
+        pack_2bit(L, b + 16);
+    }
+}
+
+void kld_quant_q3_k_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n_per_row / KLD_QK_K;
+         i++, x += KLD_QK_K, qw += KLD_QK_K, b += KLD_BYTES_Q3_K) {
+        int8_t L[KLD_QK_K], Ls[16];
+        float scales[16], weight[16], sw[16];
+        uint8_t *hmask = b, *sc_out = b + 96;
+        float sumx2 = 0;
+        for (int j = 0; j < KLD_QK_K; j++) sumx2 += x[j] * x[j];
+        const float sigma2 = 2 * sumx2 / KLD_QK_K;
+        for (int j = 0; j < 16; j++) {
+            for (int l = 0; l < 16; l++)
+                weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 16; l++) sumw += weight[l];
+            sw[j] = sumw;
+            scales[j] = kld_make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weight);
+        }
+        memset(sc_out, 0, 12);
+        const float d_block = kld_make_qx_quants(16, 32, scales, Ls, sw);
+        for (int j = 0; j < 16; j++) {
+            int l = Ls[j];
+            if (j < 8) sc_out[j] = (uint8_t)(l & 0xF);
+            else sc_out[j - 8] = (uint8_t)(sc_out[j - 8] | (l & 0xF) << 4);
+            l >>= 4;
+            sc_out[j % 4 + 8] = (uint8_t)(sc_out[j % 4 + 8] | l << (2 * (j / 4)));
+        }
+        kld_store_u16(b + 108, kld_f32_to_f16(d_block));
+        int8_t sc[16];
+        kld_q3k_scales(sc_out, sc);
+        const float d_all = kld_half_to_float(kld_load_u16(b + 108));
+        uint8_t U[KLD_QK_K];
+        for (int j = 0; j < 16; j++) {
+            const float d = d_all * (float)sc[j];
+            if (!d) { /* ggml leaves these levels as make_qx_quants set them */
+                for (int ii = 0; ii < 16; ii++) U[16 * j + ii] = (uint8_t)L[16 * j + ii];
+                continue;
+            }
+            for (int ii = 0; ii < 16; ii++) {
+                int l = nearest_int(x[16 * j + ii] / d);
+                U[16 * j + ii] = (uint8_t)(imax(-4, imin(3, l)) + 4);
+            }
+        }
+        /* high bit of value j goes to bit j/32 of hmask[j%32] */
+        memset(hmask, 0, 32);
+        for (int j = 0; j < KLD_QK_K; j++) {
+            if (U[j] > 3) {
+                hmask[j % 32] = (uint8_t)(hmask[j % 32] | 1u << (j / 32));
+                U[j] = (uint8_t)(U[j] - 4);
+            }
+        }
+        pack_2bit(U, b + 32);
+    }
+}
+
+/* q4_1 / q5_1: 32-value blocks with scale and min fitted by weighted least
+ * squares; the levels come straight from the fit (no requantization). */
+static void q_1_imat(const float *x, uint8_t *b, int64_t n_per_row, const float *qw, int nmax,
+                     int block_bytes) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n_per_row; j++) sum_x2 += x[j] * x[j];
+    const float sigma2 = sum_x2 / (float)n_per_row;
+    for (int64_t ib = 0; ib < n_per_row / 32; ib++, b += block_bytes) {
+        const float *xb = x + 32 * ib, *w = qw + 32 * ib;
+        float weight[32], min;
+        uint8_t L[32], Laux[32];
+        for (int j = 0; j < 32; j++) weight[j] = w[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        float d = make_qkx3_quants(32, nmax, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
+        kld_store_u16(b, kld_f32_to_f16(d));
+        kld_store_u16(b + 2, kld_f32_to_f16(-min));
+        uint8_t *qs = b + (nmax == 15 ? 4 : 8);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            qs[j] = (uint8_t)((L[j] & 0xF) | (L[j + 16] & 0xF) << 4);
+            qh |= (uint32_t)((L[j] & 0x10u) >> 4) << j;
+            qh |= (uint32_t)((L[j + 16] & 0x10u) >> 4) << (j + 16);
+        }
+        if (nmax == 31) memcpy(b + 4, &qh, 4);
+    }
+}
+
+void kld_quant_q4_1_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
+    q_1_imat(x, dst, n_per_row, qw, 15, KLD_BYTES_Q4_1);
+}
+
+void kld_quant_q5_1_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
+    q_1_imat(x, dst, n_per_row, qw, 31, KLD_BYTES_Q5_1);
+}
+
+void kld_quant_q5_0_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n_per_row; j++) sum_x2 += x[j] * x[j];
+    const float sigma2 = sum_x2 / (float)n_per_row;
+    uint8_t *b = dst;
+    for (int64_t ib = 0; ib < n_per_row / 32; ib++, b += KLD_BYTES_Q5_0) {
+        const float *xb = x + 32 * ib, *w = qw + 32 * ib;
+        float weight[32];
+        int8_t L[32];
+        for (int j = 0; j < 32; j++) weight[j] = w[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        float d = kld_make_qx_quants(32, 16, xb, L, weight);
+        kld_store_u16(b, kld_f32_to_f16(d));
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            const uint8_t x0 = (uint8_t)L[j], x1 = (uint8_t)L[j + 16];
+            b[6 + j] = (uint8_t)((x0 & 0x0F) | (x1 & 0x0F) << 4);
+            qh |= (uint32_t)((x0 & 0x10u) >> 4) << j;
+            qh |= (uint32_t)((x1 & 0x10u) >> 4) << (j + 16);
+        }
+        memcpy(b + 2, &qh, 4);
     }
 }
