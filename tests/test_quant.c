@@ -379,6 +379,58 @@ static void test_imat_kernels(void) {
     }
 }
 
+/* Sweep groups and their arms: `base` keeps the recipe's per-tensor choice
+ * for the group only; the inverted arm keeps only the group. */
+static void test_sweep_groups(void) {
+    kld_model *full = NULL;
+    kld_error err = {0};
+    CHECK_OK(kld_model_open(RL "/f16.gguf@q4_K_M", NULL, &full, &err), err);
+    const kld_quant_plan *fp = full ? kld_model_quant_plan(full) : NULL;
+    if (!fp) return;
+    static const struct {
+        kld_group_kind kind;
+        size_t n;
+        const char *sample, *needle; /* a group and the name part of its members */
+    } kinds[] = {{KLD_GROUPS_LAYERS, 3, "blk:1", "blk.1."},
+                 {KLD_GROUPS_CLASSES, 8, "ffn_down", ".ffn_down."},
+                 {KLD_GROUPS_LAYERS_CLASSES, 15, "blk:1.attn_v", "blk.1.attn_v."}};
+    for (size_t k = 0; k < 3; k++) {
+        kld_quant_group *g = NULL;
+        size_t n = 0;
+        CHECK_OK(kld_quant_groups(fp, kinds[k].kind, &g, &n, &err), err);
+        uint64_t total = 0;
+        const kld_quant_group *pick = NULL;
+        for (size_t i = 0; i < n; i++) {
+            total += g[i].base_bytes;
+            if (!strcmp(g[i].selector, kinds[k].sample)) pick = &g[i];
+        }
+        CHECK(n == kinds[k].n && pick, "%zu groups (want %zu, with '%s')", n, kinds[k].n, kinds[k].sample);
+        CHECK(total + 5120 == fp->dst_bytes, "groups cover every quantized byte (%llu + norms vs %llu)",
+              (unsigned long long)total, (unsigned long long)fp->dst_bytes);
+        for (int inv = 0; pick && inv < 2; inv++) {
+            char pol[256];
+            CHECK_OK(kld_quant_group_policy("q4_K_M", pick, inv, pol, sizeof pol, &err), err);
+            kld_model *m = NULL;
+            CHECK_OK(kld_model_open(RL "/f16.gguf", &(kld_model_opts){.policy = pol}, &m, &err), err);
+            const kld_quant_plan *p = m ? kld_model_quant_plan(m) : NULL;
+            int in_group = 0, wrong = 0;
+            for (size_t i = 0; p && i < p->n; i++) {
+                const kld_quant_item *it = &p->items[i], *ref = &fp->items[i];
+                const bool member = it->eligible && strstr(it->name, kinds[k].needle) != NULL;
+                in_group += member;
+                uint32_t want = (member != (inv == 1)) ? ref->dst_type : it->src_type;
+                if (!it->eligible) want = it->src_type;
+                wrong += it->dst_type != want;
+            }
+            CHECK(p && in_group == pick->n_tensors && wrong == 0, "'%s': %d tensors in the group, %d "
+                  "with the wrong type", pol, in_group, wrong);
+            kld_model_close(m);
+        }
+        free(g);
+    }
+    kld_model_close(full);
+}
+
 /* Corpus ids of a model's tokenizer (the licenses text, as kl reads it). */
 static kld_tok_ids corpus_ids(const char *model) {
     kld_tok_ids ids = {0};
@@ -433,5 +485,6 @@ int main(void) {
     test_imatrix_quant();
     test_on_load_logits();
     test_hf_convert();
+    test_sweep_groups();
     return kt_finish();
 }

@@ -100,9 +100,19 @@ static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_rec
         type = p->base_type;
     }
     bool overridden = false;
+    const uint32_t base_type = type;
+    const bool base_fallback = it->fallback;
+    const uint32_t base_wanted = it->wanted_type;
     for (size_t i = 0; i < p->n_rules; i++) {
         const kld_policy_rule *r = &p->rules[i];
         if (!rule_matches(r, it->name, qm->has_output)) continue;
+        if (r->base) {
+            type = base_type;
+            overridden = !p->recipe && !p->base_keep;
+            it->fallback = base_fallback;
+            it->wanted_type = base_wanted;
+            continue;
+        }
         type = r->keep ? t->type : r->type;
         overridden = true;
         it->fallback = false;

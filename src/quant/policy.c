@@ -1,7 +1,8 @@
 /* policy.c — the precision-policy grammar: BASE[,SELECTOR=TYPE]…, where
  * BASE is a recipe (llama-quantize's names), a type or `keep`; SELECTOR is
  * head/output, embd/token_embd, blk:A-B, a tensor class, blk:A-B.CLASS or a
- * glob on the tensor name; TYPE is a type or `keep`. An `imatrix=FILE` item
+ * glob on the tensor name; TYPE is a type, `keep` (the stored type) or `base`
+ * (what BASE alone gives the tensor). An `imatrix=FILE` item
  * names an importance matrix. Later selectors win (applied in plan.c). */
 #include "quant/quant.h"
 
@@ -34,7 +35,7 @@ static bool type_lookup(const char *s, uint32_t *out) {
 }
 
 static void valid_types(char *buf, size_t cap) {
-    size_t o = (size_t)snprintf(buf, cap, "keep");
+    size_t o = (size_t)snprintf(buf, cap, "keep, base");
     for (uint32_t id = 0; id < KLD_TYPE_COUNT && o < cap; id++) {
         const kld_type_info *ti = kld_type_info_get(id);
         if (ti && ti->quantize_row) o += (size_t)snprintf(buf + o, cap - o, ", %s", ti->name);
@@ -109,6 +110,8 @@ static kld_status parse_item(kld_policy *p, char *item, kld_error *err) {
     memset(&r, 0, sizeof r);
     if (!strcmp(val, "keep")) {
         r.keep = true;
+    } else if (!strcmp(val, "base")) {
+        r.base = true;
     } else if (!type_lookup(val, &r.type)) {
         char vt[512];
         valid_types(vt, sizeof vt);

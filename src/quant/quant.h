@@ -70,6 +70,7 @@ typedef struct kld_policy_rule {
     char cls[32];
     char *glob;
     bool keep;              /* keep the stored type */
+    bool base;              /* the BASE's choice for the tensor (a recipe's per-tensor type) */
     uint32_t type;
 } kld_policy_rule;
 
@@ -151,6 +152,30 @@ void kld_quant_plan_free(kld_quant_plan *plan);
 void kld_quant_plan_print(const kld_quant_plan *plan, FILE *f);
 /* Bits per weight of the planned tensors. */
 double kld_quant_plan_bpw(const kld_quant_plan *plan);
+
+/* ---- sensitivity-sweep groups ---- */
+
+typedef enum kld_group_kind {
+    KLD_GROUPS_LAYERS,        /* blk:i, plus embd and head */
+    KLD_GROUPS_CLASSES,       /* attn_q, …, plus embd and head */
+    KLD_GROUPS_LAYERS_CLASSES /* blk:i.CLASS, plus embd and head */
+} kld_group_kind;
+
+typedef struct kld_quant_group {
+    char selector[64];    /* a policy selector naming exactly the group's tensors */
+    int n_tensors;
+    uint64_t base_bytes;  /* the group's bytes at the base policy */
+    uint64_t keep_bytes;  /* … at the stored types */
+} kld_quant_group;
+
+/* The groups of a sweep over the eligible tensors of `plan` (the base
+ * policy's plan of the model). *out is malloc'd. */
+kld_status kld_quant_groups(const kld_quant_plan *plan, kld_group_kind kind,
+                            kld_quant_group **out, size_t *n, kld_error *err);
+/* The arm of group g: BASE with only g at the base's types (everything else
+ * kept), or with invert everything at the base but g. */
+kld_status kld_quant_group_policy(const char *base, const kld_quant_group *g, bool invert,
+                                  char *buf, size_t cap, kld_error *err);
 
 /* ---- quantizing tensors ---- */
 
