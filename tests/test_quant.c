@@ -314,6 +314,22 @@ static void test_on_load_logits(void) {
     const kld_quant_plan *p = kld_model_quant_plan(a);
     CHECK(p && p->dst_bytes == 7668992, "q4_K_M on load: %llu bytes of weights",
           p ? (unsigned long long)p->dst_bytes : 0ull);
+    /* the view (inspect's plan, nothing converted) decides the same types */
+    kld_quant_view v;
+    CHECK_OK(kld_quant_view_open("q4_K_M", kld_model_source(a), kld_model_hparams(a), &v, &err), err);
+    int differ = 0;
+    for (size_t i = 0; p && i < p->n; i++) {
+        const kld_quant_item *it = &p->items[i];
+        bool found = false;
+        for (size_t k = 0; k < v.plan.n; k++)
+            if (!strcmp(v.plan.items[k].name, it->name)) {
+                found = true;
+                differ += v.plan.items[k].dst_type != it->dst_type;
+            }
+        differ += !found;
+    }
+    CHECK(differ == 0 && v.plan.dst_bytes == p->dst_bytes, "view plan == on-load plan (%d differ)", differ);
+    kld_quant_view_close(&v);
     kld_session *sa = NULL, *sb = NULL;
     CHECK_OK(kld_session_create(a, 16, 8, 2, &sa, &err), err);
     CHECK_OK(kld_session_create(b, 16, 8, 2, &sb, &err), err);

@@ -104,18 +104,23 @@ int kld_cmd_inspect(int argc, char **argv) {
         snprintf(base, sizeof base, "%.*s", (int)(at - path), path);
         if (stat(base, &sb) == 0) src_path = base;
     }
-    const kld_quant_plan *qplan = NULL;
-    kld_model *qmodel = NULL;
-    if (src_path != path) {
-        if (kld_model_open(path, NULL, &qmodel, &err) != KLD_OK) {
-            fprintf(stderr, "kldeval inspect: %s\n", err.msg);
-            return 1;
-        }
-        qplan = kld_model_quant_plan(qmodel);
-    }
     if (kld_source_open(src_path, &src, &err) != KLD_OK) {
         fprintf(stderr, "kldeval inspect: %s\n", err.msg);
         return 1;
+    }
+    /* the policy's plan, without quantizing anything */
+    const char *policy = src_path != path ? at + 1 : NULL;
+    const kld_quant_plan *qplan = NULL;
+    kld_quant_view view = {0};
+    kld_hparams hp;
+    if (policy) {
+        if (kld_hparams_read(src, &hp, &err) != KLD_OK ||
+            kld_quant_view_open(policy, src, &hp, &view, &err) != KLD_OK) {
+            fprintf(stderr, "kldeval inspect: %s@%s: %s\n", src_path, policy, err.msg);
+            kld_source_close(src);
+            return 1;
+        }
+        qplan = &view.plan;
     }
     json_t *facts = inspect_facts(src, &opt);
     /* a plan that was asked for and cannot be made is an error (a bad
@@ -123,20 +128,20 @@ int kld_cmd_inspect(int argc, char **argv) {
     const json_t *plan_error = json_object_get(json_object_get(facts, "plan"), "error");
     if (plan_error) fprintf(stderr, "kldeval inspect: memory plan: %s\n", json_string_value(plan_error));
     const int rc = plan_error ? 1 : 0;
-    if (qplan) json_object_set_new(facts, "policy", policy_json(kld_model_policy(qmodel), qplan));
+    if (qplan) json_object_set_new(facts, "policy", policy_json(policy, qplan));
     if (as_json) {
         json_dumpf(facts, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
     } else {
         inspect_print_text(stdout, facts);
         if (qplan) {
-            printf("policy         %s (quantized on load from the stored weights)\n",
-                   kld_model_policy(qmodel));
+            printf("policy         %s (what MODEL@POLICY quantizes on load, and quantize writes)\n",
+                   policy);
             kld_quant_plan_print(qplan, stdout);
         }
     }
     json_decref(facts);
+    if (qplan) kld_quant_view_close(&view);
     kld_source_close(src);
-    kld_model_close(qmodel);
     return rc;
 }

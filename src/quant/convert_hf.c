@@ -252,6 +252,22 @@ static kld_status put_tokenizer(const kld_source *src, kld_gguf_writer *w, kld_e
     return s;
 }
 
+kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tensors *out,
+                       kld_error *err) {
+    memset(out, 0, sizeof *out);
+    kld_weights wt;
+    kld_status s = kld_weights_bind(src, hp, &wt, err);
+    if (s) return s;
+    table tb = {out, 0, false};
+    list(&wt, hp->tied_output, &tb);
+    kld_weights_free(&wt);
+    if (tb.oom) {
+        kld_hf_tensors_free(out);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    return KLD_OK;
+}
+
 kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
                           kld_hf_tensors *out, FILE *log, kld_error *err) {
     memset(out, 0, sizeof *out);
@@ -261,11 +277,9 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
     if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear"))
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet",
                         src->path, hp->rope_scaling);
-    kld_weights wt;
-    kld_status s = kld_weights_bind(src, hp, &wt, err);
+    kld_status s = kld_hf_list(src, hp, out, err);
     if (s) return s;
-    table tb = {out, 0, false};
-    list(&wt, hp->tied_output, &tb);
+    table tb = {out, out->n, false};
     const bool permute = hp->rope_type != hp->sw.rope_type; /* HF rotate-half, GGUF interleaved */
     for (size_t k = 0; !s && !tb.oom && permute && k < out->n; k++) {
         const char *nm = out->names[k];
@@ -295,7 +309,6 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
         t->type = KLD_TYPE_F32;
         t->nbytes = (uint64_t)n * sizeof *f;
     }
-    kld_weights_free(&wt);
     if (!s && tb.oom) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     if (!s) s = put_hparams(hp, w, err);
     if (!s && src->hf_tokenizer_path) s = put_tokenizer(src, w, err);

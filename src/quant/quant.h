@@ -153,6 +153,17 @@ void kld_quant_plan_print(const kld_quant_plan *plan, FILE *f);
 /* Bits per weight of the planned tensors. */
 double kld_quant_plan_bpw(const kld_quant_plan *plan);
 
+/* A policy's plan for an opened source, nothing converted (what `inspect
+ * MODEL@POLICY` prints, and the types `quantize` would write). The view
+ * owns what its plan points into; the source must outlive it. */
+typedef struct kld_quant_view {
+    kld_quant_plan plan;
+    void *priv;
+} kld_quant_view;
+kld_status kld_quant_view_open(const char *policy, const kld_source *src, const kld_hparams *hp,
+                               kld_quant_view *v, kld_error *err);
+void kld_quant_view_close(kld_quant_view *v);
+
 /* ---- sensitivity-sweep groups ---- */
 
 typedef enum kld_group_kind {

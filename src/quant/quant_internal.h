@@ -17,6 +17,9 @@ typedef struct kld_hf_tensors {
  * permuted where needed) and writes the model and tokenizer metadata. */
 kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
                           kld_hf_tensors *out, FILE *log, kld_error *err);
+/* Only the listing: bound weights under GGUF names, as stored. */
+kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tensors *out,
+                       kld_error *err);
 void kld_hf_tensors_free(kld_hf_tensors *t);
 
 #endif
