@@ -447,6 +447,35 @@ static void test_sweep_groups(void) {
     kld_model_close(full);
 }
 
+/* The AVX2 quantizers give their scalar twins' bytes, on random rows and
+ * on the edge cases (zeros, constants, one sign, tiny and huge ranges). */
+static void test_simd_twins(void) {
+    if (!kld_cpu_has_avx2()) {
+        printf("  (no AVX2: SIMD twins not compared)\n");
+        return;
+    }
+    enum { N = 256 * 64 };
+    static float x[N];
+    static uint8_t a[N], b[N];
+    uint64_t seed = 99;
+    for (int c = 0; c < 8; c++) {
+        for (int i = 0; i < N; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            float u = (float)(seed >> 40) / (float)(1 << 24) - 0.5f;
+            x[i] = c == 0 ? u : c == 1 ? 0.f : c == 2 ? 0.25f : c == 3 ? fabsf(u) : c == 4 ? -fabsf(u)
+                 : c == 5 ? u * 1e-30f : c == 6 ? u * 1e30f : (i % 97 == 0 ? 50.f * u : u * 0.01f);
+        }
+        for (uint32_t id = 0; id < KLD_TYPE_COUNT; id++) {
+            const kld_type_info *ti = kld_type_info_get(id);
+            if (!ti || !ti->quantize_row_avx2) continue;
+            ti->quantize_row(x, a, N);
+            ti->quantize_row_avx2(x, b, N);
+            uint64_t bytes = (uint64_t)N / (uint64_t)ti->block_size * (uint64_t)ti->type_size;
+            CHECK(!memcmp(a, b, (size_t)bytes), "%s: AVX2 bytes == scalar bytes (case %d)", ti->name, c);
+        }
+    }
+}
+
 /* Corpus ids of a model's tokenizer (the licenses text, as kl reads it). */
 static kld_tok_ids corpus_ids(const char *model) {
     kld_tok_ids ids = {0};
@@ -494,6 +523,7 @@ int main(void) {
     test_policy_errors();
     test_threads();
     test_imat_kernels();
+    test_simd_twins();
     test_recipe_files();
     test_aidreams_fallback();
     test_policy_plan();

@@ -46,7 +46,7 @@ static void *worker(void *arg) {
             }
             uint8_t *d = j->dst + (uint64_t)r * j->dst_row;
             if (j->qw) j->di->quantize_row_imat(x, d, ne0, j->qw + (r / j->t->ne[1]) * ne0);
-            else j->di->quantize_row(x, d, ne0);
+            else j->di->quantize(x, d, ne0);
         }
     }
     free(row);
@@ -57,6 +57,7 @@ kld_status kld_quant_tensor(const kld_tensor *t, uint32_t type, const float *qw,
                             void *dst, kld_error *err) {
     char b1[16], b2[16];
     job j = {.t = t, .si = kld_type_info_get(t->type), .di = kld_type_info_get(type), .dst = dst};
+    kld_kernels_init(); /* picks j.di->quantize */
     if (!j.si || !j.si->to_float || !j.di || !j.di->quantize_row)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': cannot convert %s to %s", t->name,
                         kld_type_name(t->type, b1), kld_type_name(type, b2));

@@ -70,6 +70,8 @@ typedef struct kld_type_info {
     bool imatrix_used;      /* llama.cpp's quantizer for this type reads an imatrix */
     kld_from_float_imat_fn quantize_row_imat; /* with importance weights; NULL when not
                                                  implemented (or not used) */
+    kld_from_float_fn quantize_row_avx2; /* AVX2 twin of quantize_row (same bytes) or NULL */
+    kld_from_float_fn quantize;          /* fastest of the two, chosen at start-up */
 } kld_type_info;
 
 /* The entry for a type id, or NULL for ids that no format defines. */
