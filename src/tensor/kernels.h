@@ -129,7 +129,12 @@ typedef float (*kld_qkx2_32_fn)(int nmax, const float *x, const float *weights, 
 /* q4_K (nmax 15, rmin -1, nstep 20) / q5_K (31, -0.5, 15) rows with that search. */
 void kld_quant_k4_rows(const float *x, void *dst, int64_t n, int nmax, float rmin, int nstep,
                        kld_qkx2_32_fn qkx2);
+/* make_qx_quants(16, 32, x, L, qw) — q6_K's sub-block fit (qw NULL: x^2). */
+typedef float (*kld_qx16_fn)(const float *x, int8_t *L, const float *qw);
+/* q6_K rows (no importance weights) with that fit. */
+void kld_quant_q6_k_with(const float *x, void *dst, int64_t n, kld_qx16_fn qx);
 /* AVX2 twins (quantize_k_avx2.c), identical bytes. */
+void kld_quant_q6_k_avx2(const float *src, void *dst, int64_t n);
 void kld_quant_q4_k_avx2(const float *src, void *dst, int64_t n);
 void kld_quant_q5_k_avx2(const float *src, void *dst, int64_t n);
 

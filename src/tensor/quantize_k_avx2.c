@@ -130,3 +130,72 @@ static float qkx2_32(int nmax, const float *x, const float *weights, uint8_t *L,
 void kld_quant_q4_k_avx2(const float *x, void *dst, int64_t n) { kld_quant_k4_rows(x, dst, n, 15, -1.f, 20, qkx2_32); }
 
 void kld_quant_q5_k_avx2(const float *x, void *dst, int64_t n) { kld_quant_k4_rows(x, dst, n, 31, -0.5f, 15, qkx2_32); }
+
+/* make_qx_quants(16, 32, x, L, NULL) (q6_K): the 18 trial scales do not
+ * depend on each other, only their acceptance does, so lanes compute all of
+ * them and the acceptance runs in trial order on the lane results. */
+static float qx16(const float *x, int8_t *L, const float *qw) {
+    (void)qw; /* only the unweighted path is vectorized (kld_quant_q6_k_avx2) */
+    const int n = 16, nmax = 32;
+    float amax = 0, max = 0;
+    for (int i = 0; i < n; i++) {
+        float ax = x[i] < 0 ? -x[i] : x[i];
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = nearest_int(iscale * x[i]);
+        l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
+        L[i] = (int8_t)(l + nmax);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    float isc[24], slx[24], sl2[24];
+    int k = 0;
+    for (int is = -9; is <= 9; is++)
+        if (is) isc[k++] = -((float)nmax + 0.1f * (float)is) / max;
+    for (; k < 24; k++) isc[k] = isc[17];
+    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1);
+    for (int v = 0; v < 3; v++) {
+        const __m256 vis = _mm256_loadu_ps(isc + 8 * v);
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            const __m256 wx = _mm256_set1_ps(w * x[i]), wv = _mm256_set1_ps(w);
+            __m256i li = nearest_int8(_mm256_mul_ps(vis, _mm256_set1_ps(x[i])));
+            li = _mm256_max_epi32(lo, _mm256_min_epi32(hi, li));
+            const __m256 lf = _mm256_cvtepi32_ps(li);
+            a = _mm256_add_ps(a, _mm256_mul_ps(wx, lf));
+            b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_mul_ps(wv, lf), lf));
+        }
+        _mm256_storeu_ps(slx + 8 * v, a);
+        _mm256_storeu_ps(sl2 + 8 * v, b);
+    }
+    int chosen = -1;
+    for (k = 0; k < 18; k++) {
+        if (sl2[k] > 0 && slx[k] * slx[k] > best * sl2[k]) {
+            chosen = k;
+            scale = slx[k] / sl2[k];
+            best = scale * slx[k];
+        }
+    }
+    if (chosen >= 0)
+        for (int i = 0; i < n; i++) {
+            int l = nearest_int(isc[chosen] * x[i]);
+            L[i] = (int8_t)(nmax + (l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l));
+        }
+    return scale;
+}
+
+void kld_quant_q6_k_avx2(const float *x, void *dst, int64_t n) { kld_quant_q6_k_with(x, dst, n, qx16); }

@@ -382,7 +382,11 @@ float kld_make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float
 
 /* q6_K blocks of n values; qw (n importance weights, or NULL for x^2) only
  * changes the sub-block scale fits, as in ggml's quantize_row_q6_K_impl. */
-static void q6k_blocks(const float *x, void *dst, int64_t n, const float *qw) {
+static float qx16_ref(const float *x, int8_t *L, const float *qw) {
+    return make_qx_quants(16, 32, x, L, qw);
+}
+
+static void q6k_blocks(const float *x, void *dst, int64_t n, const float *qw, kld_qx16_fn qx) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < n / KLD_QK_K; i++, x += KLD_QK_K, b += KLD_BYTES_Q6_K) {
         int8_t L[KLD_QK_K];
@@ -390,8 +394,7 @@ static void q6k_blocks(const float *x, void *dst, int64_t n, const float *qw) {
         float max_scale = 0, max_abs_scale = 0;
         const float *qwb = qw ? qw + i * KLD_QK_K : NULL;
         for (int ib = 0; ib < 16; ib++) {
-            const float scale =
-                make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, qwb ? qwb + 16 * ib : NULL);
+            const float scale = qx(x + 16 * ib, L + 16 * ib, qwb ? qwb + 16 * ib : NULL);
             scales[ib] = scale;
             if (fabsf(scale) > max_abs_scale) {
                 max_abs_scale = fabsf(scale);
@@ -427,8 +430,12 @@ static void q6k_blocks(const float *x, void *dst, int64_t n, const float *qw) {
     }
 }
 
-void kld_quant_q6_k_ref(const float *x, void *dst, int64_t n) { q6k_blocks(x, dst, n, NULL); }
+void kld_quant_q6_k_ref(const float *x, void *dst, int64_t n) { q6k_blocks(x, dst, n, NULL, qx16_ref); }
+
+void kld_quant_q6_k_with(const float *x, void *dst, int64_t n, kld_qx16_fn qx) {
+    q6k_blocks(x, dst, n, NULL, qx);
+}
 
 void kld_quant_q6_k_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
-    q6k_blocks(x, dst, n_per_row, qw);
+    q6k_blocks(x, dst, n_per_row, qw, qx16_ref);
 }

@@ -58,7 +58,7 @@ static kld_type_info type_table[KLD_TYPE_COUNT] = {
     [KLD_TYPE_Q6_K] = {"q6_K", KLD_QK_K, KLD_BYTES_Q6_K, true, kld_dequant_q6_k_ref, NULL,
                        kld_dequant_q6_k_avx2, kld_quant_q6_k_ref, true,
                        kld_quant_q6_k_imat,
-                       NULL, NULL},
+                       kld_quant_q6_k_avx2, NULL},
     [KLD_TYPE_Q8_K] = {"q8_K", KLD_QK_K, 292, true, NULL, NULL, NULL, NULL, false, NULL,
                        NULL, NULL},
     [KLD_TYPE_IQ2_XXS] = {"iq2_xxs", KLD_QK_K, 66, true, NULL, NULL, NULL, NULL, false, NULL,
