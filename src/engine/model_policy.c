@@ -161,9 +161,17 @@ kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *
     if (!s && announce) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        char req[96] = "";
+        for (size_t k = 0; k < q->plan.n; k++) { /* name the first stored quantized type */
+            const kld_quant_item *it = &q->plan.items[k];
+            char tb[16];
+            if (!it->requant) continue;
+            snprintf(req, sizeof req, " (%d requantized from %s, dequantized first)",
+                     q->plan.n_requant, kld_type_name(it->src_type, tb));
+            break;
+        }
         fprintf(stderr, "kldeval: %s@%s: quantized %zu tensor(s) on load in %.2f s, %.3f bits per "
-                "weight%s\n", m->src->path, policy, n_conv, sec, kld_quant_plan_bpw(&q->plan),
-                q->plan.n_requant ? " (some requantized from a quantized type)" : "");
+                "weight%s\n", m->src->path, policy, n_conv, sec, kld_quant_plan_bpw(&q->plan), req);
     }
     kld_imatrix_free(im);
     kld_policy_free(pol);
