@@ -3,6 +3,9 @@
 #include "cli/commands.h"
 #include "cli/inspect_facts.h"
 #include "engine/engine.h"
+#include "quant/quant.h"
+
+#include <sys/stat.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,29 @@ static void usage(FILE *f) {
             "  --threads N    threads the --plan is made for (default: all cores; inspecting\n"
             "                 itself is single-threaded)\n"
             "  -h, --help     this text\n");
+}
+
+/* The policy's result: types, bytes, bits per weight, fallbacks. */
+static json_t *policy_json(const char *policy, const kld_quant_plan *p) {
+    json_t *types = json_object(), *fallbacks = json_array();
+    for (size_t i = 0; i < p->n; i++) {
+        const kld_quant_item *it = &p->items[i];
+        char b[16];
+        const char *tn = kld_type_name(it->dst_type, b);
+        json_t *c = json_object_get(types, tn);
+        json_object_set_new(types, tn, json_integer(c ? json_integer_value(c) + 1 : 1));
+        if (it->fallback) {
+            char w[16];
+            json_array_append_new(fallbacks, json_pack("{s:s,s:I,s:s,s:s}", "tensor", it->name,
+                                                       "columns", (json_int_t)it->t->ne[0],
+                                                       "wanted", kld_type_name(it->wanted_type, w),
+                                                       "type", tn));
+        }
+    }
+    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:o,s:o}", "policy", policy, "bits_per_weight",
+                     kld_quant_plan_bpw(p), "bytes", (json_int_t)p->dst_bytes, "stored_bytes",
+                     (json_int_t)p->src_bytes, "requantized", p->n_requant, "types", types,
+                     "fallbacks", fallbacks);
 }
 
 int kld_cmd_inspect(int argc, char **argv) {
@@ -84,9 +110,32 @@ int kld_cmd_inspect(int argc, char **argv) {
     opt.path = path;
     kld_source *src;
     kld_error err = {0};
-    if (kld_source_open(path, &src, &err) != KLD_OK) {
+    /* MODEL@POLICY (the engine's rule): the source is the part before '@' */
+    struct stat sb;
+    const char *at = strrchr(path, '@');
+    char base[4096];
+    const char *src_path = path;
+    if (at && at[1] && stat(path, &sb) != 0 && (size_t)(at - path) < sizeof base) {
+        snprintf(base, sizeof base, "%.*s", (int)(at - path), path);
+        if (stat(base, &sb) == 0) src_path = base;
+    }
+    if (kld_source_open(src_path, &src, &err) != KLD_OK) {
         fprintf(stderr, "kldeval inspect: %s\n", err.msg);
         return 1;
+    }
+    /* the policy's plan, without quantizing anything */
+    const char *policy = src_path != path ? at + 1 : NULL;
+    const kld_quant_plan *qplan = NULL;
+    kld_quant_view view = {0};
+    kld_hparams hp;
+    if (policy) {
+        if (kld_hparams_read(src, &hp, &err) != KLD_OK ||
+            kld_quant_view_open(policy, src, &hp, &view, &err) != KLD_OK) {
+            fprintf(stderr, "kldeval inspect: %s@%s: %s\n", src_path, policy, err.msg);
+            kld_source_close(src);
+            return 1;
+        }
+        qplan = &view.plan;
     }
     json_t *facts = inspect_facts(src, &opt);
     /* a plan that was asked for and cannot be made is an error (a bad
@@ -94,13 +143,20 @@ int kld_cmd_inspect(int argc, char **argv) {
     const json_t *plan_error = json_object_get(json_object_get(facts, "plan"), "error");
     if (plan_error) fprintf(stderr, "kldeval inspect: memory plan: %s\n", json_string_value(plan_error));
     const int rc = plan_error ? 1 : 0;
+    if (qplan) json_object_set_new(facts, "policy", policy_json(policy, qplan));
     if (as_json) {
         json_dumpf(facts, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
     } else {
         inspect_print_text(stdout, facts);
+        if (qplan) {
+            printf("policy         %s (what MODEL@POLICY quantizes on load, and quantize writes)\n",
+                   policy);
+            kld_quant_plan_print(qplan, stdout);
+        }
     }
     json_decref(facts);
+    if (qplan) kld_quant_view_close(&view);
     kld_source_close(src);
     return rc;
 }

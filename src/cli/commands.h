@@ -28,6 +28,8 @@ typedef struct kld_kl_outputs {
     const char *db_path; /* NULL: $KLDEVAL_DB or the default location */
     bool no_db, quiet;
 } kld_kl_outputs;
+int kld_cmd_quantize(int argc, char **argv);
+int kld_cmd_imatrix(int argc, char **argv);
 
 struct kld_kl_config;
 /* The KL run with reporting and recording, shared by `kl` and `demo` (cmd_kl.c). */

@@ -36,12 +36,20 @@ int kld_pool_size(const kld_pool *pool);
 /* ---- model ---- */
 
 typedef struct kld_model_opts {
-    int reserved; /* no options yet; pass NULL */
+    const char *policy;   /* precision policy (src/quant/quant.h grammar) applied on load, or NULL */
+    const char *imatrix;  /* importance matrix for the policy, or NULL (the policy's imatrix=) */
+    int n_threads;        /* threads for quantizing on load; <= 0: all cores */
 } kld_model_opts;
 
 /* Opens any path kld_source_open accepts, reads the hyper-parameters and
  * binds every weight (checking names, shapes and types). Weights stay
- * memory-mapped; norms and biases are converted to float32 once. */
+ * memory-mapped; norms and biases are converted to float32 once.
+ *
+ * MODEL@POLICY: with a policy (opts->policy, or a path that does not exist
+ * but whose part before the last '@' does), the weight matrices are
+ * quantized in memory as the policy says (stored non-float types are
+ * dequantized first); no file is written. A one-line note goes to stderr
+ * when the policy came from the path. */
 kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_model **out,
                           kld_error *err);
 void kld_model_close(kld_model *model);
@@ -108,6 +116,17 @@ uint32_t kld_kv_map_type(const kld_kv_map *m, int64_t il);
 /* Whether the levers apply to this model (layer maps within n_layer,
  * head sizes a multiple of the cache type's block). */
 kld_status kld_levers_check(const kld_levers *l, const kld_model *model, kld_error *err);
+struct kld_quant_plan;
+/* The policy's plan when the model was quantized on load (types, sizes,
+ * fallbacks; items name the bound tensors), else NULL. */
+const struct kld_quant_plan *kld_model_quant_plan(const kld_model *model);
+/* The policy text applied on load, or NULL. */
+const char *kld_model_policy(const kld_model *model);
+
+/* The GGUF name ("blk.3.ffn_down.weight") of a weight the model binds
+ * (as a forward observer sees it), written to buf; NULL when t is not one. */
+const char *kld_model_weight_name(const kld_model *model, const kld_tensor *t, char *buf,
+                                  size_t cap);
 
 /* ---- memory plan ---- */
 
@@ -175,6 +194,27 @@ kld_status kld_session_eval_rows(kld_session *s, const int32_t *tokens, int64_t 
                                  int64_t first_row, float *logits, kld_error *err);
 /* One decode step: kld_session_eval with n = 1. */
 kld_status kld_session_decode(kld_session *s, int32_t token, float *logits, kld_error *err);
+
+/* Observes every weight matmul of the forward pass: called with the weight
+ * and its float32 input rows A (n rows of W->ne[0] values, stride lda)
+ * before the product, on the caller's thread. NULL stops observing. */
+typedef void (*kld_matmul_observer)(void *ctx, const kld_tensor *W, const float *A, int64_t n,
+                                    int64_t lda);
+void kld_session_observe(kld_session *s, kld_matmul_observer fn, void *ctx);
+
+/* ---- importance matrices ---- */
+
+struct kld_imatrix;
+/* llama-imatrix's accumulation: n_chunks windows of n_ctx tokens of ids
+ * (window i = ids[i·n_ctx ..], its first token replaced by bos when bos >= 0),
+ * each evaluated in one batch; per blk.* weight matrix and input column, the
+ * float sum of squared inputs and the count, ncall = windows. Entries are
+ * stored as llama.cpp stores them ((sum / count) · ncall). */
+typedef void (*kld_imatrix_progress_fn)(void *ctx, int64_t done, int64_t total);
+kld_status kld_imatrix_collect(kld_model *model, const int32_t *ids, int64_t n_ids, int64_t n_ctx,
+                               int64_t n_chunks, int32_t bos, int n_threads, const char *dataset,
+                               kld_imatrix_progress_fn progress, void *progress_ctx,
+                               struct kld_imatrix **out, kld_error *err);
 
 /* ---- vector helpers shared with the statistics code ---- */
 

@@ -165,6 +165,8 @@ static void run_pass(kld_session *s, row_pass pass, int64_t il, int64_t row0, in
  * runs on exactly the values llama.cpp's dot products see. */
 static void gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
                  float *C, int64_t ldc) {
+    /* the imatrix observer sees the inputs as computed, before any act= rounding */
+    if (s->observe) s->observe(s->observe_ctx, W, A, n, lda);
     if (s->lv.act != KLD_ACT_F32 && kld_act_round_rows(s, W->type, n, W->ne[0], A, lda)) {
         A = s->ar;
         lda = s->ar_ld;

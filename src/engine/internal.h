@@ -31,6 +31,7 @@ struct kld_model {
     kld_layer_vecs *lv;        /* n_layer entries */
     const float *output_norm;
     uint64_t weights_bytes;    /* bytes of all bound weight tensors */
+    struct kld_model_quant *quant; /* quantize-on-load state (model_policy.c), or NULL */
 };
 
 /* One layer's K and V cache. f32: K^T [kv head][head_dim][ldk] and V
@@ -42,6 +43,11 @@ typedef struct kld_kv_layer {
     uint64_t k_row, v_row;     /* bytes of one head's row (typed layers) */
     void *k, *v;
 } kld_kv_layer;
+/* Quantizes the bound weight matrices of m as `policy` says, rebinding
+ * m->w to owned tensors (model_policy.c). */
+kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *imatrix,
+                                  int n_threads, bool announce, kld_error *err);
+void kld_model_quant_free(struct kld_model_quant *q);
 
 struct kld_session {
     kld_model *model;
@@ -64,6 +70,8 @@ struct kld_session {
     float *scratch;            /* per-thread GEMM panels / attention rows */
     size_t scratch_stride;     /* floats per thread */
     int64_t ld_qkv;            /* n_head·hd + n_kv·(hd + hd_v) */
+    kld_matmul_observer observe; /* kld_session_observe, or NULL */
+    void *observe_ctx;
 };
 
 /* Attention of chunk rows [0, n) at positions pos.. for layer il: reads q

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 /* Elements of the vectors copied for one tensor (0 when absent). */
 static uint64_t vec_len(const kld_tensor *t) { return t ? (uint64_t)kld_tensor_nelements(t) : 0; }
@@ -99,16 +100,42 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
     return s;
 }
 
+/* MODEL@POLICY: a path that does not exist whose part before the last '@'
+ * does; *policy points after the '@' and the model path is copied. */
+static char *split_policy(const char *path, const char **policy) {
+    struct stat sb;
+    *policy = NULL;
+    const char *at = strrchr(path, '@');
+    if (!at || !at[1] || stat(path, &sb) == 0) return NULL;
+    char *base = kld_strndup(path, (size_t)(at - path));
+    if (base && stat(base, &sb) != 0) {
+        free(base);
+        return NULL;
+    }
+    if (base) *policy = at + 1;
+    return base;
+}
+
 kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_model **out,
                           kld_error *err) {
-    (void)opts;
     *out = NULL;
+    const char *policy = opts ? opts->policy : NULL;
+    const char *at_policy;
+    char *base = split_policy(path, &at_policy);
+    if (at_policy && !policy) policy = at_policy;
     kld_model *m = calloc(1, sizeof *m);
-    if (!m) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
-    kld_status s = kld_source_open(path, &m->src, err);
+    if (!m) {
+        free(base);
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+    }
+    kld_status s = kld_source_open(base ? base : path, &m->src, err);
     if (s == KLD_OK) s = kld_hparams_read(m->src, &m->hp, err);
     if (s == KLD_OK) s = kld_weights_bind(m->src, &m->hp, &m->w, err);
+    if (s == KLD_OK && policy)
+        s = kld_model_apply_policy(m, policy, opts ? opts->imatrix : NULL,
+                                   opts ? opts->n_threads : 0, policy == at_policy, err);
     if (s == KLD_OK) s = load_vectors(m, err);
+    free(base);
     if (s != KLD_OK) {
         kld_model_close(m);
         return s;
@@ -121,6 +148,7 @@ void kld_model_close(kld_model *m) {
     if (!m) return;
     free(m->lv);
     free(m->vec_store);
+    kld_model_quant_free(m->quant);
     kld_weights_free(&m->w);
     if (m->src) kld_source_close(m->src);
     free(m);

@@ -151,6 +151,90 @@ kld_status kld_gguf_writer_set_arr_str(kld_gguf_writer *w, const char *key,
     return st;
 }
 
+/* A growable byte buffer for serializing copied values. */
+typedef struct bbuf {
+    uint8_t *p;
+    uint64_t n, cap;
+    bool oom;
+} bbuf;
+
+static void bput(bbuf *b, const void *src, uint64_t n) {
+    if (b->oom || n == 0) return;
+    if (b->n + n > b->cap) {
+        uint64_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n) cap *= 2;
+        uint8_t *np = realloc(b->p, (size_t)cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, (size_t)n);
+    b->n += n;
+}
+
+static uint64_t scalar_size(kld_gguf_vtype t) {
+    switch (t) {
+    case KLD_GGUF_UINT8: case KLD_GGUF_INT8: case KLD_GGUF_BOOL: return 1;
+    case KLD_GGUF_UINT16: case KLD_GGUF_INT16: return 2;
+    case KLD_GGUF_UINT32: case KLD_GGUF_INT32: case KLD_GGUF_FLOAT32: return 4;
+    case KLD_GGUF_UINT64: case KLD_GGUF_INT64: case KLD_GGUF_FLOAT64: return 8;
+    default: return 0;
+    }
+}
+
+/* The value's bytes as they follow its type field in a GGUF file. */
+static void serialize(bbuf *b, const kld_gguf_value *v) {
+    uint8_t tmp[8];
+    switch (v->type) {
+    case KLD_GGUF_STRING:
+        bput(b, &v->v.s.len, 8);
+        bput(b, v->v.s.ptr, v->v.s.len);
+        return;
+    case KLD_GGUF_ARRAY: {
+        uint32_t et = v->v.arr.elem_type;
+        uint64_t n = v->v.arr.n, es = scalar_size(v->v.arr.elem_type);
+        bput(b, &et, 4);
+        bput(b, &n, 8);
+        if (es) bput(b, v->v.arr.raw, n * es);
+        else if (v->v.arr.elem_type == KLD_GGUF_STRING)
+            for (uint64_t i = 0; i < n; i++) {
+                bput(b, &v->v.arr.strs[i].len, 8);
+                bput(b, v->v.arr.strs[i].ptr, v->v.arr.strs[i].len);
+            }
+        else
+            for (uint64_t i = 0; i < n; i++) serialize(b, &v->v.arr.items[i]);
+        return;
+    }
+    case KLD_GGUF_FLOAT32: {
+        float f = (float)v->v.f;
+        bput(b, &f, 4);
+        return;
+    }
+    case KLD_GGUF_FLOAT64: bput(b, &v->v.f, 8); return;
+    case KLD_GGUF_BOOL: tmp[0] = v->v.b ? 1 : 0; bput(b, tmp, 1); return;
+    case KLD_GGUF_INT8: case KLD_GGUF_INT16: case KLD_GGUF_INT32: case KLD_GGUF_INT64:
+        memcpy(tmp, &v->v.i, 8); /* little-endian: the low bytes come first */
+        bput(b, tmp, scalar_size(v->type));
+        return;
+    default:
+        memcpy(tmp, &v->v.u, 8);
+        bput(b, tmp, scalar_size(v->type));
+        return;
+    }
+}
+
+kld_status kld_gguf_writer_copy_value(kld_gguf_writer *w, const char *key,
+                                      const kld_gguf_value *v) {
+    bbuf b = {0};
+    serialize(&b, v);
+    kld_status st = b.oom ? KLD_ERR_NOMEM : set_raw(w, key, v->type, b.p ? b.p : (uint8_t *)"", b.n);
+    free(b.p);
+    return st;
+}
+
 kld_status kld_gguf_writer_add_tensor(kld_gguf_writer *w, const char *name, uint32_t type,
                                       int n_dims, const int64_t *ne, const void *data,
                                       uint64_t nbytes, kld_error *err) {
@@ -233,7 +317,8 @@ kld_status kld_gguf_writer_write(const kld_gguf_writer *w, const char *path, kld
         for (size_t i = 0; ok && i < w->n_t; i++) {
             ok = put(f, w->t[i].data, (size_t)w->t[i].nbytes);
             pos += w->t[i].nbytes;
-            if (i + 1 < w->n_t) ok = ok && pad_to(f, &pos, data_start + align_up(pos - data_start));
+            /* the last tensor is padded too, as ggml's writer does */
+            ok = ok && pad_to(f, &pos, data_start + align_up(pos - data_start));
         }
     }
     if (fclose(f) != 0) ok = false;

@@ -26,6 +26,10 @@ kld_status kld_gguf_writer_set_arr_f32(kld_gguf_writer *w, const char *key, cons
 kld_status kld_gguf_writer_set_arr_i32(kld_gguf_writer *w, const char *key,
                                        const int32_t *values, uint64_t n);
 
+/* Copies a value read by the GGUF reader (any type, nested arrays too). */
+kld_status kld_gguf_writer_copy_value(kld_gguf_writer *w, const char *key,
+                                      const kld_gguf_value *v);
+
 /* Adds a tensor (ggml dim order); nbytes must match type × shape. */
 kld_status kld_gguf_writer_add_tensor(kld_gguf_writer *w, const char *name, uint32_t type,
                                       int n_dims, const int64_t *ne, const void *data,

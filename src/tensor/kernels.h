@@ -108,6 +108,40 @@ void kld_quant_q6_k_ref(const float *src, void *dst, int64_t n);
 void kld_quant_iq4_nl_ref(const float *src, void *dst, int64_t n);
 void kld_quant_iq4_xs_ref(const float *src, void *dst, int64_t n);
 
+/* Importance-weighted quantizers (quantize_k_imat.c and beside the _ref
+ * twins): one row of n_per_row values, qw[n_per_row]. */
+void kld_quant_q4_0_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q4_1_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q5_0_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q5_1_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q2_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q3_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q4_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q5_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_q6_k_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_iq4_nl_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+void kld_quant_iq4_xs_imat(const float *src, void *dst, int64_t n_per_row, const float *qw);
+
+/* make_qkx2_quants for one 32-value sub-block with squared errors (the q4_K
+ * / q5_K search): levels L, -min in *the_min, returns the scale. */
+typedef float (*kld_qkx2_32_fn)(int nmax, const float *x, const float *weights, uint8_t *L,
+                                float *the_min, float rmin, float rdelta, int nstep);
+/* q4_K (nmax 15, rmin -1, nstep 20) / q5_K (31, -0.5, 15) rows with that search. */
+void kld_quant_k4_rows(const float *x, void *dst, int64_t n, int nmax, float rmin, int nstep,
+                       kld_qkx2_32_fn qkx2);
+/* make_qx_quants(16, 32, x, L, qw) — q6_K's sub-block fit (qw NULL: x^2). */
+typedef float (*kld_qx16_fn)(const float *x, int8_t *L, const float *qw);
+/* q6_K rows (no importance weights) with that fit. */
+void kld_quant_q6_k_with(const float *x, void *dst, int64_t n, kld_qx16_fn qx);
+/* AVX2 twins (quantize_k_avx2.c), identical bytes. */
+void kld_quant_q6_k_avx2(const float *src, void *dst, int64_t n);
+void kld_quant_q4_k_avx2(const float *src, void *dst, int64_t n);
+void kld_quant_q5_k_avx2(const float *src, void *dst, int64_t n);
+
+/* ggml's make_qx_quants with rmse_type 1: signed levels (stored +nmax) and
+ * the scale, weights qw or x^2 when NULL (quantize_k_ref.c). */
+float kld_make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw);
+
 /* kld_f16_to_f32, inlined into the row kernels (exact; NaNs made quiet as
  * ggml and VCVTPH2PS do). */
 static inline float kld_half_to_float(uint16_t h) {

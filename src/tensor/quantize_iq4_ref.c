@@ -30,11 +30,15 @@ static int best_level(const int8_t *val, float x) {
     return x - (float)val[hi - 1] < (float)val[hi] - x ? hi - 1 : hi;
 }
 
-/* Best scale for one 32-value block (0 for an all-zero block); fills L. */
-static float iq4_block_scale(const float *xb, uint8_t *L) {
+/* Best scale for one 32-value block (0 for an all-zero block); fills L.
+ * Weights are x^2, or with importance weights qw (ggml's imatrix path)
+ * qw[j]·sqrt(sigma2 + x^2), sigma2 being twice the mean square of the
+ * (super-)block. */
+static float iq4_block_scale(const float *xb, uint8_t *L, const float *qw, float sigma2) {
     const int8_t *values = kld_iq4nl_values;
     float weight[32];
-    for (int j = 0; j < 32; j++) weight[j] = xb[j] * xb[j];
+    for (int j = 0; j < 32; j++)
+        weight[j] = qw ? qw[j] * sqrtf(sigma2 + xb[j] * xb[j]) : xb[j] * xb[j];
     float amax;
     const float max = kld_signed_absmax(xb, 32, &amax);
     if (amax < GROUP_MAX_EPS) {
@@ -51,7 +55,7 @@ static float iq4_block_scale(const float *xb, uint8_t *L) {
         sumqx += w * q * xb[j];
         sumq2 += w * q * q;
     }
-    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    d = sumqx / sumq2; /* unguarded, as ggml (zero importance weights give NaN there too) */
     float best = d * sumqx;
     for (int itry = -IQ4_NTRY; itry <= IQ4_NTRY; itry++) {
         id = (float)(itry + values[0]) / max;
@@ -77,11 +81,17 @@ static void pack_nibbles(const uint8_t *L, uint8_t *q4, int n) {
     }
 }
 
-void kld_quant_iq4_nl_ref(const float *x, void *dst, int64_t n) {
+static float sigma2_of(const float *x, int n) {
+    float s = 0;
+    for (int j = 0; j < n; j++) s += x[j] * x[j];
+    return s * (2.f / (float)n);
+}
+
+static void iq4_nl_blocks(const float *x, void *dst, int64_t n, const float *qw) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < n / 32; i++, x += 32, b += KLD_BYTES_IQ4_NL) {
         uint8_t L[32];
-        float d = iq4_block_scale(x, L);
+        float d = iq4_block_scale(x, L, qw ? qw + 32 * i : NULL, qw ? sigma2_of(x, 32) : 0);
         kld_store_u16(b, kld_f32_to_f16(d));
         /* requantize with the final scale (not its f16 rounding, as ggml) */
         float id = d ? 1 / d : 0;
@@ -90,14 +100,22 @@ void kld_quant_iq4_nl_ref(const float *x, void *dst, int64_t n) {
     }
 }
 
-void kld_quant_iq4_xs_ref(const float *x, void *dst, int64_t n) {
+void kld_quant_iq4_nl_ref(const float *x, void *dst, int64_t n) { iq4_nl_blocks(x, dst, n, NULL); }
+
+void kld_quant_iq4_nl_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
+    iq4_nl_blocks(x, dst, n_per_row, qw);
+}
+
+static void iq4_xs_blocks(const float *x, void *dst, int64_t n, const float *qw) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < n / KLD_QK_K; i++, x += KLD_QK_K, b += KLD_BYTES_IQ4_XS) {
         uint8_t L[KLD_QK_K];
         float scales[8];
         float max_scale = 0, amax_scale = 0;
+        const float *qwb = qw ? qw + i * KLD_QK_K : NULL;
+        const float sigma2 = qw ? sigma2_of(x, KLD_QK_K) : 0;
         for (int ib = 0; ib < 8; ib++) {
-            scales[ib] = iq4_block_scale(x + 32 * ib, L + 32 * ib);
+            scales[ib] = iq4_block_scale(x + 32 * ib, L + 32 * ib, qwb ? qwb + 32 * ib : NULL, sigma2);
             if (fabsf(scales[ib]) > amax_scale) {
                 amax_scale = fabsf(scales[ib]);
                 max_scale = scales[ib];
@@ -124,4 +142,10 @@ void kld_quant_iq4_xs_ref(const float *x, void *dst, int64_t n) {
         kld_store_u16(b + 2, scales_h);
         pack_nibbles(L, b + 8, KLD_QK_K);
     }
+}
+
+void kld_quant_iq4_xs_ref(const float *x, void *dst, int64_t n) { iq4_xs_blocks(x, dst, n, NULL); }
+
+void kld_quant_iq4_xs_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
+    iq4_xs_blocks(x, dst, n_per_row, qw);
 }

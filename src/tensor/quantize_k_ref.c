@@ -284,9 +284,14 @@ void kld_quant_q3_k_ref(const float *x, void *dst, int64_t n) {
 
 /* Shared by q4_K and q5_K: 8 sub-blocks of 32 with 6-bit scales and mins
  * (kld_k4_scale_min layout); fills levels L (0..nmax) and the header. */
-static void quant_k4_block(const float *x, uint8_t *b, int nmax, float rmin, int nstep,
-                           uint8_t *L) {
+static float qkx2_32_ref(int nmax, const float *x, const float *weights, uint8_t *L,
+                         float *the_min, float rmin, float rdelta, int nstep) {
     uint8_t Laux[32];
+    return make_qkx2_quants(32, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep, false);
+}
+
+static void quant_k4_block(const float *x, uint8_t *b, int nmax, float rmin, int nstep,
+                           uint8_t *L, kld_qkx2_32_fn qkx2) {
     float weights[32], mins[8], scales[8];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
@@ -294,8 +299,7 @@ static void quant_k4_block(const float *x, uint8_t *b, int nmax, float rmin, int
         for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                     rmin, 0.1f, nstep, false);
+        scales[j] = qkx2(nmax, x + 32 * j, weights, L + 32 * j, &mins[j], rmin, 0.1f, nstep);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -333,23 +337,21 @@ static void quant_k4_block(const float *x, uint8_t *b, int nmax, float rmin, int
     }
 }
 
-void kld_quant_q4_k_ref(const float *x, void *dst, int64_t n) {
+/* q4_K (nmax 15) and q5_K (nmax 31) rows with a given sub-block search. */
+void kld_quant_k4_rows(const float *x, void *dst, int64_t n, int nmax, float rmin, int nstep,
+                       kld_qkx2_32_fn qkx2) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < n / KLD_QK_K; i++, x += KLD_QK_K, b += KLD_BYTES_Q4_K) {
+    const int bytes = nmax == 15 ? KLD_BYTES_Q4_K : KLD_BYTES_Q5_K;
+    for (int64_t i = 0; i < n / KLD_QK_K; i++, x += KLD_QK_K, b += bytes) {
         uint8_t L[KLD_QK_K];
-        quant_k4_block(x, b, 15, -1.f, 20, L);
-        uint8_t *q = b + 16;
-        for (int j = 0; j < KLD_QK_K; j += 64, q += 32) {
-            for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+        quant_k4_block(x, b, nmax, rmin, nstep, L, qkx2);
+        if (nmax == 15) {
+            uint8_t *q = b + 16;
+            for (int j = 0; j < KLD_QK_K; j += 64, q += 32) {
+                for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+            }
+            continue;
         }
-    }
-}
-
-void kld_quant_q5_k_ref(const float *x, void *dst, int64_t n) {
-    uint8_t *b = dst;
-    for (int64_t i = 0; i < n / KLD_QK_K; i++, x += KLD_QK_K, b += KLD_BYTES_Q5_K) {
-        uint8_t L[KLD_QK_K];
-        quant_k4_block(x, b, 31, -0.5f, 15, L);
         uint8_t *qh = b + 16, *ql = b + 48;
         memset(qh, 0, 32);
         uint8_t m1 = 1, m2 = 2;
@@ -366,14 +368,33 @@ void kld_quant_q5_k_ref(const float *x, void *dst, int64_t n) {
     }
 }
 
-void kld_quant_q6_k_ref(const float *x, void *dst, int64_t n) {
+void kld_quant_q4_k_ref(const float *x, void *dst, int64_t n) {
+    kld_quant_k4_rows(x, dst, n, 15, -1.f, 20, qkx2_32_ref);
+}
+
+void kld_quant_q5_k_ref(const float *x, void *dst, int64_t n) {
+    kld_quant_k4_rows(x, dst, n, 31, -0.5f, 15, qkx2_32_ref);
+}
+
+float kld_make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw) {
+    return make_qx_quants(n, nmax, x, L, qw);
+}
+
+/* q6_K blocks of n values; qw (n importance weights, or NULL for x^2) only
+ * changes the sub-block scale fits, as in ggml's quantize_row_q6_K_impl. */
+static float qx16_ref(const float *x, int8_t *L, const float *qw) {
+    return make_qx_quants(16, 32, x, L, qw);
+}
+
+static void q6k_blocks(const float *x, void *dst, int64_t n, const float *qw, kld_qx16_fn qx) {
     uint8_t *b = dst;
     for (int64_t i = 0; i < n / KLD_QK_K; i++, x += KLD_QK_K, b += KLD_BYTES_Q6_K) {
         int8_t L[KLD_QK_K];
         float scales[16];
         float max_scale = 0, max_abs_scale = 0;
+        const float *qwb = qw ? qw + i * KLD_QK_K : NULL;
         for (int ib = 0; ib < 16; ib++) {
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, NULL);
+            const float scale = qx(x + 16 * ib, L + 16 * ib, qwb ? qwb + 16 * ib : NULL);
             scales[ib] = scale;
             if (fabsf(scale) > max_abs_scale) {
                 max_abs_scale = fabsf(scale);
@@ -407,4 +428,14 @@ void kld_quant_q6_k_ref(const float *x, void *dst, int64_t n) {
             }
         }
     }
+}
+
+void kld_quant_q6_k_ref(const float *x, void *dst, int64_t n) { q6k_blocks(x, dst, n, NULL, qx16_ref); }
+
+void kld_quant_q6_k_with(const float *x, void *dst, int64_t n, kld_qx16_fn qx) {
+    q6k_blocks(x, dst, n, NULL, qx);
+}
+
+void kld_quant_q6_k_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
+    q6k_blocks(x, dst, n_per_row, qw, qx16_ref);
 }

@@ -51,6 +51,12 @@ typedef void (*kld_to_float_fn)(const void *src, float *dst, int64_t n);
  * importance matrix, i.e. what llama-quantize writes without --imatrix). */
 typedef void (*kld_from_float_fn)(const float *src, void *dst, int64_t n);
 
+/* Quantizes one row of n_per_row values with importance weights qw (one per
+ * column, llama.cpp's imatrix entry over its call count), byte for byte as
+ * ggml_quantize_chunk with that imatrix. */
+typedef void (*kld_from_float_imat_fn)(const float *src, void *dst, int64_t n_per_row,
+                                       const float *qw);
+
 typedef struct kld_type_info {
     const char *name;       /* ggml_type_name() spelling: "q4_K", "bf16" */
     int block_size;         /* values per block */
@@ -61,6 +67,11 @@ typedef struct kld_type_info {
     kld_to_float_fn to_float_avx2; /* AVX2+F16C variant or NULL; callable only when
                                       kld_cpu_has_avx2() (tests compare it to _ref) */
     kld_from_float_fn quantize_row; /* scalar reference quantizer; NULL when unsupported */
+    bool imatrix_used;      /* llama.cpp's quantizer for this type reads an imatrix */
+    kld_from_float_imat_fn quantize_row_imat; /* with importance weights; NULL when not
+                                                 implemented (or not used) */
+    kld_from_float_fn quantize_row_avx2; /* AVX2 twin of quantize_row (same bytes) or NULL */
+    kld_from_float_fn quantize;          /* fastest of the two, chosen at start-up */
 } kld_type_info;
 
 /* The entry for a type id, or NULL for ids that no format defines. */

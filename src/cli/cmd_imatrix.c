@@ -1,0 +1,140 @@
+/* cmd_imatrix.c — `kldeval imatrix -m MODEL --corpus FILE --ctx N
+ * [--chunks N] -o FILE`: llama-imatrix's importance matrix (its file
+ * format), from the corpus read as llama-imatrix reads -f (the whole file,
+ * one final '\n' dropped, BOS added, special tokens not parsed). */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "engine/engine.h"
+#include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kldeval imatrix -m MODEL (--corpus FILE | --ids-file FILE) --ctx N "
+               "[--chunks N] -o FILE\n\n"
+               "  -m, --model PATH   the model (MODEL@POLICY too)\n"
+               "  --corpus FILE      text, tokenized whole as llama-imatrix -f does\n"
+               "  --ids-file FILE    int32 little-endian token ids instead (BOS included)\n"
+               "  --ctx N            window length, 16 .. 1048576 (llama-imatrix -c)\n"
+               "  --chunks N         at most N windows (default: all; llama-imatrix --chunks)\n"
+               "  -o, --out FILE     the imatrix to write (llama-imatrix's format)\n"
+               "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
+               "  -q, --quiet        no progress line\n");
+}
+
+static void progress(void *ctx, int64_t done, int64_t total) {
+    (void)ctx;
+    fprintf(stderr, "\rimatrix: %lld/%lld windows", (long long)done, (long long)total);
+    if (done == total) fprintf(stderr, "\n");
+}
+
+static bool read_all(const char *path, char **buf, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t cap = 1 << 16, n = 0, got;
+    char *b = malloc(cap);
+    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) free(b);
+            b = nb;
+        }
+    }
+    bool ok = b && !ferror(f);
+    fclose(f);
+    if (!ok) {
+        free(b);
+        return false;
+    }
+    *buf = b;
+    *len = n;
+    return true;
+}
+
+int kld_cmd_imatrix(int argc, char **argv) {
+    const char *model_path = NULL, *corpus = NULL, *ids_file = NULL, *out = NULL;
+    int64_t ctx = 0, chunks = 0, threads = 0;
+    bool quiet = false;
+    static const char *const with_value[] = {"-m", "--model", "--corpus", "--ids-file", "--ctx",
+                                             "--chunks", "-o", "--out", "--threads", NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = true;
+        } else if (kld_arg_in(a, with_value)) {
+            const char *v = kld_arg_value(argc, argv, &i);
+            if (!v) return 2;
+            if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
+            else if (!strcmp(a, "--corpus")) corpus = v;
+            else if (!strcmp(a, "--ids-file")) ids_file = v;
+            else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
+            else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 16, 1 << 20, &ctx)) return 2; }
+            else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 1, 1 << 30, &chunks)) return 2; }
+            else if (!kld_arg_int(a, v, 1, 1024, &threads)) return 2;
+        } else {
+            fprintf(stderr, "kldeval imatrix: unknown argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model_path || !out || !ctx || !!corpus == !!ids_file) {
+        usage(stderr);
+        return 2;
+    }
+    const char *inputs[] = {model_path, corpus, ids_file};
+    if (!kld_arg_output("imatrix", "-o", out, inputs, 3)) return 2;
+    kld_kernels_init();
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_tokenizer *tok = NULL;
+    kld_tok_ids ids = {0};
+    kld_imatrix *im = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    kld_status st = kld_model_open(model_path, NULL, &m, &err);
+    if (!st && corpus) {
+        if (!read_all(corpus, &text, &len)) {
+            fprintf(stderr, "kldeval imatrix: cannot read %s\n", corpus);
+            kld_model_close(m);
+            return 1;
+        }
+        if (len && text[len - 1] == '\n') len--;
+        st = kld_tok_open_source(kld_model_source(m), &tok, &err);
+        if (!st) st = kld_tok_encode(tok, text, len, KLD_TOK_ADD_SPECIAL, &ids, &err);
+    } else if (!st) {
+        size_t n;
+        if (!read_all(ids_file, &text, &n) || n % 4 || n == 0) {
+            fprintf(stderr, "kldeval imatrix: %s is not a non-empty int32 file\n", ids_file);
+            kld_model_close(m);
+            free(text);
+            return 1;
+        }
+        if (!kld_tok_ids_append(&ids, (const int32_t *)(const void *)text, n / 4))
+            st = kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
+        if (!st) st = kld_tok_open_source(kld_model_source(m), &tok, &err);
+    }
+    if (!st) {
+        int32_t bos = kld_tok_adds_bos(tok) ? kld_tok_bos(tok) : -1;
+        st = kld_imatrix_collect(m, ids.ids, (int64_t)ids.n, ctx, chunks, bos, (int)threads,
+                                 corpus ? corpus : ids_file, quiet ? NULL : progress, NULL, &im,
+                                 &err);
+    }
+    if (!st) st = kld_imatrix_write(im, out, &err);
+    if (!st && !quiet)
+        fprintf(stderr, "imatrix: %zu entries over %d windows of %lld tokens written to %s\n",
+                im->n, im->chunks, (long long)ctx, out);
+    if (st) fprintf(stderr, "kldeval imatrix: %s\n", err.msg);
+    kld_imatrix_free(im);
+    kld_tok_ids_free(&ids);
+    kld_tok_free(tok);
+    free(text);
+    kld_model_close(m);
+    return st ? 1 : 0;
+}

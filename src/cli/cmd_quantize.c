@@ -1,0 +1,83 @@
+/* cmd_quantize.c — `kldeval quantize IN OUT POLICY [--imatrix F]`: writes a
+ * GGUF with the policy's types (llama-quantize's recipes by default). */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "quant/quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kldeval quantize IN OUT POLICY [flags]\n\n"
+            "IN is a GGUF model; OUT the GGUF to write (atomically). POLICY is\n"
+            "BASE[,SELECTOR=TYPE]...: BASE a llama-quantize recipe (%s),\n"
+            "a type or keep; SELECTOR head/output, embd/token_embd, blk:A-B, a class\n"
+            "(attn_q, attn_k, attn_v, attn_qkv, attn_output, ffn_gate, ffn_up, ffn_down),\n"
+            "blk:A-B.CLASS or a glob on the tensor name; later selectors win. Example:\n"
+            "  kldeval quantize f16.gguf out.gguf q4_K_M,head=f16,blk:0-1=q8_0\n\n"
+            "  --imatrix FILE   importance matrix (llama-imatrix's .dat or kldeval's)\n"
+            "  --threads N      threads, 1 .. 1024 (default: all cores)\n"
+            "  -q, --quiet      no per-tensor lines\n"
+            "  -h, --help       this text\n",
+            kld_recipe_names());
+}
+
+static void progress(void *ctx, size_t done, size_t total, const char *name) {
+    (void)ctx;
+    fprintf(stderr, "\rquantize: %zu/%zu tensors  %-40.40s", done, total, name);
+    if (done == total) fprintf(stderr, "\n");
+}
+
+int kld_cmd_quantize(int argc, char **argv) {
+    const char *pos[3] = {NULL, NULL, NULL};
+    int n_pos = 0;
+    kld_quantize_opts o = {.log = stdout, .progress = progress};
+    static const char *const with_value[] = {"--imatrix", "--threads", NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            o.log = NULL;
+            o.progress = NULL;
+        } else if (kld_arg_in(a, with_value)) {
+            const char *v = kld_arg_value(argc, argv, &i);
+            if (!v) return 2;
+            if (!strcmp(a, "--imatrix")) o.imatrix_path = v;
+            else {
+                int64_t n;
+                if (!kld_arg_int(a, v, 1, 1024, &n)) return 2;
+                o.n_threads = (int)n;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "kldeval quantize: unknown flag '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (n_pos < 3) {
+            pos[n_pos++] = a;
+        } else {
+            fprintf(stderr, "kldeval quantize: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (n_pos != 3) {
+        usage(stderr);
+        return 2;
+    }
+    const char *inputs[] = {pos[0], o.imatrix_path};
+    if (!kld_arg_output("quantize", "OUT", pos[1], inputs, 2)) return 2;
+    kld_error err = {0};
+    kld_quant_plan summary;
+    kld_status s = kld_quantize_file(pos[0], pos[1], pos[2], &o, &summary, &err);
+    if (s) {
+        fprintf(stderr, "kldeval quantize: %s\n", err.msg);
+        return 1;
+    }
+    if (o.log)
+        fprintf(o.log, "wrote %s: %llu bytes of tensors (%llu stored), %d fallback(s)\n", pos[1],
+                (unsigned long long)summary.dst_bytes, (unsigned long long)summary.src_bytes,
+                summary.n_fallback);
+    return 0;
+}

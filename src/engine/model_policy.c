@@ -1,0 +1,185 @@
+/* model_policy.c — quantize-on-load (MODEL@POLICY): the bound weight
+ * matrices are listed under their GGUF names (whatever the source format),
+ * the policy's plan is made over them, and every tensor the plan converts
+ * is replaced in the weight table by an owned copy at the new type. */
+#include "engine/internal.h"
+#include "quant/quant.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct kld_model_quant {
+    char *policy;
+    size_t n;
+    kld_tensor *copies;        /* struct copies of the bound tensors (plan input) */
+    char **names;              /* their GGUF names */
+    const kld_tensor ***slots; /* where each is bound in m->w */
+    kld_tensor *owned;         /* converted tensors (n entries; data NULL when unused) */
+    kld_quant_plan plan;
+};
+
+void kld_model_quant_free(struct kld_model_quant *q) {
+    if (!q) return;
+    for (size_t i = 0; i < q->n; i++) {
+        free(q->names ? q->names[i] : NULL);
+        if (q->owned) free((void *)q->owned[i].data);
+    }
+    kld_quant_plan_free(&q->plan);
+    free(q->copies);
+    free(q->names);
+    free(q->slots);
+    free(q->owned);
+    free(q->policy);
+    free(q);
+}
+
+/* Calls fn for every bound matrix and vector slot, named as in a GGUF file
+ * (the output once: it is token_embd's slot when tied). */
+typedef void (*slot_fn)(void *ctx, const kld_tensor **slot, const char *name);
+
+static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
+    kld_weights *w = &m->w;
+    fn(ctx, &w->token_embd, "token_embd.weight");
+    fn(ctx, &w->output_norm, "output_norm.weight");
+    if (!m->hp.tied_output) fn(ctx, &w->output, "output.weight");
+    for (int64_t il = 0; il < w->n_layer; il++) {
+        kld_layer_weights *L = &w->layers[il];
+        struct {
+            const kld_tensor **slot;
+            const char *suffix;
+        } t[] = {{&L->attn_norm, "attn_norm.weight"}, {&L->attn_q, "attn_q.weight"},
+                 {&L->attn_k, "attn_k.weight"}, {&L->attn_v, "attn_v.weight"},
+                 {&L->attn_qkv, "attn_qkv.weight"}, {&L->attn_output, "attn_output.weight"},
+                 {&L->ffn_norm, "ffn_norm.weight"}, {&L->ffn_gate, "ffn_gate.weight"},
+                 {&L->ffn_up, "ffn_up.weight"}, {&L->ffn_down, "ffn_down.weight"}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+            fn(ctx, t[i].slot, name);
+        }
+    }
+}
+
+typedef struct lister {
+    struct kld_model_quant *q;
+    size_t cap;
+    bool oom;
+} lister;
+
+static void add(void *ctx, const kld_tensor **slot, const char *name) {
+    lister *l = ctx;
+    if (!*slot || l->oom) return;
+    struct kld_model_quant *q = l->q;
+    if (q->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        kld_tensor *c = realloc(q->copies, cap * sizeof *c);
+        if (c) q->copies = c;
+        char **nm = realloc(q->names, cap * sizeof *nm);
+        if (nm) q->names = nm;
+        const kld_tensor ***sl = realloc(q->slots, cap * sizeof *sl);
+        if (sl) q->slots = sl;
+        if (!c || !nm || !sl) {
+            l->oom = true;
+            return;
+        }
+        l->cap = cap;
+    }
+    q->copies[q->n] = **slot;
+    q->names[q->n] = kld_strdup(name);
+    q->slots[q->n] = slot;
+    if (!q->names[q->n]) l->oom = true;
+    else q->n++;
+}
+
+typedef struct namer {
+    const kld_tensor *t;
+    char *buf;
+    size_t cap;
+    bool found;
+} namer;
+
+static void find_name(void *ctx, const kld_tensor **slot, const char *name) {
+    namer *n = ctx;
+    if (!n->found && *slot == n->t) {
+        snprintf(n->buf, n->cap, "%s", name);
+        n->found = true;
+    }
+}
+
+const char *kld_model_weight_name(const kld_model *m, const kld_tensor *t, char *buf, size_t cap) {
+    namer n = {t, buf, cap, false};
+    walk_weights((kld_model *)m, find_name, &n); /* find_name writes nothing into m */
+    return n.found ? buf : NULL;
+}
+
+kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *imatrix,
+                                  int n_threads, bool announce, kld_error *err) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct kld_model_quant *q = calloc(1, sizeof *q);
+    if (!q || !(q->policy = kld_strdup(policy))) {
+        free(q);
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", m->src->path);
+    }
+    m->quant = q;
+    lister l = {q, 0, false};
+    walk_weights(m, add, &l);
+    if (l.oom) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", m->src->path);
+    kld_policy *pol = NULL;
+    kld_imatrix *im = NULL;
+    kld_status s = kld_policy_parse(policy, &pol, err);
+    const char *im_path = imatrix ? imatrix : pol ? pol->imatrix_path : NULL;
+    if (!s && im_path) s = kld_imatrix_read(im_path, &im, err);
+    if (!s) s = kld_quant_plan_make(pol, &m->hp, q->copies, (const char *const *)q->names, q->n,
+                                    im, &q->plan, err);
+    if (!s && !(q->owned = calloc(q->n ? q->n : 1, sizeof *q->owned)))
+        s = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", m->src->path);
+    size_t n_conv = 0;
+    for (size_t k = 0; !s && k < q->plan.n; k++) {
+        const kld_quant_item *it = &q->plan.items[k];
+        if (!it->convert) continue;
+        size_t i = (size_t)(it->t - q->copies);
+        kld_tensor *o = &q->owned[i];
+        *o = *it->t;
+        void *data = aligned_alloc(64, (it->dst_bytes + 63) & ~(uint64_t)63);
+        if (!data) {
+            s = kld_fail(err, KLD_ERR_NOMEM, "%s: tensor '%s': out of memory quantizing on load",
+                         m->src->path, it->name);
+            break;
+        }
+        o->data = data;
+        o->type = it->dst_type;
+        o->nbytes = it->dst_bytes;
+        s = kld_quant_tensor(it->t, it->dst_type, it->imatrix, n_threads, data, err);
+        *q->slots[i] = o;
+        n_conv++;
+    }
+    if (!s && m->hp.tied_output) m->w.output = m->w.token_embd;
+    if (s) kld_error_prefix(err, "%s@%s", m->src->path, policy);
+    if (!s && announce) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        char req[96] = "";
+        for (size_t k = 0; k < q->plan.n; k++) { /* name the first stored quantized type */
+            const kld_quant_item *it = &q->plan.items[k];
+            char tb[16];
+            if (!it->requant) continue;
+            snprintf(req, sizeof req, " (%d requantized from %s, dequantized first)",
+                     q->plan.n_requant, kld_type_name(it->src_type, tb));
+            break;
+        }
+        fprintf(stderr, "kldeval: %s@%s: quantized %zu tensor(s) on load in %.2f s, %.3f bits per "
+                "weight%s\n", m->src->path, policy, n_conv, sec, kld_quant_plan_bpw(&q->plan), req);
+    }
+    kld_imatrix_free(im);
+    kld_policy_free(pol);
+    return s;
+}
+
+const struct kld_quant_plan *kld_model_quant_plan(const kld_model *m) {
+    return m->quant ? &m->quant->plan : NULL;
+}
+
+const char *kld_model_policy(const kld_model *m) { return m->quant ? m->quant->policy : NULL; }

@@ -1,0 +1,329 @@
+/* convert_hf.c — the Hugging Face half of `kldeval quantize`: a safetensors
+ * checkpoint with config.json becomes a GGUF tensor table and metadata as
+ * llama.cpp's convert_hf_to_gguf.py writes them for llama, qwen2 and qwen3:
+ * GGUF tensor names, q/k rows permuted back from rotate-half order where
+ * the GGUF architecture rotates interleaved pairs (llama), the
+ * hyper-parameter keys, and the tokenizer (tokens, types, BOS/EOS; merges
+ * for byte-level BPE, whose merges come from tokenizer.json). */
+#include "io/gguf_writer.h"
+#include "model/weights.h"
+#include "quant/quant_internal.h"
+#include "tokenizer/tokenizer.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct table {
+    kld_hf_tensors *out;
+    size_t cap;
+    bool oom;
+} table;
+
+static void add(table *tb, const kld_tensor *t, const char *name) {
+    if (!t || tb->oom) return;
+    kld_hf_tensors *o = tb->out;
+    if (o->n == tb->cap) {
+        size_t cap = tb->cap ? 2 * tb->cap : 64;
+        kld_tensor *nt = realloc(o->tensors, cap * sizeof *nt);
+        if (nt) o->tensors = nt;
+        char **nn = realloc(o->names, cap * sizeof *nn);
+        if (nn) o->names = nn;
+        void **no = realloc(o->owned, cap * sizeof *no);
+        if (no) o->owned = no;
+        if (!nt || !nn || !no) {
+            tb->oom = true;
+            return;
+        }
+        tb->cap = cap;
+    }
+    o->tensors[o->n] = *t;
+    o->names[o->n] = kld_strdup(name);
+    o->owned[o->n] = NULL;
+    if (!o->names[o->n]) tb->oom = true;
+    else o->n++;
+}
+
+/* The weight table in GGUF order and names (llama.cpp's tensor map). */
+static void list(const kld_weights *w, bool tied, table *tb) {
+    add(tb, w->token_embd, "token_embd.weight");
+    for (int64_t il = 0; il < w->n_layer; il++) {
+        const kld_layer_weights *L = &w->layers[il];
+        const struct {
+            const kld_tensor *t;
+            const char *suffix;
+        } t[] = {{L->attn_norm, "attn_norm.weight"},     {L->attn_q, "attn_q.weight"},
+                 {L->bq, "attn_q.bias"},                 {L->attn_k, "attn_k.weight"},
+                 {L->bk, "attn_k.bias"},                 {L->attn_v, "attn_v.weight"},
+                 {L->bv, "attn_v.bias"},                 {L->attn_q_norm, "attn_q_norm.weight"},
+                 {L->attn_k_norm, "attn_k_norm.weight"}, {L->attn_output, "attn_output.weight"},
+                 {L->bo, "attn_output.bias"},            {L->ffn_norm, "ffn_norm.weight"},
+                 {L->ffn_gate, "ffn_gate.weight"},       {L->ffn_up, "ffn_up.weight"},
+                 {L->ffn_down, "ffn_down.weight"}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+            add(tb, t[i].t, name);
+        }
+    }
+    add(tb, w->output_norm, "output_norm.weight");
+    if (!tied) add(tb, w->output, "output.weight");
+}
+
+/* Rotate-half rows → interleaved pairs (llama.cpp's permute): GGUF row
+ * h·hd + 2i + j is HF row h·hd + j·hd/2 + i. */
+static kld_status permute_rows(kld_hf_tensors *o, size_t k, int64_t n_head, kld_error *err) {
+    kld_tensor *t = &o->tensors[k];
+    const int64_t rows = t->ne[1], hd = n_head > 0 ? rows / n_head : 0;
+    if (hd <= 0 || hd % 2 || hd * n_head != rows)
+        return kld_fail(err, KLD_ERR_FORMAT, "tensor '%s': %" PRId64 " rows are not %" PRId64
+                        " heads of an even size", o->names[k], rows, n_head);
+    const uint64_t rb = t->nbytes / (uint64_t)rows;
+    uint8_t *dst = malloc(t->nbytes ? t->nbytes : 1);
+    if (!dst) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    const uint8_t *src = t->data;
+    for (int64_t h = 0; h < n_head; h++)
+        for (int64_t i = 0; i < hd / 2; i++)
+            for (int64_t j = 0; j < 2; j++)
+                memcpy(dst + (uint64_t)(h * hd + 2 * i + j) * rb,
+                       src + (uint64_t)(h * hd + j * hd / 2 + i) * rb, (size_t)rb);
+    o->owned[k] = dst;
+    t->data = dst;
+    return KLD_OK;
+}
+
+static kld_status put_hparams(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err) {
+    char k[96];
+    bool ok = true;
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", hp->arch, s), k)
+    ok = ok && !kld_gguf_writer_set_str(w, "general.architecture", hp->arch);
+    ok = ok && !kld_gguf_writer_set_str(w, "general.name", hp->name);
+    ok = ok && !kld_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)hp->n_ctx_train);
+    ok = ok && !kld_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)hp->n_embd);
+    ok = ok && !kld_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)hp->n_layer);
+    ok = ok && !kld_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)hp->n_ff);
+    ok = ok && !kld_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)hp->n_head);
+    ok = ok && !kld_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)hp->n_head_kv);
+    ok = ok && !kld_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)hp->norm_eps);
+    ok = ok && !kld_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)hp->rope_freq_base);
+    ok = ok && !kld_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hp->n_rot);
+    ok = ok && !kld_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)hp->n_vocab);
+    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim_v != hp->head_dim) {
+        ok = ok && !kld_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hp->head_dim);
+        ok = ok && !kld_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hp->head_dim_v);
+    }
+    if (!strcmp(hp->rope_scaling, "linear")) {
+        ok = ok && !kld_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
+        ok = ok && !kld_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), (float)(1.0 / hp->rope_freq_scale));
+    }
+#undef KEY
+    return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+}
+
+/* tokenizer.json's merges as "a b" strings, in rank order (both spellings
+ * of the file: "a b" or ["a", "b"]); *n = 0 when it has none. */
+static kld_status load_merges(const char *path, char ***out, size_t *n_out, kld_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return kld_fail(err, KLD_ERR_FORMAT, "%s: %s (line %d)", path, je.text, je.line);
+    json_t *merges = json_object_get(json_object_get(root, "model"), "merges");
+    size_t n = json_array_size(merges);
+    char **strs = calloc(n ? n : 1, sizeof *strs);
+    kld_status s = strs ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !s && i < n; i++) {
+        json_t *m = json_array_get(merges, i);
+        if (json_is_string(m)) {
+            strs[i] = kld_strdup(json_string_value(m));
+        } else if (json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+                   json_is_string(json_array_get(m, 1))) {
+            const char *a = json_string_value(json_array_get(m, 0));
+            const char *b = json_string_value(json_array_get(m, 1));
+            size_t len = strlen(a) + strlen(b) + 2;
+            if ((strs[i] = malloc(len))) snprintf(strs[i], len, "%s %s", a, b);
+        } else {
+            s = kld_fail(err, KLD_ERR_FORMAT, "%s: model.merges[%zu] is not \"a b\" or [a, b]", path, i);
+            break;
+        }
+        if (!strs[i]) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    json_decref(root);
+    if (s) {
+        for (size_t i = 0; strs && i < n; i++) free(strs[i]);
+        free(strs);
+        return s;
+    }
+    *out = strs;
+    *n_out = n;
+    return KLD_OK;
+}
+
+/* Tokens, scores, types and special ids as llama.cpp's converter writes
+ * them: "llama" (scores -1000, as its LlamaHfVocab) for SentencePiece-style
+ * vocabularies, "gpt2" with merges for byte-level BPE. */
+static kld_status put_tokenizer(const kld_source *src, kld_gguf_writer *w, kld_error *err) {
+    kld_tokenizer *tok = NULL;
+    kld_status s = kld_tok_open_source(src, &tok, err);
+    if (s) return s;
+    kld_tok_summary sum;
+    kld_tok_summarize(tok, &sum);
+    const int32_t n = kld_tok_n_vocab(tok);
+    char **pieces = calloc((size_t)n, sizeof *pieces);
+    float *scores = malloc((size_t)n * sizeof *scores);
+    int32_t *types = malloc((size_t)n * sizeof *types);
+    if (!pieces || !scores || !types) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    bool byte_level = false;
+    for (int32_t i = 0; !s && i < n; i++) {
+        size_t len;
+        const char *p = kld_tok_piece(tok, i, &len);
+        char pad[32];
+        if (!p) {
+            snprintf(pad, sizeof pad, "[PAD%d]", i);
+            p = pad;
+            len = strlen(pad);
+        }
+        if (!(pieces[i] = kld_strndup(p, len))) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        scores[i] = -1000.0f;
+        types[i] = kld_tok_type(tok, i);
+        if (i == sum.unk_id) types[i] = KLD_TOKEN_UNKNOWN;
+    }
+    /* byte-level BPE (GPT-2's byte map) becomes "gpt2"; SentencePiece-style
+     * vocabularies (SPM, or BPE over "▁" pieces with byte fallback) "llama" */
+    byte_level = sum.pre && strstr(sum.pre, "ByteLevel") != NULL;
+    const bool bpe = !strcmp(sum.kind, "bpe") && byte_level;
+    char **merges = NULL;
+    size_t n_merges = 0;
+    if (!s && !strcmp(sum.kind, "bpe")) s = load_merges(src->hf_tokenizer_path, &merges, &n_merges, err);
+    /* A SentencePiece model exported as BPE keeps its merge order in the
+     * ranks: the piece merge r produces scores -r, so llama.cpp's SPM
+     * (highest score first) merges in the same order. Pieces no merge
+     * produces score 0. */
+    for (int32_t i = 0; !s && !bpe && merges && i < n; i++) scores[i] = 0.0f;
+    for (size_t r = 0; !s && !bpe && r < n_merges; r++) {
+        const char *sp = strchr(merges[r], ' ');
+        if (!sp) continue;
+        char buf[512];
+        size_t la = (size_t)(sp - merges[r]), lb = strlen(sp + 1);
+        if (la + lb >= sizeof buf) continue;
+        memcpy(buf, merges[r], la);
+        memcpy(buf + la, sp + 1, lb);
+        int32_t id = kld_tok_piece_id(tok, buf, la + lb);
+        if (id >= 0 && scores[id] == 0.0f) scores[id] = -(float)r - 1.0f;
+    }
+    /* config.json names BOS/EOS when the tokenizer's templates do not */
+    json_int_t cfg;
+    if (sum.bos_id < 0 && json_is_integer(json_object_get(src->hf_config, "bos_token_id")) &&
+        (cfg = json_integer_value(json_object_get(src->hf_config, "bos_token_id"))) >= 0 && cfg < n)
+        sum.bos_id = (int32_t)cfg;
+    if (sum.eos_id < 0 && json_is_integer(json_object_get(src->hf_config, "eos_token_id")) &&
+        (cfg = json_integer_value(json_object_get(src->hf_config, "eos_token_id"))) >= 0 && cfg < n)
+        sum.eos_id = (int32_t)cfg;
+    if (!s) {
+        bool ok = !kld_gguf_writer_set_str(w, "tokenizer.ggml.model", bpe ? "gpt2" : "llama") &&
+                  !kld_gguf_writer_set_str(w, "tokenizer.ggml.pre", "default") &&
+                  !kld_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)pieces,
+                                               (uint64_t)n) &&
+                  (bpe || !kld_gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", scores, (uint64_t)n)) &&
+                  !kld_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)n);
+        if (!ok) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    if (!s && bpe && kld_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges",
+                                                 (const char *const *)merges, n_merges))
+        s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; merges && i < n_merges; i++) free(merges[i]);
+    free(merges);
+    if (!s) {
+        bool ok = true;
+        if (sum.bos_id >= 0) ok = ok && !kld_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)sum.bos_id);
+        if (sum.eos_id >= 0) ok = ok && !kld_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)sum.eos_id);
+        if (sum.unk_id >= 0) ok = ok && !kld_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)sum.unk_id);
+        if (sum.pad_id >= 0) ok = ok && !kld_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)sum.pad_id);
+        ok = ok && !kld_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", sum.add_bos) &&
+             !kld_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", sum.add_eos);
+        if (!ok) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t i = 0; pieces && i < n; i++) free(pieces[i]);
+    free(pieces);
+    free(scores);
+    free(types);
+    kld_tok_free(tok);
+    return s;
+}
+
+kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tensors *out,
+                       kld_error *err) {
+    memset(out, 0, sizeof *out);
+    kld_weights wt;
+    kld_status s = kld_weights_bind(src, hp, &wt, err);
+    if (s) return s;
+    table tb = {out, 0, false};
+    list(&wt, hp->tied_output, &tb);
+    kld_weights_free(&wt);
+    if (tb.oom) {
+        kld_hf_tensors_free(out);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    return KLD_OK;
+}
+
+kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
+                          kld_hf_tensors *out, FILE *log, kld_error *err) {
+    memset(out, 0, sizeof *out);
+    if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen2") && strcmp(hp->arch, "qwen3"))
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
+                        "not written yet (llama, qwen2, qwen3 are)", src->path, hp->arch);
+    if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear"))
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet",
+                        src->path, hp->rope_scaling);
+    kld_status s = kld_hf_list(src, hp, out, err);
+    if (s) return s;
+    table tb = {out, out->n, false};
+    const bool permute = hp->rope_type != hp->sw.rope_type; /* HF rotate-half, GGUF interleaved */
+    for (size_t k = 0; !s && !tb.oom && permute && k < out->n; k++) {
+        const char *nm = out->names[k];
+        size_t len = strlen(nm);
+        if (len > 13 && !strcmp(nm + len - 13, "attn_q.weight")) s = permute_rows(out, k, hp->n_head, err);
+        else if (len > 13 && !strcmp(nm + len - 13, "attn_k.weight")) s = permute_rows(out, k, hp->n_head_kv, err);
+        else if (strstr(nm, "attn_q.bias") || strstr(nm, "attn_k.bias"))
+            s = kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: permuting q/k biases is not written yet", src->path);
+    }
+    /* vectors (norms, biases) are float32 in GGUF, as llama.cpp's converter writes them */
+    for (size_t k = 0; !s && !tb.oom && k < out->n; k++) {
+        kld_tensor *t = &out->tensors[k];
+        if (t->ne[1] > 1 || t->type == KLD_TYPE_F32) continue;
+        const kld_type_info *ti = kld_type_info_get(t->type);
+        int64_t n = kld_tensor_nelements(t);
+        float *f = malloc((size_t)n * sizeof *f);
+        if (!f || !ti || !ti->to_float) {
+            free(f);
+            s = kld_fail(err, f ? KLD_ERR_UNSUPPORTED : KLD_ERR_NOMEM, "tensor '%s': cannot widen "
+                         "to float32", out->names[k]);
+            break;
+        }
+        ti->to_float(t->data, f, n);
+        free(out->owned[k]);
+        out->owned[k] = f;
+        t->data = f;
+        t->type = KLD_TYPE_F32;
+        t->nbytes = (uint64_t)n * sizeof *f;
+    }
+    if (!s && tb.oom) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (!s) s = put_hparams(hp, w, err);
+    if (!s && src->hf_tokenizer_path) s = put_tokenizer(src, w, err);
+    else if (!s && log) fprintf(log, "note: %s has no tokenizer.json; the GGUF gets no tokenizer\n", src->path);
+    if (s) kld_hf_tensors_free(out);
+    return s;
+}
+
+void kld_hf_tensors_free(kld_hf_tensors *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->names[i]);
+        free(t->owned[i]);
+    }
+    free(t->tensors);
+    free(t->names);
+    free(t->owned);
+    memset(t, 0, sizeof *t);
+}

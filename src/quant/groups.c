@@ -1,0 +1,80 @@
+/* groups.c — the groups a sensitivity sweep scores (layers, tensor classes
+ * or both, plus the embedding and the head), each as a policy selector, and
+ * the policy of one group's arm: `BASE,*=keep,GROUP=base` (only the group at
+ * the base's types) or `BASE,GROUP=keep` (inverted). `base` keeps a
+ * recipe's positional choices (attn_v/ffn_down by layer) for the group. */
+#include "quant/quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* "attn_q" of "blk.3.attn_q.weight"; false for other names. */
+static bool class_of(const char *name, int *layer, char *cls, size_t cap) {
+    int used = 0;
+    if (sscanf(name, "blk.%d.%n", layer, &used) != 1 || used == 0) return false;
+    const char *s = name + used, *dot = strstr(s, ".weight");
+    if (!dot || dot[7] || (size_t)(dot - s) >= cap) return false;
+    snprintf(cls, cap, "%.*s", (int)(dot - s), s);
+    return true;
+}
+
+static kld_quant_group *find_or_add(kld_quant_group **g, size_t *n, size_t *cap, const char *sel) {
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp((*g)[i].selector, sel)) return &(*g)[i];
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 32;
+        kld_quant_group *p = realloc(*g, c * sizeof *p);
+        if (!p) return NULL;
+        *g = p;
+        *cap = c;
+    }
+    kld_quant_group *e = &(*g)[(*n)++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->selector, sizeof e->selector, "%s", sel);
+    return e;
+}
+
+kld_status kld_quant_groups(const kld_quant_plan *plan, kld_group_kind kind,
+                            kld_quant_group **out, size_t *n_out, kld_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    kld_quant_group *g = NULL;
+    size_t n = 0, cap = 0;
+    bool has_output = false;
+    for (size_t i = 0; i < plan->n; i++) has_output |= !strcmp(plan->items[i].name, "output.weight");
+    for (size_t i = 0; i < plan->n; i++) {
+        const kld_quant_item *it = &plan->items[i];
+        if (!it->eligible) continue;
+        char sel[64], cls[32];
+        int layer;
+        if (!strcmp(it->name, "token_embd.weight")) snprintf(sel, sizeof sel, has_output ? "embd" : "head");
+        else if (!strcmp(it->name, "output.weight")) snprintf(sel, sizeof sel, "head");
+        else if (class_of(it->name, &layer, cls, sizeof cls)) {
+            if (kind == KLD_GROUPS_LAYERS) snprintf(sel, sizeof sel, "blk:%d", layer);
+            else if (kind == KLD_GROUPS_CLASSES) snprintf(sel, sizeof sel, "%s", cls);
+            else snprintf(sel, sizeof sel, "blk:%d.%s", layer, cls);
+        } else {
+            snprintf(sel, sizeof sel, "%s", it->name); /* a glob matching just this name */
+        }
+        kld_quant_group *e = find_or_add(&g, &n, &cap, sel);
+        if (!e) {
+            free(g);
+            return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        }
+        e->n_tensors++;
+        e->base_bytes += it->dst_bytes;
+        e->keep_bytes += it->t->nbytes;
+    }
+    *out = g;
+    *n_out = n;
+    return KLD_OK;
+}
+
+kld_status kld_quant_group_policy(const char *base, const kld_quant_group *g, bool invert,
+                                  char *buf, size_t cap, kld_error *err) {
+    int w = invert ? snprintf(buf, cap, "%s,%s=keep", base, g->selector)
+                   : snprintf(buf, cap, "%s,*=keep,%s=base", base, g->selector);
+    if (w < 0 || (size_t)w >= cap)
+        return kld_fail(err, KLD_ERR_ARG, "policy for group '%s' does not fit %zu bytes", g->selector, cap);
+    return KLD_OK;
+}

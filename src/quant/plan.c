@@ -1,0 +1,261 @@
+/* plan.c — applies a policy to one model's tensor table: which tensors
+ * llama.cpp would quantize, the type each gets (recipe, then selectors in
+ * order, then the row-length fallback), the importance weights it uses,
+ * and the resulting sizes. Tensors are visited in llama-quantize's order
+ * (layer number, then name), since the recipe's counters depend on it. */
+#include "quant/quant.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct order_ent {
+    size_t idx;
+    int layer;
+    const char *name;
+} order_ent;
+
+static int layer_of(const char *name) {
+    int l = -1;
+    if (sscanf(name, "blk.%d.", &l) != 1) l = -1;
+    return l;
+}
+
+static int cmp_order(const void *a, const void *b) {
+    const order_ent *x = a, *y = b;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* llama_model_quantize_impl's test for tensors it quantizes at all. */
+static bool eligible(const char *name, const kld_tensor *t) {
+    int dims = 0;
+    for (int d = 0; d < KLD_MAX_DIMS; d++)
+        if (t->ne[d] > 1) dims = d + 1;
+    return ends_with(name, "weight") && dims >= 2 && !strstr(name, "_norm.weight") &&
+           !strstr(name, "ffn_gate_inp.weight") && strcmp(name, "position_embd.weight") &&
+           strcmp(name, "token_types.weight") && !strstr(name, "ssm_conv1d.weight") &&
+           !strstr(name, "attn_rel_b.weight");
+}
+
+static bool rule_matches(const kld_policy_rule *r, const char *name, bool has_output) {
+    int layer = layer_of(name);
+    char want[64];
+    switch (r->kind) {
+    case KLD_SEL_HEAD:
+        return !strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"));
+    case KLD_SEL_EMBD: return !strcmp(name, "token_embd.weight");
+    case KLD_SEL_BLK: return layer >= r->blk_lo && layer <= r->blk_hi;
+    case KLD_SEL_CLASS:
+        if (r->blk_lo >= 0 && (layer < r->blk_lo || layer > r->blk_hi)) return false;
+        snprintf(want, sizeof want, "blk.%d.%s.weight", layer, r->cls);
+        return layer >= 0 && !strcmp(name, want);
+    case KLD_SEL_GLOB: return fnmatch(r->glob, name, 0) == 0;
+    }
+    return false;
+}
+
+/* The ftype llama.cpp would record for a plain-type base. */
+static uint32_t ftype_of_type(uint32_t type) {
+    static const char *const names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
+                                        "q5_1", "q2_K", "q3_K_S", "q4_K_S", "q5_K_S", "q6_K",
+                                        "iq4_nl", "iq4_xs"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const kld_recipe *r = kld_recipe_find(names[i]);
+        if (r && r->base_type == type) return r->ftype;
+    }
+    return UINT32_MAX;
+}
+
+static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_recipe_state *st,
+                         kld_quant_item *it, kld_error *err) {
+    const kld_tensor *t = it->t;
+    char b1[16], b2[16];
+    uint32_t type;
+    if (p->base_keep) {
+        type = t->type;
+    } else if (p->recipe) {
+        type = p->recipe->base_type;
+        if (kld_type_info_get(type)->is_quantized) {
+            type = kld_recipe_tensor_type(p->recipe, qm, st, it->name, t->ne[0]);
+            uint32_t f = kld_quant_fallback(type, t->ne[0]);
+            if (f == KLD_TYPE_COUNT)
+                return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': %" PRId64 " columns are "
+                                "not a multiple of %s's block and llama.cpp has no fallback for "
+                                "it (recipe %s)", it->name, t->ne[0], kld_type_name(type, b1),
+                                p->recipe->name);
+            if (f != type) {
+                it->fallback = true;
+                it->wanted_type = type;
+                type = f;
+            }
+        }
+    } else {
+        type = p->base_type;
+    }
+    bool overridden = false;
+    const uint32_t base_type = type;
+    const bool base_fallback = it->fallback;
+    const uint32_t base_wanted = it->wanted_type;
+    for (size_t i = 0; i < p->n_rules; i++) {
+        const kld_policy_rule *r = &p->rules[i];
+        if (!rule_matches(r, it->name, qm->has_output)) continue;
+        if (r->base) {
+            type = base_type;
+            overridden = !p->recipe && !p->base_keep;
+            it->fallback = base_fallback;
+            it->wanted_type = base_wanted;
+            continue;
+        }
+        type = r->keep ? t->type : r->type;
+        overridden = true;
+        it->fallback = false;
+    }
+    if (overridden || (!p->recipe && !p->base_keep)) {
+        uint32_t f = kld_quant_fallback(type, t->ne[0]);
+        if (f == KLD_TYPE_COUNT)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': %" PRId64 " columns are not a "
+                            "multiple of %s's block of %d (policy '%s')", it->name, t->ne[0],
+                            kld_type_name(type, b1), kld_type_info_get(type)->block_size, p->text);
+        if (f != type) {
+            it->fallback = true;
+            it->wanted_type = type;
+            type = f;
+        }
+    }
+    it->dst_type = type;
+    it->convert = type != t->type;
+    if (it->convert) {
+        const kld_type_info *si = kld_type_info_get(t->type);
+        if (!si || !si->to_float)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': stored type %s cannot be "
+                            "converted to float32", it->name, kld_type_name(t->type, b1));
+        if (!kld_type_info_get(type)->quantize_row)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': no quantizer for %s",
+                            it->name, kld_type_name(type, b2));
+        it->requant = si->is_quantized;
+    }
+    return KLD_OK;
+}
+
+static kld_status attach_imatrix(const kld_imatrix *im, kld_quant_item *it, kld_error *err) {
+    const kld_type_info *ti = kld_type_info_get(it->dst_type);
+    if (!im || !it->convert || !ti->imatrix_used) return KLD_OK;
+    const kld_imatrix_entry *e = kld_imatrix_find(im, it->name);
+    if (!e) return KLD_OK; /* llama.cpp: "did not find weights for …" and goes on without */
+    const kld_tensor *t = it->t;
+    if (e->n != t->ne[0] * t->ne[2]) {
+        if (!strcmp(it->name, "token_embd.weight")) return KLD_OK;
+        return kld_fail(err, KLD_ERR_FORMAT, "imatrix entry '%s' has %" PRId64 " values, the "
+                        "tensor has %" PRId64 " columns", it->name, e->n, t->ne[0] * t->ne[2]);
+    }
+    if (!ti->quantize_row_imat)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': quantizing to %s with an importance "
+                        "matrix is not implemented", it->name, ti->name);
+    it->imatrix = e->weights;
+    return KLD_OK;
+}
+
+kld_status kld_quant_plan_make(const kld_policy *p, const kld_hparams *hp,
+                               const kld_tensor *tensors, const char *const *names, size_t n,
+                               const kld_imatrix *im, kld_quant_plan *out, kld_error *err) {
+    memset(out, 0, sizeof *out);
+    order_ent *ord = calloc(n ? n : 1, sizeof *ord);
+    out->items = calloc(n ? n : 1, sizeof *out->items);
+    if (!ord || !out->items) {
+        free(ord);
+        free(out->items);
+        out->items = NULL;
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    kld_quant_model qm = {.n_layer = hp->n_layer,
+                          .n_gqa = hp->n_head_kv > 0 ? hp->n_head / hp->n_head_kv : 1,
+                          .is_70b = !strcmp(hp->arch, "llama") && hp->n_layer == 80,
+                          .has_imatrix = im != NULL};
+    for (size_t i = 0; i < n; i++) {
+        const char *name = names ? names[i] : tensors[i].name;
+        ord[i] = (order_ent){i, layer_of(name), name};
+        if (!strcmp(name, "output.weight")) qm.has_output = true;
+        if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight") ||
+            strstr(name, "attn_kv_b.weight"))
+            qm.n_attention_wv++;
+    }
+    qsort(ord, n, sizeof *ord, cmp_order);
+    out->n = n;
+    out->ftype = p->base_keep ? UINT32_MAX : p->recipe ? p->recipe->ftype : ftype_of_type(p->base_type);
+    kld_recipe_state st = {0};
+    kld_status s = KLD_OK;
+    for (size_t k = 0; s == KLD_OK && k < n; k++) {
+        kld_quant_item *it = &out->items[k];
+        it->t = &tensors[ord[k].idx];
+        it->name = ord[k].name;
+        it->src_type = it->dst_type = it->t->type;
+        it->eligible = eligible(it->name, it->t);
+        if (it->eligible) s = decide(p, &qm, &st, it, err);
+        if (s == KLD_OK) s = attach_imatrix(im, it, err);
+        if (s == KLD_OK)
+            s = kld_type_tensor_bytes(it->dst_type, KLD_MAX_DIMS, it->t->ne, &it->dst_bytes,
+                                      it->name, err);
+        if (s == KLD_OK) {
+            out->src_bytes += it->t->nbytes;
+            out->dst_bytes += it->dst_bytes;
+            out->n_params += (uint64_t)kld_tensor_nelements(it->t);
+            out->n_fallback += it->fallback;
+            out->n_requant += it->requant;
+        }
+    }
+    free(ord);
+    if (s) kld_quant_plan_free(out);
+    return s;
+}
+
+void kld_quant_plan_free(kld_quant_plan *plan) {
+    free(plan->items);
+    memset(plan, 0, sizeof *plan);
+}
+
+double kld_quant_plan_bpw(const kld_quant_plan *plan) {
+    return plan->n_params ? 8.0 * (double)plan->dst_bytes / (double)plan->n_params : 0;
+}
+
+void kld_quant_plan_print(const kld_quant_plan *plan, FILE *f) {
+    uint64_t cnt[KLD_TYPE_COUNT] = {0}, par[KLD_TYPE_COUNT] = {0}, byt[KLD_TYPE_COUNT] = {0};
+    uint32_t req_from[KLD_TYPE_COUNT] = {0};
+    for (size_t i = 0; i < plan->n; i++) {
+        const kld_quant_item *it = &plan->items[i];
+        cnt[it->dst_type]++;
+        par[it->dst_type] += (uint64_t)kld_tensor_nelements(it->t);
+        byt[it->dst_type] += it->dst_bytes;
+        if (it->requant) req_from[it->src_type]++;
+    }
+    fprintf(f, "policy types   type      tensors         params        bytes\n");
+    for (uint32_t t = 0; t < KLD_TYPE_COUNT; t++) {
+        if (!cnt[t]) continue;
+        char b[16];
+        fprintf(f, "               %-8s %8" PRIu64 " %14" PRIu64 " %12" PRIu64 "  %5.1f%%\n",
+                kld_type_name(t, b), cnt[t], par[t], byt[t],
+                plan->dst_bytes ? 100.0 * (double)byt[t] / (double)plan->dst_bytes : 0.0);
+    }
+    fprintf(f, "policy size    %" PRIu64 " bytes, %.3f bits per weight (stored: %" PRIu64 " bytes)\n",
+            plan->dst_bytes, kld_quant_plan_bpw(plan), plan->src_bytes);
+    for (uint32_t t = 0; t < KLD_TYPE_COUNT; t++) {
+        char b[16];
+        if (req_from[t])
+            fprintf(f, "requantized    %u tensor(s) requantized from %s (dequantized first)\n",
+                    req_from[t], kld_type_name(t, b));
+    }
+    for (size_t i = 0; i < plan->n; i++) {
+        const kld_quant_item *it = &plan->items[i];
+        if (!it->fallback) continue;
+        char b1[16], b2[16];
+        fprintf(f, "fallback       %s: %" PRId64 " columns not a multiple of %d for %s, using %s\n",
+                it->name, it->t->ne[0], kld_type_info_get(it->wanted_type)->block_size,
+                kld_type_name(it->wanted_type, b1), kld_type_name(it->dst_type, b2));
+    }
+}

@@ -1,0 +1,25 @@
+/* quant_internal.h — shared inside src/quant: the Hugging Face tensor table
+ * that convert_hf.c builds for write_gguf.c. */
+#ifndef KLD_QUANT_INTERNAL_H
+#define KLD_QUANT_INTERNAL_H
+
+#include "io/gguf_writer.h"
+#include "quant/quant.h"
+
+typedef struct kld_hf_tensors {
+    kld_tensor *tensors; /* views into the source, or into owned[] (permuted rows) */
+    char **names;        /* GGUF names */
+    void **owned;
+    size_t n;
+} kld_hf_tensors;
+
+/* Binds the checkpoint's weights, lists them under GGUF names (q/k rows
+ * permuted where needed) and writes the model and tokenizer metadata. */
+kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
+                          kld_hf_tensors *out, FILE *log, kld_error *err);
+/* Only the listing: bound weights under GGUF names, as stored. */
+kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tensors *out,
+                       kld_error *err);
+void kld_hf_tensors_free(kld_hf_tensors *t);
+
+#endif

@@ -1,0 +1,8 @@
+# Tests of src/quant: llama.cpp's recipes and imatrix quantization against
+# llama-quantize's files, the policy grammar, threads, quantize-on-load;
+# test_cli_quant drives `kldeval quantize`, `inspect MODEL@POLICY` and the
+# kl self-gate between an on-load arm and the written file.
+kld_add_test(NAME test_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.c LABELS quant)
+kld_add_test(NAME test_cli_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_quant.c
+             ARGS $<TARGET_FILE:kldeval> LABELS quant)
+add_dependencies(test_cli_quant kldeval)

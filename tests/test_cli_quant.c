@@ -1,0 +1,137 @@
+/* test_cli_quant.c — `kldeval quantize`, `kldeval inspect MODEL@POLICY` and
+ * `kldeval kl` with an on-load arm, as a user runs them: the written file is
+ * llama-quantize's, a bad policy fails naming its token, inspect prints the
+ * policy's histogram and bits per weight, and the kl self-gate between
+ * f16.gguf@q4_K_M and the file `quantize` wrote is exactly 0. */
+#include "testlib.h"
+
+#include "quant/quant.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#define RL KT_SHARED "/models/rand-llama"
+
+static const char *kldeval;
+
+/* Runs kldeval with args (stderr merged into the captured output). */
+static char *run(const char *args, int *status) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", kldeval, args);
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, n = 0, got;
+    char *out = malloc(cap);
+    while ((got = fread(out + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap) out = realloc(out, cap *= 2);
+    }
+    out[n] = '\0';
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    kldeval = argv[1];
+    char out[512], args[4096], json[512];
+    int st;
+    snprintf(out, sizeof out, "%s/cli_quant_q4_K_M.gguf", kt_build_dir());
+    snprintf(json, sizeof json, "%s/cli_quant_kl.json", kt_build_dir());
+
+    snprintf(args, sizeof args, "quantize --threads 2 %s/f16.gguf '%s' q4_K_M", RL, out);
+    char *o = run(args, &st);
+    CHECK(st == 0 && strstr(o, "blk.1.ffn_down.weight") && strstr(o, "6.282 bits per weight"),
+          "quantize q4_K_M: exit 0, per-tensor lines and bits per weight (%d):\n%s", st, o);
+    free(o);
+    size_t na, nb;
+    char *a = kt_read_file(out, &na), *b = kt_read_file(RL "/q4_K_M.gguf", &nb);
+    CHECK(na == nb && !memcmp(a, b, na), "kldeval quantize q4_K_M == llama-quantize's file");
+    free(a);
+    free(b);
+
+    snprintf(args, sizeof args, "quantize -q %s/f16.gguf '%s.bad' q4_K_M,ffn_sideways=q8_0", RL, out);
+    o = run(args, &st);
+    CHECK(st == 1 && strstr(o, "'ffn_sideways'") && strstr(o, "valid"),
+          "a bad policy exits 1 naming the token: %s", o);
+    free(o);
+    snprintf(args, sizeof args, "quantize -q %s/f16.gguf %s/f16.gguf q4_K_M", RL, RL);
+    o = run(args, &st);
+    CHECK(st == 2, "OUT = IN is refused before any work (%d): %s", st, o);
+    free(o);
+
+    snprintf(args, sizeof args, "inspect %s/f16.gguf@q4_K_M,head=q8_0", RL);
+    o = run(args, &st);
+    CHECK(st == 0 && strstr(o, "policy         q4_K_M,head=q8_0") && strstr(o, "q8_0") &&
+          strstr(o, "bits per weight"), "inspect MODEL@POLICY prints the policy's histogram:\n%s", o);
+    free(o);
+    snprintf(args, sizeof args, "inspect --json %s/f16.gguf@q4_K_M", RL);
+    o = run(args, &st);
+    const char *brace = strchr(o, '{');
+    json_t *j = brace ? json_loads(brace, 0, NULL) : NULL;
+    json_t *pol = json_object_get(j, "policy");
+    double bpw = json_real_value(json_object_get(pol, "bits_per_weight"));
+    CHECK(st == 0 && pol && bpw > 6.28 && bpw < 6.29 &&
+          json_integer_value(json_object_get(json_object_get(pol, "types"), "q6_K")) == 3,
+          "inspect --json MODEL@POLICY: bits_per_weight %.4f and 3 q6_K tensors", bpw);
+    json_decref(j);
+    free(o);
+
+    snprintf(args, sizeof args, "kl --ref %s/f16.gguf@q4_K_M --arm '%s' --max-docs 2 --max-tokens 48 "
+             "--threads 2 --quiet --json '%s'", RL, out, json);
+    o = run(args, &st);
+    CHECK(st == 0, "kl with an on-load reference exits 0 (%d): %s", st, o);
+    free(o);
+    j = json_load_file(json, 0, NULL);
+    json_t *kld = json_object_get(j, "kld");
+    CHECK(kld && json_real_value(json_object_get(kld, "mean")) == 0.0 &&
+          json_real_value(json_object_get(kld, "max")) == 0.0 &&
+          json_real_value(json_object_get(j, "top1_agreement")) == 1.0 &&
+          json_integer_value(json_object_get(j, "n_positions")) > 0,
+          "kl self-gate f16.gguf@q4_K_M vs the written file: KLD exactly 0");
+    const char *ref_path = json_string_value(
+        json_object_get(json_object_get(json_object_get(j, "config"), "ref"), "path"));
+    CHECK(ref_path && strstr(ref_path, "@q4_K_M"), "the report names the reference's policy");
+    json_decref(j);
+    remove(out);
+    remove(json);
+
+    /* kldeval imatrix with llama-imatrix's settings (-c 256 --chunks 64 on
+     * the licenses corpus) against its file */
+    char im_path[512];
+    snprintf(im_path, sizeof im_path, "%s/cli_quant_imatrix.dat", kt_build_dir());
+    snprintf(args, sizeof args, "imatrix -q -m %s/f16.gguf --corpus %s/corpus/licenses.txt --ctx 256 "
+             "--chunks 64 --threads 2 -o '%s'", RL, KT_SHARED, im_path);
+    o = run(args, &st);
+    CHECK(st == 0, "imatrix exits 0 (%d): %s", st, o);
+    free(o);
+    kld_imatrix *ours = NULL, *theirs = NULL;
+    kld_error err = {0};
+    CHECK_OK(kld_imatrix_read(im_path, &ours, &err), err);
+    CHECK_OK(kld_imatrix_read(KT_SHARED "/oracle/rand-llama/imatrix/imatrix.dat", &theirs, &err), err);
+    if (ours && theirs) {
+        CHECK(ours->n == theirs->n && ours->chunks == 64, "imatrix: %zu entries (llama.cpp %zu), %d chunks",
+              ours->n, theirs->n, ours->chunks);
+        double worst = 0;
+        for (size_t i = 0; i < theirs->n; i++) {
+            const kld_imatrix_entry *t = &theirs->e[i], *u = kld_imatrix_find(ours, t->name);
+            CHECK(u && u->n == t->n && u->ncall == t->ncall, "imatrix entry %s present, same size", t->name);
+            for (int64_t k = 0; u && u->n == t->n && k < t->n; k++) {
+                double rel = fabs((double)u->sums[k] - t->sums[k]) / fabs((double)t->sums[k]);
+                if (rel > worst) worst = rel;
+            }
+            /* the first layer's attention inputs are the normed embeddings:
+             * no rounded activation precedes them, so they agree exactly */
+            if (u && !strcmp(t->name, "blk.0.attn_q.weight"))
+                CHECK(!memcmp(u->sums, t->sums, (size_t)t->n * 4), "blk.0.attn_q entry bit for bit");
+        }
+        printf("  imatrix: worst relative difference from llama-imatrix %.3g\n", worst);
+        CHECK(worst < 0.01, "imatrix within 1%% of llama-imatrix per entry (worst %.3g)", worst);
+    }
+    kld_imatrix_free(ours);
+    kld_imatrix_free(theirs);
+    remove(im_path);
+    return kt_finish();
+}
