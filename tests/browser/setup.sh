@@ -21,6 +21,11 @@ fi
 stamp=node_modules/.kld-lock.sha256
 want=$(sha256sum package-lock.json | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  # npm trusts Node's bundled roots only; the system's bundle also holds any
+  # CA the machine's administrator installed (a proxy's, for example)
+  if [ -z "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+  fi
   npm ci --no-audit --no-fund --loglevel=error >&2
   echo "$want" > "$stamp"
 fi
