@@ -169,4 +169,13 @@ static inline float kld_half_to_float(uint16_t h) {
 /* Little-endian half stores for the quantizers. */
 static inline void kld_store_u16(void *p, uint16_t v) { memcpy(p, &v, 2); }
 
+/* ggml's make_qkx2_quants (quantize_k_ref.c): asymmetric levels 0..nmax with
+ * a scale and a min (returned as -min in *the_min), the best weighted fit of
+ * nstep+1 trial scales; the error is squared, or absolute with use_mad. The
+ * importance-weighted quantizers use it with their imatrix weights (ggml's
+ * make_qkx3_quants is the same computation). */
+float kld_make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                           float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                           bool use_mad);
+
 #endif

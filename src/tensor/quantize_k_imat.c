@@ -19,75 +19,6 @@ static inline int nearest_int(float x) {
     return (i & 0x007FFFFF) - 0x00400000;
 }
 
-/* Asymmetric levels 0..nmax with explicit weights: the min/max start, then
- * nstep+1 trial scales, keeping the weighted least-squares fit with the
- * smallest error (ggml's make_qkx3_quants, weights always given here). */
-static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep) {
-    float min = x[0], max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        float w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max <= min) {
-        memset(L, 0, (size_t)n);
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_mad = 0;
-    for (int i = 0; i < n; i++) {
-        int l = nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)imax(0, imin(nmax, l));
-        float diff = scale * (float)L[i] + min - x[i];
-        best_mad += weights[i] * (diff * diff);
-    }
-    for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            int l = imax(0, imin(nmax, nearest_int(iscale * (x[i] - min))));
-            Laux[i] = (uint8_t)l;
-            float w = weights[i];
-            sum_l += w * (float)l;
-            sum_l2 += w * (float)l * (float)l;
-            sum_xl += w * (float)l * x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float mad = 0;
-            for (int i = 0; i < n; i++) {
-                float diff = this_scale * (float)Laux[i] + this_min - x[i];
-                mad += weights[i] * (diff * diff);
-            }
-            if (mad < best_mad) {
-                memcpy(L, Laux, (size_t)n);
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
-
-/* Non-negative levels 0..nmax for the 8 sub-block scales (or mins) of a
- * super-block, weighted by each sub-block's total weight: 9 trial scales,
- * then up to 5 sweeps of single-level coordinate descent (make_qp_quants). */
 static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
     float max = 0;
     for (int i = 0; i < n; i++) max = max > x[i] ? max : x[i];
@@ -165,8 +96,8 @@ static void k4_imat_block(const float *x, const float *qw, uint8_t *b, int nmax,
         float sumw = 0;
         for (int l = 0; l < 32; l++) sumw += weights[l];
         sw[j] = sumw;
-        scales[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                     -0.9f, 0.05f, 36);
+        scales[j] = kld_make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
+                                         -0.9f, 0.05f, 36, false);
     }
     const float d_block = make_qp_quants(8, 63, scales, Ls, sw);
     const float m_block = make_qp_quants(8, 63, mins, Lm, sw);
@@ -273,8 +204,8 @@ void kld_quant_q2_k_imat(const float *x, void *dst, int64_t n_per_row, const flo
             for (int l = 0; l < 16; l++)
                 weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
             for (int l = 0; l < 16; l++) sw[j] += weight[l];
-            scales[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux,
-                                         -0.9f, 0.05f, 36);
+            scales[j] = kld_make_qkx2_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux,
+                                         -0.9f, 0.05f, 36, false);
         }
         float dm = make_qp_quants(16, 15, scales, Ls, sw);
         float mm = make_qp_quants(16, 15, mins, Lm, sw);
@@ -363,7 +294,7 @@ static void q_1_imat(const float *x, uint8_t *b, int64_t n_per_row, const float 
         float weight[32], min;
         uint8_t L[32], Laux[32];
         for (int j = 0; j < 32; j++) weight[j] = w[j] * sqrtf(sigma2 + xb[j] * xb[j]);
-        float d = make_qkx3_quants(32, nmax, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36);
+        float d = kld_make_qkx2_quants(32, nmax, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false);
         kld_store_u16(b, kld_f32_to_f16(d));
         kld_store_u16(b + 2, kld_f32_to_f16(-min));
         uint8_t *qs = b + (nmax == 15 ? 4 : 8);

@@ -112,9 +112,9 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
 /* Asymmetric levels 0..nmax with scale and min (returned as -min in
  * *the_min): start from the min/max range, then try nstep+1 scales and keep
  * the weighted least-squares (scale, min) with the smallest error. */
-static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
-                              bool use_mad) {
+float kld_make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                           float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                           bool use_mad) {
     float min = x[0], max = x[0];
     float sum_w = weights[0];
     float sum_x = sum_w * x[0];
@@ -197,7 +197,7 @@ void kld_quant_q2_k_ref(const float *x, void *dst, int64_t n) {
         float max_scale = 0, max_min = 0;
         for (int j = 0; j < 16; j++) {
             for (int l = 0; l < 16; l++) weights[l] = fabsf(x[16 * j + l]);
-            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
+            scales[j] = kld_make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
                                          -0.5f, 0.1f, 15, true);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
@@ -287,7 +287,7 @@ void kld_quant_q3_k_ref(const float *x, void *dst, int64_t n) {
 static float qkx2_32_ref(int nmax, const float *x, const float *weights, uint8_t *L,
                          float *the_min, float rmin, float rdelta, int nstep) {
     uint8_t Laux[32];
-    return make_qkx2_quants(32, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep, false);
+    return kld_make_qkx2_quants(32, nmax, x, weights, L, the_min, Laux, rmin, rdelta, nstep, false);
 }
 
 static void quant_k4_block(const float *x, uint8_t *b, int nmax, float rmin, int nstep,
