@@ -425,7 +425,7 @@ static void test_sweep_groups(void) {
               (unsigned long long)total, (unsigned long long)fp->dst_bytes);
         for (int inv = 0; pick && inv < 2; inv++) {
             char pol[256];
-            CHECK_OK(kld_quant_group_policy("q4_K_M", pick, inv, pol, sizeof pol, &err), err);
+            CHECK_OK(kld_quant_group_policy("q4_K_M", pick, inv, NULL, pol, sizeof pol, &err), err);
             kld_model *m = NULL;
             CHECK_OK(kld_model_open(RL "/f16.gguf", &(kld_model_opts){.policy = pol}, &m, &err), err);
             const kld_quant_plan *p = m ? kld_model_quant_plan(m) : NULL;

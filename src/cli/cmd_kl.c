@@ -2,6 +2,8 @@
  * driver, prints the report and writes the requested files. */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/kl_sweep.h"
+#include "store/dump.h"
 #include "engine/engine.h"
 #include "eval/kl_driver.h"
 #include "eval/merge.h"
@@ -90,6 +92,17 @@ static void usage(FILE *f) {
 "  --html FILE            write the HTML report of this run (see kldeval report)\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
+"sweeps (the reference forwarded once into a saved teacher, then one candidate per value)\n"
+"  --sweep NAME=V1,V2,... one candidate per lever value, e.g. kv=f16,q8_0,q5_1,q4_0 (values\n"
+"                         holding commas, such as per-layer maps, are separated by ';');\n"
+"                         NAME=...×NAME=... (or *) runs the grid, e.g. kv_k=q8_0,q4_0×kv_v=q8_0,q4_0;\n"
+"                         prints value, KLD mean ± error, median, p99, top-1 and the cache's bytes\n"
+"                         per token; every arm is recorded (mode sweep). Windows: --chunking\n"
+"                         stream (default here) or llamacpp\n"
+"  --floor                add the noise floor (the reference with noise=bf16) and show every arm's\n"
+"                         KLD beside it: the paired per-position difference KLD − floor ± error\n"
+"  --teacher DIR          keep the saved teacher in DIR (reused when it holds a complete dump)\n"
+"  --teacher-top-k K|all  ids per teacher record (default all: exact full-vocabulary KLD)\n\n"
 "scale-out (see README: Slurm, Kubernetes, GNU parallel)\n"
 "  --shard K/N            score only shard K of N: the windows i with i mod N = K\n"
 "  --shard-mode M         mod (default) or range (the K-th of N contiguous runs of windows)\n"
@@ -135,12 +148,16 @@ static void progress(const kld_kl_progress *p, void *user) {
     kld_progress_print(stderr, &pr);
 }
 
-static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, int *rc) {
+static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_sweep_opts *so,
+                        bool chunking_given);
+
+static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kld_kl_sweep_opts *so,
+                  int *rc) {
     static const char *const valued[] = {
         "--ref", "--arm", "--reference-logits", "--arm-logits", "--llamacpp-base", "--corpus", "--corpus-format", "--ids-file", "--json", "--pin",
         "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens",
         "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
-        "--ref-lever", "--arm-lever", "--prompt-len", NULL};
+        "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k", NULL};
     bool prompt_given = false;
     bool chunking_given = false, ctx_given = false;
     *rc = 2;
@@ -159,6 +176,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, in
         int sh = parse_shard_flag(argc, argv, &i, c, o);
         if (sh >= 0) { if (!sh) return false; continue; }
         if (!strcmp(a, "--decode")) { c->decode = true; continue; }
+        if (!strcmp(a, "--floor")) { so->floor = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval kl: unknown %s '%s' (see --help)\n",
                     a[0] == '-' ? "flag" : "argument", a);
@@ -183,6 +201,13 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, in
             if (!kld_arg_int(a, v, 0, 1 << 24, &c->prompt_len)) return false;
         }
         else if (!strcmp(a, "--arm")) c->arm_path = v;
+        else if (!strcmp(a, "--sweep")) so->spec = v;
+        else if (!strcmp(a, "--teacher")) so->teacher_dir = v;
+        else if (!strcmp(a, "--teacher-top-k")) {
+            if (!strcmp(v, "all")) so->teacher_top_k = 0;
+            else if (!kld_arg_int(a, v, 1, KLD_DUMP_MAX_TOPK, &n)) return false;
+            else so->teacher_top_k = (int32_t)n;
+        }
         else if (!strcmp(a, "--reference-logits")) c->ref_logits = v;
         else if (!strcmp(a, "--arm-logits")) c->arm_logits = v;
         else if (!strcmp(a, "--llamacpp-base")) c->llamacpp_base = v;
@@ -224,6 +249,10 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, in
     if (prompt_given && !c->decode) {
         fprintf(stderr, "kldeval kl: --prompt-len applies to --decode\n");
         return false;
+    }
+    if (so->spec || so->floor) {
+        if (!check_sweep(c, o, so, chunking_given)) return false;
+        arms = 1;
     }
     if (refs == 1 && c->ref_path && arms == 0) {
         if (!c->arm_levers && !c->decode) {
@@ -298,6 +327,30 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, in
     }
     if (o->partial_path && !kld_arg_output("kl", "--partial", o->partial_path, files, n_files))
         return false;
+    return true;
+}
+
+/* --sweep / --floor: a model reference, stream or llamacpp windows, and no
+ * single-run outputs. */
+static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_sweep_opts *so,
+                        bool chunking_given) {
+    const char *flag = so->spec ? "--sweep" : "--floor";
+    if (!c->ref_path || c->ref_logits || c->llamacpp_base || c->arm_logits) {
+        fprintf(stderr, "kldeval kl: %s needs a reference model (-m/--ref): it makes its own saved "
+                        "teacher\n", flag);
+        return false;
+    }
+    if (c->shard.n || o->partial_path || o->pin_path || o->tsv_path || c->decode) {
+        fprintf(stderr, "kldeval kl: %s does not combine with --shard, --partial, --pin, "
+                        "--per-position or --decode\n", flag);
+        return false;
+    }
+    if (!chunking_given) c->chunking = KLD_CHUNKING_STREAM;
+    else if (c->chunking == KLD_CHUNKING_DOC) {
+        fprintf(stderr, "kldeval kl: %s uses a saved teacher, whose windows have a fixed length: "
+                        "--chunking stream or llamacpp\n", flag);
+        return false;
+    }
     return true;
 }
 
@@ -383,8 +436,17 @@ int kld_cmd_kl(int argc, char **argv) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
     kld_kl_outputs o = {0};
+    kld_kl_sweep_opts so = {0};
     int rc;
-    if (!parse(argc, argv, &c, &o, &rc)) return rc;
+    if (!parse(argc, argv, &c, &o, &so, &rc)) return rc;
+    if ((so.teacher_dir || so.teacher_top_k) && !so.spec && !so.floor) {
+        fprintf(stderr, "kldeval kl: --teacher and --teacher-top-k apply to --sweep and --floor\n");
+        return 2;
+    }
     kld_kernels_init();
+    if (so.spec || so.floor) {
+        so.json_path = o.json_path;
+        return kld_kl_sweep_main(&c, &o, &so);
+    }
     return kld_kl_main(&c, &o);
 }

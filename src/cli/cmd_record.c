@@ -8,33 +8,48 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+bool kld_record_runs(const char *cmd, const kld_kl_outputs *o, const kld_record_item *items,
+                     size_t n) {
+    if (o->no_db && !o->html_path) return true;
+    kld_error err = {0};
+    kld_db *db = NULL;
+    /* --no-db --html: a throwaway database holds the runs for the report */
+    if (kld_db_open(o->no_db ? ":memory:" : o->db_path, &db, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval %s: run not saved: %s\n", cmd, err.msg);
+        return !o->html_path;
+    }
+    int64_t *ids = calloc(n ? n : 1, sizeof *ids);
+    size_t n_ids = 0;
+    bool ok = ids != NULL;
+    for (size_t i = 0; ids && i < n; i++) {
+        const kld_record_item *it = &items[i];
+        kld_db_run run = {it->label, it->mode, it->report, it->sum, it->stats, it->partial,
+                          it->wall_s, it->tokens_per_s};
+        if (kld_db_record_run(db, &run, &ids[n_ids], &err) != KLD_OK) {
+            fprintf(stderr, "kldeval %s: run not saved in %s: %s\n", cmd, kld_db_path(db), err.msg);
+            ok = !o->html_path;
+            continue;
+        }
+        if (!o->no_db)
+            fprintf(stderr, "kldeval %s: recorded as run %lld in %s\n", cmd, (long long)ids[n_ids],
+                    kld_db_path(db));
+        n_ids++;
+    }
+    if (ok && n_ids && o->html_path && kld_report_html_write(db, ids, n_ids, o->html_path, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval %s: %s\n", cmd, err.msg);
+        ok = false;
+    }
+    free(ids);
+    kld_db_close(db);
+    return ok;
+}
 
 bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
                     const json_t *report, const struct kld_summary *sum,
                     const struct kld_stats *stats, bool partial, double wall_s,
                     double tokens_per_s) {
-    if (o->no_db && !o->html_path) return true;
-    kld_error err = {0};
-    kld_db *db = NULL;
-    /* --no-db --html: a throwaway database holds the run for the report */
-    if (kld_db_open(o->no_db ? ":memory:" : o->db_path, &db, &err) != KLD_OK) {
-        fprintf(stderr, "kldeval %s: run not saved: %s\n", cmd, err.msg);
-        return !o->html_path;
-    }
-    kld_db_run run = {o->label, mode, report, sum, stats, partial, wall_s, tokens_per_s};
-    int64_t id = 0;
-    bool ok = true;
-    if (kld_db_record_run(db, &run, &id, &err) != KLD_OK) {
-        fprintf(stderr, "kldeval %s: run not saved in %s: %s\n", cmd, kld_db_path(db), err.msg);
-        ok = !o->html_path;
-    } else {
-        if (!o->no_db) fprintf(stderr, "kldeval %s: recorded as run %lld in %s\n", cmd, (long long)id,
-                               kld_db_path(db));
-        if (o->html_path && kld_report_html_write(db, &id, 1, o->html_path, &err) != KLD_OK) {
-            fprintf(stderr, "kldeval %s: %s\n", cmd, err.msg);
-            ok = false;
-        }
-    }
-    kld_db_close(db);
-    return ok;
+    kld_record_item it = {o->label, mode, report, sum, stats, partial, wall_s, tokens_per_s};
+    return kld_record_runs(cmd, o, &it, 1);
 }

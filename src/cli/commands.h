@@ -12,6 +12,7 @@ int kld_cmd_logits(int argc, char **argv);
 int kld_cmd_generate(int argc, char **argv);
 int kld_cmd_tokenize(int argc, char **argv);
 int kld_cmd_kl(int argc, char **argv);
+int kld_cmd_sweep(int argc, char **argv);
 int kld_cmd_dump(int argc, char **argv);
 int kld_cmd_demo(int argc, char **argv);
 int kld_cmd_runs(int argc, char **argv);
@@ -45,5 +46,17 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
                     const json_t *report, const struct kld_summary *sum,
                     const struct kld_stats *stats, bool partial, double wall_s,
                     double tokens_per_s);
+/* Several runs of one command (a sweep's arms) into one database; the HTML
+ * report, when asked for, shows all of them. */
+typedef struct kld_record_item {
+    const char *label, *mode;
+    const json_t *report;
+    const struct kld_summary *sum;
+    const struct kld_stats *stats;
+    bool partial;
+    double wall_s, tokens_per_s;
+} kld_record_item;
+bool kld_record_runs(const char *cmd, const kld_kl_outputs *o, const kld_record_item *items,
+                     size_t n);
 
 #endif

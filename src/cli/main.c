@@ -20,6 +20,7 @@ static const command commands[] = {
     {"generate", kld_cmd_generate, "greedy generation from a prompt"},
     {"tokenize", kld_cmd_tokenize, "text to token ids (or pieces, or counts)"},
     {"kl", kld_cmd_kl, "teacher-forced KL divergence of an arm against a reference"},
+    {"sweep", kld_cmd_sweep, "sensitivity sweep: which tensors deserve more bits (and a policy for a budget)"},
     {"quantize", kld_cmd_quantize, "write a GGUF at another precision (llama-quantize's recipes, policies)"},
     {"imatrix", kld_cmd_imatrix, "importance matrix of a model over a corpus (llama-imatrix's format)"},
     {"dump", kld_cmd_dump, "save a model's distributions: a teacher, a candidate or a llama.cpp base file"},

@@ -7,6 +7,7 @@
 #include "eval/arm.h"
 
 #include "eval/corpus.h"
+#include "quant/quant.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -88,6 +89,20 @@ static void model_free(kld_arm *a) {
 
 static const kld_arm_ops model_ops = {prepare, begin, eval, model_free};
 
+/* Over every tensor, as `inspect` counts them: the quantized-on-load plan's
+ * when a policy was applied, else the stored tensors'. */
+static double bits_per_weight(const kld_model *m) {
+    const struct kld_quant_plan *plan = kld_model_quant_plan(m);
+    if (plan) return kld_quant_plan_bpw(plan);
+    const kld_source *src = kld_model_source(m);
+    uint64_t bytes = 0, params = 0;
+    for (size_t i = 0; i < src->n_tensors; i++) {
+        bytes += src->tensors[i].nbytes;
+        params += (uint64_t)kld_tensor_nelements(&src->tensors[i]);
+    }
+    return params ? 8.0 * (double)bytes / (double)params : 0.0;
+}
+
 static json_t *model_desc(const char *path, const kld_model *m) {
     const kld_source *src = kld_model_source(m);
     json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "kind", "model", "path", path, "format",
@@ -95,7 +110,8 @@ static json_t *model_desc(const char *path, const kld_model *m) {
     struct stat sb;
     uint8_t d[32];
     char hex[65];
-    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && kld_sha256_file(path, d, NULL) == KLD_OK) {
+    /* the stored file's hash, also for MODEL@POLICY */
+    if (stat(src->path, &sb) == 0 && S_ISREG(sb.st_mode) && kld_sha256_file(src->path, d, NULL) == KLD_OK) {
         kld_hex_digest(d, hex);
         json_object_set_new(o, "sha256", json_string(hex));
     } else {
@@ -104,6 +120,8 @@ static json_t *model_desc(const char *path, const kld_model *m) {
     const kld_hparams *hp = kld_model_hparams(m);
     json_object_set_new(o, "arch", json_string(hp->arch));
     json_object_set_new(o, "n_vocab", json_integer(hp->n_vocab));
+    json_object_set_new(o, "policy", kld_model_policy(m) ? json_string(kld_model_policy(m)) : json_null());
+    json_object_set_new(o, "bits_per_weight", json_real(bits_per_weight(m)));
     return o;
 }
 
@@ -165,6 +183,12 @@ kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool de
     char buf[256];
     kld_levers_format(&m->levers, buf, sizeof buf);
     json_object_set_new(a->desc, "levers", json_string(buf));
+    kld_mem_plan mp; /* what one position costs in the cache with these levers */
+    kld_error plan_err = {0};
+    if (kld_mem_plan_compute_levers(a->model, 1, 1, 1, &m->levers, &mp, &plan_err) == KLD_OK) {
+        json_object_set_new(a->desc, "kv_bytes_per_token", json_integer((json_int_t)mp.kv_token_bytes));
+        json_object_set_new(a->desc, "kv_types", json_string(mp.kv_desc));
+    }
     json_object_set_new(a->desc, "path_kind", json_string(decode ? "decode" : "prefill"));
     if (decode) json_object_set_new(a->desc, "prompt_len", json_integer(prompt_len));
     return KLD_OK;

@@ -117,6 +117,14 @@ static kld_status sparse_row(kld_scorer *s, scratch *c, const kld_window *w, con
                         .rank_arm = c->rank_arm, .top_ref = ref->argmax[r], .next_token = next,
                         .logp_next_ref = ref->logp_next[r], .tail_ref = NAN, .tail_arm = NAN};
     tr.full = s->o.ref_n_vocab > 0 && k == s->o.ref_n_vocab;
+    if (tr.full && arm->kind == KLD_ROWS_DENSE && arm->n_vocab == k && !s->o.common) {
+        /* the whole vocabulary: the teacher's exact float32 row, scattered
+         * back, is scored as the lockstep run scores it (same kernels) */
+        float *dense = c->rank_ref;
+        for (int32_t j = 0; j < k; j++) dense[idx[j]] = rv[j];
+        return kld_position_compute(dense, arm->logits + (size_t)r * (size_t)arm->n_vocab, k, next,
+                                    s->o.topk, out, err);
+    }
     for (int32_t j = 0; j < k; j++) c->lp[j] = (double)rv[j] - ref->lse[r];
     if (arm->kind == KLD_ROWS_DENSE) {
         const float *row = arm->logits + (size_t)r * (size_t)arm->n_vocab;

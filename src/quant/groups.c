@@ -1,8 +1,10 @@
 /* groups.c — the groups a sensitivity sweep scores (layers, tensor classes
  * or both, plus the embedding and the head), each as a policy selector, and
- * the policy of one group's arm: `BASE,*=keep,GROUP=base` (only the group at
- * the base's types) or `BASE,GROUP=keep` (inverted). `base` keeps a
- * recipe's positional choices (attn_v/ffn_down by layer) for the group. */
+ * the policy of one group's arm: `BASE,*=UP,GROUP=base` (only the group at
+ * the base's types, everything else at UP) or `BASE,GROUP=UP` (inverted),
+ * UP being `keep` (the stored types) unless an upgrade type is given.
+ * `base` keeps a recipe's positional choices (attn_v/ffn_down by layer) for
+ * the group. */
 #include "quant/quant.h"
 
 #include <stdio.h>
@@ -71,9 +73,10 @@ kld_status kld_quant_groups(const kld_quant_plan *plan, kld_group_kind kind,
 }
 
 kld_status kld_quant_group_policy(const char *base, const kld_quant_group *g, bool invert,
-                                  char *buf, size_t cap, kld_error *err) {
-    int w = invert ? snprintf(buf, cap, "%s,%s=keep", base, g->selector)
-                   : snprintf(buf, cap, "%s,*=keep,%s=base", base, g->selector);
+                                  const char *upgrade, char *buf, size_t cap, kld_error *err) {
+    const char *up = upgrade ? upgrade : "keep";
+    int w = invert ? snprintf(buf, cap, "%s,%s=%s", base, g->selector, up)
+                   : snprintf(buf, cap, "%s,*=%s,%s=base", base, up, g->selector);
     if (w < 0 || (size_t)w >= cap)
         return kld_fail(err, KLD_ERR_ARG, "policy for group '%s' does not fit %zu bytes", g->selector, cap);
     return KLD_OK;

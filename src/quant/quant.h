@@ -184,9 +184,28 @@ typedef struct kld_quant_group {
 kld_status kld_quant_groups(const kld_quant_plan *plan, kld_group_kind kind,
                             kld_quant_group **out, size_t *n, kld_error *err);
 /* The arm of group g: BASE with only g at the base's types (everything else
- * kept), or with invert everything at the base but g. */
+ * at `upgrade`), or with invert everything at the base but g (g at
+ * `upgrade`). upgrade: a type name, or NULL for keep (the stored types). */
 kld_status kld_quant_group_policy(const char *base, const kld_quant_group *g, bool invert,
-                                  char *buf, size_t cap, kld_error *err);
+                                  const char *upgrade, char *buf, size_t cap, kld_error *err);
+
+/* A policy that fits a bits-per-weight budget (budget.c): starting from
+ * every group at its low-precision bytes, groups are raised to their
+ * high-precision bytes greedily by gain per extra byte (largest first,
+ * skipping any that no longer fit; gains <= 0 never raised). gain: the KLD
+ * the group saves at the higher precision, as a sweep measured it. The
+ * result is BASE followed by `,SELECTOR=UP` for each raised group, in group
+ * order; *bpw is its bits per weight (other_bytes: the tensors outside every
+ * group). Fails when even every group low exceeds the budget. */
+typedef struct kld_budget_item {
+    const char *selector;
+    uint64_t lo_bytes, hi_bytes;
+    double gain;
+} kld_budget_item;
+
+kld_status kld_quant_budget(const char *base, const char *upgrade, const kld_budget_item *items,
+                            size_t n, uint64_t other_bytes, uint64_t n_params, double budget_bpw,
+                            char *buf, size_t cap, double *bpw, size_t *n_raised, kld_error *err);
 
 /* ---- quantizing tensors ---- */
 

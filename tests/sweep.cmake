@@ -1,0 +1,4 @@
+# Sweeps: `kldeval sweep` (precision groups, --budget) and `kl --sweep/--floor`.
+kld_add_test(NAME test_cli_sweep SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_sweep.c
+             ARGS $<TARGET_FILE:kldeval> TIMEOUT 300)
+add_dependencies(test_cli_sweep kldeval)

@@ -1,0 +1,201 @@
+/* test_cli_sweep.c — sweeps from the command line. `kldeval sweep`: the
+ * table is reproducible bit for bit, its all-base arm equals the lockstep
+ * `kl` of the same policy, the groups are ranked, and the policy --budget
+ * proposes at q4_K_M's bits per weight measures a lower KLD than q4_K_M.
+ * `kl --sweep kv=… --floor`: ordered KLDs, the cache's bytes per token from
+ * the block sizes, the floor's paired differences, grids, the reference
+ * value's exact zero. Every arm is recorded (mode sweep) and reported.
+ * Bad flags fail naming the token. */
+#include "testlib.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+static const char *kldeval;
+static char out_path[512], db_path[512];
+
+static int run(const char *args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", kldeval, args, out_path);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool output_has(const char *a) {
+    size_t len;
+    char *t = kt_read_file(out_path, &len);
+    bool ok = strstr(t, a) != NULL;
+    if (!ok) fprintf(stderr, "output was: %s\n", t);
+    free(t);
+    return ok;
+}
+
+static json_t *run_json(const char *args, const char *name) {
+    char json[600], full[8192];
+    snprintf(json, sizeof json, "%s/%s", kt_build_dir(), name);
+    snprintf(full, sizeof full, "%s --json '%s' --quiet", args, json);
+    int rc = run(full);
+    CHECK(rc == 0, "exit 0 (got %d): %s", rc, args);
+    if (rc) output_has("(exit 0)");
+    json_error_t e;
+    json_t *j = json_load_file(json, 0, &e);
+    CHECK(j != NULL, "%s: %s", json, e.text);
+    return j;
+}
+
+static double num(const json_t *o, const char *a, const char *b) {
+    const json_t *x = json_object_get(o, a);
+    if (b) x = json_object_get(x, b);
+    return json_is_number(x) ? json_number_value(x) : NAN;
+}
+
+#define M KT_SHARED "/models/rand-llama/f16.gguf"
+#define Q4KM KT_SHARED "/models/rand-llama/q4_K_M.gguf"
+#define WIN "--max-docs 2 --ctx 64"
+
+static void test_budget_sweep(void) {
+    const char *args = "sweep --ref " M " --base q4_K_M,head=q5_K --groups layers --invert "
+                       "--upgrade q8_0 --budget 6.282 " WIN " --no-db";
+    json_t *a = run_json(args, "sweep_a.json"), *b = run_json(args, "sweep_b.json");
+    if (!a || !b) return;
+    json_t *ra = json_object_get(a, "ranked"), *rb = json_object_get(b, "ranked");
+    CHECK(json_array_size(ra) == 3, "layers of rand-llama: blk:0, blk:1, head (got %zu)", json_array_size(ra));
+    CHECK(json_equal(ra, rb), "the ranked table is reproducible bit for bit");
+    CHECK(json_equal(json_object_get(a, "arms"), json_object_get(b, "arms")), "so are the arms");
+    for (size_t i = 1; i < json_array_size(ra); i++)
+        CHECK(num(json_array_get(ra, i - 1), "d_kld", "mean") >= num(json_array_get(ra, i), "d_kld", "mean"),
+              "ranked by ΔKLD saved, row %zu", i);
+    /* the all-base arm is the lockstep kl of the same policy */
+    json_t *k = run_json("kl --ref " M " --arm " M "@q4_K_M,head=q5_K --chunking stream " WIN " --no-db", "sweep_kl.json");
+    double base_kld = num(json_array_get(json_object_get(a, "arms"), 0), "kld", "mean");
+    CHECK(fabs(base_kld - num(k, "kld", "mean")) <= 1e-9 * fabs(base_kld), "all-base %.12g vs lockstep %.12g",
+          base_kld, num(k, "kld", "mean"));
+    /* the proposal fits the budget and beats q4_K_M at its size */
+    json_t *p = json_object_get(a, "proposal");
+    json_t *q = run_json("kl --ref " M " --arm " Q4KM " --chunking stream " WIN " --no-db", "sweep_q4km.json");
+    CHECK(num(p, "bpw", NULL) <= 6.282, "proposal bpw %.4f <= budget", num(p, "bpw", NULL));
+    CHECK(num(p, "kld_mean", NULL) < num(q, "kld", "mean"), "proposal KLD %.6f < q4_K_M's %.6f",
+          num(p, "kld_mean", NULL), num(q, "kld", "mean"));
+    CHECK(json_integer_value(json_object_get(p, "groups_raised")) >= 1, "something was raised");
+    json_decref(a);
+    json_decref(b);
+    json_decref(k);
+    json_decref(q);
+}
+
+static void test_class_sweep_recorded(void) {
+    char args[2048];
+    snprintf(args, sizeof args, "sweep --ref " M " --base q4_0 --groups classes --teacher-top-k 512 " WIN
+             " --db '%s' --html '%s/sweep.html' --label cls", db_path, kt_build_dir());
+    json_t *j = run_json(args, "sweep_cls.json");
+    if (!j) return;
+    json_t *r = json_object_get(j, "ranked"), *arms = json_object_get(j, "arms");
+    CHECK(json_array_size(r) == 8, "7 tensor classes + head (got %zu)", json_array_size(r));
+    CHECK(json_array_size(arms) == 9, "the all-base arm and one per group");
+    /* plain sweep against the reference itself: ΔKLD is the group arm's KLD */
+    for (size_t i = 0; i < json_array_size(r); i++) {
+        const json_t *g = json_array_get(r, i);
+        const char *sel = json_string_value(json_object_get(g, "group"));
+        for (size_t k = 0; k < json_array_size(arms); k++) {
+            const json_t *a = json_array_get(arms, k);
+            if (!strcmp(json_string_value(json_object_get(a, "label")), sel))
+                CHECK(num(g, "d_kld", "mean") == num(a, "kld", "mean"), "%s: ΔKLD = its KLD", sel);
+        }
+    }
+    char list[1024];
+    snprintf(list, sizeof list, "runs list --db '%s' --mode sweep --label 'cls:*'", db_path);
+    CHECK(run(list) == 0, "runs list");
+    CHECK(output_has("cls: attn_q") && output_has("cls: all at base"), "every arm recorded");
+    char html[600];
+    snprintf(html, sizeof html, "%s/sweep.html", kt_build_dir());
+    size_t n;
+    char *t = kt_read_file(html, &n);
+    CHECK(strstr(t, "chart-rank") && strstr(t, "The sweep's groups ranked by mean KLD"),
+          "the report has the sweep's ranked group chart");
+    free(t);
+    json_decref(j);
+}
+
+static const json_t *arm_labelled(const json_t *arms, const char *label) {
+    for (size_t i = 0; i < json_array_size(arms); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(arms, i), "label")), label))
+            return json_array_get(arms, i);
+    CHECK(false, "an arm labelled %s", label);
+    return NULL;
+}
+
+static void test_kv_sweep(void) {
+    json_t *j = run_json("kl -m " M " --sweep kv=f32,f16,q8_0,q4_0 --floor " WIN " --no-db", "kvsweep.json");
+    if (!j) return;
+    const json_t *arms = json_object_get(j, "arms");
+    CHECK(json_array_size(arms) == 5, "four values and the floor");
+    const json_t *f32 = arm_labelled(arms, "kv=f32"), *f16 = arm_labelled(arms, "kv=f16"),
+                 *q8 = arm_labelled(arms, "kv=q8_0"), *q4 = arm_labelled(arms, "kv=q4_0"),
+                 *fl = arm_labelled(arms, "floor (noise=bf16)");
+    if (!f32 || !f16 || !q8 || !q4 || !fl) return;
+    CHECK(num(f32, "kld", "mean") == 0 && num(f32, "top1_agreement", NULL) == 1,
+          "the reference value gives exactly 0");
+    CHECK(num(f16, "kld", "mean") < num(q8, "kld", "mean") && num(q8, "kld", "mean") < num(q4, "kld", "mean"),
+          "f16 < q8_0 < q4_0");
+    CHECK(num(fl, "kld", "mean") > 0, "the floor is not zero");
+    /* rand-llama: 2 layers × 2 KV heads × 64 = 256 values per position for K and again for V */
+    const double per_layer_values = 2 * 2 * 64;
+    CHECK(num(f32, "kv_bytes_per_token", NULL) == per_layer_values * 4 * 2, "f32 cache bytes");
+    CHECK(num(f16, "kv_bytes_per_token", NULL) == per_layer_values * 2 * 2, "f16 cache bytes");
+    CHECK(num(q8, "kv_bytes_per_token", NULL) == per_layer_values / 32 * 34 * 2, "q8_0: 34 B per 32");
+    CHECK(num(q4, "kv_bytes_per_token", NULL) == per_layer_values / 32 * 18 * 2, "q4_0: 18 B per 32");
+    double d = num(q4, "minus_floor", "d_kld");
+    CHECK(fabs(d - (num(q4, "kld", "mean") - num(fl, "kld", "mean"))) < 1e-12, "KLD − floor is paired %g", d);
+    CHECK(json_object_get(fl, "minus_floor") == NULL, "the floor has no difference with itself");
+    json_decref(j);
+
+    j = run_json("kl -m " M " --sweep kv_k=q8_0,q4_0×kv_v=q8_0,q4_0 " WIN " --no-db", "kvgrid.json");
+    if (!j) return;
+    arms = json_object_get(j, "arms");
+    CHECK(json_array_size(arms) == 4, "a 2×2 grid");
+    arm_labelled(arms, "kv_k=q4_0,kv_v=q8_0");
+    const json_t *kq = arm_labelled(arms, "kv_k=q8_0,kv_v=q4_0");
+    CHECK(kq && num(kq, "kv_bytes_per_token", NULL) == per_layer_values / 32 * (34 + 18), "mixed K/V bytes");
+    json_decref(j);
+}
+
+static void test_errors(void) {
+    static const struct {
+        const char *args, *msg;
+    } cases[] = {
+        {"sweep --ref " M " " WIN, "--base POLICY are required"},
+        {"sweep --ref " M " --base q4_0 --groups rows", "--groups expects layers, classes"},
+        {"sweep --ref " M "@q4_0 --base q4_0", "the reference is the stored model"},
+        {"sweep --ref " M " --base q9_9", "q9_9"},
+        {"sweep --ref " M " --base q4_0 --budget 1 " WIN " --no-db --quiet", "below the base policy"},
+        {"sweep --ref " M " --base q4_0 --chunking doc", "--chunking expects stream or llamacpp"},
+        {"kl -m " M " --sweep kv=q9_0 " WIN, "q9_0"},
+        {"kl -m " M " --sweep kv " WIN, "--sweep expects NAME=VALUE"},
+        {"kl --reference-logits /nonexistent --arm " M " --sweep kv=q8_0", "needs a reference model"},
+        {"kl -m " M " --sweep kv=q8_0 --chunking doc", "--chunking stream or llamacpp"},
+        {"kl -m " M " --lever kv=q8_0 --teacher /tmp/x", "apply to --sweep and --floor"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = run(cases[i].args);
+        CHECK(rc != 0 && rc != 130, "fails: %s", cases[i].args);
+        CHECK(output_has(cases[i].msg), "message '%s' for: %s", cases[i].msg, cases[i].args);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_cli_sweep KLDEVAL\n");
+        return 2;
+    }
+    kldeval = argv[1];
+    snprintf(out_path, sizeof out_path, "%s/cli_sweep.out", kt_build_dir());
+    snprintf(db_path, sizeof db_path, "%s/cli_sweep.sqlite", kt_build_dir());
+    remove(db_path);
+    test_errors();
+    test_kv_sweep();
+    test_class_sweep_recorded();
+    test_budget_sweep();
+    return kt_finish();
+}
