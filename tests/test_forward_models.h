@@ -13,8 +13,21 @@
  * (after a message) for an architecture it does not know. */
 float *ref_forward(const char *gguf_path, const int32_t *ids, int64_t n, int64_t *n_vocab);
 
+/* Semantics given by the caller instead of read from the GGUF (for the
+ * config.json variants of the same weights). */
+typedef struct ref_opts {
+    int64_t window;        /* sliding window (0: none) */
+    const uint8_t *slides; /* per layer, 1 = sliding; NULL: the file's pattern */
+    double yarn_factor;    /* > 0: YaRN with this factor, original context and magnitude */
+    int64_t yarn_orig_ctx;
+    double yarn_attn;
+} ref_opts;
+
+float *ref_forward_opts(const char *gguf_path, const ref_opts *o, const int32_t *ids, int64_t n,
+                        int64_t *n_vocab);
+
 typedef struct synth_shape {
-    const char *arch;     /* "llama", "qwen3" or "gemma3" */
+    const char *arch;     /* "llama", "qwen2", "qwen3" or "gemma3" */
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
     int64_t sliding_window; /* gemma3 */
     double rope_base, rope_linear; /* rope_linear: factor (0 = none) */
@@ -27,6 +40,18 @@ typedef struct synth_shape {
     const char *drop_tensor; /* leave this tensor out (error tests), or NULL */
     const char *bad_shape_tensor; /* give this tensor one row too many, or NULL */
     const char *arch_override; /* general.architecture to write instead, or NULL */
+    /* gemma3 layout keys (not written by real conversions) */
+    bool write_pattern;    /* write <arch>.attention.sliding_window_pattern = pattern */
+    int pattern;
+    const uint8_t *pattern_flags; /* or write it as one flag per layer ... */
+    int n_pattern_flags;   /* ... this many of them (0: n_layer; error tests) */
+    double freq_base_swa;  /* > 0: write <arch>.rope.freq_base_swa */
+    double yarn_factor;    /* > 0: rope.scaling.type = yarn with this factor */
+    int64_t yarn_orig_ctx; /* > 0: rope.scaling.original_context_length */
+    const char *rope_type_name; /* spelling of rope.scaling.type with yarn_factor (NULL: "yarn") */
+    bool hf_bf16;          /* HF copy: 2-D tensors in BF16 */
+    const char *hf_tail;   /* HF copy: config.json keys after tie_word_embeddings
+                              (", \"k\": v, ..."), instead of the architecture's defaults */
 } synth_shape;
 
 void synth_default(synth_shape *s, const char *arch);
@@ -34,7 +59,7 @@ void synth_default(synth_shape *s, const char *arch);
 /* Writes the GGUF; false (after a message) on failure. */
 bool synth_write_gguf(const synth_shape *s, const char *path);
 
-/* Writes dir/model.safetensors (F32, Hugging Face tensor names, Gemma
+/* Writes dir/model.safetensors (F32 or BF16, Hugging Face tensor names, Gemma
  * norms stored as w - 1, llama q/k rows in rotate-half order) and
  * dir/config.json for the GGUF written by synth_write_gguf with the same
  * shape. */

@@ -3,14 +3,16 @@
 #include "model/arch.h"
 
 static const kld_arch_switches arch_table[] = {
-    /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base */
-    {"llama", KLD_ROPE_NORM, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0},
-    {"qwen2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0},
-    {"qwen3", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0},
-    {"phi3", KLD_ROPE_NEOX, KLD_ACT_SILU, true, true, false, false, false, false, 0, 0},
-    {"gemma", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, false, true, false, -1, 0},
-    {"gemma2", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, true, true, false, 2, 0},
-    {"gemma3", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, true, true, true, false, 6, 1e4},
+    /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
+    {"llama", KLD_ROPE_NORM, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0},
+    {"qwen2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0, 0},
+    {"qwen3", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0},
+    {"phi3", KLD_ROPE_NEOX, KLD_ACT_SILU, true, true, false, false, false, false, 0, 0, 0},
+    {"gemma", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, false, true, false, -1, 0, 0},
+    /* gemma2: layers il % 2 == 0 slide (src/llama.cpp 4869), window 4096 by default (llama-model.cpp 853) */
+    {"gemma2", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, true, true, false, 2, 0, 4096},
+    /* gemma3 (after c392e50): set_swa_pattern(6), sliding base 1e4 at scale 1 */
+    {"gemma3", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, true, true, true, false, 6, 1e4, 0},
 };
 
 const kld_arch_switches *kld_arch_find(const char *name) {

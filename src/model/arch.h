@@ -27,7 +27,8 @@ typedef struct kld_arch_switches {
     bool embd_scale;          /* token embedding × sqrt(n_embd) (gemma family) */
     bool qkv_bias_required;   /* attn_q/k/v biases must exist (qwen2) */
     int swa_pattern;          /* -1: no sliding window; 0: every layer; p: layer il slides iff il % p < p - 1 */
-    double swa_rope_freq_base;/* RoPE base of sliding layers; 0: the model's base (gemma3: 1e4) */
+    double swa_rope_freq_base;/* RoPE base of sliding layers, unscaled; 0: the model's base and scale (gemma3: 1e4) */
+    int64_t swa_default_window; /* GGUF window when the key is absent (gemma2: 4096) */
 } kld_arch_switches;
 
 /* The switches of a GGUF architecture name, or NULL when unsupported. */

@@ -2,7 +2,7 @@
  * ("<arch>.embedding_length", ...), a Hugging Face config.json, or the
  * llama2.c header. Each value is range-checked here, once, so the engine
  * can size buffers from it without further checks. */
-#include "model/hparams.h"
+#include "model/hparams_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 #define MAX_DIM (INT64_C(1) << 20)   /* n_embd, head sizes, n_head */
 #define MAX_FF (INT64_C(1) << 24)
 #define MAX_VOCAB (INT64_C(1) << 24)
-#define MAX_LAYER 4096
+#define MAX_LAYER KLD_MAX_LAYER
 #define MAX_CTX (INT64_C(1) << 30)
 
 static void copy_name(char *dst, size_t cap, const char *src, size_t len) {
@@ -39,7 +39,7 @@ static kld_status check_range(const char *path, const char *key, int64_t v, int6
     return KLD_OK;
 }
 
-static kld_status check_positive(const char *path, const char *key, double v, kld_error *err) {
+kld_status kld_hp_check_positive(const char *path, const char *key, double v, kld_error *err) {
     if (!(v > 0) || !isfinite(v))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: %s = %g must be a positive finite number", path,
                         key, v);
@@ -71,11 +71,11 @@ static kld_status finish(const char *path, kld_hparams *hp, kld_error *err) {
                         hp->n_rot);
     if ((uint64_t)hp->n_head * (uint64_t)hp->head_dim > (uint64_t)MAX_FF)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: n_head × head_dim is too large", path);
-    if ((s = check_positive(path, "norm_eps", hp->norm_eps, err)) ||
-        (s = check_positive(path, "rope_freq_base", hp->rope_freq_base, err)) ||
-        (s = check_positive(path, "rope_freq_scale", hp->rope_freq_scale, err)) ||
-        (s = check_positive(path, "rope_attn_factor", hp->rope_attn_factor, err)) ||
-        (s = check_positive(path, "attn_scale", hp->attn_scale, err)))
+    if ((s = kld_hp_check_positive(path, "norm_eps", hp->norm_eps, err)) ||
+        (s = kld_hp_check_positive(path, "rope_freq_base", hp->rope_freq_base, err)) ||
+        (s = kld_hp_check_positive(path, "rope_freq_scale", hp->rope_freq_scale, err)) ||
+        (s = kld_hp_check_positive(path, "rope_attn_factor", hp->rope_attn_factor, err)) ||
+        (s = kld_hp_check_positive(path, "attn_scale", hp->attn_scale, err)))
         return s;
     if (hp->norm_eps >= 1)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: norm_eps = %g is not below 1", path,
@@ -84,17 +84,30 @@ static kld_status finish(const char *path, kld_hparams *hp, kld_error *err) {
         !isfinite(hp->final_softcap))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: soft-cap values %g / %g must be >= 0", path,
                         hp->attn_softcap, hp->final_softcap);
-    if (hp->rope_freq_base_swa == 0) {
-        hp->rope_freq_base_swa = hp->sw.swa_rope_freq_base > 0 ? hp->sw.swa_rope_freq_base
-                                                                : hp->rope_freq_base;
-        hp->rope_freq_scale_swa = hp->sw.swa_rope_freq_base > 0 ? 1.0 : hp->rope_freq_scale;
-    }
-    if ((s = check_positive(path, "rope_freq_base_swa", hp->rope_freq_base_swa, err)) ||
-        (s = check_positive(path, "rope_freq_scale_swa", hp->rope_freq_scale_swa, err)))
+    /* Sliding layers with their own RoPE (gemma3) are never scaled; the
+     * others share the model's base and scale. */
+    const bool own_rope = hp->sw.swa_rope_freq_base > 0;
+    if (hp->rope_freq_base_swa == 0)
+        hp->rope_freq_base_swa = own_rope ? hp->sw.swa_rope_freq_base : hp->rope_freq_base;
+    hp->rope_freq_scale_swa = own_rope ? 1.0 : hp->rope_freq_scale;
+    if ((s = kld_hp_check_positive(path, "rope_freq_base_swa", hp->rope_freq_base_swa, err)) ||
+        (s = kld_hp_check_positive(path, "rope_freq_scale_swa", hp->rope_freq_scale_swa, err)))
         return s;
-    if (hp->swa_pattern < -1 || hp->swa_pattern > MAX_LAYER)
+    if (hp->swa_pattern < -2 || hp->swa_pattern > MAX_LAYER)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: sliding-window pattern %d is out of range",
                         path, hp->swa_pattern);
+    if (hp->swa_pattern != -2) {
+        const int p = hp->swa_pattern;
+        for (int64_t il = 0; il < hp->n_layer; il++)
+            hp->layer_swa[il] = p == 0 || (p > 0 && il % p < p - 1);
+    }
+    bool any_swa = false;
+    for (int64_t il = 0; il < hp->n_layer; il++) any_swa |= kld_hparams_layer_swa(hp, il);
+    /* YaRN's ramp is computed once, for the model's base and scale. */
+    if (!strcmp(hp->rope_scaling, "yarn") && any_swa &&
+        (hp->rope_freq_base_swa != hp->rope_freq_base || hp->rope_freq_scale_swa != hp->rope_freq_scale))
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: yarn RoPE scaling with a separate RoPE base "
+                        "for the sliding layers (%g) is not supported", path, hp->rope_freq_base_swa);
     return KLD_OK;
 }
 
@@ -212,39 +225,12 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
     if ((st = g_int(&r, "attention.value_length", false, &hp->head_dim_v, err)) ||
         (st = g_int(&r, "rope.dimension_count", false, &hp->n_rot, err)) ||
         (st = g_float(&r, "rope.freq_base", false, &hp->rope_freq_base, err)) ||
-        (st = g_float(&r, "rope.scaling.attn_factor", false, &hp->rope_attn_factor, err)) ||
-        (st = g_int(&r, "rope.scaling.original_context_length", false, &hp->rope_orig_ctx, err)) ||
         (st = g_float(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
         (st = g_float(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))
         return st;
 
-    /* RoPE scaling: linear factor (new and old key), long-context factor tensors. */
-    double factor = 0;
-    if ((st = g_float(&r, "rope.scaling.factor", false, &factor, err))) return st;
-    if (factor == 0 && (st = g_float(&r, "rope.scale_linear", false, &factor, err))) return st;
-    const char *stype = "none";
-    kld_str ts;
-    if (kld_gguf_get_str(r.g, gkey(&r, "rope.scaling.type"), &ts)) {
-        if (kld_str_eq(ts, "linear")) stype = "linear";
-        else if (!kld_str_eq(ts, "none"))
-            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = '%.*s': only none and "
-                            "linear RoPE scaling are supported", src->path, r.key,
-                            (int)(ts.len > 32 ? 32 : ts.len), ts.ptr);
-    } else if (factor != 0) {
-        stype = "linear";
-    }
-    if (strcmp(stype, "linear") == 0 && factor != 0) {
-        if ((st = check_positive(src->path, gkey(&r, "rope.scaling.factor"), factor, err))) return st;
-        hp->rope_freq_scale = 1.0 / factor;
-    }
-    if (kld_source_find(src, "rope_freqs.weight")) stype = "llama3";
-    if (kld_source_find(src, "rope_factors_long.weight")) stype = "longrope";
-    snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "%s", stype);
-
-    /* llama.cpp reads a sliding window only for these architectures. */
-    if (hp->sw.swa_pattern >= 0) {
-        if ((st = g_int(&r, "attention.sliding_window", false, &hp->sliding_window, err))) return st;
-    }
+    if ((st = kld_hp_gguf_rope_scaling(src, hp, err)) || (st = kld_hp_gguf_swa(src, hp, err)))
+        return st;
 
     const kld_tensor *emb = kld_source_find(src, "token_embd.weight");
     if (!emb)
@@ -267,11 +253,11 @@ typedef struct hf_reader {
     const char *path; /* config.json's path for messages */
 } hf_reader;
 
-static kld_status j_int(hf_reader *r, const char *key, bool required, int64_t *out,
-                        kld_error *err) {
-    const json_t *v = json_object_get(r->cfg, key);
+kld_status kld_hp_json_int(const json_t *obj, const char *path, const char *key, bool required,
+                           int64_t *out, kld_error *err) {
+    const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {
-        if (required) return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" is missing", r->path, key);
+        if (required) return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" is missing", path, key);
         return KLD_OK;
     }
     if (json_is_integer(v)) {
@@ -283,10 +269,10 @@ static kld_status j_int(hf_reader *r, const char *key, bool required, int64_t *o
         *out = (int64_t)json_real_value(v);
         return KLD_OK;
     }
-    return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be an integer", r->path, key);
+    return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be an integer", path, key);
 }
 
-static kld_status j_num_in(const json_t *obj, const char *path, const char *key, bool required,
+kld_status kld_hp_json_num(const json_t *obj, const char *path, const char *key, bool required,
                            double *out, kld_error *err) {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {
@@ -299,17 +285,26 @@ static kld_status j_num_in(const json_t *obj, const char *path, const char *key,
     return KLD_OK;
 }
 
+kld_status kld_hp_json_bool(const json_t *obj, const char *path, const char *key, bool *out,
+                            kld_error *err) {
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return KLD_OK;
+    if (!json_is_boolean(v))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be true or false", path, key);
+    *out = json_is_true(v);
+    return KLD_OK;
+}
+
+static kld_status j_int(hf_reader *r, const char *key, bool required, int64_t *out, kld_error *err) {
+    return kld_hp_json_int(r->cfg, r->path, key, required, out, err);
+}
+
 static kld_status j_num(hf_reader *r, const char *key, bool required, double *out, kld_error *err) {
-    return j_num_in(r->cfg, r->path, key, required, out, err);
+    return kld_hp_json_num(r->cfg, r->path, key, required, out, err);
 }
 
 static kld_status j_bool(hf_reader *r, const char *key, bool *out, kld_error *err) {
-    const json_t *v = json_object_get(r->cfg, key);
-    if (!v || json_is_null(v)) return KLD_OK;
-    if (!json_is_boolean(v))
-        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be true or false", r->path, key);
-    *out = json_is_true(v);
-    return KLD_OK;
+    return kld_hp_json_bool(r->cfg, r->path, key, out, err);
 }
 
 typedef struct hf_arch {
@@ -326,66 +321,6 @@ static const hf_arch hf_archs[] = {
     {"gemma2", "gemma2", true, false}, {"gemma3_text", "gemma3", true, false},
     {"gemma3", "gemma3", true, false},
 };
-
-static kld_status hf_rope_scaling(hf_reader *r, kld_hparams *hp, kld_error *err) {
-    const json_t *rs = json_object_get(r->cfg, "rope_scaling");
-    if (!rs || json_is_null(rs)) return KLD_OK;
-    if (!json_is_object(rs))
-        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"rope_scaling\" must be an object", r->path);
-    const json_t *t = json_object_get(rs, "rope_type");
-    if (!t) t = json_object_get(rs, "type");
-    const char *type = json_is_string(t) ? json_string_value(t) : NULL;
-    if (!type)
-        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"rope_scaling\" has no \"rope_type\"", r->path);
-    kld_status st;
-    if (strcmp(type, "default") == 0) return KLD_OK;
-    double factor = 0;
-    if (strcmp(type, "linear") == 0) {
-        if ((st = j_num_in(rs, r->path, "factor", true, &factor, err)) ||
-            (st = check_positive(r->path, "rope_scaling.factor", factor, err)))
-            return st;
-        hp->rope_freq_scale = 1.0 / factor;
-        snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "linear");
-        return KLD_OK;
-    }
-    if (strcmp(type, "llama3") == 0) {
-        double orig = 0;
-        if ((st = j_num_in(rs, r->path, "factor", true, &hp->rope_factor, err)) ||
-            (st = j_num_in(rs, r->path, "low_freq_factor", true, &hp->rope_low_freq_factor, err)) ||
-            (st = j_num_in(rs, r->path, "high_freq_factor", true, &hp->rope_high_freq_factor, err)) ||
-            (st = j_num_in(rs, r->path, "original_max_position_embeddings", true, &orig, err)) ||
-            (st = check_positive(r->path, "rope_scaling.factor", hp->rope_factor, err)) ||
-            (st = check_positive(r->path, "rope_scaling.low_freq_factor", hp->rope_low_freq_factor, err)) ||
-            (st = check_positive(r->path, "rope_scaling.original_max_position_embeddings", orig, err)))
-            return st;
-        if (!(hp->rope_high_freq_factor > hp->rope_low_freq_factor))
-            return kld_fail(err, KLD_ERR_FORMAT, "%s: rope_scaling.high_freq_factor %g must exceed "
-                            "low_freq_factor %g", r->path, hp->rope_high_freq_factor, hp->rope_low_freq_factor);
-        hp->rope_orig_ctx = (int64_t)orig;
-        snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "llama3");
-        return KLD_OK;
-    }
-    if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) {
-        double orig = 0;
-        if ((st = j_num_in(rs, r->path, "original_max_position_embeddings", false, &orig, err)) ||
-            (st = j_num(r, "original_max_position_embeddings", orig == 0, &orig, err)) ||
-            (st = check_positive(r->path, "original_max_position_embeddings", orig, err)))
-            return st;
-        hp->rope_orig_ctx = (int64_t)orig;
-        double attn = 0;
-        if ((st = j_num_in(rs, r->path, "attention_factor", false, &attn, err))) return st;
-        if (attn == 0) {
-            /* Phi-3's LongRoPE: sqrt(1 + ln(s)/ln(orig)) with s = max_pos / orig. */
-            double s = (double)hp->n_ctx_train / orig;
-            attn = s <= 1 ? 1.0 : sqrt(1 + log(s) / log(orig));
-        }
-        hp->rope_attn_factor = attn;
-        snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "longrope");
-        return KLD_OK; /* the factor arrays are read by model/rope.c */
-    }
-    return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope_scaling type '%s' is not supported "
-                    "(supported: linear, llama3, longrope)", r->path, type);
-}
 
 static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err) {
     char path[4096];
@@ -444,52 +379,9 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
      * the checkpoint also stores lm_head. */
     hp->tied_output = tied;
 
-    if ((st = hf_rope_scaling(&r, hp, err))) return st;
+    if ((st = kld_hp_hf_rope_scaling(r.cfg, path, hp, err))) return st;
 
-    /* Sliding windows, per architecture family. */
-    int64_t window = 0;
-    if ((st = j_int(&r, "sliding_window", false, &window, err))) return st;
-    if (strcmp(model_type, "qwen2") == 0 || strcmp(model_type, "qwen3") == 0) {
-        bool use = false;
-        if ((st = j_bool(&r, "use_sliding_window", &use, err))) return st;
-        if (use)
-            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"use_sliding_window\": true is not "
-                            "supported", path);
-        window = 0;
-    } else if (strcmp(model_type, "mistral") == 0) {
-        hp->swa_pattern = 0; /* transformers applies Mistral's window to every layer */
-    }
-    if (hp->swa_pattern < 0) window = 0;
-    hp->sliding_window = window;
-    if (strcmp(hp->arch, "gemma3") == 0) {
-        int64_t pattern = hp->swa_pattern;
-        if ((st = j_int(&r, "sliding_window_pattern", false, &pattern, err))) return st;
-        if (pattern < 0 || pattern > MAX_LAYER)
-            return kld_fail(err, KLD_ERR_FORMAT, "%s: \"sliding_window_pattern\" = %" PRId64
-                            " is out of range", path, pattern);
-        hp->swa_pattern = (int)pattern;
-        double local = 0;
-        if ((st = j_num(&r, "rope_local_base_freq", false, &local, err))) return st;
-        if (local > 0) {
-            hp->rope_freq_base_swa = local;
-            hp->rope_freq_scale_swa = 1.0;
-        }
-        const json_t *lt = json_object_get(r.cfg, "layer_types");
-        if (json_is_array(lt)) {
-            if ((int64_t)json_array_size(lt) != hp->n_layer)
-                return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\" has %zu entries for %"
-                                PRId64 " layers", path, json_array_size(lt), hp->n_layer);
-            for (int64_t il = 0; il < hp->n_layer; il++) {
-                const char *t = json_string_value(json_array_get(lt, (size_t)il));
-                bool sliding = t && strcmp(t, "sliding_attention") == 0;
-                if (!t || (!sliding && strcmp(t, "full_attention") != 0) ||
-                    sliding != kld_hparams_layer_swa(hp, il))
-                    return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"layer_types\"[%" PRId64
-                                    "] = '%s' does not follow the sliding-window pattern %d", path,
-                                    il, t ? t : "?", hp->swa_pattern);
-            }
-        }
-    }
+    if ((st = kld_hp_hf_swa(r.cfg, path, model_type, hp, err))) return st;
 
     if ((st = j_num(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
         (st = j_num(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))
@@ -499,7 +391,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     double qpas = 0;
     if ((st = j_num(&r, "query_pre_attn_scalar", false, &qpas, err))) return st;
     if (qpas != 0) {
-        if ((st = check_positive(path, "query_pre_attn_scalar", qpas, err))) return st;
+        if ((st = kld_hp_check_positive(path, "query_pre_attn_scalar", qpas, err))) return st;
         hp->attn_scale = 1.0 / sqrt(qpas);
     }
     hp->embd_scale = hp->sw.embd_scale ? sqrt((double)hp->n_embd) : 1.0;
@@ -558,7 +450,6 @@ kld_status kld_hparams_read(const kld_source *src, kld_hparams *hp, kld_error *e
 }
 
 bool kld_hparams_layer_swa(const kld_hparams *hp, int64_t il) {
-    int p = hp->swa_pattern;
-    if (hp->sliding_window <= 0 || p < 0) return false;
-    return p == 0 || il % p < p - 1;
+    return hp->sliding_window > 0 && il >= 0 && il < hp->n_layer && il < KLD_MAX_LAYER &&
+           hp->layer_swa[il];
 }

@@ -7,6 +7,8 @@
 #include "io/source.h"
 #include "model/arch.h"
 
+#define KLD_MAX_LAYER 4096
+
 typedef struct kld_hparams {
     char arch[32];          /* "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3" */
     char name[128];         /* general.name or the folder name */
@@ -23,7 +25,7 @@ typedef struct kld_hparams {
     kld_rope_type rope_type;/* layout of the q/k rows in THIS file (HF llama: NEOX) */
     double rope_freq_base;
     double rope_freq_scale; /* 1/linear factor; 1.0 = none */
-    char rope_scaling[16];  /* "none", "linear", "llama3", "longrope" */
+    char rope_scaling[16];  /* "none", "linear", "llama3", "longrope", "yarn", "dynamic" */
     double norm_eps;
     bool tied_output;       /* no separate output.weight: the embedding is reused */
     double attn_softcap;    /* 0 = off */
@@ -32,7 +34,9 @@ typedef struct kld_hparams {
 
     /* Added by the engine helper (all filled by kld_hparams_read). */
     kld_arch_switches sw;   /* the architecture's switch row (copy) */
-    int swa_pattern;        /* -1 never; 0 every layer; p: layer il slides iff il % p < p - 1 */
+    int swa_pattern;        /* -1 never; 0 every layer; p: layer il slides iff il % p < p - 1;
+                               -2: layer_swa was given layer by layer */
+    uint8_t layer_swa[KLD_MAX_LAYER]; /* 1: layer il uses the window (filled from swa_pattern) */
     double rope_freq_base_swa;  /* RoPE base / scale of the sliding layers */
     double rope_freq_scale_swa;
     double rope_attn_factor;    /* multiplies cos and sin (LongRoPE); 1 = none */
@@ -40,6 +44,12 @@ typedef struct kld_hparams {
     double rope_factor;         /* llama3 / longrope "factor"; 0 = unused */
     double rope_low_freq_factor;  /* llama3 rope_scaling (HF config only) */
     double rope_high_freq_factor;
+    /* YaRN (rope_scaling = "yarn"): ramp between the correction dims of
+     * beta_fast and beta_slow rotations over rope_orig_ctx positions; the
+     * magnitude correction is already folded into rope_attn_factor. */
+    double rope_yarn_beta_fast, rope_yarn_beta_slow;
+    bool rope_yarn_truncate;  /* floor/ceil the correction dims (ggml always; HF "truncate") */
+    bool rope_yarn_hf_ramp;   /* HF's ramp guard (max += 0.001 iff equal) instead of ggml's max(0.001, d) */
     double attn_scale;      /* multiplies q·k before any soft-cap (1/sqrt(head_dim) by default) */
     double embd_scale;      /* multiplies the token embedding (gemma: sqrt(n_embd)); 1 = none */
     double norm_weight_offset; /* added to RMSNorm weights at load (HF Gemma stores w - 1) */

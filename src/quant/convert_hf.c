@@ -277,6 +277,13 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
     if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear"))
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet",
                         src->path, hp->rope_scaling);
+    /* llama.cpp's llama/qwen2/qwen3 graphs have no sliding window: a GGUF
+     * could not carry the one this config.json asks for. */
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (kld_hparams_layer_swa(hp, il))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: sliding_window %lld (layer %lld) "
+                            "cannot be written to a %s GGUF", src->path,
+                            (long long)hp->sliding_window, (long long)il, hp->arch);
     kld_status s = kld_hf_list(src, hp, out, err);
     if (s) return s;
     table tb = {out, out->n, false};

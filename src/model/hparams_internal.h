@@ -1,0 +1,33 @@
+/* hparams_internal.h — what the hyper-parameter readers share inside
+ * src/model: value checks, JSON field readers, and the two readers that
+ * live in their own files (RoPE scaling, sliding-window layout). */
+#ifndef KLD_MODEL_HPARAMS_INTERNAL_H
+#define KLD_MODEL_HPARAMS_INTERNAL_H
+
+#include "model/hparams.h"
+
+kld_status kld_hp_check_positive(const char *path, const char *key, double v, kld_error *err);
+
+/* config.json fields of obj; absent or null leaves *out untouched
+ * (an error when required). */
+kld_status kld_hp_json_int(const json_t *obj, const char *path, const char *key, bool required,
+                           int64_t *out, kld_error *err);
+kld_status kld_hp_json_num(const json_t *obj, const char *path, const char *key, bool required,
+                           double *out, kld_error *err);
+kld_status kld_hp_json_bool(const json_t *obj, const char *path, const char *key, bool *out,
+                            kld_error *err);
+
+/* GGUF "<arch>.rope.scaling.*" (hparams_rope.c); runs after rope.freq_base,
+ * rope.dimension_count and context_length are read. */
+kld_status kld_hp_gguf_rope_scaling(const kld_source *src, kld_hparams *hp, kld_error *err);
+/* config.json "rope_scaling" (hparams_rope.c). */
+kld_status kld_hp_hf_rope_scaling(const json_t *cfg, const char *path, kld_hparams *hp,
+                                  kld_error *err);
+
+/* GGUF window, per-layer pattern and sliding-layer RoPE base (hparams_swa.c). */
+kld_status kld_hp_gguf_swa(const kld_source *src, kld_hparams *hp, kld_error *err);
+/* config.json sliding-window keys of each model_type (hparams_swa.c). */
+kld_status kld_hp_hf_swa(const json_t *cfg, const char *path, const char *model_type,
+                         kld_hparams *hp, kld_error *err);
+
+#endif

@@ -1,0 +1,327 @@
+/* test_synth_models.c — the small random GGUF models of the forward tests
+ * (see test_forward_models.h: synth_*) and their Hugging Face copies
+ * (safetensors F32 or BF16 + config.json). */
+#include "test_forward_models.h"
+
+#include "io/gguf.h"
+#include "io/gguf_writer.h"
+#include "tensor/types.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- synthesis ---- */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static double gauss(rng *r) {
+    double u[2];
+    for (int i = 0; i < 2; i++) { /* splitmix64 → (0, 1) */
+        uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        u[i] = ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2 * log(u[0])) * cos(2 * M_PI * u[1]);
+}
+
+void synth_default(synth_shape *s, const char *arch) {
+    memset(s, 0, sizeof *s);
+    s->arch = arch;
+    s->n_embd = 64;
+    s->n_head = 4;
+    s->head_dim = 32;
+    s->n_ff = 128;
+    s->n_vocab = 300;
+    s->mat_type = KLD_TYPE_F16;
+    s->seed = 7;
+    if (!strcmp(arch, "gemma3")) {
+        s->n_layer = 7; /* layers 0-4 and 6 slide, layer 5 is global */
+        s->n_head_kv = 1;
+        s->sliding_window = 8;
+        s->rope_base = 1e6;
+        s->rope_linear = 8;
+        s->tied = true;
+    } else {
+        s->n_layer = 2;
+        s->n_head_kv = 2;
+        s->rope_base = 1e6;
+    }
+}
+
+typedef struct synth_tensors {
+    kld_gguf_writer *w;
+    rng r;
+    const synth_shape *s;
+    void *bufs[256];
+    int n_bufs;
+    bool ok;
+} synth_tensors;
+
+/* A [ne0, ne1] tensor (ne1 = 0: 1-D) of values mean + sd·N(0, 1). */
+static void add(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1, double mean, double sd) {
+    if (!st->ok) return;
+    if (st->s->drop_tensor && !strcmp(st->s->drop_tensor, name)) return;
+    if (st->s->bad_shape_tensor && !strcmp(st->s->bad_shape_tensor, name)) {
+        if (ne1) ne1++; /* one row too many */
+        else ne0++;
+    }
+    const int64_t rows = ne1 ? ne1 : 1, n = ne0 * rows;
+    float *f = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) f[i] = (float)(mean + sd * gauss(&st->r));
+    uint32_t type = ne1 ? st->s->mat_type : KLD_TYPE_F32;
+    const kld_type_info *ti = kld_type_info_get(type);
+    uint64_t row_bytes = (uint64_t)(ne0 / ti->block_size) * (uint64_t)ti->type_size;
+    void *data = malloc((size_t)(row_bytes * (uint64_t)rows));
+    for (int64_t r = 0; r < rows; r++) ti->quantize_row(f + r * ne0, (uint8_t *)data + r * row_bytes, ne0);
+    free(f);
+    st->bufs[st->n_bufs++] = data;
+    int64_t ne[2] = {ne0, rows};
+    kld_error err = {0};
+    if (kld_gguf_writer_add_tensor(st->w, name, type, ne1 ? 2 : 1, ne, data, row_bytes * (uint64_t)rows, &err) != KLD_OK) {
+        fprintf(stderr, "synth: %s\n", err.msg);
+        st->ok = false;
+    }
+}
+
+bool synth_write_gguf(const synth_shape *s, const char *path) {
+    synth_tensors st = {.w = kld_gguf_writer_create(), .r = {s->seed}, .s = s, .ok = true};
+    kld_gguf_writer *w = st.w;
+    const char *arch = s->arch_override ? s->arch_override : s->arch;
+    char k[128];
+#define KEY_U32(suffix, v) (snprintf(k, sizeof k, "%s." suffix, arch), kld_gguf_writer_set_u32(w, k, (uint32_t)(v)))
+#define KEY_F32(suffix, v) (snprintf(k, sizeof k, "%s." suffix, arch), kld_gguf_writer_set_f32(w, k, (float)(v)))
+    kld_gguf_writer_set_str(w, "general.architecture", arch);
+    kld_gguf_writer_set_str(w, "general.name", "synth-test");
+    KEY_U32("context_length", 4096);
+    KEY_U32("embedding_length", s->n_embd);
+    KEY_U32("block_count", s->n_layer);
+    KEY_U32("feed_forward_length", s->n_ff);
+    KEY_U32("attention.head_count", s->n_head);
+    KEY_U32("attention.head_count_kv", s->n_head_kv);
+    KEY_U32("attention.key_length", s->head_dim);
+    KEY_U32("attention.value_length", s->head_dim);
+    KEY_F32("attention.layer_norm_rms_epsilon", 1e-6);
+    KEY_F32("rope.freq_base", s->rope_base);
+    if (s->rope_linear > 0) {
+        snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+        kld_gguf_writer_set_str(w, k, "linear");
+        KEY_F32("rope.scaling.factor", s->rope_linear);
+    }
+    if (s->sliding_window > 0) KEY_U32("attention.sliding_window", s->sliding_window);
+    if (s->write_pattern) KEY_U32("attention.sliding_window_pattern", s->pattern);
+    if (s->pattern_flags) {
+        snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", arch);
+        int32_t fl[64];
+        const int64_t nf = s->n_pattern_flags > 0 ? s->n_pattern_flags : s->n_layer;
+        for (int64_t il = 0; il < nf && il < 64; il++) fl[il] = s->pattern_flags[il];
+        kld_gguf_writer_set_arr_i32(w, k, fl, (uint64_t)nf);
+    }
+    if (s->freq_base_swa > 0) KEY_F32("rope.freq_base_swa", s->freq_base_swa);
+    if (s->yarn_factor > 0) {
+        snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+        kld_gguf_writer_set_str(w, k, s->rope_type_name ? s->rope_type_name : "yarn");
+        KEY_F32("rope.scaling.factor", s->yarn_factor);
+        if (s->yarn_orig_ctx > 0) KEY_U32("rope.scaling.original_context_length", s->yarn_orig_ctx);
+    }
+#undef KEY_U32
+#undef KEY_F32
+    const bool gemma = !strcmp(s->arch, "gemma3"), llama = !strcmp(s->arch, "llama"),
+               qwen2 = !strcmp(s->arch, "qwen2");
+    const int64_t E = s->n_embd, nq = s->n_head * s->head_dim, nk = s->n_head_kv * s->head_dim;
+    add(&st, "token_embd.weight", E, s->n_vocab, 0, 1);
+    if (llama && s->llama3_factor > 0) {
+        /* The factors as Meta's reference computes them (a divisor per frequency). */
+        const int64_t half = s->head_dim / 2;
+        float *f = malloc(sizeof(float) * (size_t)half);
+        for (int64_t i = 0; i < half; i++) {
+            double freq = pow(s->rope_base, -2.0 * (double)i / (double)s->head_dim);
+            double wavelen = 2 * M_PI / freq;
+            double lo = (double)s->llama3_orig_ctx / s->llama3_low, hi = (double)s->llama3_orig_ctx / s->llama3_high;
+            double scaled_freq = freq;
+            if (wavelen > lo) scaled_freq = freq / s->llama3_factor;
+            else if (wavelen >= hi) {
+                double sm = ((double)s->llama3_orig_ctx / wavelen - s->llama3_low) / (s->llama3_high - s->llama3_low);
+                scaled_freq = (1 - sm) * freq / s->llama3_factor + sm * freq;
+            }
+            f[i] = (float)(freq / scaled_freq);
+        }
+        int64_t ne[1] = {half};
+        kld_error e2 = {0};
+        st.bufs[st.n_bufs++] = f;
+        if (kld_gguf_writer_add_tensor(w, "rope_freqs.weight", KLD_TYPE_F32, 1, ne, f,
+                                       (uint64_t)half * 4, &e2) != KLD_OK) {
+            fprintf(stderr, "synth: %s\n", e2.msg);
+            st.ok = false;
+        }
+    }
+    add(&st, "output_norm.weight", E, 0, 1, 0.1);
+    if (!s->tied) add(&st, "output.weight", E, s->n_vocab, 0, 2.0 / sqrt((double)E));
+    for (int64_t il = 0; il < s->n_layer; il++) {
+        char n[96];
+#define T(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, (int)il), n)
+        add(&st, T("attn_norm.weight"), E, 0, 1, 0.1);
+        add(&st, T("attn_q.weight"), E, nq, 0, 1 / sqrt((double)E));
+        add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
+        add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
+        if (qwen2) {
+            add(&st, T("attn_q.bias"), nq, 0, 0, 0.3);
+            add(&st, T("attn_k.bias"), nk, 0, 0, 0.3);
+            add(&st, T("attn_v.bias"), nk, 0, 0, 0.3);
+        } else if (!llama) {
+            add(&st, T("attn_q_norm.weight"), s->head_dim, 0, 1, 0.2);
+            add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
+        }
+        add(&st, T("attn_output.weight"), nq, E, 0, 1 / sqrt((double)nq));
+        if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
+        add(&st, T("ffn_norm.weight"), E, 0, 1, 0.1);
+        add(&st, T("ffn_gate.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
+        add(&st, T("ffn_up.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
+        add(&st, T("ffn_down.weight"), s->n_ff, E, 0, 1 / sqrt((double)s->n_ff));
+        if (gemma) add(&st, T("post_ffw_norm.weight"), E, 0, 1, 0.1);
+#undef T
+    }
+    kld_error err = {0};
+    bool ok = st.ok && kld_gguf_writer_write(w, path, &err) == KLD_OK;
+    if (st.ok && !ok) fprintf(stderr, "synth: %s\n", err.msg);
+    for (int i = 0; i < st.n_bufs; i++) free(st.bufs[i]);
+    kld_gguf_writer_free(w);
+    return ok;
+}
+
+/* ---- Hugging Face copy ---- */
+
+static bool hf_name(const synth_shape *s, const char *gguf, char *out, size_t cap) {
+    const bool gemma = !strcmp(s->arch, "gemma3");
+    if (!strcmp(gguf, "token_embd.weight")) return snprintf(out, cap, "model.embed_tokens.weight"), true;
+    if (!strcmp(gguf, "output_norm.weight")) return snprintf(out, cap, "model.norm.weight"), true;
+    if (!strcmp(gguf, "output.weight")) return snprintf(out, cap, "lm_head.weight"), true;
+    int il = 0, used = 0;
+    if (sscanf(gguf, "blk.%d.%n", &il, &used) != 1 || !used) return false;
+    static const char *const map[][2] = {
+        {"attn_norm.weight", "input_layernorm.weight"},
+        {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_q.bias", "self_attn.q_proj.bias"},
+        {"attn_k.bias", "self_attn.k_proj.bias"},
+        {"attn_v.bias", "self_attn.v_proj.bias"},
+        {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},
+        {"ffn_up.weight", "mlp.up_proj.weight"},
+        {"ffn_down.weight", "mlp.down_proj.weight"},
+        {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    };
+    const char *rest = gguf + used, *hf = NULL;
+    if (!strcmp(rest, "ffn_norm.weight"))
+        hf = gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+    for (size_t i = 0; !hf && i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(map[i][0], rest)) hf = map[i][1];
+    if (!hf) return false;
+    snprintf(out, cap, "model.layers.%d.%s", il, hf);
+    return true;
+}
+
+bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir) {
+    kld_error err = {0};
+    kld_gguf *g = NULL;
+    if (kld_gguf_open(gguf_path, &g, &err) != KLD_OK) {
+        fprintf(stderr, "synth_write_hf: %s\n", err.msg);
+        return false;
+    }
+    const bool gemma = !strcmp(s->arch, "gemma3"), llama = !strcmp(s->arch, "llama");
+    char *header = malloc(1 << 20);
+    size_t hl = (size_t)snprintf(header, 1 << 20, "{");
+    uint64_t off = 0;
+    float **data = calloc((size_t)g->n_tensors, sizeof *data);
+    size_t *elem = calloc((size_t)g->n_tensors, sizeof *elem);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const kld_tensor *t = &g->tensors[i];
+        char name[128];
+        if (!hf_name(s, t->name, name, sizeof name)) continue;
+        int64_t n = kld_tensor_nelements(t);
+        data[i] = malloc(sizeof(float) * (size_t)n);
+        kld_type_info_get(t->type)->to_float_ref(t->data, data[i], n);
+        if (gemma && strstr(t->name, "norm"))
+            for (int64_t j = 0; j < n; j++) data[i][j] -= 1.0f; /* HF Gemma stores w - 1 */
+        if (llama && (strstr(t->name, "attn_q.weight") || strstr(t->name, "attn_k.weight"))) {
+            /* GGUF row h·hd + 2i + j holds HF row h·hd + j·hd/2 + i. */
+            const int64_t hd = s->head_dim, rows = t->ne[1], cols = t->ne[0];
+            float *hf = malloc(sizeof(float) * (size_t)n);
+            for (int64_t r0 = 0; r0 < rows; r0++) {
+                int64_t h = r0 / hd, within = r0 % hd, ii = within / 2, jj = within % 2;
+                memcpy(hf + (h * hd + jj * hd / 2 + ii) * cols, data[i] + r0 * cols, sizeof(float) * (size_t)cols);
+            }
+            free(data[i]);
+            data[i] = hf;
+        }
+        /* BF16 copies hold the upper halves of the float bits (exact when
+         * the GGUF weights are bf16 themselves) */
+        const bool bf = s->hf_bf16 && t->n_dims == 2;
+        if (bf)
+            for (int64_t j = 0; j < n; j++) ((uint16_t *)(void *)data[i])[j] = kld_f32_to_bf16(data[i][j]);
+        elem[i] = bf ? 2 : 4;
+        uint64_t bytes = (uint64_t)n * elem[i];
+        const char *dt = bf ? "BF16" : "F32";
+        if (t->n_dims == 1)
+            hl += (size_t)snprintf(header + hl, (1 << 20) - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRId64 "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
+                                   hl > 1 ? "," : "", name, dt, t->ne[0], off, off + bytes);
+        else
+            hl += (size_t)snprintf(header + hl, (1 << 20) - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRId64 ",%" PRId64 "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
+                                   hl > 1 ? "," : "", name, dt, t->ne[1], t->ne[0], off, off + bytes);
+        off += bytes;
+    }
+    hl += (size_t)snprintf(header + hl, (1 << 20) - hl, "}");
+    while (hl % 8) header[hl++] = ' ';
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    bool ok = f != NULL;
+    uint64_t hl64 = hl;
+    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(header, 1, hl, f) == hl;
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++)
+        if (data[i]) ok = fwrite(data[i], elem[i], (size_t)kld_tensor_nelements(&g->tensors[i]), f) ==
+                          (size_t)kld_tensor_nelements(&g->tensors[i]);
+    if (f && fclose(f) != 0) ok = false;
+    for (uint64_t i = 0; i < g->n_tensors; i++) free(data[i]);
+    free(data);
+    free(elem);
+    free(header);
+    kld_gguf_close(g);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    f = ok ? fopen(path, "w") : NULL;
+    if (!f) return false;
+    fprintf(f, "{\"model_type\": \"%s\", \"hidden_size\": %" PRId64 ", \"num_hidden_layers\": %" PRId64
+               ", \"intermediate_size\": %" PRId64 ", \"num_attention_heads\": %" PRId64
+               ", \"num_key_value_heads\": %" PRId64 ", \"head_dim\": %" PRId64
+               ", \"vocab_size\": %" PRId64 ", \"max_position_embeddings\": 4096, \"rms_norm_eps\": 1e-06"
+               ", \"rope_theta\": %.1f, \"tie_word_embeddings\": %s",
+            gemma ? "gemma3_text" : s->arch, s->n_embd, s->n_layer, s->n_ff, s->n_head, s->n_head_kv,
+            s->head_dim, s->n_vocab, s->rope_base, s->tied ? "true" : "false");
+    if (s->hf_tail)
+        fprintf(f, "%s}\n", s->hf_tail);
+    else if (gemma)
+        fprintf(f, ", \"hidden_activation\": \"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": %" PRId64
+                   ", \"sliding_window\": %" PRId64 ", \"sliding_window_pattern\": 6"
+                   ", \"rope_local_base_freq\": 10000.0, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %.1f}"
+                   ", \"final_logit_softcapping\": null, \"attn_logit_softcapping\": null}\n",
+                s->head_dim, s->sliding_window, s->rope_linear);
+    else if (llama && s->llama3_factor > 0)
+        fprintf(f, ", \"hidden_act\": \"silu\", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.17g"
+                   ", \"low_freq_factor\": %.17g, \"high_freq_factor\": %.17g"
+                   ", \"original_max_position_embeddings\": %" PRId64 "}}\n",
+                s->llama3_factor, s->llama3_low, s->llama3_high, s->llama3_orig_ctx);
+    else
+        fprintf(f, ", \"hidden_act\": \"silu\", \"use_sliding_window\": false, \"sliding_window\": null"
+                   ", \"rope_scaling\": null}\n");
+    return fclose(f) == 0;
+}
+
