@@ -1,6 +1,7 @@
 /* test_cli_inspect.c — `kldeval inspect --json` on every shared model:
  * the facts must match the shapes in ../shared/README.md; bad paths and
- * flags must fail with a message and a non-zero exit. */
+ * flags must fail with a message and a non-zero exit; the read-only block
+ * types of tests/data/zoo_iq.gguf appear in the type histogram. */
 #include "testlib.h"
 
 #include <jansson.h>
@@ -115,6 +116,25 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(&models[i]);
 
     int status;
+    /* the read-only block types: names and sizes from the type table
+     * (bytes = blocks × llama.cpp's block size) */
+    char *out = run("inspect tests/data/zoo_iq.gguf --json", &status);
+    json_t *f = json_loads(out, 0, NULL);
+    json_t *types = json_object_get(f, "types");
+    static const struct { const char *name; int64_t params, bytes; } iq[] = {
+        {"iq2_xxs", 2304, 9 * 66}, {"iq2_xs", 2304, 9 * 74}, {"iq2_s", 2304, 9 * 82},
+        {"iq3_xxs", 2304, 9 * 98}, {"iq3_s", 2304, 9 * 110}, {"iq1_s", 2304, 9 * 50},
+        {"iq1_m", 2304, 9 * 56}, {"tq1_0", 2304, 9 * 54}, {"tq2_0", 2304, 9 * 66},
+        {"mxfp4", 1120, 35 * 17}};
+    CHECK(status == 0 && types, "inspect zoo_iq.gguf --json (status %d)", status);
+    for (size_t i = 0; types && i < sizeof iq / sizeof iq[0]; i++) {
+        json_t *h = json_object_get(types, iq[i].name);
+        CHECK(h && geti(h, "tensors") == 1 && geti(h, "params") == iq[i].params &&
+                  geti(h, "bytes") == iq[i].bytes,
+              "inspect: %s histogram entry", iq[i].name);
+    }
+    json_decref(f);
+    free(out);
     free(run("inspect /nonexistent/model.gguf", &status));
     CHECK(status == 1, "missing file exits 1 (got %d)", status);
     free(run("inspect --bogus x", &status));

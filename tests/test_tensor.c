@@ -228,7 +228,7 @@ static void test_avx2_random_blocks(void) {
 static void test_table(void) {
     /* every id types.h names has an entry; retired ids have none */
     const uint32_t ids[] = {0, 1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
-                            21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 34, 35};
+                            21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 34, 35, 39};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         const kld_type_info *t = kld_type_info_get(ids[i]);
         CHECK(t != NULL, "type id %u has no table entry", ids[i]);
@@ -240,7 +240,7 @@ static void test_table(void) {
         CHECK(!t->to_float || t->to_float_ref, "%s: dispatch without a reference", t->name);
         CHECK((t->to_float == NULL) == (t->to_float_ref == NULL), "%s: to_float not chosen", t->name);
     }
-    const uint32_t retired[] = {4, 5, 31, 32, 33, 36, 37, 38, 39, 40, 1000};
+    const uint32_t retired[] = {4, 5, 31, 32, 33, 36, 37, 38, 40, 1000};
     for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++)
         CHECK(kld_type_info_get(retired[i]) == NULL, "id %u should have no entry", retired[i]);
     /* bytes per block, from ggml's block structs (ggml-common.h) */
@@ -250,7 +250,7 @@ static void test_table(void) {
         {"q5_K", 256, 176}, {"q6_K", 256, 210}, {"q8_K", 256, 292}, {"iq2_xxs", 256, 66},
         {"iq2_xs", 256, 74}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50}, {"iq4_nl", 32, 18},
         {"iq3_s", 256, 110}, {"iq2_s", 256, 82}, {"iq4_xs", 256, 136}, {"iq1_m", 256, 56},
-        {"tq1_0", 256, 54}, {"tq2_0", 256, 66}, {"bf16", 1, 2}, {"f16", 1, 2}, {"f64", 1, 8}};
+        {"tq1_0", 256, 54}, {"tq2_0", 256, 66}, {"mxfp4", 32, 17}, {"bf16", 1, 2}, {"f16", 1, 2}, {"f64", 1, 8}};
     for (size_t i = 0; i < sizeof geo / sizeof geo[0]; i++) {
         uint32_t id;
         bool found = kld_type_from_name(geo[i].name, &id);
@@ -308,20 +308,21 @@ static void test_size_errors(void) {
 }
 
 static void test_unsupported(void) {
+    /* q8_K is an activation format: in the table, but never a weight */
     kld_error err = {0};
-    kld_status st = kld_type_check_to_float(KLD_TYPE_IQ2_XXS, "blk.3.ffn_down.weight", &err);
+    kld_status st = kld_type_check_to_float(KLD_TYPE_Q8_K, "blk.3.ffn_down.weight", &err);
     CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, "blk.3.ffn_down.weight") &&
-              strstr(err.msg, "iq2_xxs"),
+              strstr(err.msg, "q8_K"),
           "unsupported type error: %s", err.msg);
-    CHECK(kld_type_info_get(KLD_TYPE_IQ2_XXS)->to_float == NULL, "iq2_xxs must have no kernel");
+    CHECK(kld_type_info_get(KLD_TYPE_Q8_K)->to_float == NULL, "q8_K must have no kernel");
 
-    uint8_t block[66] = {0};
+    uint8_t block[292] = {0};
     float out[256];
-    kld_tensor t = {.name = "blk.7.attn_k.weight", .type = KLD_TYPE_IQ2_XXS, .n_dims = 1,
+    kld_tensor t = {.name = "blk.7.attn_k.weight", .type = KLD_TYPE_Q8_K, .n_dims = 1,
                     .ne = {256, 1, 1, 1}, .data = block, .nbytes = sizeof block};
     st = kld_tensor_to_f32(&t, out, 256, &err);
-    CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, "blk.7.attn_k.weight") && strstr(err.msg, "iq2_xxs"),
-          "tensor_to_f32 on iq2_xxs: %s", err.msg);
+    CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, "blk.7.attn_k.weight") && strstr(err.msg, "q8_K"),
+          "tensor_to_f32 on q8_K: %s", err.msg);
     t.type = 77;
     st = kld_tensor_to_f32(&t, out, 256, &err);
     CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, "blk.7.attn_k.weight") && strstr(err.msg, "type#77"),
@@ -340,10 +341,10 @@ static void test_unsupported(void) {
     CHECK(st == KLD_ERR_ARG, "small destination: %s", err.msg);
 
     float src[256] = {0};
-    st = kld_quantize_rows(KLD_TYPE_IQ2_XXS, src, 1, 256, block, sizeof block, "synth", &err);
+    st = kld_quantize_rows(KLD_TYPE_IQ2_XXS, src, 1, 256, block, 66, "synth", &err); /* read-only */
     CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, "synth") && strstr(err.msg, "iq2_xxs"),
           "quantize iq2_xxs: %s", err.msg);
-    st = kld_quantize_rows(KLD_TYPE_Q8_0, src, 2, 32, block, sizeof block, "small", &err);
+    st = kld_quantize_rows(KLD_TYPE_Q8_0, src, 2, 32, block, 66, "small", &err);
     CHECK(st == KLD_ERR_ARG && strstr(err.msg, "68"), "quantize into small buffer: %s", err.msg);
 }
 

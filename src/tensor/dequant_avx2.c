@@ -5,21 +5,7 @@
  * so the compiler does not fuse them even though -mfma is on; the tests
  * compare every type against the references bit for bit). Only called
  * after kld_cpu_has_avx2(). */
-#include "tensor/kernels.h"
-
-#include <immintrin.h>
-
-static inline float half_to_float(const uint8_t *p) { return _cvtsh_ss(kld_load_u16(p)); }
-
-/* The low 8 int8 lanes of v as floats. */
-static inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
-static inline __m128i high64(__m128i v) { return _mm_unpackhi_epi64(v, v); }
-
-/* y[0..15] = q * d */
-static inline void store16_mul(float *y, __m128i q, __m256 d) {
-    _mm256_storeu_ps(y, _mm256_mul_ps(i8_to_ps(q), d));
-    _mm256_storeu_ps(y + 8, _mm256_mul_ps(i8_to_ps(high64(q)), d));
-}
+#include "tensor/dequant_avx2.h"
 
 /* y[0..15] = q * d + m */
 static inline void store16_mul_add(float *y, __m128i q, __m256 d, __m256 m) {
@@ -33,10 +19,6 @@ static inline void store16_mul_sub(float *y, __m128i q, __m256 d, __m256 m) {
     _mm256_storeu_ps(y + 8, _mm256_sub_ps(_mm256_mul_ps(d, i8_to_ps(high64(q))), m));
 }
 
-static inline __m128i lo_nibbles(__m128i q) { return _mm_and_si128(q, _mm_set1_epi8(0x0F)); }
-static inline __m128i hi_nibbles(__m128i q) {
-    return _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
-}
 static inline __m256i lo_nibbles256(__m256i q) { return _mm256_and_si256(q, _mm256_set1_epi8(0x0F)); }
 static inline __m256i hi_nibbles256(__m256i q) {
     return _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));

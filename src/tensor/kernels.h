@@ -22,8 +22,38 @@ enum {
     KLD_BYTES_Q5_K = 176,  /* 256: d, dmin, scales[12], qh[32], qs[128] */
     KLD_BYTES_Q6_K = 210,  /* 256: ql[128], qh[64], scales[16] int8, d */
     KLD_BYTES_IQ4_NL = 18, /* 32: d, qs[16] */
-    KLD_BYTES_IQ4_XS = 136 /* 256: d, scales_h u16, scales_l[4], qs[128] */
+    KLD_BYTES_IQ4_XS = 136, /* 256: d, scales_h u16, scales_l[4], qs[128] */
+    KLD_BYTES_IQ2_XXS = 66, /* 256: d, qs u16[32] (per 32: 4 grid bytes, u32 signs+scale) */
+    KLD_BYTES_IQ2_XS = 74,  /* 256: d, qs u16[32] (9-bit grid, 7-bit signs), scales[8] */
+    KLD_BYTES_IQ2_S = 82,   /* 256: d, qs[32], signs[32], qh[8], scales[8] */
+    KLD_BYTES_IQ3_XXS = 98, /* 256: d, qs[64], u32[8] signs+scale */
+    KLD_BYTES_IQ3_S = 110,  /* 256: d, qs[64], qh[8], signs[32], scales[4] */
+    KLD_BYTES_IQ1_S = 50,   /* 256: d, qs[32], qh u16[8] */
+    KLD_BYTES_IQ1_M = 56,   /* 256: qs[32], qh[16], scales u16[4] (f16 d in their top nibbles) */
+    KLD_BYTES_TQ1_0 = 54,   /* 256: qs[48] (5 trits per byte), qh[4] (4 per byte), d */
+    KLD_BYTES_TQ2_0 = 66,   /* 256: qs[64] (2 bits per value), d */
+    KLD_BYTES_MXFP4 = 17    /* 32: e (E8M0 scale), qs[16] (E2M1 nibbles) */
 };
+
+/* The 16 E2M1 values of mxfp4, doubled (ggml's kvalues_mxfp4); the scale
+ * is halved to match (kld_e8m0_to_f32_half). */
+extern const int8_t kld_mxfp4_values[16];
+
+/* 2^(e-128), the E8M0 scale over two, as ggml's GGML_E8M0_TO_FP32_HALF:
+ * e = 0 and 1 are the subnormals 2^-128 and 2^-127; never inf or NaN. */
+static inline float kld_e8m0_to_f32_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* The i-quants store 7 sign bits per 8 values; the eighth makes the count
+ * of negative values even (ggml's ksigns_iq2xs table is this function). */
+static inline uint8_t kld_iq_signs8(uint32_t seven) {
+    seven &= 127;
+    return (uint8_t)(seven | (uint32_t)__builtin_parity(seven) << 7);
+}
 
 /* The 16 non-linear levels of iq4_nl / iq4_xs (ggml's kvalues_iq4nl). */
 extern const int8_t kld_iq4nl_values[16];
@@ -73,6 +103,17 @@ void kld_dequant_q4_k_ref(const void *src, float *dst, int64_t n);
 void kld_dequant_q5_k_ref(const void *src, float *dst, int64_t n);
 void kld_dequant_q6_k_ref(const void *src, float *dst, int64_t n);
 void kld_dequant_iq4_xs_ref(const void *src, float *dst, int64_t n);
+/* i-quants, ternary and mxfp4 (dequant_iq_ref.c, dequant_tq_ref.c). */
+void kld_dequant_iq2_xxs_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_iq2_xs_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_iq2_s_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_iq3_xxs_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_iq3_s_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_iq1_s_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_iq1_m_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_tq1_0_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_tq2_0_ref(const void *src, float *dst, int64_t n);
+void kld_dequant_mxfp4_ref(const void *src, float *dst, int64_t n);
 
 /* AVX2 + F16C versions (dequant_avx2.c); same results bit for bit. */
 void kld_dequant_f32_avx2(const void *src, float *dst, int64_t n);
@@ -90,6 +131,17 @@ void kld_dequant_q4_k_avx2(const void *src, float *dst, int64_t n);
 void kld_dequant_q5_k_avx2(const void *src, float *dst, int64_t n);
 void kld_dequant_q6_k_avx2(const void *src, float *dst, int64_t n);
 void kld_dequant_iq4_xs_avx2(const void *src, float *dst, int64_t n);
+/* dequant_iq_avx2.c */
+void kld_dequant_iq2_xxs_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_iq2_xs_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_iq2_s_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_iq3_xxs_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_iq3_s_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_iq1_s_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_iq1_m_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_tq1_0_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_tq2_0_avx2(const void *src, float *dst, int64_t n);
+void kld_dequant_mxfp4_avx2(const void *src, float *dst, int64_t n);
 
 /* Reference quantizers (quantize_ref.c, quantize_k_ref.c, quantize_iq4_ref.c). */
 void kld_quant_f32_ref(const float *src, void *dst, int64_t n);

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Indexed by ggml type id. Ids ggml retired (4, 5, 31-33) or that postdate
- * the ids we know have no entry (block_size 0). */
+/* Indexed by ggml type id. Ids ggml retired (4, 5, 31-33, 36-38) or that
+ * postdate the ids we know have no entry (block_size 0). The i-quants,
+ * ternary types and mxfp4 (39, newer than llama.cpp c392e50) are read-only:
+ * dequantized, never written. */
 static kld_type_info type_table[KLD_TYPE_COUNT] = {
     [KLD_TYPE_F32] = {"f32", 1, 4, false, kld_dequant_f32_ref, NULL, kld_dequant_f32_avx2,
                       kld_quant_f32_ref, false, NULL,
@@ -61,22 +63,22 @@ static kld_type_info type_table[KLD_TYPE_COUNT] = {
                        kld_quant_q6_k_avx2, NULL},
     [KLD_TYPE_Q8_K] = {"q8_K", KLD_QK_K, 292, true, NULL, NULL, NULL, NULL, false, NULL,
                        NULL, NULL},
-    [KLD_TYPE_IQ2_XXS] = {"iq2_xxs", KLD_QK_K, 66, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
-    [KLD_TYPE_IQ2_XS] = {"iq2_xs", KLD_QK_K, 74, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
-    [KLD_TYPE_IQ3_XXS] = {"iq3_xxs", KLD_QK_K, 98, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
-    [KLD_TYPE_IQ1_S] = {"iq1_s", KLD_QK_K, 50, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
+    [KLD_TYPE_IQ2_XXS] = {"iq2_xxs", KLD_QK_K, KLD_BYTES_IQ2_XXS, true, kld_dequant_iq2_xxs_ref, NULL,
+                       kld_dequant_iq2_xxs_avx2, NULL, false, NULL, NULL, NULL},
+    [KLD_TYPE_IQ2_XS] = {"iq2_xs", KLD_QK_K, KLD_BYTES_IQ2_XS, true, kld_dequant_iq2_xs_ref, NULL,
+                       kld_dequant_iq2_xs_avx2, NULL, false, NULL, NULL, NULL},
+    [KLD_TYPE_IQ3_XXS] = {"iq3_xxs", KLD_QK_K, KLD_BYTES_IQ3_XXS, true, kld_dequant_iq3_xxs_ref, NULL,
+                       kld_dequant_iq3_xxs_avx2, NULL, false, NULL, NULL, NULL},
+    [KLD_TYPE_IQ1_S] = {"iq1_s", KLD_QK_K, KLD_BYTES_IQ1_S, true, kld_dequant_iq1_s_ref, NULL,
+                       kld_dequant_iq1_s_avx2, NULL, false, NULL, NULL, NULL},
     [KLD_TYPE_IQ4_NL] = {"iq4_nl", 32, KLD_BYTES_IQ4_NL, true, kld_dequant_iq4_nl_ref, NULL,
                          kld_dequant_iq4_nl_avx2, kld_quant_iq4_nl_ref, true,
                        kld_quant_iq4_nl_imat,
                        NULL, NULL},
-    [KLD_TYPE_IQ3_S] = {"iq3_s", KLD_QK_K, 110, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
-    [KLD_TYPE_IQ2_S] = {"iq2_s", KLD_QK_K, 82, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
+    [KLD_TYPE_IQ3_S] = {"iq3_s", KLD_QK_K, KLD_BYTES_IQ3_S, true, kld_dequant_iq3_s_ref, NULL,
+                       kld_dequant_iq3_s_avx2, NULL, false, NULL, NULL, NULL},
+    [KLD_TYPE_IQ2_S] = {"iq2_s", KLD_QK_K, KLD_BYTES_IQ2_S, true, kld_dequant_iq2_s_ref, NULL,
+                       kld_dequant_iq2_s_avx2, NULL, false, NULL, NULL, NULL},
     [KLD_TYPE_IQ4_XS] = {"iq4_xs", KLD_QK_K, KLD_BYTES_IQ4_XS, true, kld_dequant_iq4_xs_ref, NULL,
                          kld_dequant_iq4_xs_avx2, kld_quant_iq4_xs_ref, true,
                        kld_quant_iq4_xs_imat,
@@ -91,15 +93,17 @@ static kld_type_info type_table[KLD_TYPE_COUNT] = {
                        NULL, NULL},
     [KLD_TYPE_F64] = {"f64", 1, 8, false, NULL, NULL, NULL, NULL, false, NULL,
                        NULL, NULL},
-    [KLD_TYPE_IQ1_M] = {"iq1_m", KLD_QK_K, 56, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
+    [KLD_TYPE_IQ1_M] = {"iq1_m", KLD_QK_K, KLD_BYTES_IQ1_M, true, kld_dequant_iq1_m_ref, NULL,
+                       kld_dequant_iq1_m_avx2, NULL, false, NULL, NULL, NULL},
     [KLD_TYPE_BF16] = {"bf16", 1, 2, false, kld_dequant_bf16_ref, NULL, kld_dequant_bf16_avx2,
                        kld_quant_bf16_ref, false, NULL,
                        NULL, NULL},
-    [KLD_TYPE_TQ1_0] = {"tq1_0", KLD_QK_K, 54, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
-    [KLD_TYPE_TQ2_0] = {"tq2_0", KLD_QK_K, 66, true, NULL, NULL, NULL, NULL, false, NULL,
-                       NULL, NULL},
+    [KLD_TYPE_TQ1_0] = {"tq1_0", KLD_QK_K, KLD_BYTES_TQ1_0, true, kld_dequant_tq1_0_ref, NULL,
+                       kld_dequant_tq1_0_avx2, NULL, false, NULL, NULL, NULL},
+    [KLD_TYPE_TQ2_0] = {"tq2_0", KLD_QK_K, KLD_BYTES_TQ2_0, true, kld_dequant_tq2_0_ref, NULL,
+                       kld_dequant_tq2_0_avx2, NULL, false, NULL, NULL, NULL},
+    [KLD_TYPE_MXFP4] = {"mxfp4", 32, KLD_BYTES_MXFP4, true, kld_dequant_mxfp4_ref, NULL,
+                        kld_dequant_mxfp4_avx2, NULL, false, NULL, NULL, NULL},
 };
 
 /* ---- kernel selection ---- */

@@ -39,6 +39,7 @@ typedef enum kld_type {
     KLD_TYPE_BF16 = 30,
     KLD_TYPE_TQ1_0 = 34,
     KLD_TYPE_TQ2_0 = 35,
+    KLD_TYPE_MXFP4 = 39,
     KLD_TYPE_COUNT = 40 /* upper bound of the id space, not a type */
 } kld_type;
 

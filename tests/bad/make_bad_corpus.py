@@ -241,6 +241,10 @@ def gguf_corpus():
       tensors=tens(("tok.a", [32], 4, 0, bytes(20))))  # Q4_2, removed from ggml
     g("gguf_q8_0_row_not_block.gguf", "FORMAT", "not a multiple of the q8_0 block size",
       tensors=tens(("tok.a", [33], GGML_Q8_0, 0, bytes(34))))
+    g("gguf_iq2_xxs_row_not_block.gguf", "FORMAT", "tensor 'tok.a': row length 300 is not a multiple of the iq2_xxs block size 256",
+      tensors=tens(("tok.a", [300], 16, 0, bytes(66))))  # GGML_TYPE_IQ2_XXS
+    g("gguf_mxfp4_row_not_block.gguf", "FORMAT", "tensor 'tok.a': row length 33 is not a multiple of the mxfp4 block size 32",
+      tensors=tens(("tok.a", [33], 39, 0, bytes(17))))  # GGML_TYPE_MXFP4
     g("gguf_misaligned_offset.gguf", "FORMAT", "not a multiple of the alignment",
       tensors=tens(("tok.a", [4], GGML_F32, 0, ok_a), ("tok.b", [4], GGML_F32, 16, ok_a)))
     g("gguf_offset_past_end.gguf", "FORMAT", "runs past the end of the data section",
