@@ -34,6 +34,8 @@ int kld_cmd_imatrix(int argc, char **argv);
 struct kld_kl_config;
 /* The KL run with reporting and recording, shared by `kl` and `demo` (cmd_kl.c). */
 int kld_kl_main(struct kld_kl_config *c, const kld_kl_outputs *o);
+/* `kldeval merge --dump OUT SHARD_DIR...` (cmd_merge_dump.c). */
+int kld_merge_dump_main(const char *out, const char *const *dirs, size_t n, const kld_kl_outputs *o);
 
 struct kld_summary;
 struct kld_stats;

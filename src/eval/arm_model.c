@@ -104,6 +104,8 @@ static json_t *model_desc(const char *path, const kld_model *m) {
     const kld_hparams *hp = kld_model_hparams(m);
     json_object_set_new(o, "arch", json_string(hp->arch));
     json_object_set_new(o, "n_vocab", json_integer(hp->n_vocab));
+    /* MODEL@POLICY: the path is no file (sha256 null); the policy is a defining input */
+    if (kld_model_policy(m)) json_object_set_new(o, "policy", json_string(kld_model_policy(m)));
     return o;
 }
 

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The configuration without the keys that cannot change a record. */
-static json_t *defining(const json_t *config) {
+json_t *kld_eval_defining(const json_t *config) {
     json_t *o = json_deep_copy(config);
     if (!o) return NULL;
     static const char *const drop[] = {"threads", "chunk", "shard", "warning"};
@@ -23,7 +22,7 @@ static json_t *defining(const json_t *config) {
 }
 
 void kld_eval_hash(const json_t *config, uint8_t out[32]) {
-    json_t *o = defining(config);
+    json_t *o = kld_eval_defining(config);
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     unsigned len = 0;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -91,7 +90,7 @@ typedef struct part {
 /* The first defining key on which two configurations differ, for the
  * message that refuses a foreign part. */
 static void first_difference(const json_t *a, const json_t *b, char *buf, size_t size) {
-    json_t *da = defining(a), *db = defining(b);
+    json_t *da = kld_eval_defining(a), *db = kld_eval_defining(b);
     snprintf(buf, size, "the configuration");
     const char *key;
     json_t *va;

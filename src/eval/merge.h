@@ -26,6 +26,10 @@
 
 #include <jansson.h>
 
+/* The configuration without the keys that cannot change a record (a new
+ * object; NULL when out of memory). */
+json_t *kld_eval_defining(const json_t *config);
+
 /* The hash of the defining inputs of a run's configuration. */
 void kld_eval_hash(const json_t *config, uint8_t out[32]);
 
