@@ -22,7 +22,9 @@ static void usage(FILE *f) {
 "hold every shard exactly once; a missing, duplicated, foreign or corrupted part is an error that\n"
 "names it. Window order is restored and every statistic is computed from the merged per-position\n"
 "records, so the JSON equals the single run's except for the timings (sums over the shards) and\n"
-"the added \"merged\" object (the evaluation hash and the parts). Memory: 80 bytes per position.\n\n"
+"the added \"merged\" object (the evaluation hash and the parts). Memory: the records stay in\n"
+"the partials and are read in passes; the statistics need 24 bytes per position, the run\n"
+"database's per-position BLOB 29.\n\n"
 "  --json FILE            the JSON report (schema kldeval.kl/1 plus \"merged\")\n"
 "  --pin FILE             append one JSON line\n"
 "  --label NAME           label of the pin line (default: the shards' label)\n"
@@ -144,7 +146,7 @@ int kld_cmd_merge(int argc, char **argv) {
     free(parts);
     kld_summary sum;
     int rc = 0;
-    if (kld_stats_finalize(m.stats, &sum, &err) != KLD_OK) {
+    if (kld_summary_from_source(&m.records, &sum, &err) != KLD_OK) {
         fprintf(stderr, "kldeval merge: %s\n", err.msg);
         kld_merge_result_free(&m);
         return 1;
@@ -160,14 +162,14 @@ int kld_cmd_merge(int argc, char **argv) {
     }
     if (m.ctx_note[0]) printf("%-30s: %s\n", "WARNING", m.ctx_note);
     printf("%-30s: %u shards, %zu positions (timings are sums over the shards)\n", "merged",
-           m.n_shards, kld_stats_count(m.stats));
+           m.n_shards, m.records.n);
     if (!rc && json_path && write_json(json_path, &sum, &run, &m, &err) != KLD_OK) rc = 1;
     if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
-    if (!rc && tsv_path && kld_report_tsv_write(tsv_path, m.stats, &err) != KLD_OK) rc = 1;
+    if (!rc && tsv_path && kld_report_tsv_write_source(tsv_path, &m.records, &err) != KLD_OK) rc = 1;
     if (rc) fprintf(stderr, "kldeval merge: %s\n", err.msg);
     out.label = run.label;
     json_t *report = merged_json(&sum, &run, &m);
-    if (!kld_record_run("merge", &out, "merged", report, &sum, m.stats, false, m.elapsed_s, NAN) && !rc)
+    if (!kld_record_run_source("merge", &out, "merged", report, &sum, &m.records, m.elapsed_s) && !rc)
         rc = 1;
     json_decref(report);
     kld_merge_result_free(&m);

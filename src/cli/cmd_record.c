@@ -9,10 +9,10 @@
 #include <math.h>
 #include <stdio.h>
 
-bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
-                    const json_t *report, const struct kld_summary *sum,
-                    const struct kld_stats *stats, bool partial, double wall_s,
-                    double tokens_per_s) {
+static bool record(const char *cmd, const kld_kl_outputs *o, const char *mode, const json_t *report,
+                   const struct kld_summary *sum, const struct kld_stats *stats,
+                   const struct kld_record_source *records, bool partial, double wall_s,
+                   double tokens_per_s) {
     if (o->no_db && !o->html_path) return true;
     kld_error err = {0};
     kld_db *db = NULL;
@@ -21,7 +21,7 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
         fprintf(stderr, "kldeval %s: run not saved: %s\n", cmd, err.msg);
         return !o->html_path;
     }
-    kld_db_run run = {o->label, mode, report, sum, stats, partial, wall_s, tokens_per_s};
+    kld_db_run run = {o->label, mode, report, sum, stats, records, partial, wall_s, tokens_per_s};
     int64_t id = 0;
     bool ok = true;
     if (kld_db_record_run(db, &run, &id, &err) != KLD_OK) {
@@ -37,4 +37,17 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
     }
     kld_db_close(db);
     return ok;
+}
+
+bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                    const json_t *report, const struct kld_summary *sum,
+                    const struct kld_stats *stats, bool partial, double wall_s,
+                    double tokens_per_s) {
+    return record(cmd, o, mode, report, sum, stats, NULL, partial, wall_s, tokens_per_s);
+}
+
+bool kld_record_run_source(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                           const json_t *report, const struct kld_summary *sum,
+                           const struct kld_record_source *records, double wall_s) {
+    return record(cmd, o, mode, report, sum, NULL, records, false, wall_s, NAN);
 }

@@ -47,5 +47,10 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
                     const json_t *report, const struct kld_summary *sum,
                     const struct kld_stats *stats, bool partial, double wall_s,
                     double tokens_per_s);
+struct kld_record_source;
+/* The same for records read in passes (a merge's: never all in memory). */
+bool kld_record_run_source(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                           const json_t *report, const struct kld_summary *sum,
+                           const struct kld_record_source *records, double wall_s);
 
 #endif
