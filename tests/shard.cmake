@@ -16,3 +16,7 @@ add_test(NAME test_slurm COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/test_slu
          $<TARGET_FILE:kldeval> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_slurm PROPERTIES LABELS "slow;slurm" TIMEOUT 600
                      ENVIRONMENT "KLD_BUILD_DIR=${CMAKE_BINARY_DIR}" RUN_SERIAL ON)
+# Sharded dumps (`dump --shard`, `merge --dump`, src/store/dump_merge.c).
+kld_add_test(NAME test_dump_shard SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_dump_shard.c
+             ARGS $<TARGET_FILE:kldeval> TIMEOUT 300)
+add_dependencies(test_dump_shard kldeval)

@@ -107,6 +107,7 @@ typedef struct kld_db_run {
                                    top level, "config" inside); may be NULL */
     const kld_summary *summary; /* every statistic becomes a column; NULL: all NULL */
     const kld_stats *stats;     /* per-position values -> the BLOB; NULL: none */
+    const kld_record_source *records; /* instead of stats: records not in memory (a merge) */
     bool partial;
     double wall_s, tokens_per_s; /* NAN when unknown */
 } kld_db_run;
@@ -176,6 +177,8 @@ typedef struct kld_db_position {
 
 kld_status kld_db_positions_encode(const kld_stats *st, unsigned char **blob, size_t *size,
                                    kld_error *err);
+kld_status kld_db_positions_encode_source(const kld_record_source *src, unsigned char **blob,
+                                          size_t *size, kld_error *err);
 kld_status kld_db_positions_decode(const void *blob, size_t size, kld_db_position **out,
                                    size_t *n, kld_error *err);
 /* The run's positions (KLD_ERR_ARG when it has none). */

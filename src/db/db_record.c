@@ -203,12 +203,15 @@ static kld_status write_row(kld_db *db, const kld_db_run *run, int64_t *id, kld_
     size_t blob_size = 0;
     int64_t blob_n = 0;
     kld_status st;
-    if (run->stats) {
-        if ((st = kld_db_positions_encode(run->stats, &blob, &blob_size, err))) {
+    kld_record_source src;
+    if (run->stats) kld_stats_source(run->stats, &src);
+    else if (run->records) src = *run->records;
+    if (run->stats || run->records) {
+        if ((st = kld_db_positions_encode_source(&src, &blob, &blob_size, err))) {
             kld_error_prefix(err, "%s", db->path);
             return st;
         }
-        blob_n = (int64_t)kld_stats_count(run->stats);
+        blob_n = (int64_t)src.n;
     }
     row_values *r = calloc(1, sizeof *r);
     if (!r) {

@@ -120,6 +120,7 @@ static json_t *model_desc(const char *path, const kld_model *m) {
     const kld_hparams *hp = kld_model_hparams(m);
     json_object_set_new(o, "arch", json_string(hp->arch));
     json_object_set_new(o, "n_vocab", json_integer(hp->n_vocab));
+    /* MODEL@POLICY: the policy is a defining input (null: the stored types) */
     json_object_set_new(o, "policy", kld_model_policy(m) ? json_string(kld_model_policy(m)) : json_null());
     json_object_set_new(o, "bits_per_weight", json_real(bits_per_weight(m)));
     return o;
