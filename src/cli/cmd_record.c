@@ -9,10 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
-bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
-                    const json_t *report, const struct kld_summary *sum,
-                    const struct kld_stats *stats, bool partial, double wall_s,
-                    double tokens_per_s) {
+static bool record(const char *cmd, const kld_kl_outputs *o, const kld_db_run *run) {
     if (o->no_db && !o->html_path) return true;
     kld_error err = {0};
     kld_db *db = NULL;
@@ -21,10 +18,9 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
         fprintf(stderr, "kldeval %s: run not saved: %s\n", cmd, err.msg);
         return !o->html_path;
     }
-    kld_db_run run = {o->label, mode, report, sum, stats, partial, wall_s, tokens_per_s};
     int64_t id = 0;
     bool ok = true;
-    if (kld_db_record_run(db, &run, &id, &err) != KLD_OK) {
+    if (kld_db_record_run(db, run, &id, &err) != KLD_OK) {
         fprintf(stderr, "kldeval %s: run not saved in %s: %s\n", cmd, kld_db_path(db), err.msg);
         ok = !o->html_path;
     } else {
@@ -37,4 +33,21 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
     }
     kld_db_close(db);
     return ok;
+}
+
+bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                    const json_t *report, const struct kld_summary *sum,
+                    const struct kld_stats *stats, bool partial, double wall_s,
+                    double tokens_per_s) {
+    kld_db_run run = {.label = o->label, .mode = mode, .report = report, .summary = sum,
+                      .stats = stats, .partial = partial, .wall_s = wall_s,
+                      .tokens_per_s = tokens_per_s};
+    return record(cmd, o, &run);
+}
+
+bool kld_record_cap_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                        const json_t *report, bool partial, int threads, double wall_s) {
+    kld_db_run run = {.label = o->label, .mode = mode, .report = report, .partial = partial,
+                      .wall_s = wall_s, .tokens_per_s = NAN, .threads = threads};
+    return record(cmd, o, &run);
 }

@@ -45,5 +45,10 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
                     const json_t *report, const struct kld_summary *sum,
                     const struct kld_stats *stats, bool partial, double wall_s,
                     double tokens_per_s);
+/* The same for a capability report (`cap`, `cap score`, the smoketest's
+ * GSM8K part; mode "cap" or "cap-score"): no KLD statistics; threads is
+ * recorded beside the report, which leaves them out. */
+bool kld_record_cap_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                        const json_t *report, bool partial, int threads, double wall_s);
 
 #endif
