@@ -21,7 +21,8 @@
  * aborts: a failure to record is an error the caller reports beside its
  * results.
  *
- * Table runs (schema 1), one row per run:
+ * Table runs (schema 1; schema 2 adds the capability columns below), one
+ * row per run:
  *   id, created (UTC "YYYY-MM-DDTHH:MM:SSZ"), version, host, cpu_model
  *   (/proc/cpuinfo "model name"), threads, label, mode, partial (0/1),
  *   wall_s, tokens_per_s,
@@ -192,7 +193,7 @@ kld_status kld_db_remove(kld_db *db, const int64_t *ids, size_t n, kld_error *er
 typedef enum kld_db_export_format { KLD_DB_EXPORT_CSV, KLD_DB_EXPORT_JSONL } kld_db_export_format;
 /* CSV: a header of every column but report and positions, one line per run
  * (RFC 4180 quoting). JSONL: one object per run with every column but
- * positions, "report" as a JSON object. */
+ * positions, "report" and "cap_results" as JSON objects. */
 kld_status kld_db_export(kld_db *db, const kld_db_filter *filter, kld_db_export_format fmt,
                          FILE *out, kld_error *err);
 
