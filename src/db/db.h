@@ -56,7 +56,9 @@
  *                  prompt/instruction strict/loose) and P = {diff, stderr
  *                  (paired), arm_only_right, ref_only_right (McNemar's
  *                  discordant counts), n}; "arm" and "paired" only with an arm;
- *   report         the full JSON report, every per-item response included.
+ *   report         the full JSON report, every per-item response included;
+ *   threads        kld_db_run.threads (the report leaves them out; cap-score:
+ *                  the HumanEval programs run at once, --jobs).
  * Query the JSON with SQLite's json_extract(cap_results, '$.gsm8k.arm.accuracy').
  * Migration 1 -> 2 only adds these columns (NULL in the older rows) and an
  * index on mode.
