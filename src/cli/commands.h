@@ -63,8 +63,14 @@ typedef struct kld_record_item {
     const struct kld_record_source *records; /* instead of stats: records read in passes */
     bool partial;
     double wall_s, tokens_per_s;
+    int threads; /* > 0: recorded beside a report that leaves them out (cap) */
 } kld_record_item;
 bool kld_record_runs(const char *cmd, const kld_kl_outputs *o, const kld_record_item *items,
                      size_t n);
+/* The same for a capability report (`cap`, `cap score`, the smoketest's
+ * GSM8K part; mode "cap" or "cap-score"): no KLD statistics; threads is
+ * recorded beside the report, which leaves them out. */
+bool kld_record_cap_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                        const json_t *report, bool partial, int threads, double wall_s);
 
 #endif
