@@ -114,5 +114,20 @@ int main(int argc, char **argv) {
     snprintf(cmd, sizeof cmd, "node tests/browser/check_report.js '%s' '%s' '%s'", html, jsonl, png);
     CHECK(sh(cmd) == 0, "headless Chromium: the report's charts, numbers, console and network check out");
     CHECK(stat(png, &sb) == 0 && sb.st_size > 10000, "screenshot %s", png);
+
+    /* a real sensitivity sweep's report: the ranked group chart */
+    snprintf(db_path, sizeof db_path, "%s/sweep.sqlite", dir);
+    snprintf(html, sizeof html, "%s/sweep.html", dir);
+    snprintf(jsonl, sizeof jsonl, "%s/sweep.jsonl", dir);
+    snprintf(png, sizeof png, "%s/sweep.png", dir);
+    remove(db_path);
+    snprintf(cmd, sizeof cmd, "'%s' sweep --ref ../shared/models/rand-llama/f16.gguf --base q4_0 --groups layers "
+             "--max-docs 1 --ctx 48 --teacher-top-k 256 --quiet --db '%s' --html '%s' >/dev/null 2>&1", kldeval,
+             db_path, html);
+    CHECK(sh(cmd) == 0, "kldeval sweep --html exits 0");
+    snprintf(cmd, sizeof cmd, "'%s' runs export --jsonl --db '%s' --out '%s'", kldeval, db_path, jsonl);
+    CHECK(sh(cmd) == 0, "kldeval runs export --jsonl (sweep) exits 0");
+    snprintf(cmd, sizeof cmd, "node tests/browser/check_report.js '%s' '%s' '%s'", html, jsonl, png);
+    CHECK(sh(cmd) == 0, "headless Chromium: the sweep report checks out, ranked group chart included");
     return kt_finish();
 }

@@ -123,6 +123,12 @@ json_t *kld_arm_model_desc(const char *path, const kld_model *m) {
     /* MODEL@POLICY: the policy is a defining input (null: the stored types) */
     json_object_set_new(o, "policy", kld_model_policy(m) ? json_string(kld_model_policy(m)) : json_null());
     json_object_set_new(o, "bits_per_weight", json_real(bits_per_weight(m)));
+    /* quantized on load: the arm's size is its weights' at the policy, not the stored file's */
+    const struct kld_quant_plan *plan = kld_model_quant_plan(m);
+    if (plan) {
+        json_object_set_new(o, "file_bytes", json_integer((json_int_t)src->file_bytes));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)plan->dst_bytes));
+    }
     return o;
 }
 

@@ -68,7 +68,7 @@ static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
         fprintf(f, "</td><td class=\"num\" data-run=\"%lld\" data-key=\"arm_bytes\"", (long long)r->id);
         if (r->arm.bytes >= 0) fprintf(f, " data-value=\"%lld\"", (long long)r->arm.bytes);
         fprintf(f, ">%s</td>", size);
-        num_cell(f, r->id, "arm_bpw", r->arm.bpw, NULL, NAN, 4);
+        num_cell(f, r->id, "arm_bpw", r->arm.bpw, NULL, NAN, 5);
         num_cell(f, r->id, "n_positions", r->has_summary ? (double)s->n_positions : NAN, NULL, NAN, 12);
         num_cell(f, r->id, "kld_mean", s->kld.mean, "kld_se", s->kld.se, 5);
         num_cell(f, r->id, "kld_median", s->kld.median, NULL, NAN, 5);

@@ -110,7 +110,9 @@ const check = (ok, what) => {
       if (p.d !== null) paired++;
       check(v !== null && Math.abs(v - diff) <= 1e-5 * Math.abs(diff) + 1e-12, 'pair ' + p.pair + ': ΔKLD ' + v + ' vs ' + diff);
     }
-    if (runs.length > 1) check(paired > 0 && paired < pairs.length, 'paired and unpaired comparisons present (' + paired + ' paired)');
+    if (runs.length > 1 && runs.every((r) => r.mode === 'sweep'))
+      check(paired === pairs.length, 'a sweep\'s arms share the teacher: every comparison paired (' + paired + ')');
+    else if (runs.length > 1) check(paired > 0 && paired < pairs.length, 'paired and unpaired comparisons present (' + paired + ' paired)');
 
     if (capRuns.length) {
       // the capability table: every cell's value (and se) is the database's, at the path its data-key names
@@ -169,6 +171,24 @@ const check = (ok, what) => {
       check(barsAll > 0 && barsOk === barsAll, 'chart-cap: bars and error bars equal the database (' + barsOk + ' of ' + barsAll + ')');
       const capCanvas = charts.find((c) => c.id === 'chart-cap');
       check(capCanvas && capCanvas.inked > 2000, 'chart-cap drawn (' + (capCanvas ? capCanvas.inked : 0) + ' inked pixels)');
+    }
+
+    if (runs.length && runs.every((r) => r.mode === 'sweep')) {
+      // a sweep's report: the ranked chart names the groups, lowest mean KLD first, at the database's values
+      const rank = await page.evaluate(() => {
+        const c = document.getElementById('chart-rank'), chart = Chart.getChart(c);
+        return { title: c.closest('figure').querySelector('h3').textContent, labels: chart.data.labels,
+                 values: chart.data.datasets[0].data };
+      });
+      check(/sweep's groups ranked/.test(rank.title), 'the sweep report titles its ranked group chart: ' + rank.title);
+      const want = [...runs].sort((a, b) => a.kld_mean - b.kld_mean);
+      check(rank.labels.length === want.length, 'chart-rank: one bar per arm (' + rank.labels.length + ')');
+      let ok = 0;
+      want.forEach((r, k) => {
+        if (rank.labels[k] && rank.labels[k].endsWith(r.label) && Math.abs(rank.values[k] - r.kld_mean) <= 1e-9 * r.kld_mean) ok++;
+        else console.error('chart-rank bar ' + k + ': ' + rank.labels[k] + ' ' + rank.values[k] + ' vs ' + r.label + ' ' + r.kld_mean);
+      });
+      check(ok === want.length, 'chart-rank: groups in ranked order at the database\'s KLD (' + ok + ' of ' + want.length + ')');
     }
 
     check(problems.length === 0, 'no console errors or warnings: ' + problems.join(' | '));
