@@ -1,5 +1,6 @@
 /* moe.c — the mixture-of-experts FFN of one chunk, computed as llama.cpp
- * c392e50's llm_build_moe_ffn (src/llama.cpp 417-535) computes it:
+ * c392e50's llm_build_moe_ffn (src/llama.cpp 417-535) computes it (softmax 445,
+ * top-k 465, norm_w 473-481, weights 517, the sum 519-530):
  *
  *   logits = gate_inp · x            router, float32 product (the act lever
  *                                    rounds its input as for any weight)
@@ -10,7 +11,7 @@
  *   y_i    = down_e · (silu(gate_e · x) * (up_e · x)) * w_i
  *   out    = ((y_0 + y_1) + y_2) + …     in slot order, float32
  *   + shared expert (qwen2moe): ffn_shexp(x) · sigmoid(gate_inp_shexp · x),
- *     the sigmoid as ggml_div(ggml_silu(g), g) (src/llama.cpp 3651-3671).
+ *     the sigmoid as ggml_div(ggml_silu(g), g) (src/llama.cpp 3657, 3650-3672).
  *
  * The chunk's rows are grouped by expert, so each expert's matrices are read
  * once per chunk; each product row depends only on its own input row (gemm.h),

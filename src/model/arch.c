@@ -4,7 +4,7 @@
 
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
-    /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1601) */
+    /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
     {"llama", KLD_ROPE_NORM, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_OPTIONAL, .moe_norm_w = true},
     {"qwen2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0, 0, .moe = KLD_MOE_NONE},
@@ -16,7 +16,7 @@ static const kld_arch_switches arch_table[] = {
     /* gemma3 (after c392e50): set_swa_pattern(6), sliding base 1e4 at scale 1 */
     {"gemma3", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, true, true, true, false, 6, 1e4, 0, .moe = KLD_MOE_NONE},
     /* qwen2moe: q/k/v biases required (llama-model.cpp 2119-2121), routed experts with
-     * norm_w false plus the sigmoid-gated shared expert (src/llama.cpp 3638-3671) */
+     * norm_w false (src/llama.cpp 3637-3648) plus the sigmoid-gated shared expert (3650-3672) */
     {"qwen2moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_shared_expert = true, .moe_ff_per_used = true},
     /* olmoe: q/k RMSNorm over the full q and k rows (src/llama.cpp 5735-5741), norm_w false (5782-5792) */
