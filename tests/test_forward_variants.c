@@ -27,58 +27,10 @@ static void make_ids(int32_t *ids, int64_t n_vocab) {
     }
 }
 
-/* Logits of a prefill of `prefill` tokens followed by one-token decode steps. */
-static float *decode_logits(const char *path, const int32_t *ids, int64_t prefill, int64_t nv) {
-    kld_error err = {0};
-    kld_model *m = NULL;
-    kld_session *s = NULL;
-    float *out = malloc(sizeof(float) * (size_t)(N_IDS * nv));
-    kld_status st = kld_model_open(path, NULL, &m, &err);
-    if (st == KLD_OK) st = kld_session_create(m, N_IDS + 8, N_IDS, 2, &s, &err);
-    if (st == KLD_OK) st = kld_session_eval(s, ids, prefill, out, &err);
-    for (int64_t i = prefill; st == KLD_OK && i < N_IDS; i++)
-        st = kld_session_decode(s, ids[i], out + i * nv, &err);
-    CHECK_OK(st, err);
-    kld_session_free(s);
-    kld_model_close(m);
-    if (st != KLD_OK) {
-        free(out);
-        return NULL;
-    }
-    return out;
-}
-
-/* Engine vs reference, chunk invariance and decode == prefill for one
- * model path; returns the reference logits (caller frees) or NULL. */
+/* Engine vs reference, chunk invariance and decode == prefill (tf_check_path). */
 static float *check_path(const char *label, const char *path, const char *gguf, const ref_opts *o,
                          const int32_t *ids) {
-    int64_t nv = 0, nv2 = 0;
-    float *ref = ref_forward_opts(gguf, o, ids, N_IDS, &nv);
-    float *eng = tf_engine_logits(path, ids, N_IDS, N_IDS, 2, &nv2);
-    if (!ref || !eng || nv != nv2) {
-        CHECK(false, "%s: reference and engine must both run", label);
-        free(ref);
-        free(eng);
-        return NULL;
-    }
-    tf_cmp c = tf_compare(ref, eng, N_IDS, nv);
-    printf("%-28s engine vs reference: max|d| %.2e argmax %d/%d\n", label, c.max_abs,
-           c.same_argmax, N_IDS);
-    CHECK(c.max_abs <= 1e-3, "%s: engine vs reference max |d| %g", label, c.max_abs);
-    CHECK(c.same_argmax == N_IDS, "%s: argmax %d/%d", label, c.same_argmax, N_IDS);
-    static const int64_t chunks[] = {1, 7};
-    for (int i = 0; i < 2; i++) {
-        float *part = tf_engine_logits(path, ids, N_IDS, chunks[i], 2, &nv2);
-        CHECK(part && memcmp(part, eng, sizeof(float) * (size_t)(N_IDS * nv)) == 0,
-              "%s: chunks of %" PRId64 " must equal one pass", label, chunks[i]);
-        free(part);
-    }
-    float *dec = decode_logits(path, ids, 17, nv);
-    CHECK(dec && memcmp(dec, eng, sizeof(float) * (size_t)(N_IDS * nv)) == 0,
-          "%s: prefill 17 + decode must equal one pass", label);
-    free(dec);
-    free(eng);
-    return ref;
+    return tf_check_path(label, path, gguf, o, ids, N_IDS);
 }
 
 typedef struct variant {

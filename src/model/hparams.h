@@ -10,7 +10,8 @@
 #define KLD_MAX_LAYER 4096
 
 typedef struct kld_hparams {
-    char arch[32];          /* "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3" */
+    char arch[32];          /* "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
+                               "qwen2moe", "olmoe", "qwen3moe" */
     char name[128];         /* general.name or the folder name */
     int64_t n_embd;
     int64_t n_layer;
@@ -53,11 +54,21 @@ typedef struct kld_hparams {
     double attn_scale;      /* multiplies q·k before any soft-cap (1/sqrt(head_dim) by default) */
     double embd_scale;      /* multiplies the token embedding (gemma: sqrt(n_embd)); 1 = none */
     double norm_weight_offset; /* added to RMSNorm weights at load (HF Gemma stores w - 1) */
+
+    /* Mixture of experts (all 0 for a dense model; see hparams_moe.c). */
+    int64_t n_expert;       /* <arch>.expert_count / num_local_experts / num_experts */
+    int64_t n_expert_used;  /* <arch>.expert_used_count / num_experts_per_tok */
+    int64_t n_ff_exp;       /* rows of one routed expert's gate/up */
+    int64_t n_ff_shexp;     /* rows of the shared expert's gate/up (moe_shared_expert) */
+    bool moe_norm_w;        /* top-k router weights renormalised (switch, or HF norm_topk_prob) */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a
  * missing/out-of-range field is an error naming the key and the file. */
 kld_status kld_hparams_read(const kld_source *src, kld_hparams *hp, kld_error *err);
+
+/* True when the layers' FFN is a mixture of experts. */
+static inline bool kld_hparams_is_moe(const kld_hparams *hp) { return hp->n_expert > 0; }
 
 /* True when layer il uses the sliding window. */
 bool kld_hparams_layer_swa(const kld_hparams *hp, int64_t il);
