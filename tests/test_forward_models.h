@@ -52,6 +52,8 @@ typedef struct synth_shape {
     bool hf_bf16;          /* HF copy: 2-D tensors in BF16 */
     const char *hf_tail;   /* HF copy: config.json keys after tie_word_embeddings
                               (", \"k\": v, ..."), instead of the architecture's defaults */
+    int64_t n_ctx;         /* HF copy: max_position_embeddings (0: 4096) */
+    double norm_eps;       /* HF copy: rms_norm_eps (0: 1e-6) */
 } synth_shape;
 
 void synth_default(synth_shape *s, const char *arch);
@@ -60,9 +62,10 @@ void synth_default(synth_shape *s, const char *arch);
 bool synth_write_gguf(const synth_shape *s, const char *path);
 
 /* Writes dir/model.safetensors (F32 or BF16, Hugging Face tensor names, Gemma
- * norms stored as w - 1, llama q/k rows in rotate-half order) and
- * dir/config.json for the GGUF written by synth_write_gguf with the same
- * shape. */
+ * norms stored as w - 1, llama q/k rows in rotate-half order, phi3's fused
+ * qkv_proj / gate_up_proj) and dir/config.json for the GGUF written by
+ * synth_write_gguf with the same shape (or any llama, qwen2, qwen3, phi3,
+ * gemma2 or gemma3 GGUF of that shape, with hf_tail for its config keys). */
 bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir);
 
 /* ---- comparing logit rows (shared by the forward tests) ---- */

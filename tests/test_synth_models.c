@@ -197,7 +197,9 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
 /* ---- Hugging Face copy ---- */
 
 static bool hf_name(const synth_shape *s, const char *gguf, char *out, size_t cap) {
-    const bool gemma = !strcmp(s->arch, "gemma3");
+    /* Gemma 2/3 call the pre-FFN norm pre_feedforward_layernorm */
+    const bool gemma = !strcmp(s->arch, "gemma3") || !strcmp(s->arch, "gemma2");
+    const bool phi3 = !strcmp(s->arch, "phi3");
     if (!strcmp(gguf, "token_embd.weight")) return snprintf(out, cap, "model.embed_tokens.weight"), true;
     if (!strcmp(gguf, "output_norm.weight")) return snprintf(out, cap, "model.norm.weight"), true;
     if (!strcmp(gguf, "output.weight")) return snprintf(out, cap, "lm_head.weight"), true;
@@ -221,6 +223,8 @@ static bool hf_name(const synth_shape *s, const char *gguf, char *out, size_t ca
         {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
     };
     const char *rest = gguf + used, *hf = NULL;
+    if (phi3 && !strcmp(rest, "attn_qkv.weight")) hf = "self_attn.qkv_proj.weight";
+    if (phi3 && !strcmp(rest, "ffn_up.weight")) hf = "mlp.gate_up_proj.weight"; /* fused [gate; up] */
     if (!strcmp(rest, "ffn_norm.weight"))
         hf = gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
     for (size_t i = 0; !hf && i < sizeof map / sizeof map[0]; i++)
@@ -237,7 +241,7 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
         fprintf(stderr, "synth_write_hf: %s\n", err.msg);
         return false;
     }
-    const bool gemma = !strcmp(s->arch, "gemma3"), llama = !strcmp(s->arch, "llama");
+    const bool gemma = !strncmp(s->arch, "gemma", 5), llama = !strcmp(s->arch, "llama");
     char *header = malloc(1 << 20);
     size_t hl = (size_t)snprintf(header, 1 << 20, "{");
     uint64_t off = 0;
@@ -302,10 +306,11 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
     fprintf(f, "{\"model_type\": \"%s\", \"hidden_size\": %" PRId64 ", \"num_hidden_layers\": %" PRId64
                ", \"intermediate_size\": %" PRId64 ", \"num_attention_heads\": %" PRId64
                ", \"num_key_value_heads\": %" PRId64 ", \"head_dim\": %" PRId64
-               ", \"vocab_size\": %" PRId64 ", \"max_position_embeddings\": 4096, \"rms_norm_eps\": 1e-06"
-               ", \"rope_theta\": %.1f, \"tie_word_embeddings\": %s",
-            gemma ? "gemma3_text" : s->arch, s->n_embd, s->n_layer, s->n_ff, s->n_head, s->n_head_kv,
-            s->head_dim, s->n_vocab, s->rope_base, s->tied ? "true" : "false");
+               ", \"vocab_size\": %" PRId64 ", \"max_position_embeddings\": %" PRId64
+               ", \"rms_norm_eps\": %.9g, \"rope_theta\": %.1f, \"tie_word_embeddings\": %s",
+            !strcmp(s->arch, "gemma3") ? "gemma3_text" : s->arch, s->n_embd, s->n_layer, s->n_ff,
+            s->n_head, s->n_head_kv, s->head_dim, s->n_vocab, s->n_ctx > 0 ? s->n_ctx : 4096,
+            s->norm_eps > 0 ? s->norm_eps : 1e-6, s->rope_base, s->tied ? "true" : "false");
     if (s->hf_tail)
         fprintf(f, "%s}\n", s->hf_tail);
     else if (gemma)
