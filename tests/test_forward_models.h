@@ -27,7 +27,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *o, const int32_t 
                         int64_t *n_vocab);
 
 typedef struct synth_shape {
-    const char *arch;     /* "llama", "qwen2", "qwen3" or "gemma3" */
+    const char *arch;     /* "llama", "qwen2", "qwen3", "gemma" or "gemma3" */
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
     int64_t sliding_window; /* gemma3 */
     double rope_base, rope_linear; /* rope_linear: factor (0 = none) */

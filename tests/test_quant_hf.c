@@ -1,6 +1,6 @@
-/* test_quant_hf.c — `kldeval quantize` from a Hugging Face gemma2, gemma3
- * or phi3 checkpoint. Each checkpoint is the HF copy of a GGUF (the shared
- * gemma2 and phi3 models, a synthesized gemma3; test_synth_models.c undoes
+/* test_quant_hf.c — `kldeval quantize` from a Hugging Face gemma, gemma2,
+ * gemma3 or phi3 checkpoint. Each checkpoint is the HF copy of a GGUF (the
+ * shared gemma2 and phi3 models, a synthesized gemma and gemma3; test_synth_models.c undoes
  * llama.cpp's conversion: Gemma norms stored as w - 1, phi3's fused
  * qkv_proj / gate_up_proj). Converting it back at f16 must give that GGUF's
  * tensors (names, types, bytes), the keys llama.cpp's converter
@@ -16,6 +16,7 @@
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -166,8 +167,33 @@ static void run_case(const hf_case *c) {
         kld_tok_ids_free(&y);
         kld_tok_free(a);
         kld_tok_free(b);
+        /* a tokenizer that prepends no "▁" says so, as Gemma's converter does */
+        kld_gguf *g = NULL;
+        bool asp = true;
+        CHECK_OK(kld_gguf_open(out, &g, &err), err);
+        CHECK(g && kld_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &asp) && !asp,
+              "%s: tokenizer.ggml.add_space_prefix false", c->name);
+        kld_gguf_close(g);
     }
     remove(out);
+}
+
+/* The llama2 tokenizer.json as Gemma's is built: spaces become "▁" but no
+ * "▁" is prepended (normalizer Replace only, no Strip in the decoder). */
+static void write_gemma_style_tokenizer(const char *path) {
+    json_error_t je;
+    json_t *t = json_load_file(KT_SHARED "/tokenizers/llama2/tokenizer.json", 0, &je);
+    CHECK(t != NULL, "llama2 tokenizer.json: %s", je.text);
+    if (!t) return;
+    json_t *norms = json_object_get(json_object_get(t, "normalizer"), "normalizers");
+    json_t *replace = json_array_get(norms, 1);
+    CHECK(replace && !strcmp(json_string_value(json_object_get(replace, "type")), "Replace"),
+          "llama2 normalizer: Prepend then Replace");
+    if (replace) json_object_set(t, "normalizer", replace);
+    json_t *decs = json_object_get(json_object_get(t, "decoder"), "decoders");
+    json_array_remove(decs, json_array_size(decs) - 1); /* the Strip of the prepended space */
+    CHECK(json_dump_file(t, path, 0) == 0, "write %s", path);
+    json_decref(t);
 }
 
 /* A checkpoint the GGUF cannot carry is refused with the reason. */
@@ -205,8 +231,11 @@ int main(void) {
     static const char *const gemma3_absent[] = {"attention.sliding_window_pattern",
                                                 "rope.freq_base_swa", "attn_logit_softcapping", NULL};
 
+    char gemma_tok[512];
+    snprintf(gemma_tok, sizeof gemma_tok, "%s/quant_hf_gemma_tokenizer.json", kt_build_dir());
+    write_gemma_style_tokenizer(gemma_tok);
     hf_case gemma2 = {.name = "gemma2", .gguf = KT_SHARED "/models/gemma2/f16.gguf",
-                      .tokenizer = KT_SHARED "/tokenizers/llama2/tokenizer.json",
+                      .tokenizer = gemma_tok,
                       .keys = gemma2_keys, .absent = gemma12_absent};
     gemma2.shape = (synth_shape){.arch = "gemma2", .n_embd = 128, .n_layer = 2, .n_head = 4,
                                  .n_head_kv = 2, .head_dim = 32, .n_ff = 256, .n_vocab = 32000,
@@ -225,6 +254,20 @@ int main(void) {
                                           "\"original_max_position_embeddings\": 4096, "
                                           "\"rope_scaling\": null"};
     run_case(&phi3);
+
+    /* Gemma 1: no window, no post-norms, no q/k norms (synthesized) */
+    static const char *const gemma_keys[] = {
+        "context_length", "embedding_length", "block_count", "feed_forward_length",
+        "attention.head_count", "attention.head_count_kv", "attention.layer_norm_rms_epsilon",
+        "attention.key_length", "attention.value_length", NULL};
+    static const char *const gemma_absent[] = {"rope.freq_base", "rope.dimension_count", "vocab_size",
+                                               "attention.sliding_window", NULL};
+    hf_case gemma = {.name = "gemma", .keys = gemma_keys, .absent = gemma_absent};
+    synth_default(&gemma.shape, "gemma");
+    gemma.shape.rope_base = 10000;
+    gemma.shape.tied = true;
+    gemma.shape.hf_tail = ", \"hidden_act\": \"gelu\"";
+    run_case(&gemma);
 
     hf_case gemma3 = {.name = "gemma3", .keys = gemma3_keys, .absent = gemma3_absent};
     synth_default(&gemma3.shape, "gemma3");
@@ -279,5 +322,6 @@ int main(void) {
         refuse(&bad, gguf, "gemma3_qscale", "query_pre_attn_scalar");
         remove(gguf);
     }
+    remove(gemma_tok);
     return kt_finish();
 }

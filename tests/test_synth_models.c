@@ -173,7 +173,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_q.bias"), nq, 0, 0, 0.3);
             add(&st, T("attn_k.bias"), nk, 0, 0, 0.3);
             add(&st, T("attn_v.bias"), nk, 0, 0, 0.3);
-        } else if (!llama) {
+        } else if (!llama && strcmp(s->arch, "gemma")) { /* qwen3, gemma3 */
             add(&st, T("attn_q_norm.weight"), s->head_dim, 0, 1, 0.2);
             add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
         }
@@ -313,7 +313,7 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
             s->norm_eps > 0 ? s->norm_eps : 1e-6, s->rope_base, s->tied ? "true" : "false");
     if (s->hf_tail)
         fprintf(f, "%s}\n", s->hf_tail);
-    else if (gemma)
+    else if (!strcmp(s->arch, "gemma3"))
         fprintf(f, ", \"hidden_activation\": \"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": %" PRId64
                    ", \"sliding_window\": %" PRId64 ", \"sliding_window_pattern\": 6"
                    ", \"rope_local_base_freq\": 10000.0, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %.1f}"
