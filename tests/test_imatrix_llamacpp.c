@@ -12,7 +12,10 @@
  * identical. The k-quant scale searches are that sensitive: llama.cpp's
  * own imatrix.dat moved by one ulp per value already changes ~1% of the
  * q4_K blocks (mostly the f16 super-block scales d/dmin), so only a
- * bit-identical imatrix reaches the bar — checked here too. */
+ * bit-identical imatrix reaches the bar — checked here too. Bit-identical
+ * sums would need ggml's exact summation order in every op after layer 0's
+ * q/k/v (its softmax expf, its dot products), and imatrix.dat was computed
+ * with AVX-512, whose f16 accumulation order differs from an AVX2 build's. */
 #include "testlib.h"
 
 #include "engine/engine.h"
