@@ -7,7 +7,8 @@
  * writes with the GGUF's values, and logits identical to reading the HF
  * directory directly (and to the GGUF); gemma2 carries its tokenizer.json
  * over. gemma3 layer_types other than five-of-six go into the per-layer
- * pattern key; a query scale the GGUF cannot carry is refused. */
+ * pattern key; a query scale the GGUF cannot carry is refused. Llama 3
+ * and Phi-3 LongRoPE scaling become llama.cpp's factor tensors. */
 #include "testlib.h"
 #include "test_forward_models.h"
 
@@ -17,6 +18,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -178,6 +180,111 @@ static void run_case(const hf_case *c) {
     remove(out);
 }
 
+/* Logits of `n` ids through two models (the session holds n + 8
+ * positions: tf_engine_logits): bit for bit when tol is 0, else within
+ * tol with the same argmax in every row. */
+static void same_logits(const char *a_path, const char *b_path, int n, double tol, const char *what) {
+    int32_t ids[64];
+    for (int i = 0; i < n && i < 64; i++) ids[i] = (int32_t)((i * 7919 + 13) % 300);
+    int64_t na = 0, nb = 0;
+    float *a = tf_engine_logits(a_path, ids, n, n, 2, &na), *b = tf_engine_logits(b_path, ids, n, n, 2, &nb);
+    bool ok = a && b && na == nb;
+    if (ok && tol == 0) {
+        CHECK(!memcmp(a, b, sizeof(float) * (size_t)(n * na)),
+              "%s: converted logits equal the HF directory's bit for bit", what);
+    } else if (ok) {
+        tf_cmp c = tf_compare(a, b, n, na);
+        CHECK(c.max_abs <= tol && c.same_argmax == n, "%s: converted logits within %.3g of the HF "
+              "directory's (max |d| %.3g, argmax %d/%d)", what, tol, c.max_abs, c.same_argmax, n);
+    }
+    CHECK(ok, "%s: both models give logits", what);
+    free(a);
+    free(b);
+}
+
+/* Llama 3 and Phi-3 LongRoPE scaling: the factor tensors llama.cpp's
+ * converter writes, equal to the config's (LongRoPE) or to the source
+ * GGUF's (Llama 3, within an ulp: both computed in double), and logits
+ * close to the HF directory's on both sides of the original context. Not
+ * bit for bit: llama's q/k rows are permuted back to interleaved pairs, so
+ * q·k sums its dimensions in another order; LongRoPE's attn_factor is a
+ * float32 key in GGUF, a double from config.json (rounded to float32, the
+ * logits match exactly). */
+static void rope_cases(void) {
+    kld_error err = {0};
+    char dir[512], gguf[512], out[512];
+    /* Llama 3.x: a short original context so that all three regimes occur */
+    synth_shape l3;
+    synth_default(&l3, "llama");
+    l3.rope_base = 500;
+    l3.llama3_factor = 8;
+    l3.llama3_low = 1;
+    l3.llama3_high = 4;
+    l3.llama3_orig_ctx = 64;
+    snprintf(dir, sizeof dir, "%s/quant_hf_llama3", kt_build_dir());
+    snprintf(gguf, sizeof gguf, "%s/quant_hf_llama3_src.gguf", kt_build_dir());
+    snprintf(out, sizeof out, "%s/quant_hf_llama3.gguf", kt_build_dir());
+    mkdir(dir, 0755);
+    CHECK(synth_write_gguf(&l3, gguf) && synth_write_hf(&l3, gguf, dir), "llama3 synth");
+    CHECK_OK(kld_quantize_file(dir, out, "f16", NULL, NULL, &err), err);
+    kld_gguf *a = NULL, *b = NULL;
+    CHECK_OK(kld_gguf_open(out, &a, &err), err);
+    CHECK_OK(kld_gguf_open(gguf, &b, &err), err);
+    const kld_tensor *x = a ? kld_gguf_find_tensor(a, "rope_freqs.weight") : NULL;
+    const kld_tensor *y = b ? kld_gguf_find_tensor(b, "rope_freqs.weight") : NULL;
+    bool close = x && y && x->type == KLD_TYPE_F32 && x->ne[0] == l3.head_dim / 2 && x->nbytes == y->nbytes;
+    for (int64_t i = 0; close && i < x->ne[0]; i++) {
+        const float p = ((const float *)x->data)[i], q = ((const float *)y->data)[i];
+        close = fabsf(p - q) <= 2e-7f * fabsf(q);
+    }
+    CHECK(close, "llama3: rope_freqs.weight F32 [%lld] as the source GGUF's", (long long)(l3.head_dim / 2));
+    kld_gguf_close(a);
+    kld_gguf_close(b);
+    same_logits(dir, out, 40, 1e-4, "llama3 (40 positions, original context 64)");
+    remove(out);
+    remove(gguf);
+
+    /* Phi-3 LongRoPE over the shared phi3's weights: original context 32,
+     * so 40 positions take the long factors and 16 the short ones */
+    char tail[2048];
+    int o = snprintf(tail, sizeof tail, ", \"hidden_act\": \"silu\", \"sliding_window\": 2047, "
+                     "\"original_max_position_embeddings\": 32, \"rope_scaling\": {\"type\": \"longrope\"");
+    for (int k = 0; k < 2; k++) {
+        o += snprintf(tail + o, sizeof tail - (size_t)o, ", \"%s_factor\": [", k ? "short" : "long");
+        for (int i = 0; i < 16; i++)
+            o += snprintf(tail + o, sizeof tail - (size_t)o, "%s%.3f", i ? ", " : "",
+                          k ? 1.0 + 0.01 * i : 1.0 + 0.37 * i);
+        o += snprintf(tail + o, sizeof tail - (size_t)o, "]");
+    }
+    snprintf(tail + o, sizeof tail - (size_t)o, "}");
+    synth_shape p3 = {.arch = "phi3", .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 4,
+                      .head_dim = 32, .n_ff = 256, .n_vocab = 512, .rope_base = 10000,
+                      .n_ctx = 4096, .norm_eps = 1e-5, .hf_tail = tail};
+    snprintf(dir, sizeof dir, "%s/quant_hf_phi3_longrope", kt_build_dir());
+    snprintf(out, sizeof out, "%s/quant_hf_phi3_longrope.gguf", kt_build_dir());
+    mkdir(dir, 0755);
+    CHECK(synth_write_hf(&p3, KT_SHARED "/models/phi3/f16.gguf", dir), "phi3 longrope HF copy");
+    CHECK_OK(kld_quantize_file(dir, out, "f16", NULL, NULL, &err), err);
+    CHECK_OK(kld_gguf_open(out, &a, &err), err);
+    bool ok = a != NULL;
+    for (int k = 0; ok && k < 2; k++) {
+        x = kld_gguf_find_tensor(a, k ? "rope_factors_short.weight" : "rope_factors_long.weight");
+        ok = x && x->type == KLD_TYPE_F32 && x->ne[0] == 16;
+        for (int i = 0; ok && i < 16; i++)
+            ok = ((const float *)x->data)[i] == (float)(k ? 1.0 + 0.01 * i : 1.0 + 0.37 * i);
+    }
+    CHECK(ok, "phi3 longrope: rope_factors_long/short F32 [16] hold the config's factors");
+    double attn = 0, orig = 0;
+    const double s = 4096.0 / 32.0, want = sqrt(1 + log(s) / log(32.0));
+    CHECK(a && kld_gguf_get_float(a, "phi3.rope.scaling.attn_factor", &attn) &&
+          fabs(attn - want) < 1e-6 && kld_gguf_get_float(a, "phi3.rope.scaling.original_context_length", &orig) &&
+          orig == 32, "phi3 longrope: attn_factor %.7g (want %.7g), original context %g", attn, want, orig);
+    kld_gguf_close(a);
+    same_logits(dir, out, 40, 1e-4, "phi3 longrope, long factors");
+    same_logits(dir, out, 16, 1e-4, "phi3 longrope, short factors");
+    remove(out);
+}
+
 /* The llama2 tokenizer.json as Gemma's is built: spaces become "▁" but no
  * "▁" is prepended (normalizer Replace only, no Strip in the decoder). */
 static void write_gemma_style_tokenizer(const char *path) {
@@ -323,5 +430,6 @@ int main(void) {
         remove(gguf);
     }
     remove(gemma_tok);
+    rope_cases();
     return kt_finish();
 }

@@ -6,6 +6,7 @@
  * hyper-parameter keys, and the tokenizer (tokens, types, BOS/EOS; merges
  * for byte-level BPE, whose merges come from tokenizer.json). */
 #include "io/gguf_writer.h"
+#include "model/rope.h"
 #include "model/weights.h"
 #include "quant/quant_internal.h"
 #include "tokenizer/tokenizer.h"
@@ -246,6 +247,36 @@ static kld_status put_tokenizer(const kld_source *src, kld_gguf_writer *w, kld_e
     return s;
 }
 
+/* Llama 3's and Phi-3 LongRoPE's frequency divisors become tensors, as
+ * llama.cpp's converter writes them (rope_freqs; rope_factors_long/short),
+ * from the same computation the HF reader uses (model/rope.c). */
+static kld_status add_rope_factors(const kld_source *src, const kld_hparams *hp, table *tb,
+                                   kld_error *err) {
+    const bool llama3 = !strcmp(hp->rope_scaling, "llama3"), longrope = !strcmp(hp->rope_scaling, "longrope");
+    if (!llama3 && !longrope) return KLD_OK;
+    const kld_weights none = {0}; /* a checkpoint has no factor tensors of its own */
+    const int64_t half = hp->n_rot / 2;
+    static const char *const names[] = {"rope_freqs.weight", "rope_factors_long.weight",
+                                        "rope_factors_short.weight"};
+    for (int k = llama3 ? 0 : 1; k < (llama3 ? 1 : 3); k++) {
+        float *f = malloc((size_t)(half > 0 ? half : 1) * sizeof *f);
+        if (!f) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        /* past the original context for the long factors, within it otherwise */
+        const int64_t n_ctx = k == 1 ? hp->rope_orig_ctx + 1 : hp->rope_orig_ctx;
+        kld_status s = kld_rope_factors(src, hp, &none, n_ctx, f, err);
+        kld_tensor t = {.type = KLD_TYPE_F32, .n_dims = 1, .ne = {half, 1, 1, 1}, .data = f,
+                        .nbytes = (uint64_t)half * sizeof *f};
+        size_t before = tb->out->n;
+        if (!s) add(tb, &t, names[k]);
+        if (s || tb->out->n == before) {
+            free(f);
+            return s ? s : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        }
+        tb->out->owned[before] = f;
+    }
+    return KLD_OK;
+}
+
 kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tensors *out,
                        kld_error *err) {
     memset(out, 0, sizeof *out);
@@ -269,6 +300,7 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
     if (s) return s;
     if ((s = kld_hf_list(src, hp, out, err))) return s;
     table tb = {out, out->n, false};
+    s = add_rope_factors(src, hp, &tb, err);
     const bool permute = hp->rope_type != hp->sw.rope_type; /* HF rotate-half, GGUF interleaved */
     for (size_t k = 0; !s && !tb.oom && permute && k < out->n; k++) {
         const char *nm = out->names[k];

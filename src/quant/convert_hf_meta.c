@@ -39,9 +39,13 @@ kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
                         "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3 are)",
                         src->path, hp->arch);
-    if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear"))
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet",
-                        src->path, hp->rope_scaling);
+    /* llama.cpp's converter writes Llama 3's scaling as rope_freqs and
+     * Phi-3's LongRoPE as two factor tensors (convert_hf.c) */
+    const bool factors = (!strcmp(hp->rope_scaling, "llama3") && !strcmp(hp->arch, "llama")) ||
+                         (!strcmp(hp->rope_scaling, "longrope") && !strcmp(hp->arch, "phi3"));
+    if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear") && !factors)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet "
+                        "for %s", src->path, hp->rope_scaling, hp->arch);
     /* llama.cpp's llama/qwen2/qwen3/gemma graphs have no sliding window: a
      * GGUF could not carry the one this config.json asks for. */
     for (int64_t il = 0; hp->sw.swa_pattern < 0 && il < hp->n_layer; il++)
@@ -66,6 +70,7 @@ kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp
 
 /* config.json's original_max_position_embeddings, else the training context. */
 static int64_t hf_orig_ctx(const kld_source *src, const kld_hparams *hp) {
+    if (!strcmp(hp->rope_scaling, "longrope")) return hp->rope_orig_ctx;
     const json_t *v = json_object_get(src->hf_config, "original_max_position_embeddings");
     if (json_is_integer(v) && json_integer_value(v) > 0) return (int64_t)json_integer_value(v);
     return hp->n_ctx_train;
@@ -118,6 +123,7 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
     }
     if (hp->sw.swa_rope_freq_base > 0 && hp->rope_freq_base_swa != hp->sw.swa_rope_freq_base)
         F32("rope.freq_base_swa", hp->rope_freq_base_swa);
+    if (!strcmp(hp->rope_scaling, "longrope")) F32("rope.scaling.attn_factor", hp->rope_attn_factor);
     if (!strcmp(hp->rope_scaling, "linear")) {
         ok = ok && !kld_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
         F32("rope.scaling.factor", 1.0 / hp->rope_freq_scale);
