@@ -84,6 +84,19 @@ int main(int argc, char **argv) {
                 b[nb++] = run_cmd(cmd);
             }
         }
+        /* quantize-on-load: a one-token forward of MODEL@POLICY less the same
+         * forward of MODEL as stored (both load and run alike otherwise) */
+        double *q = malloc((size_t)reps * sizeof *q), *p = malloc((size_t)reps * sizeof *p);
+        for (int r = 0; r < reps; r++) {
+            snprintf(cmd, sizeof cmd, "build/kldeval logits --threads %lld -m '%s@%s' --ids 1 --top 1 >/dev/null 2>&1",
+                     threads, model, policy);
+            q[r] = run_cmd(cmd);
+            snprintf(cmd, sizeof cmd, "build/kldeval logits --threads %lld -m '%s' --ids 1 --top 1 >/dev/null 2>&1",
+                     threads, model);
+            p[r] = run_cmd(cmd);
+        }
+        kb_summary sq = kb_summarize(q, (int)reps), sp = kb_summarize(p, (int)reps);
+        double on_load = sq.median - sp.median;
         kb_summary sa = kb_summarize(a, (int)reps);
         printf("kldeval quantize %s: %.3f s (median of %lld)\n", policy, sa.median, reps);
         kb_emit("bench_quantize", "kldeval_quantize_model", "s", "lower", &sa, NULL);
@@ -93,7 +106,14 @@ int main(int argc, char **argv) {
                    sa.median / sb.median);
             kb_emit("bench_quantize", "llama_quantize_model", "s", "lower", &sb,
                     json_pack("{s:f}", "ratio_kldeval_over_llama", sa.median / sb.median));
+            printf("quantize on load %s: %.3f s (logits of MODEL@%s %.3f s − MODEL %.3f s); ratio to "
+                   "llama-quantize %.3f\n", policy, on_load, policy, sq.median, sp.median, on_load / sb.median);
+        } else {
+            printf("quantize on load %s: %.3f s (logits of MODEL@%s %.3f s − MODEL %.3f s)\n", policy, on_load,
+                   policy, sq.median, sp.median);
         }
+        free(q);
+        free(p);
         remove("/tmp/bench_quantize_kld.gguf");
         remove("/tmp/bench_quantize_lcpp.gguf");
         free(a);

@@ -6,3 +6,11 @@ kld_add_test(NAME test_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant.c LA
 kld_add_test(NAME test_cli_quant SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_quant.c
              ARGS $<TARGET_FILE:kldeval> LABELS quant)
 add_dependencies(test_cli_quant kldeval)
+# our own imatrix (exact and with llama.cpp's numerics) against llama-imatrix's
+# and the llama-quantize --imatrix files it leads to
+kld_add_test(NAME test_imatrix_llamacpp SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_imatrix_llamacpp.c
+             LABELS quant slow TIMEOUT 600)
+# Hugging Face gemma2 / gemma3 / phi3 → GGUF: tensors, keys, logits, tokenizer
+kld_add_test(NAME test_quant_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c ${CMAKE_CURRENT_SOURCE_DIR}/test_synth_models.c
+             LABELS quant TIMEOUT 300)

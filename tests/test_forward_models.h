@@ -29,7 +29,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *o, const int32_t 
                         int64_t *n_vocab);
 
 typedef struct synth_shape {
-    const char *arch;     /* "llama", "qwen2", "qwen3" or "gemma3" */
+    const char *arch;     /* "llama", "qwen2", "qwen3", "gemma" or "gemma3" */
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
     int64_t sliding_window; /* gemma3 */
     double rope_base, rope_linear; /* rope_linear: factor (0 = none) */
@@ -63,6 +63,8 @@ typedef struct synth_shape {
     bool tie_router;       /* n_expert 3: router rows 1 = row 0 and 2 = 2·row 0 (tie tests) */
     bool hf_norm_topk;     /* HF copy: "norm_topk_prob" of the Qwen/OLMoE configs */
     int64_t key_used_override; /* > 0: write this expert_used_count instead (error tests) */
+    int64_t n_ctx;         /* HF copy: max_position_embeddings (0: 4096) */
+    double norm_eps;       /* HF copy: rms_norm_eps (0: 1e-6) */
 } synth_shape;
 
 void synth_default(synth_shape *s, const char *arch);
@@ -71,9 +73,10 @@ void synth_default(synth_shape *s, const char *arch);
 bool synth_write_gguf(const synth_shape *s, const char *path);
 
 /* Writes dir/model.safetensors (F32 or BF16, Hugging Face tensor names, Gemma
- * norms stored as w - 1, llama q/k rows in rotate-half order) and
- * dir/config.json for the GGUF written by synth_write_gguf with the same
- * shape. */
+ * norms stored as w - 1, llama q/k rows in rotate-half order, phi3's fused
+ * qkv_proj / gate_up_proj) and dir/config.json for the GGUF written by
+ * synth_write_gguf with the same shape (or any llama, qwen2, qwen3, phi3,
+ * gemma2 or gemma3 GGUF of that shape, with hf_tail for its config keys). */
 bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir);
 
 /* ---- comparing logit rows (shared by the forward tests) ---- */

@@ -248,7 +248,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         } else if (olmoe) { /* one norm over the whole q / k row */
             add(&st, T("attn_q_norm.weight"), nq, 0, 1, 0.2);
             add(&st, T("attn_k_norm.weight"), nk, 0, 1, 0.2);
-        } else if (!llama) {
+        } else if (!llama && strcmp(s->arch, "gemma")) { /* qwen3, gemma3 */
             add(&st, T("attn_q_norm.weight"), s->head_dim, 0, 1, 0.2);
             add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
         }
@@ -276,7 +276,9 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
 /* ---- Hugging Face copy ---- */
 
 static bool hf_name(const synth_shape *s, const char *gguf, char *out, size_t cap) {
-    const bool gemma = !strcmp(s->arch, "gemma3");
+    /* Gemma 2/3 call the pre-FFN norm pre_feedforward_layernorm */
+    const bool gemma = !strcmp(s->arch, "gemma3") || !strcmp(s->arch, "gemma2");
+    const bool phi3 = !strcmp(s->arch, "phi3");
     if (!strcmp(gguf, "token_embd.weight")) return snprintf(out, cap, "model.embed_tokens.weight"), true;
     if (!strcmp(gguf, "output_norm.weight")) return snprintf(out, cap, "model.norm.weight"), true;
     if (!strcmp(gguf, "output.weight")) return snprintf(out, cap, "lm_head.weight"), true;
@@ -319,6 +321,8 @@ static bool hf_name(const synth_shape *s, const char *gguf, char *out, size_t ca
     if (!strcmp(rest, "ffn_gate_shexp.weight")) hf = "mlp.shared_expert.gate_proj.weight";
     if (!strcmp(rest, "ffn_up_shexp.weight")) hf = "mlp.shared_expert.up_proj.weight";
     if (!strcmp(rest, "ffn_down_shexp.weight")) hf = "mlp.shared_expert.down_proj.weight";
+    if (!hf && phi3 && !strcmp(rest, "attn_qkv.weight")) hf = "self_attn.qkv_proj.weight";
+    if (!hf && phi3 && !strcmp(rest, "ffn_up.weight")) hf = "mlp.gate_up_proj.weight"; /* fused [gate; up] */
     if (!hf && !strcmp(rest, "ffn_norm.weight"))
         hf = gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
     for (size_t i = 0; !hf && i < sizeof map / sizeof map[0]; i++)
@@ -335,7 +339,7 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
         fprintf(stderr, "synth_write_hf: %s\n", err.msg);
         return false;
     }
-    const bool gemma = !strcmp(s->arch, "gemma3"), llama = !strcmp(s->arch, "llama");
+    const bool gemma = !strncmp(s->arch, "gemma", 5), llama = !strcmp(s->arch, "llama");
     char *header = malloc(1 << 20);
     size_t hl = (size_t)snprintf(header, 1 << 20, "{");
     uint64_t off = 0;
@@ -400,17 +404,18 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
     snprintf(path, sizeof path, "%s/config.json", dir);
     f = ok ? fopen(path, "w") : NULL;
     if (!f) return false;
-    const char *model_type = gemma ? "gemma3_text" : s->arch;
+    const char *model_type = !strcmp(s->arch, "gemma3") ? "gemma3_text" : s->arch;
     if (s->n_expert > 0)
         model_type = llama ? "mixtral" : !strcmp(s->arch, "qwen2moe") ? "qwen2_moe"
                    : !strcmp(s->arch, "qwen3moe") ? "qwen3_moe" : s->arch;
     fprintf(f, "{\"model_type\": \"%s\", \"hidden_size\": %" PRId64 ", \"num_hidden_layers\": %" PRId64
                ", \"intermediate_size\": %" PRId64 ", \"num_attention_heads\": %" PRId64
                ", \"num_key_value_heads\": %" PRId64 ", \"head_dim\": %" PRId64
-               ", \"vocab_size\": %" PRId64 ", \"max_position_embeddings\": 4096, \"rms_norm_eps\": 1e-06"
-               ", \"rope_theta\": %.1f, \"tie_word_embeddings\": %s",
-            model_type, s->n_embd, s->n_layer, s->n_ff, s->n_head, s->n_head_kv,
-            s->head_dim, s->n_vocab, s->rope_base, s->tied ? "true" : "false");
+               ", \"vocab_size\": %" PRId64 ", \"max_position_embeddings\": %" PRId64
+               ", \"rms_norm_eps\": %.9g, \"rope_theta\": %.1f, \"tie_word_embeddings\": %s",
+            model_type, s->n_embd, s->n_layer, s->n_ff,
+            s->n_head, s->n_head_kv, s->head_dim, s->n_vocab, s->n_ctx > 0 ? s->n_ctx : 4096,
+            s->norm_eps > 0 ? s->norm_eps : 1e-6, s->rope_base, s->tied ? "true" : "false");
     if (s->n_expert > 0) {
         if (llama) fprintf(f, ", \"num_local_experts\": %" PRId64, s->n_expert);
         else fprintf(f, ", \"num_experts\": %" PRId64 ", \"norm_topk_prob\": %s", s->n_expert,
@@ -424,7 +429,7 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
     }
     if (s->hf_tail)
         fprintf(f, "%s}\n", s->hf_tail);
-    else if (gemma)
+    else if (!strcmp(s->arch, "gemma3"))
         fprintf(f, ", \"hidden_activation\": \"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": %" PRId64
                    ", \"sliding_window\": %" PRId64 ", \"sliding_window_pattern\": 6"
                    ", \"rope_local_base_freq\": 10000.0, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %.1f}"

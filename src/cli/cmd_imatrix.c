@@ -14,13 +14,18 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kldeval imatrix -m MODEL (--corpus FILE | --ids-file FILE) --ctx N "
-               "[--chunks N] -o FILE\n\n"
+               "[--chunks N] [--llamacpp | --lever L] -o FILE\n\n"
                "  -m, --model PATH   the model (MODEL@POLICY too)\n"
                "  --corpus FILE      text, tokenized whole as llama-imatrix -f does\n"
                "  --ids-file FILE    int32 little-endian token ids instead (BOS included)\n"
                "  --ctx N            window length, 16 .. 1048576 (llama-imatrix -c)\n"
                "  --chunks N         at most N windows (default: all; llama-imatrix --chunks)\n"
                "  -o, --out FILE     the imatrix to write (llama-imatrix's format)\n"
+               "  --llamacpp         llama.cpp's numerics: the levers kv=f16,act=q8 (llama-imatrix's\n"
+               "                     f16 KV cache; matmul inputs rounded as ggml-cpu rounds them);\n"
+               "                     its imatrix then matches llama-imatrix's more closely\n"
+               "  --lever L          session levers NAME=VALUE[,...] (see kldeval kl --help); the\n"
+               "                     sums are of each matmul's input before act= rounding\n"
                "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
                "  -q, --quiet        no progress line\n");
 }
@@ -59,8 +64,11 @@ int kld_cmd_imatrix(int argc, char **argv) {
     const char *model_path = NULL, *corpus = NULL, *ids_file = NULL, *out = NULL;
     int64_t ctx = 0, chunks = 0, threads = 0;
     bool quiet = false;
+    kld_levers levers;
+    kld_levers_default(&levers);
     static const char *const with_value[] = {"-m", "--model", "--corpus", "--ids-file", "--ctx",
-                                             "--chunks", "-o", "--out", "--threads", NULL};
+                                             "--chunks", "-o", "--out", "--threads", "--lever",
+                                             NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -68,12 +76,25 @@ int kld_cmd_imatrix(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
+        } else if (!strcmp(a, "--llamacpp")) {
+            kld_error e = {0};
+            if (kld_levers_parse(KLD_IMATRIX_LLAMACPP_LEVERS, &levers, &e)) {
+                fprintf(stderr, "kldeval imatrix: --llamacpp: %s\n", e.msg);
+                return 2;
+            }
         } else if (kld_arg_in(a, with_value)) {
             const char *v = kld_arg_value(argc, argv, &i);
             if (!v) return 2;
             if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
             else if (!strcmp(a, "--corpus")) corpus = v;
             else if (!strcmp(a, "--ids-file")) ids_file = v;
+            else if (!strcmp(a, "--lever")) {
+                kld_error e = {0};
+                if (kld_levers_parse(v, &levers, &e)) {
+                    fprintf(stderr, "kldeval imatrix: --lever: %s\n", e.msg);
+                    return 2;
+                }
+            }
             else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
             else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 16, 1 << 20, &ctx)) return 2; }
             else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 1, 1 << 30, &chunks)) return 2; }
@@ -123,7 +144,7 @@ int kld_cmd_imatrix(int argc, char **argv) {
     if (!st) {
         int32_t bos = kld_tok_adds_bos(tok) ? kld_tok_bos(tok) : -1;
         st = kld_imatrix_collect(m, ids.ids, (int64_t)ids.n, ctx, chunks, bos, (int)threads,
-                                 corpus ? corpus : ids_file, quiet ? NULL : progress, NULL, &im,
+                                 &levers, corpus ? corpus : ids_file, quiet ? NULL : progress, NULL, &im,
                                  &err);
     }
     if (!st) st = kld_imatrix_write(im, out, &err);

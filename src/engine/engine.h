@@ -209,10 +209,15 @@ struct kld_imatrix;
  * (window i = ids[i·n_ctx ..], its first token replaced by bos when bos >= 0),
  * each evaluated in one batch; per blk.* weight matrix and input column, the
  * float sum of squared inputs and the count, ncall = windows. Entries are
- * stored as llama.cpp stores them ((sum / count) · ncall). */
+ * stored as llama.cpp stores them ((sum / count) · ncall). The forward runs
+ * with `levers` (NULL: the reference); the observer always sees a matmul's
+ * input before the act= rounding, as llama-imatrix reads src1 before
+ * ggml converts it to the weight's vec_dot type. */
+#define KLD_IMATRIX_LLAMACPP_LEVERS "kv=f16,act=q8"
 typedef void (*kld_imatrix_progress_fn)(void *ctx, int64_t done, int64_t total);
 kld_status kld_imatrix_collect(kld_model *model, const int32_t *ids, int64_t n_ids, int64_t n_ctx,
-                               int64_t n_chunks, int32_t bos, int n_threads, const char *dataset,
+                               int64_t n_chunks, int32_t bos, int n_threads,
+                               const kld_levers *levers, const char *dataset,
                                kld_imatrix_progress_fn progress, void *progress_ctx,
                                struct kld_imatrix **out, kld_error *err);
 

@@ -1,7 +1,10 @@
 /* imatrix_collect.c — `kldeval imatrix`'s accumulation: a forward observer
  * sums the squares of every blk.* weight matrix's input columns in float,
  * row by row in token order as llama-imatrix does, over windows of n_ctx
- * tokens (the first token of each replaced by BOS), one batch per window. */
+ * tokens (the first token of each replaced by BOS), one batch per window.
+ * With llama.cpp's numerics (levers kv=f16,act=q8: f16 KV cache, matmul
+ * inputs rounded to the weight's vec_dot type) the upstream activations are
+ * the ones llama-imatrix squares. */
 #include "engine/internal.h"
 #include "quant/quant.h"
 
@@ -76,7 +79,8 @@ static void observe(void *ctx, const kld_tensor *W, const float *A, int64_t n, i
 }
 
 kld_status kld_imatrix_collect(kld_model *model, const int32_t *ids, int64_t n_ids, int64_t n_ctx,
-                               int64_t n_chunks, int32_t bos, int n_threads, const char *dataset,
+                               int64_t n_chunks, int32_t bos, int n_threads,
+                               const kld_levers *levers, const char *dataset,
                                kld_imatrix_progress_fn progress, void *progress_ctx,
                                kld_imatrix **out, kld_error *err) {
     *out = NULL;
@@ -86,7 +90,8 @@ kld_status kld_imatrix_collect(kld_model *model, const int32_t *ids, int64_t n_i
     int64_t max_chunks = n_ids / n_ctx;
     if (n_chunks <= 0 || n_chunks > max_chunks) n_chunks = max_chunks;
     kld_session *s = NULL;
-    kld_status st = kld_session_create(model, n_ctx, n_ctx, n_threads, &s, err);
+    kld_session_opts so = {n_ctx, n_ctx, n_threads, NULL, levers};
+    kld_status st = kld_session_create_opts(model, &so, &s, err);
     if (st) return st;
     collector c = {.m = model};
     kld_session_observe(s, observe, &c);

@@ -6,6 +6,7 @@
  * hyper-parameter keys, and the tokenizer (tokens, types, BOS/EOS; merges
  * for byte-level BPE, whose merges come from tokenizer.json). */
 #include "io/gguf_writer.h"
+#include "model/rope.h"
 #include "model/weights.h"
 #include "quant/quant_internal.h"
 #include "tokenizer/tokenizer.h"
@@ -77,13 +78,16 @@ static void list(const kld_weights *w, bool tied, table *tb) {
             const kld_tensor *t;
             const char *suffix;
         } t[] = {{L->attn_norm, "attn_norm.weight"},     {L->attn_q, "attn_q.weight"},
-                 {L->bq, "attn_q.bias"},                 {L->attn_k, "attn_k.weight"},
+                 {L->bq, "attn_q.bias"},                 {L->attn_qkv, "attn_qkv.weight"},
+                 {L->bqkv, "attn_qkv.bias"},             {L->attn_k, "attn_k.weight"},
                  {L->bk, "attn_k.bias"},                 {L->attn_v, "attn_v.weight"},
                  {L->bv, "attn_v.bias"},                 {L->attn_q_norm, "attn_q_norm.weight"},
                  {L->attn_k_norm, "attn_k_norm.weight"}, {L->attn_output, "attn_output.weight"},
-                 {L->bo, "attn_output.bias"},            {L->ffn_norm, "ffn_norm.weight"},
-                 {L->ffn_gate, "ffn_gate.weight"},       {L->ffn_up, "ffn_up.weight"},
-                 {L->ffn_down, "ffn_down.weight"}};
+                 {L->bo, "attn_output.bias"},            {L->attn_post_norm, "post_attention_norm.weight"},
+                 {L->ffn_norm, "ffn_norm.weight"},       {L->ffn_gate, "ffn_gate.weight"},
+                 {L->b_gate, "ffn_gate.bias"},           {L->ffn_up, "ffn_up.weight"},
+                 {L->b_up, "ffn_up.bias"},               {L->ffn_down, "ffn_down.weight"},
+                 {L->b_down, "ffn_down.bias"},           {L->ffn_post_norm, "post_ffw_norm.weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             char name[96];
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
@@ -115,34 +119,6 @@ static kld_status permute_rows(kld_hf_tensors *o, size_t k, int64_t n_head, kld_
     o->owned[k] = dst;
     t->data = dst;
     return KLD_OK;
-}
-
-static kld_status put_hparams(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err) {
-    char k[96];
-    bool ok = true;
-#define KEY(s) (snprintf(k, sizeof k, "%s.%s", hp->arch, s), k)
-    ok = ok && !kld_gguf_writer_set_str(w, "general.architecture", hp->arch);
-    ok = ok && !kld_gguf_writer_set_str(w, "general.name", hp->name);
-    ok = ok && !kld_gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)hp->n_ctx_train);
-    ok = ok && !kld_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)hp->n_embd);
-    ok = ok && !kld_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)hp->n_layer);
-    ok = ok && !kld_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)hp->n_ff);
-    ok = ok && !kld_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)hp->n_head);
-    ok = ok && !kld_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)hp->n_head_kv);
-    ok = ok && !kld_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)hp->norm_eps);
-    ok = ok && !kld_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)hp->rope_freq_base);
-    ok = ok && !kld_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hp->n_rot);
-    ok = ok && !kld_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)hp->n_vocab);
-    if (hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim_v != hp->head_dim) {
-        ok = ok && !kld_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hp->head_dim);
-        ok = ok && !kld_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hp->head_dim_v);
-    }
-    if (!strcmp(hp->rope_scaling, "linear")) {
-        ok = ok && !kld_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
-        ok = ok && !kld_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), (float)(1.0 / hp->rope_freq_scale));
-    }
-#undef KEY
-    return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
 }
 
 /* tokenizer.json's merges as "a b" strings, in rank order (both spellings
@@ -182,6 +158,21 @@ static kld_status load_merges(const char *path, char ***out, size_t *n_out, kld_
     *out = strs;
     *n_out = n;
     return KLD_OK;
+}
+
+/* Whether the tokenizer turns "a" into pieces starting with "▁" (a
+ * SentencePiece dummy prefix, or tokenizer.json's Prepend/Metaspace). */
+static bool spm_prepends_space(const kld_tokenizer *tok) {
+    kld_tok_ids ids = {0};
+    kld_error e = {0};
+    bool prepends = true;
+    if (kld_tok_encode(tok, "a", 1, 0, &ids, &e) == KLD_OK && ids.n > 0) {
+        size_t len = 0;
+        const char *p = kld_tok_piece(tok, ids.ids[0], &len);
+        prepends = p && len >= 3 && !memcmp(p, "\xe2\x96\x81", 3);
+    }
+    kld_tok_ids_free(&ids);
+    return prepends;
 }
 
 /* Tokens, scores, types and special ids as llama.cpp's converter writes
@@ -266,6 +257,10 @@ static kld_status put_tokenizer(const kld_source *src, kld_gguf_writer *w, kld_e
         if (sum.pad_id >= 0) ok = ok && !kld_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)sum.pad_id);
         ok = ok && !kld_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", sum.add_bos) &&
              !kld_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", sum.add_eos);
+        /* llama.cpp's SPM prepends "▁" unless told not to (Gemma's converter
+         * says add_space_prefix false): follow what tokenizer.json does */
+        if (!bpe && !spm_prepends_space(tok))
+            ok = ok && !kld_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false);
         if (!ok) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }
     for (int32_t i = 0; pieces && i < n; i++) free(pieces[i]);
@@ -274,6 +269,36 @@ static kld_status put_tokenizer(const kld_source *src, kld_gguf_writer *w, kld_e
     free(types);
     kld_tok_free(tok);
     return s;
+}
+
+/* Llama 3's and Phi-3 LongRoPE's frequency divisors become tensors, as
+ * llama.cpp's converter writes them (rope_freqs; rope_factors_long/short),
+ * from the same computation the HF reader uses (model/rope.c). */
+static kld_status add_rope_factors(const kld_source *src, const kld_hparams *hp, table *tb,
+                                   kld_error *err) {
+    const bool llama3 = !strcmp(hp->rope_scaling, "llama3"), longrope = !strcmp(hp->rope_scaling, "longrope");
+    if (!llama3 && !longrope) return KLD_OK;
+    const kld_weights none = {0}; /* a checkpoint has no factor tensors of its own */
+    const int64_t half = hp->n_rot / 2;
+    static const char *const names[] = {"rope_freqs.weight", "rope_factors_long.weight",
+                                        "rope_factors_short.weight"};
+    for (int k = llama3 ? 0 : 1; k < (llama3 ? 1 : 3); k++) {
+        float *f = malloc((size_t)(half > 0 ? half : 1) * sizeof *f);
+        if (!f) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        /* past the original context for the long factors, within it otherwise */
+        const int64_t n_ctx = k == 1 ? hp->rope_orig_ctx + 1 : hp->rope_orig_ctx;
+        kld_status s = kld_rope_factors(src, hp, &none, n_ctx, f, err);
+        kld_tensor t = {.type = KLD_TYPE_F32, .n_dims = 1, .ne = {half, 1, 1, 1}, .data = f,
+                        .nbytes = (uint64_t)half * sizeof *f};
+        size_t before = tb->out->n;
+        if (!s) add(tb, &t, names[k]);
+        if (s || tb->out->n == before) {
+            free(f);
+            return s ? s : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        }
+        tb->out->owned[before] = f;
+    }
+    return KLD_OK;
 }
 
 kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tensors *out,
@@ -295,26 +320,11 @@ kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tens
 kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
                           kld_hf_tensors *out, FILE *log, kld_error *err) {
     memset(out, 0, sizeof *out);
-    if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen2") && strcmp(hp->arch, "qwen3"))
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
-                        "not written yet (llama, qwen2, qwen3 are)", src->path, hp->arch);
-    /* convert_hf_to_gguf.py stacks the experts into ffn_*_exps; that is not written here */
-    if (kld_hparams_is_moe(hp))
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face mixture of experts "
-                        "(%" PRId64 " experts) to GGUF is not written yet", src->path, hp->n_expert);
-    if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear"))
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet",
-                        src->path, hp->rope_scaling);
-    /* llama.cpp's llama/qwen2/qwen3 graphs have no sliding window: a GGUF
-     * could not carry the one this config.json asks for. */
-    for (int64_t il = 0; il < hp->n_layer; il++)
-        if (kld_hparams_layer_swa(hp, il))
-            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: sliding_window %lld (layer %lld) "
-                            "cannot be written to a %s GGUF", src->path,
-                            (long long)hp->sliding_window, (long long)il, hp->arch);
-    kld_status s = kld_hf_list(src, hp, out, err);
+    kld_status s = kld_hf_check_convertible(src, hp, err);
     if (s) return s;
+    if ((s = kld_hf_list(src, hp, out, err))) return s;
     table tb = {out, out->n, false};
+    s = add_rope_factors(src, hp, &tb, err);
     const bool permute = hp->rope_type != hp->sw.rope_type; /* HF rotate-half, GGUF interleaved */
     for (size_t k = 0; !s && !tb.oom && permute && k < out->n; k++) {
         const char *nm = out->names[k];
@@ -324,10 +334,15 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
         else if (strstr(nm, "attn_q.bias") || strstr(nm, "attn_k.bias"))
             s = kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: permuting q/k biases is not written yet", src->path);
     }
-    /* vectors (norms, biases) are float32 in GGUF, as llama.cpp's converter writes them */
+    /* vectors (norms, biases) are float32 in GGUF, as llama.cpp's converter
+     * writes them; Gemma's norms (every name ending in norm.weight) become
+     * 1 + w, added in float32 as transformers' Gemma RMSNorm does */
+    const float norm_offset = (float)hp->norm_weight_offset;
     for (size_t k = 0; !s && !tb.oom && k < out->n; k++) {
         kld_tensor *t = &out->tensors[k];
-        if (t->ne[1] > 1 || t->type == KLD_TYPE_F32) continue;
+        const size_t len = strlen(out->names[k]);
+        const bool shift = norm_offset != 0 && len >= 11 && !strcmp(out->names[k] + len - 11, "norm.weight");
+        if (t->ne[1] > 1 || (t->type == KLD_TYPE_F32 && !shift)) continue;
         const kld_type_info *ti = kld_type_info_get(t->type);
         int64_t n = kld_tensor_nelements(t);
         float *f = malloc((size_t)n * sizeof *f);
@@ -338,6 +353,7 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
             break;
         }
         ti->to_float(t->data, f, n);
+        for (int64_t i = 0; shift && i < n; i++) f[i] += norm_offset;
         free(out->owned[k]);
         out->owned[k] = f;
         t->data = f;
@@ -345,7 +361,7 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
         t->nbytes = (uint64_t)n * sizeof *f;
     }
     if (!s && tb.oom) s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    if (!s) s = put_hparams(hp, w, err);
+    if (!s) s = kld_hf_put_hparams(src, hp, w, err);
     if (!s && src->hf_tokenizer_path) s = put_tokenizer(src, w, err);
     else if (!s && log) fprintf(log, "note: %s has no tokenizer.json; the GGUF gets no tokenizer\n", src->path);
     if (s) kld_hf_tensors_free(out);

@@ -21,5 +21,11 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
 kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tensors *out,
                        kld_error *err);
 void kld_hf_tensors_free(kld_hf_tensors *t);
+/* convert_hf_meta.c: whether a GGUF of hp->arch can carry this checkpoint
+ * (architecture, RoPE scaling, sliding layout, query scale), and its
+ * hyper-parameter keys as llama.cpp's converter writes them. */
+kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err);
+kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
+                              kld_error *err);
 
 #endif

@@ -1,0 +1,139 @@
+/* convert_hf_meta.c — the hyper-parameter keys of a converted Hugging Face
+ * checkpoint, per architecture as llama.cpp's convert_hf_to_gguf.py writes
+ * them (c392e50 for llama, qwen2, phi3, gemma, gemma2; the later converter
+ * for qwen3 and gemma3), and the refusal of what a GGUF of that
+ * architecture cannot carry (a window llama.cpp's graph would not apply, a
+ * query scale it would not use), so that the converted file reads back as
+ * the checkpoint does. */
+#include "model/arch.h"
+#include "quant/quant_internal.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+
+/* The sliding layout a GGUF of this architecture gets without the pattern
+ * key (hparams_swa.c reads it the same way). */
+static bool gguf_default_swa(const kld_hparams *hp, int64_t il) {
+    const int p = hp->sw.swa_pattern;
+    if (p < 0) return false;
+    if (p == 0) return true;
+    return il % p < p - 1;
+}
+
+/* The query scale the GGUF reader derives (hparams.c: Gemma 2/3 key the
+ * 27B exception on the layer count). */
+static double gguf_attn_scale(const kld_hparams *hp) {
+    const bool g2 = !strcmp(hp->arch, "gemma2"), g3 = !strcmp(hp->arch, "gemma3");
+    if ((g2 && hp->n_layer == 46) || (g3 && hp->n_layer == 62))
+        return 1.0 / sqrt((double)(hp->n_embd / hp->n_head));
+    return 1.0 / sqrt((double)(hp->head_dim > 0 ? hp->head_dim : 1));
+}
+
+kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err) {
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(hp->arch, archs[i]);
+    if (!known)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
+                        "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3 are)",
+                        src->path, hp->arch);
+    /* convert_hf_to_gguf.py stacks the experts into ffn_*_exps; that is not written here */
+    if (kld_hparams_is_moe(hp))
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face mixture of experts "
+                        "(%" PRId64 " experts) to GGUF is not written yet", src->path, hp->n_expert);
+    /* llama.cpp's converter writes Llama 3's scaling as rope_freqs and
+     * Phi-3's LongRoPE as two factor tensors (convert_hf.c) */
+    const bool factors = (!strcmp(hp->rope_scaling, "llama3") && !strcmp(hp->arch, "llama")) ||
+                         (!strcmp(hp->rope_scaling, "longrope") && !strcmp(hp->arch, "phi3"));
+    if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear") && !factors)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet "
+                        "for %s", src->path, hp->rope_scaling, hp->arch);
+    /* llama.cpp's llama/qwen2/qwen3/gemma graphs have no sliding window: a
+     * GGUF could not carry the one this config.json asks for. */
+    for (int64_t il = 0; hp->sw.swa_pattern < 0 && il < hp->n_layer; il++)
+        if (kld_hparams_layer_swa(hp, il))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: sliding_window %lld (layer %lld) "
+                            "cannot be written to a %s GGUF", src->path,
+                            (long long)hp->sliding_window, (long long)il, hp->arch);
+    /* phi3 GGUFs slide every layer with one window */
+    for (int64_t il = 0; hp->sw.swa_pattern == 0 && hp->sliding_window > 0 && il < hp->n_layer; il++)
+        if (!kld_hparams_layer_swa(hp, il))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: layer %lld without the sliding window "
+                            "cannot be written to a %s GGUF (every layer slides)", src->path,
+                            (long long)il, hp->arch);
+    const double want = gguf_attn_scale(hp);
+    if (fabs(hp->attn_scale - want) > 1e-12 * want)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: query scale %.9g (query_pre_attn_scalar "
+                        "%.9g) cannot be written to a %s GGUF (llama.cpp scales by %.9g)",
+                        src->path, hp->attn_scale, 1.0 / (hp->attn_scale * hp->attn_scale),
+                        hp->arch, want);
+    return KLD_OK;
+}
+
+/* config.json's original_max_position_embeddings, else the training context. */
+static int64_t hf_orig_ctx(const kld_source *src, const kld_hparams *hp) {
+    if (!strcmp(hp->rope_scaling, "longrope")) return hp->rope_orig_ctx;
+    const json_t *v = json_object_get(src->hf_config, "original_max_position_embeddings");
+    if (json_is_integer(v) && json_integer_value(v) > 0) return (int64_t)json_integer_value(v);
+    return hp->n_ctx_train;
+}
+
+kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
+                              kld_error *err) {
+    const bool gemma = !strncmp(hp->arch, "gemma", 5), phi3 = !strcmp(hp->arch, "phi3");
+    const bool gemma12 = gemma && strcmp(hp->arch, "gemma3");
+    char k[96];
+    bool ok = true;
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", hp->arch, s), k)
+#define U32(s, v) (ok = ok && !kld_gguf_writer_set_u32(w, KEY(s), (uint32_t)(v)))
+#define F32(s, v) (ok = ok && !kld_gguf_writer_set_f32(w, KEY(s), (float)(v)))
+    ok = ok && !kld_gguf_writer_set_str(w, "general.architecture", hp->arch);
+    ok = ok && !kld_gguf_writer_set_str(w, "general.name", hp->name);
+    U32("context_length", hp->n_ctx_train);
+    if (phi3) U32("rope.scaling.original_context_length", hf_orig_ctx(src, hp));
+    U32("embedding_length", hp->n_embd);
+    U32("block_count", hp->n_layer);
+    U32("feed_forward_length", hp->n_ff);
+    U32("attention.head_count", hp->n_head);
+    U32("attention.head_count_kv", hp->n_head_kv);
+    F32("attention.layer_norm_rms_epsilon", hp->norm_eps);
+    /* Gemma 1/2's converter writes neither key: llama.cpp's defaults (base
+     * 10000, every dimension) then apply, so they are written only when the
+     * checkpoint differs from them. */
+    if (!gemma12 || hp->rope_freq_base != 10000.0) F32("rope.freq_base", hp->rope_freq_base);
+    if (!gemma || hp->n_rot != hp->head_dim) U32("rope.dimension_count", hp->n_rot);
+    if (!gemma) U32("vocab_size", hp->n_vocab);
+    if (gemma || hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim_v != hp->head_dim) {
+        U32("attention.key_length", hp->head_dim);
+        U32("attention.value_length", hp->head_dim_v);
+    }
+    if (!strcmp(hp->arch, "gemma2") || hp->attn_softcap > 0) F32("attn_logit_softcapping", hp->attn_softcap);
+    if (!strcmp(hp->arch, "gemma2") || hp->final_softcap > 0) F32("final_logit_softcapping", hp->final_softcap);
+    if (hp->sw.swa_pattern >= 0) U32("attention.sliding_window", hp->sliding_window);
+    if (hp->sw.swa_pattern > 0 && hp->sliding_window > 0) {
+        /* A layout other than the architecture's default goes into the later
+         * llama.cpp's per-layer key (one flag per layer). */
+        bool same = true;
+        for (int64_t il = 0; il < hp->n_layer; il++)
+            same &= kld_hparams_layer_swa(hp, il) == gguf_default_swa(hp, il);
+        if (!same) {
+            int32_t flags[KLD_MAX_LAYER];
+            for (int64_t il = 0; il < hp->n_layer; il++) flags[il] = kld_hparams_layer_swa(hp, il);
+            ok = ok && !kld_gguf_writer_set_arr_i32(w, KEY("attention.sliding_window_pattern"),
+                                                    flags, (uint64_t)hp->n_layer);
+        }
+    }
+    if (hp->sw.swa_rope_freq_base > 0 && hp->rope_freq_base_swa != hp->sw.swa_rope_freq_base)
+        F32("rope.freq_base_swa", hp->rope_freq_base_swa);
+    if (!strcmp(hp->rope_scaling, "longrope")) F32("rope.scaling.attn_factor", hp->rope_attn_factor);
+    if (!strcmp(hp->rope_scaling, "linear")) {
+        ok = ok && !kld_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
+        F32("rope.scaling.factor", 1.0 / hp->rope_freq_scale);
+    }
+#undef F32
+#undef U32
+#undef KEY
+    return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+}
