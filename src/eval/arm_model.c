@@ -123,6 +123,8 @@ json_t *kld_arm_model_desc(const char *path, const kld_model *m) {
     /* MODEL@POLICY: the policy is a defining input (null: the stored types) */
     json_object_set_new(o, "policy", kld_model_policy(m) ? json_string(kld_model_policy(m)) : json_null());
     json_object_set_new(o, "bits_per_weight", json_real(bits_per_weight(m)));
+    /* MODEL+ADAPTER[:SCALE]: the adapter is a defining input (absent: none) */
+    if (kld_model_adapter(m)) json_object_set_new(o, "adapter", json_string(kld_model_adapter(m)));
     return o;
 }
 

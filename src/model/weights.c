@@ -43,7 +43,11 @@ const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp
         snprintf(buf, cap, "%s", gguf_name);
         return buf;
     }
-    const char *pre = hf_prefix(src);
+    return kld_weights_hf_name(hp, gguf_name, hf_prefix(src), buf, cap);
+}
+
+const char *kld_weights_hf_name(const kld_hparams *hp, const char *gguf_name, const char *pre,
+                                char *buf, size_t cap) {
     const char *dot = strrchr(gguf_name, '.'); /* ".weight" / ".bias" */
     const char *kind = dot ? dot + 1 : "weight";
     size_t base_len = dot ? (size_t)(dot - gguf_name) : strlen(gguf_name);
