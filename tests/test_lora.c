@@ -445,6 +445,8 @@ static void test_cli(void) {
         const json_t *ad = json_object_get(arm, "adapter");
         CHECK(json_is_string(ad) && strstr(json_string_value(ad), "ad.gguf"),
               "the arm's config names its adapter");
+        const json_t *h = json_object_get(arm, "adapter_sha256");
+        CHECK(json_is_string(h) && strlen(json_string_value(h)) == 64, "and its SHA-256");
     }
     json_decref(self), json_decref(two), json_decref(zero);
 }

@@ -136,6 +136,9 @@ const struct kld_quant_plan *kld_model_quant_plan(const kld_model *model);
 const char *kld_model_policy(const kld_model *model);
 /* MODEL+ADAPTER[:SCALE]: the adapter as given ("A.gguf:0.5"), or NULL. */
 const char *kld_model_adapter(const kld_model *model);
+/* The file its tensors were read from (the .gguf, or a PEFT folder's
+ * adapter_model.safetensors), or NULL. */
+const char *kld_model_adapter_file(const kld_model *model);
 
 /* The GGUF name ("blk.3.ffn_down.weight") of a weight the model binds
  * (as a forward observer sees it), written to buf; NULL when t is not one. */

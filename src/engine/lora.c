@@ -50,6 +50,7 @@ void kld_lora_free(kld_lora *l) {
     free(l->pairs);
     free(l->spec);
     free(l->path);
+    free(l->file);
     free(l);
 }
 
@@ -198,10 +199,11 @@ kld_status kld_lora_open(const kld_model *m, const char *spec, float scale, kld_
     wtable tb = {.hp = &m->hp};
     if (l) {
         l->path = kld_strdup(spec);
+        l->file = kld_strdup(f.path);
         l->pairs = calloc(f.n, sizeof *l->pairs);
         kld_model_each_weight(m, add_weight, &tb);
     }
-    if (!l || !l->path || !l->pairs || tb.oom) {
+    if (!l || !l->path || !l->file || !l->pairs || tb.oom) {
         st = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", spec);
     } else if (f.arch[0] && strcmp(f.arch, m->hp.arch)) {
         st = kld_fail(err, KLD_ERR_MISMATCH, "%s: general.architecture is '%s', the model %s is "

@@ -50,6 +50,7 @@ typedef struct kld_lora_pair {
 typedef struct kld_lora {
     char *spec;                 /* "PATH" or "PATH:SCALE" as given */
     char *path;
+    char *file;                 /* the tensor file (kld_lora_file.path) */
     float user_scale;
     double alpha;
     bool has_alpha;

@@ -224,3 +224,4 @@ void kld_model_close(kld_model *m) {
 const kld_hparams *kld_model_hparams(const kld_model *m) { return &m->hp; }
 const kld_source *kld_model_source(const kld_model *m) { return m->src; }
 const char *kld_model_adapter(const kld_model *m) { return m->lora ? m->lora->spec : NULL; }
+const char *kld_model_adapter_file(const kld_model *m) { return m->lora ? m->lora->file : NULL; }
