@@ -25,6 +25,7 @@ typedef struct ref {
     int swa_pattern; /* -1 none, 0 all, p */
     const uint8_t *slides; /* per-layer flags instead of the pattern, or NULL */
     bool neox, gemma, post_norms, qk_norm, gelu;
+    const ref_opts *opt;   /* for the weight deltas, or NULL */
 } ref;
 
 static int64_t key_int(const ref *r, const char *suffix, int64_t dflt) {
@@ -54,6 +55,9 @@ static double *weight(const ref *r, const char *name) {
     ti->to_float_ref(t->data, f, n);
     for (int64_t i = 0; i < n; i++) d[i] = f[i];
     free(f);
+    for (int k = 0; r->opt && k < r->opt->n_delta; k++) /* merged LoRA weights */
+        if (!strcmp(r->opt->delta_names[k], name))
+            for (int64_t i = 0; i < n; i++) d[i] += r->opt->deltas[k][i];
     return d;
 }
 
@@ -266,7 +270,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         fprintf(stderr, "ref_forward: %s\n", err.msg);
         return NULL;
     }
-    ref r = {.g = g};
+    ref r = {.g = g, .opt = opt};
     kld_str a;
     kld_gguf_get_str(g, "general.architecture", &a);
     snprintf(r.arch, sizeof r.arch, "%.*s", (int)a.len, a.ptr);

@@ -23,6 +23,9 @@ typedef struct ref_opts {
     double yarn_factor;    /* > 0: YaRN with this factor, original context and magnitude */
     int64_t yarn_orig_ctx;
     double yarn_attn;
+    int n_delta;           /* added to the named weights as read (merged LoRA) */
+    const char *const *delta_names;
+    const double *const *deltas; /* each the weight's size, ne[0] fastest */
 } ref_opts;
 
 float *ref_forward_opts(const char *gguf_path, const ref_opts *o, const int32_t *ids, int64_t n,

@@ -49,7 +49,11 @@ typedef struct kld_model_opts {
  * but whose part before the last '@' does), the weight matrices are
  * quantized in memory as the policy says (stored non-float types are
  * dequantized first); no file is written. A one-line note goes to stderr
- * when the policy came from the path. */
+ * when the policy came from the path.
+ *
+ * MODEL[@POLICY]+ADAPTER[:SCALE]: a LoRA adapter (GGUF or PEFT) applied on
+ * top of the (quantized) weights as a side product in every session, as
+ * llama.cpp's --lora applies one; the weights are not merged. */
 kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_model **out,
                           kld_error *err);
 void kld_model_close(kld_model *model);
@@ -73,7 +77,13 @@ const kld_source *kld_model_source(const kld_model *model);
  *   kernels=auto|ref|simd              kernel set (auto: the one chosen at start-up)
  *   attention=exact|online             two-pass softmax, or blocked online softmax
  *   attn_block=N                       online softmax key block (multiple of 16, 16..4096)
- *   noise=none|bf16                    round the residual stream after every layer */
+ *   noise=none|bf16                    round the residual stream after every layer
+ *   lora=ADAPTER[:SCALE]               a LoRA adapter (GGUF or PEFT) as a low-rank side
+ *                                      product y += s·B(A x) of the weight matmuls, on
+ *                                      top of the model's own MODEL+ADAPTER, if any
+ *                                      (lora.h); the path may not contain ',' */
+
+#define KLD_LORA_PATH_MAX 1024
 
 #define KLD_KV_MAX_RULES 16
 
@@ -99,6 +109,8 @@ typedef struct kld_levers {
     kld_attn_mode attention;
     int attn_block;
     bool noise_bf16;
+    char lora_path[KLD_LORA_PATH_MAX]; /* "" : no lever adapter */
+    float lora_scale;
 } kld_levers;
 
 /* Every lever at its reference value. */
@@ -122,6 +134,11 @@ struct kld_quant_plan;
 const struct kld_quant_plan *kld_model_quant_plan(const kld_model *model);
 /* The policy text applied on load, or NULL. */
 const char *kld_model_policy(const kld_model *model);
+/* MODEL+ADAPTER[:SCALE]: the adapter as given ("A.gguf:0.5"), or NULL. */
+const char *kld_model_adapter(const kld_model *model);
+/* The file its tensors were read from (the .gguf, or a PEFT folder's
+ * adapter_model.safetensors), or NULL. */
+const char *kld_model_adapter_file(const kld_model *model);
 
 /* The GGUF name ("blk.3.ffn_down.weight") of a weight the model binds
  * (as a forward observer sees it), written to buf; NULL when t is not one. */

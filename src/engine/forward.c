@@ -6,6 +6,7 @@
  * statically partitioned over the pool. */
 #include "engine/gemm.h"
 #include "engine/internal.h"
+#include "engine/lora.h"
 
 #include <math.h>
 
@@ -172,11 +173,15 @@ void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const floa
                       float *C, int64_t ldc) {
     /* the imatrix observer sees the inputs as computed, before any act= rounding */
     if (s->observe) s->observe(s->observe_ctx, W, A, n, lda);
+    const float *A_in = A;
+    const int64_t lda_in = lda;
     if (s->lv.act != KLD_ACT_F32 && kld_act_round_rows(s, W->type, n, W->ne[0], A, lda)) {
         A = s->ar;
         lda = s->ar_ld;
     }
     kld_gemm_weights(s->pool, s->kr, W, n, A, lda, C, ldc, s->scratch, s->scratch_stride);
+    /* LoRA: y += s·B(A x) on the unrounded inputs, weights untouched */
+    if (s->n_lora) kld_lora_apply(s, W, n, A_in, lda_in, C, ldc);
 }
 
 /* ---- the layer and the chunk ---- */

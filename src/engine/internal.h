@@ -32,7 +32,13 @@ struct kld_model {
     const float *output_norm;
     uint64_t weights_bytes;    /* bytes of all bound weight tensors */
     struct kld_model_quant *quant; /* quantize-on-load state (model_policy.c), or NULL */
+    struct kld_lora *lora;     /* MODEL+ADAPTER[:SCALE] (lora.c), or NULL */
 };
+
+/* Every bound weight (matrices and vectors) once, with its GGUF name
+ * (model_policy.c). */
+typedef void (*kld_weight_fn)(void *ctx, const kld_tensor *t, const char *name);
+void kld_model_each_weight(const kld_model *m, kld_weight_fn fn, void *ctx);
 
 /* One layer's K and V cache. f32: K^T [kv head][head_dim][ldk] and V
  * [kv head][n_ctx][head_dim_v] floats, read in place. Other types: rows of
@@ -71,6 +77,10 @@ struct kld_session {
     size_t scratch_stride;     /* floats per thread */
     int64_t ld_qkv;            /* n_head·hd + n_kv·(hd + hd_v) */
     kld_matmul_observer observe; /* kld_session_observe, or NULL */
+    const struct kld_lora *lora[2]; /* the model's adapter, then the lora= lever's */
+    int n_lora;
+    struct kld_lora *lora_own; /* the lever's adapter (owned) */
+    float *lora_buf;           /* side-product scratch (kld_lora_scratch_floats) */
     void *observe_ctx;
     /* mixture of experts (moe.c; NULL for a dense model) */
     float *moe_probs;          /* [max_chunk][n_expert] router logits, then probabilities */
@@ -117,6 +127,9 @@ void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const floa
 /* The mixture-of-experts FFN of layer il for chunk rows [0, n) (moe.c):
  * reads s->xn, writes s->tmp. */
 void kld_moe_ffn(kld_session *s, int64_t il, int64_t n);
+
+/* kld_levers_check without opening the lora= adapter (the session opens it). */
+kld_status kld_levers_check_layout(const kld_levers *l, const kld_model *model, kld_error *err);
 
 /* The forward pass proper (forward.c); arguments already validated. */
 void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first_row,

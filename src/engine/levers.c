@@ -2,13 +2,14 @@
  * "NAME=VALUE,..." with errors that name the token and list what is valid,
  * a canonical text form for reports, and the check against a model. */
 #include "engine/internal.h"
+#include "engine/lora.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define LEVER_NAMES "kv, kv_k, kv_v, act, kernels, attention, attn_block, noise"
+#define LEVER_NAMES "kv, kv_k, kv_v, act, kernels, attention, attn_block, noise, lora"
 #define KV_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"
 
 static const uint32_t kv_types[] = {KLD_TYPE_F32,  KLD_TYPE_F16,  KLD_TYPE_BF16,
@@ -28,6 +29,7 @@ void kld_levers_default(kld_levers *l) {
     l->kernels = KLD_KERNELS_AUTO;
     l->attention = KLD_ATTN_EXACT;
     l->attn_block = ATTN_BLOCK_DEFAULT;
+    l->lora_scale = 1.0f;
 }
 
 uint32_t kld_kv_map_type(const kld_kv_map *m, int64_t il) {
@@ -127,6 +129,15 @@ static kld_status simple_lever(kld_levers *l, const char *name, size_t nlen, con
         else
             return kld_fail(err, KLD_ERR_ARG, "lever noise: unknown value '%.*s' (valid: none, "
                             "bf16)", (int)vlen, v);
+    } else if (IS("lora")) {
+        char spec[KLD_LORA_PATH_MAX + 64];
+        if (vlen >= sizeof spec)
+            return kld_fail(err, KLD_ERR_ARG, "lever lora: value too long (%zu bytes)", vlen);
+        snprintf(spec, sizeof spec, "%.*s", (int)vlen, v);
+        kld_status st = kld_lora_spec_split(spec, l->lora_path, sizeof l->lora_path,
+                                            &l->lora_scale, err);
+        if (st) kld_error_prefix(err, "lever lora (lora=ADAPTER[:SCALE])");
+        return st;
     } else {
         return kld_fail(err, KLD_ERR_ARG, "unknown lever '%.*s' (valid levers: " LEVER_NAMES ")",
                         (int)nlen, name);
@@ -189,7 +200,8 @@ static bool map_is_f32(const kld_kv_map *m) {
 
 bool kld_levers_is_reference(const kld_levers *l) {
     return map_is_f32(&l->kv_k) && map_is_f32(&l->kv_v) && l->act == KLD_ACT_F32 &&
-           l->kernels == KLD_KERNELS_AUTO && l->attention == KLD_ATTN_EXACT && !l->noise_bf16;
+           l->kernels == KLD_KERNELS_AUTO && l->attention == KLD_ATTN_EXACT && !l->noise_bf16 &&
+           !l->lora_path[0];
 }
 
 static bool maps_equal(const kld_kv_map *a, const kld_kv_map *b) {
@@ -239,6 +251,10 @@ void kld_levers_format(const kld_levers *l, char *buf, size_t size) {
         if (l->attn_block != ATTN_BLOCK_DEFAULT) put(buf, size, &n, ",attn_block=%d", l->attn_block);
     }
     if (l->noise_bf16) put(buf, size, &n, "%snoise=bf16", n ? "," : "");
+    if (l->lora_path[0]) {
+        put(buf, size, &n, "%slora=%s", n ? "," : "", l->lora_path);
+        if (l->lora_scale != 1.0f) put(buf, size, &n, ":%.9g", (double)l->lora_scale);
+    }
     if (n == 0) snprintf(buf, size, "reference");
 }
 
@@ -261,6 +277,17 @@ static kld_status check_map(const kld_kv_map *m, const char *what, const kld_mod
 }
 
 kld_status kld_levers_check(const kld_levers *l, const kld_model *model, kld_error *err) {
+    kld_status st = kld_levers_check_layout(l, model, err);
+    if (st == KLD_OK && l->lora_path[0]) { /* the adapter must bind to this model */
+        kld_lora *lora = NULL;
+        st = kld_lora_open(model, l->lora_path, l->lora_scale, &lora, err);
+        if (st) kld_error_prefix(err, "lever lora");
+        kld_lora_free(lora);
+    }
+    return st;
+}
+
+kld_status kld_levers_check_layout(const kld_levers *l, const kld_model *model, kld_error *err) {
     const bool same = maps_equal(&l->kv_k, &l->kv_v);
     kld_status st = check_map(&l->kv_k, same ? "kv" : "kv_k", model, model->hp.head_dim, err);
     if (st == KLD_OK) st = check_map(&l->kv_v, same ? "kv" : "kv_v", model, model->hp.head_dim_v, err);

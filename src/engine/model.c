@@ -2,6 +2,7 @@
  * plus float32 copies of norms and biases (tiny; converted once so the
  * forward pass never dequantizes a vector). */
 #include "engine/internal.h"
+#include "engine/lora.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -124,9 +125,63 @@ static char *split_policy(const char *path, const char **policy) {
     return base;
 }
 
+static bool exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+/* MODEL[@POLICY]+ADAPTER[:SCALE]: a path that does not exist, cut at the
+ * last '+' whose left part is a model (or MODEL@POLICY) and whose right
+ * part (without :SCALE) exists. *model is the left part (owned), *adapter
+ * points at the right part. */
+static kld_status split_adapter(const char *path, char **model, const char **adapter,
+                                kld_error *err) {
+    *model = NULL;
+    *adapter = NULL;
+    if (exists(path)) return KLD_OK;
+    for (const char *plus = strrchr(path, '+'); plus; ) {
+        char apath[KLD_LORA_PATH_MAX];
+        float scale;
+        kld_error e2 = {0};
+        char *left = kld_strndup(path, (size_t)(plus - path));
+        if (!left) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+        const char *pol;
+        char *pbase = split_policy(left, &pol);
+        const bool model_ok = exists(left) || pbase;
+        free(pbase);
+        if (model_ok && kld_lora_spec_split(plus + 1, apath, sizeof apath, &scale, &e2) == KLD_OK &&
+            exists(apath)) {
+            *model = left;
+            *adapter = plus + 1;
+            return KLD_OK;
+        }
+        free(left);
+        const char *prev = plus;
+        plus = NULL;
+        for (const char *q = path; q < prev; q++)
+            if (*q == '+') plus = q;
+    }
+    const char *plus = strchr(path, '+'), *at = plus ? strchr(plus, '@') : NULL;
+    if (at) { /* MODEL+ADAPTER@POLICY: say which order is defined */
+        char *left = kld_strndup(path, (size_t)(plus - path));
+        const bool model_ok = left && exists(left);
+        free(left);
+        if (model_ok)
+            return kld_fail(err, KLD_ERR_ARG, "%s: write the policy before the adapter: "
+                            "MODEL@POLICY+ADAPTER[:SCALE] (the base is quantized, the adapter "
+                            "applied on top)", path);
+    }
+    return KLD_OK;
+}
+
 kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_model **out,
                           kld_error *err) {
     *out = NULL;
+    char *with_policy = NULL;
+    const char *adapter = NULL;
+    kld_status s = split_adapter(path, &with_policy, &adapter, err);
+    if (s) return s;
+    if (with_policy) path = with_policy;
     const char *policy = opts ? opts->policy : NULL;
     const char *at_policy;
     char *base = split_policy(path, &at_policy);
@@ -134,16 +189,27 @@ kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_mode
     kld_model *m = calloc(1, sizeof *m);
     if (!m) {
         free(base);
+        free(with_policy);
         return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
     }
-    kld_status s = kld_source_open(base ? base : path, &m->src, err);
+    s = kld_source_open(base ? base : path, &m->src, err);
     if (s == KLD_OK) s = kld_hparams_read(m->src, &m->hp, err);
     if (s == KLD_OK) s = kld_weights_bind(m->src, &m->hp, &m->w, err);
     if (s == KLD_OK && policy)
         s = kld_model_apply_policy(m, policy, opts ? opts->imatrix : NULL,
                                    opts ? opts->n_threads : 0, policy == at_policy, err);
     if (s == KLD_OK) s = load_vectors(m, err);
+    if (s == KLD_OK && adapter) { /* after the policy: it binds the final weights */
+        char apath[KLD_LORA_PATH_MAX];
+        float scale;
+        s = kld_lora_spec_split(adapter, apath, sizeof apath, &scale, err);
+        if (!s) s = kld_lora_open(m, apath, scale, &m->lora, err);
+        if (!s && !(m->lora->spec = kld_strdup(adapter)))
+            s = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+        if (s) kld_error_prefix(err, "%s+%s", path, adapter);
+    }
     free(base);
+    free(with_policy);
     if (s != KLD_OK) {
         kld_model_close(m);
         return s;
@@ -157,6 +223,7 @@ void kld_model_close(kld_model *m) {
     free(m->lv);
     free(m->vec_store);
     kld_model_quant_free(m->quant);
+    kld_lora_free(m->lora);
     kld_weights_free(&m->w);
     if (m->src) kld_source_close(m->src);
     free(m);
@@ -164,3 +231,5 @@ void kld_model_close(kld_model *m) {
 
 const kld_hparams *kld_model_hparams(const kld_model *m) { return &m->hp; }
 const kld_source *kld_model_source(const kld_model *m) { return m->src; }
+const char *kld_model_adapter(const kld_model *m) { return m->lora ? m->lora->spec : NULL; }
+const char *kld_model_adapter_file(const kld_model *m) { return m->lora ? m->lora->file : NULL; }

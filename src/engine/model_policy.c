@@ -142,6 +142,21 @@ const char *kld_model_weight_name(const kld_model *m, const kld_tensor *t, char 
     return n.found ? buf : NULL;
 }
 
+typedef struct each_ctx {
+    kld_weight_fn fn;
+    void *ctx;
+} each_ctx;
+
+static void each_bound(void *ctx, const kld_tensor **slot, const char *name) {
+    const each_ctx *e = ctx;
+    if (*slot) e->fn(e->ctx, *slot, name);
+}
+
+void kld_model_each_weight(const kld_model *m, kld_weight_fn fn, void *ctx) {
+    each_ctx e = {fn, ctx};
+    walk_weights((kld_model *)m, each_bound, &e); /* each_bound writes nothing into m */
+}
+
 kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *imatrix,
                                   int n_threads, bool announce, kld_error *err) {
     struct timespec t0, t1;

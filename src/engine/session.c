@@ -3,6 +3,7 @@
  * of one allocation made at creation, so evaluation never allocates. */
 #include "engine/gemm.h"
 #include "engine/internal.h"
+#include "engine/lora.h"
 #include "model/rope.h"
 
 #include <inttypes.h>
@@ -82,7 +83,7 @@ typedef struct layout {
 static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chunk, int n_threads,
                               const kld_levers *lv, layout *L, kld_error *err) {
     const kld_hparams *hp = &m->hp;
-    kld_status st = kld_levers_check(lv, m, err);
+    kld_status st = kld_levers_check_layout(lv, m, err);
     if (st != KLD_OK) return st;
     if (n_ctx < 1 || n_ctx > MAX_CTX)
         return kld_fail(err, KLD_ERR_ARG, "context size %" PRId64 " is out of range [1, %" PRId64 "]",
@@ -227,6 +228,26 @@ void kld_mem_plan_print(const kld_mem_plan *p, FILE *f) {
             kld_format_bytes(p->logits_bytes, b, sizeof b));
 }
 
+/* The model's adapter and the lora= lever's, with their side-product
+ * scratch (allocated here, so the forward pass still never allocates). */
+static kld_status attach_lora(kld_session *s, kld_error *err) {
+    const kld_model *m = s->model;
+    if (m->lora) s->lora[s->n_lora++] = m->lora;
+    if (s->lv.lora_path[0]) {
+        kld_status st = kld_lora_open(m, s->lv.lora_path, s->lv.lora_scale, &s->lora_own, err);
+        if (st) {
+            kld_error_prefix(err, "lever lora");
+            return st;
+        }
+        s->lora[s->n_lora++] = s->lora_own;
+    }
+    if (!s->n_lora) return KLD_OK;
+    const uint64_t n = kld_lora_scratch_floats(s->lora, s->n_lora, s->max_chunk);
+    s->lora_buf = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) & ~(size_t)63);
+    if (!s->lora_buf) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory for LoRA", m->src->path);
+    return KLD_OK;
+}
+
 static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk, kld_pool *pool,
                                  bool own_pool, const kld_levers *levers, kld_session **out,
                                  kld_error *err) {
@@ -311,6 +332,7 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
      * and later positions never read uninitialised floats. */
     memset(a + L.kv, 0, (size_t)L.kv_floats * sizeof(float));
     st = kld_rope_factors(m->src, &m->hp, &m->w, n_ctx, s->rope_ff, err);
+    if (st == KLD_OK) st = attach_lora(s, err);
     if (st != KLD_OK) {
         kld_session_free(s);
         return st;
@@ -360,6 +382,8 @@ void kld_session_free(kld_session *s) {
     if (s->own_pool) kld_pool_free(s->pool);
     free(s->arena);
     free(s->kvl);
+    free(s->lora_buf);
+    kld_lora_free(s->lora_own);
     free(s);
 }
 

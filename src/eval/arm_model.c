@@ -129,6 +129,14 @@ json_t *kld_arm_model_desc(const char *path, const kld_model *m) {
         json_object_set_new(o, "file_bytes", json_integer((json_int_t)src->file_bytes));
         json_object_set_new(o, "bytes", json_integer((json_int_t)plan->dst_bytes));
     }
+    /* MODEL+ADAPTER[:SCALE]: the adapter is a defining input (absent: none) */
+    if (kld_model_adapter(m)) {
+        json_object_set_new(o, "adapter", json_string(kld_model_adapter(m)));
+        if (kld_sha256_file(kld_model_adapter_file(m), d, NULL) == KLD_OK) {
+            kld_hex_digest(d, hex);
+            json_object_set_new(o, "adapter_sha256", json_string(hex));
+        }
+    }
     return o;
 }
 

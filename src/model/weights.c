@@ -78,7 +78,11 @@ const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp
         snprintf(buf, cap, "%s", gguf_name);
         return buf;
     }
-    const char *pre = hf_prefix(src);
+    return kld_weights_hf_name(src, hp, gguf_name, hf_prefix(src), buf, cap);
+}
+
+const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, const char *gguf_name,
+                                const char *pre, char *buf, size_t cap) {
     const char *dot = strrchr(gguf_name, '.'); /* ".weight" / ".bias" */
     const char *kind = dot ? dot + 1 : "weight";
     size_t base_len = dot ? (size_t)(dot - gguf_name) : strlen(gguf_name);
@@ -101,11 +105,11 @@ const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp
                 if (strcmp(layer_map[i].gguf, suffix) == 0) hf = layer_map[i].hf;
             char probe[160];
             snprintf(probe, sizeof probe, "%smodel.layers.%d.block_sparse_moe.gate.weight", pre, il);
-            if (!hf && !strcmp(suffix, "ffn_gate_inp") && kld_source_find(src, probe))
+            if (!hf && !strcmp(suffix, "ffn_gate_inp") && src && kld_source_find(src, probe))
                 hf = "block_sparse_moe.gate";
             for (size_t i = 0; !hf && i < sizeof moe_map / sizeof moe_map[0]; i++)
                 if (strcmp(moe_map[i].gguf, suffix) == 0) hf = moe_map[i].hf;
-            if (!hf && hf_expert_name(src, pre, il, suffix, kind, buf, cap)) return buf;
+            if (!hf && src && hf_expert_name(src, pre, il, suffix, kind, buf, cap)) return buf;
             if (hf) {
                 snprintf(buf, cap, "%smodel.layers.%d.%s.%s", pre, il, hf, kind);
                 return buf;

@@ -65,4 +65,11 @@ void kld_weights_moe_refresh(kld_weights *w);
 const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp,
                                     const char *gguf_name, char *buf, size_t cap);
 
+/* The Hugging Face name of a GGUF-named tensor ("blk.0.attn_q.weight" →
+ * PREFIX "model.layers.0.self_attn.q_proj.weight"); names without an HF
+ * counterpart are copied unchanged. src (may be NULL: no mixture-of-experts
+ * names) is probed for the checkpoint's expert layout. */
+const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, const char *gguf_name,
+                                const char *prefix, char *buf, size_t cap);
+
 #endif
