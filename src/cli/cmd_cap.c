@@ -219,7 +219,7 @@ static void print_groups(FILE *f, const json_t *groups) {
     const char *k;
     json_t *g;
     json_object_foreach((json_t *)groups, k, g) {
-        fprintf(f, "  %-24s", k);
+        fprintf(f, "  %-36s", k);
         print_side(f, "ref", json_object_get(g, "ref"));
         if (json_object_get(g, "arm")) {
             print_side(f, "arm", json_object_get(g, "arm"));
