@@ -13,3 +13,5 @@ kld_add_test(NAME test_cap_db SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_db.c 
 add_dependencies(test_cap_db kldeval)
 kld_add_test(NAME test_cap_shard SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_shard.c ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cap_shard kldeval)
+kld_add_test(NAME test_cap_modes SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_modes.c ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_cap_modes kldeval)
