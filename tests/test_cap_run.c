@@ -3,8 +3,10 @@
  * scores are near chance; what is checked is that each stage produces
  * items; HashHop generates its own problem), the JSON report is byte-identical across runs and thread counts
  * (greedy decoding is bit-exact), the paired counts agree with the items,
- * the Capability_Score is the unweighted mean of the task accuracies, and
- * bad flags are errors. */
+ * the Capability_Score is the unweighted mean of the task accuracies, MMLU
+ * per subject and BFCL per category (simple python/java/javascript and
+ * multiple, n items each; the task's accuracy BFCL's summary) agree with
+ * the items, and bad flags are errors. */
 #include "testlib.h"
 
 #include <jansson.h>
@@ -28,6 +30,73 @@ static int run(const char *args, char **out) {
     int st = pclose(p);
     *out = buf;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Each group (MMLU subject, BFCL category) counts exactly the task's items
+ * that name it, for both models, and its paired counts match theirs. */
+static void check_groups(const json_t *tj, const char *groups_key, const char *field) {
+    const json_t *groups = json_object_get(tj, groups_key);
+    CHECK(json_object_size(groups) >= 1, "%s: %zu groups", groups_key, json_object_size(groups));
+    size_t total[2] = {0, 0};
+    const char *name;
+    json_t *g;
+    json_object_foreach((json_t *)groups, name, g) {
+        size_t c[2] = {0, 0}, n[2] = {0, 0}, n01 = 0, n10 = 0;
+        const json_t *items[2] = {json_object_get(json_object_get(tj, "ref"), "items"),
+                                  json_object_get(json_object_get(tj, "arm"), "items")};
+        for (size_t i = 0; i < json_array_size(items[0]); i++) {
+            bool ok[2];
+            const char *v = json_string_value(json_object_get(json_array_get(items[0], i), field));
+            if (!v || strcmp(v, name)) continue;
+            for (int s = 0; s < 2; s++) {
+                ok[s] = json_is_true(json_object_get(json_array_get(items[s], i), "correct"));
+                c[s] += ok[s];
+                n[s]++;
+            }
+            n01 += ok[1] && !ok[0];
+            n10 += ok[0] && !ok[1];
+        }
+        for (int s = 0; s < 2; s++) {
+            const json_t *a = json_object_get(g, s ? "arm" : "ref");
+            CHECK(json_integer_value(json_object_get(a, "n")) == (json_int_t)n[s] &&
+                      json_integer_value(json_object_get(a, "correct")) == (json_int_t)c[s] &&
+                      fabs(json_real_value(json_object_get(a, "accuracy")) - (n[s] ? (double)c[s] / n[s] : 0)) < 1e-15 &&
+                      json_object_get(a, "items") == NULL,
+                  "%s %s %s: %zu/%zu", groups_key, name, s ? "arm" : "ref", c[s], n[s]);
+            total[s] += n[s];
+        }
+        const json_t *p = json_object_get(g, "paired");
+        CHECK(json_integer_value(json_object_get(p, "arm_only_right")) == (json_int_t)n01 &&
+                  json_integer_value(json_object_get(p, "ref_only_right")) == (json_int_t)n10,
+              "%s %s: paired counts", groups_key, name);
+    }
+    CHECK(total[0] == json_array_size(json_object_get(json_object_get(tj, "ref"), "items")) && total[1] == total[0],
+          "%s: the groups cover every item (%zu)", groups_key, total[0]);
+}
+
+/* BFCL: the four v4 categories, the items spread over each category's file
+ * (simple_javascript has 50 entries: items 0, 12, 24, 36), and the task
+ * accuracy = mean(mean(simple_*), multiple). */
+static void check_bfcl(const json_t *tj) {
+    static const char *const cats[] = {"simple_python", "simple_java", "simple_javascript", "multiple"};
+    const json_t *groups = json_object_get(tj, "categories");
+    CHECK(json_object_size(groups) == 4, "bfcl: 4 categories (%zu)", json_object_size(groups));
+    for (int s = 0; s < 2; s++) {
+        double acc[4];
+        for (int c = 0; c < 4; c++)
+            acc[c] = json_real_value(json_object_get(json_object_get(json_object_get(groups, cats[c]), s ? "arm" : "ref"), "accuracy"));
+        double want = ((acc[0] + acc[1] + acc[2]) / 3 + acc[3]) / 2;
+        CHECK(fabs(json_real_value(json_object_get(json_object_get(tj, s ? "arm" : "ref"), "accuracy")) - want) < 1e-15,
+              "bfcl %s: summary accuracy %g", s ? "arm" : "ref", want);
+    }
+    const json_t *items = json_object_get(json_object_get(tj, "ref"), "items");
+    static const json_int_t js_items[4] = {0, 12, 24, 36};
+    for (int i = 0; i < 4; i++) {
+        const json_t *r = json_array_get(items, 8 + (size_t)i);
+        CHECK(!strcmp(json_string_value(json_object_get(r, "category")), "simple_javascript") &&
+                  json_integer_value(json_object_get(r, "item")) == js_items[i],
+              "bfcl item %d: simple_javascript line %lld", 8 + i, (long long)json_integer_value(json_object_get(r, "item")));
+    }
 }
 
 #define MODELS "-m " KT_SHARED "/models/stories260K/f32.gguf --arm " KT_SHARED "/models/aidreams260K/f32.gguf"
@@ -66,7 +135,8 @@ int main(int argc, char **argv) {
             json_t *items = json_object_get(side[s], "items");
             /* HashHop: one problem as large as the 128-token context allows, so
              * fewer chains (queries) than n */
-            size_t want = strcmp(tasks[t], "hashhop") ? 4 : json_array_size(json_object_get(side[0], "items"));
+            size_t want = !strcmp(tasks[t], "bfcl") ? 16 : strcmp(tasks[t], "hashhop") ? 4
+                                                            : json_array_size(json_object_get(side[0], "items"));
             CHECK(json_array_size(items) == want && want >= 1, "%s %s: %zu items (%zu)", tasks[t], s ? "arm" : "ref",
                   want, json_array_size(items));
             size_t c = 0;
@@ -90,6 +160,9 @@ int main(int argc, char **argv) {
                   json_integer_value(json_object_get(p, "ref_only_right")) == (json_int_t)n10,
               "%s: paired counts", tasks[t]);
     }
+    check_groups(json_object_get(json_object_get(rep, "tasks"), "mmlu"), "subjects", "subject");
+    check_groups(json_object_get(json_object_get(rep, "tasks"), "bfcl"), "categories", "category");
+    check_bfcl(json_object_get(json_object_get(rep, "tasks"), "bfcl"));
     json_t *cs = json_object_get(rep, "capability_score");
     CHECK(fabs(json_real_value(json_object_get(cs, "ref")) - mean[0]) < 1e-12 &&
               fabs(json_real_value(json_object_get(cs, "arm")) - mean[1]) < 1e-12,

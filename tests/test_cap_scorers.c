@@ -2,7 +2,8 @@
  * own results (../shared/capability): GSM8K extraction = expected_answers
  * .tsv; IFEval strict/loose = reference_eval_*.jsonl prompt for prompt;
  * BFCL possible answers accept themselves, mutations are rejected; MMLU
- * with a "model" that always prefers B scores the share of B answers. */
+ * with a "model" that always prefers B scores the share of B answers; the
+ * GSM8K 8-shot prompt is lm-eval-harness's "gsm8k" layout. */
 #include "cap/cap.h"
 #include "testlib.h"
 
@@ -209,7 +210,36 @@ static void test_bad_inputs(void) {
     json_decref(ans);
 }
 
+/* The 8-shot completion prompt: a hand-written rendering of two exemplars,
+ * then the shipped data's eight (each worked answer with its "#### N"). */
+static void test_gsm8k_fewshot(void) {
+    json_t *two = json_loads("[{\"question\": \"1+1?\", \"answer\": \"One and one <<1+1=2>>2.\\n#### 2\"},"
+                             " {\"question\": \"3*3?\", \"answer\": \"#### 9\"}, {\"question\": \"unused\"}]", 0, NULL);
+    char *p = kld_gsm8k_fewshot_prompt(two, 2, "2+5?");
+    const char *want = "Question: 1+1?\nAnswer: One and one <<1+1=2>>2.\n#### 2\n\n"
+                       "Question: 3*3?\nAnswer: #### 9\n\n"
+                       "Question: 2+5?\nAnswer:";
+    CHECK(p && !strcmp(p, want), "gsm8k 2-shot prompt: '%s'", p ? p : "(null)");
+    free(p);
+    json_decref(two);
+    json_t *data;
+    kld_error err = {0};
+    CHECK_OK(kld_cap_read_jsonl(CAP "/gsm8k/test.jsonl", &data, &err), err);
+    p = kld_gsm8k_fewshot_prompt(data, KLD_GSM8K_SHOTS, "Q?");
+    size_t q = 0, marks = 0;
+    for (const char *c = p; c && (c = strstr(c, "Question: ")); c++) q++;
+    for (const char *c = p; c && (c = strstr(c, "\n#### ")); c++) marks++;
+    const char *first = json_string_value(json_object_get(json_array_get(data, 0), "question"));
+    const char *tail = "\n\nQuestion: Q?\nAnswer:";
+    CHECK(p && q == 9 && marks == 8 && !strncmp(p + 10, first, strlen(first)) &&
+              strlen(p) > strlen(tail) && !strcmp(p + strlen(p) - strlen(tail), tail),
+          "gsm8k 8-shot prompt: %zu questions, %zu answers", q, marks);
+    free(p);
+    json_decref(data);
+}
+
 int main(void) {
+    test_gsm8k_fewshot();
     test_bad_inputs();
     test_gsm8k();
     test_mmlu();

@@ -31,6 +31,13 @@ kld_status kld_cap_read_file(const char *path, char **out, size_t *len, kld_erro
 bool kld_gsm8k_extract(const char *text, char *out, size_t out_size);
 /* True when the extracted answer equals gold numerically. */
 bool kld_gsm8k_correct(const char *response, const char *gold);
+/* Exemplars of the 8-shot completion prompt. */
+#define KLD_GSM8K_SHOTS 8
+/* lm-eval-harness "gsm8k" few-shot completion: for each of the first
+ * n_shots items of data ({question, answer}) "Question: Q\nAnswer: A\n\n"
+ * (A the whole worked answer ending in "#### N"), then "Question: " +
+ * question + "\nAnswer:". malloc'd; NULL when out of memory. */
+char *kld_gsm8k_fewshot_prompt(const json_t *data, size_t n_shots, const char *question);
 
 /* ---- MMLU ---- */
 

@@ -18,6 +18,7 @@
 #include "cap/chat.h"
 #include "cap/hashhop.h"
 #include "cap/run.h"
+#include "cap/units.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +27,20 @@
 typedef struct arm_items {
     unsigned char *ok;
     size_t n;
+    size_t total;  /* the unit's items in the whole evaluation (every shard) */
+    json_t *pos;   /* the item number of each record (shards take some of 0 .. total-1) */
 } arm_items;
+
+/* Whether item i of total belongs to this run's shard. */
+static bool take(const kld_cap_run_opts *o, size_t i, size_t total) {
+    return !o->shard.n || kld_shard_has(&o->shard, i, total);
+}
+
+/* Records item i: its outcome and its number. */
+static void took(arm_items *res, size_t i, bool ok) {
+    res->ok[res->n++] = ok;
+    json_array_append_new(res->pos, json_integer((json_int_t)i));
+}
 
 static kld_status build_prompt(const kld_cap_lm *lm, bool chat, const char *user, char **out,
                                bool *add_bos, kld_error *err) {
@@ -45,11 +59,6 @@ static kld_status build_prompt(const kld_cap_lm *lm, bool chat, const char *user
 
 static size_t pick(size_t i, size_t n, size_t size) { return n >= size ? i : i * (size / n); }
 
-static json_t *acc_json(size_t correct, size_t n) {
-    return json_pack("{s:f, s:f, s:I, s:I}", "accuracy", n ? (double)correct / (double)n : 0.0, "stderr",
-                     kld_cap_stderr(correct, n), "correct", (json_int_t)correct, "n", (json_int_t)n);
-}
-
 /* Runs one task for one model: fills ok[] and appends per-item records. */
 static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char *task, size_t n_items,
                            arm_items *res, json_t *items, kld_error *err) {
@@ -58,7 +67,8 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
     kld_status st = KLD_OK;
     res->ok = calloc(n_items ? n_items : 1, 1);
     res->n = 0;
-    if (!res->ok) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    res->pos = json_array();
+    if (!res->ok || !res->pos) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     if (!strcmp(task, "mmlu")) {
         kld_mmlu_set test, dev;
         snprintf(path, sizeof path, "%s/mmlu", o->data_dir);
@@ -72,7 +82,9 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
             letter_id[c] = t.n ? t.ids[t.n - 1] : 0;
             kld_tok_ids_free(&t);
         }
-        for (size_t i = 0; i < n_items && st == KLD_OK && !(o->stop && *o->stop); i++) {
+        res->total = n_items < test.n ? n_items : test.n;
+        for (size_t i = 0; i < res->total && st == KLD_OK && !(o->stop && *o->stop); i++) {
+            if (!take(o, i, res->total)) continue;
             const kld_mmlu_item *it = &test.items[pick(i, n_items, test.n)];
             char *p = kld_mmlu_prompt(&dev, it, 5);
             if (!p) { st = kld_fail(err, KLD_ERR_NOMEM, "out of memory"); break; }
@@ -82,7 +94,7 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
             float l[4];
             for (int c = 0; c < 4; c++) l[c] = lm->logits[letter_id[c]];
             int choice = kld_mmlu_pick(l);
-            res->ok[res->n++] = choice == it->answer;
+            took(res, i, choice == it->answer);
             char lt[2] = {(char)('A' + choice), 0};
             json_array_append_new(items, json_pack("{s:s, s:s, s:b}", "subject", it->subject, "choice", lt,
                                                    "correct", choice == it->answer));
@@ -98,7 +110,9 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         hp.queries = n_items < C ? n_items : C;
         if ((st = kld_hashhop_generate(&hp, o->seed, &hs, err))) return st;
         static const char *const quote[] = {"'", NULL};
+        res->total = hs.n_queries;
         for (size_t q = 0; q < hs.n_queries && st == KLD_OK && !(o->stop && *o->stop); q++) {
+            if (!take(o, q, res->total)) continue;
             char *qt = kld_hashhop_query_text(&hs, q), *text = NULL;
             st = qt ? kld_cap_generate(lm, qt, true, 16 + 4, quote, &text, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
             if (st == KLD_OK) {
@@ -107,7 +121,7 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
                 char *withq = malloc(tl + 2);
                 bool ok = withq && (memcpy(withq, text, tl), withq[tl] = '\'', withq[tl + 1] = 0, kld_hashhop_correct(&hs, q, withq));
                 free(withq);
-                res->ok[res->n++] = ok;
+                took(res, q, ok);
                 json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:b}", "key", hs.keys[q], "target", hs.targets[q],
                                                        "response", text, "correct", ok));
             }
@@ -121,26 +135,37 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
     if (!strcmp(task, "gsm8k")) snprintf(path, sizeof path, "%s/gsm8k/test.jsonl", o->data_dir);
     else if (!strcmp(task, "ifeval")) snprintf(path, sizeof path, "%s/ifeval/input_data.jsonl", o->data_dir);
     else if (!strcmp(task, "humaneval")) snprintf(path, sizeof path, "%s/humaneval/HumanEval.jsonl.gz", o->data_dir);
-    else if (!strcmp(task, "bfcl")) snprintf(path, sizeof path, "%s/bfcl/BFCL_v4_simple_python.json", o->data_dir);
+    else if (!strncmp(task, "bfcl_", 5)) snprintf(path, sizeof path, "%s/bfcl/BFCL_v4_%s.json", o->data_dir, task + 5);
     else return kld_fail(err, KLD_ERR_ARG, "cap: unknown task '%s' (mmlu, gsm8k, ifeval, humaneval, bfcl)", task);
     if ((st = kld_cap_read_jsonl(path, &data, err))) return st;
-    if (!strcmp(task, "bfcl")) {
-        snprintf(path, sizeof path, "%s/bfcl/possible_answer/BFCL_v4_simple_python.json", o->data_dir);
+    const bool bf = !strncmp(task, "bfcl_", 5);
+    /* BFCL v4: Java and JavaScript categories name their language; the rest are Python */
+    const char *lang = !strcmp(task, "bfcl_simple_java") ? "java" : !strcmp(task, "bfcl_simple_javascript") ? "javascript" : "python";
+    if (bf) {
+        snprintf(path, sizeof path, "%s/bfcl/possible_answer/BFCL_v4_%s.json", o->data_dir, task + 5);
         if ((st = kld_cap_read_jsonl(path, &answers, err))) return json_decref(data), st;
     }
-    const size_t size = json_array_size(data);
+    /* GSM8K 8-shot: the first 8 problems are the exemplars (the data has no
+     * train split), so they are not scored */
+    const bool shots8 = !strcmp(task, "gsm8k") && o->gsm8k_8shot;
+    const size_t skip = shots8 && json_array_size(data) > KLD_GSM8K_SHOTS ? KLD_GSM8K_SHOTS : 0;
+    const size_t size = json_array_size(data) - skip;
+    res->total = n_items < size ? n_items : size;
     static const char *const he_stops[] = {"\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", NULL};
     static const char *const qa_stops[] = {"\n\nQuestion:", NULL};
-    for (size_t i = 0; i < n_items && i < size && st == KLD_OK && !(o->stop && *o->stop); i++) {
-        const size_t ix = pick(i, n_items, size);
+    static const char *const shot_stops[] = {"\n\nQuestion:", "Question:", NULL};
+    for (size_t i = 0; i < res->total && st == KLD_OK && !(o->stop && *o->stop); i++) {
+        if (!take(o, i, res->total)) continue;
+        const size_t ix = skip + pick(i, n_items, size);
         const json_t *d = json_array_get(data, ix);
-        const bool he = !strcmp(task, "humaneval"), bf = !strcmp(task, "bfcl"), gs = !strcmp(task, "gsm8k");
-        const bool use_chat = chat && lm->chat_template && !he;
+        const bool he = !strcmp(task, "humaneval"), gs = !strcmp(task, "gsm8k");
+        const bool use_chat = chat && lm->chat_template && !he && !shots8;
         char *user = NULL, *prompt = NULL, *text = NULL;
         bool add_bos = true, ok = false;
         if (gs) {
             const char *q = json_string_value(json_object_get(d, "question"));
-            if (use_chat) user = kld_strdup(q ? q : "");
+            if (shots8) user = kld_gsm8k_fewshot_prompt(data, KLD_GSM8K_SHOTS, q ? q : "");
+            else if (use_chat) user = kld_strdup(q ? q : "");
             else {
                 size_t l = strlen(q ? q : "") + 32;
                 if ((user = malloc(l))) snprintf(user, l, "Question: %s\nAnswer:", q ? q : "");
@@ -163,8 +188,8 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
             add_bos = true;
         } else if (st == KLD_OK) st = build_prompt(lm, use_chat, user, &prompt, &add_bos, err);
         if (st == KLD_OK)
-            st = kld_cap_generate(lm, prompt, add_bos, o->max_new, he ? he_stops : gs && !use_chat ? qa_stops : NULL,
-                                  &text, err);
+            st = kld_cap_generate(lm, prompt, add_bos, o->max_new,
+                                  he ? he_stops : shots8 ? shot_stops : gs && !use_chat ? qa_stops : NULL, &text, err);
         json_t *rec = NULL;
         if (st == KLD_OK) {
             if (gs) {
@@ -182,12 +207,13 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
                 ok = st == KLD_OK && r.outcome == KLD_SANDBOX_PASSED;
                 free(prog);
             } else if (bf) {
-                st = kld_bfcl_check(d, json_array_get(answers, ix), "python", text, &ok, NULL, 0, err);
+                st = kld_bfcl_check(d, json_array_get(answers, ix), lang, text, &ok, NULL, 0, err);
             }
             rec = json_pack("{s:I, s:s, s:b}", "item", (json_int_t)ix, "response", text, "correct", ok);
+            if (rec && bf) json_object_set_new(rec, "category", json_string(task + 5));
         }
         if (rec) json_array_append_new(items, rec);
-        if (st == KLD_OK) res->ok[res->n++] = ok;
+        if (st == KLD_OK) took(res, i, ok);
         free(user), free(prompt), free(text);
     }
     json_decref(data);
@@ -258,75 +284,73 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
                             "bfcl, hashhop)", (int)n, p);
         p += n + (c ? 1 : 0);
     }
-    const char *paths[2] = {o.ref_path, o.arm_path};
-    const int n_arms = o.arm_path ? 2 : 1;
+    int n_arms = 1;
     kld_cap_lm lm[2];
-    memset(lm, 0, sizeof lm);
-    kld_status st = KLD_OK;
-    for (int a = 0; a < n_arms && st == KLD_OK; a++) st = kld_cap_lm_open(paths[a], o.threads, 0, &lm[a], err);
-    if (st == KLD_OK && task_listed(o.tasks, "hashhop")) st = hashhop_size(&o, lm, n_arms, err);
-    json_t *rep = json_pack("{s:s, s:I, s:I, s:b, s:o}", "ref", o.ref_path, "n", (json_int_t)o.n, "max_new",
-                            (json_int_t)o.max_new, "chat", !o.no_chat, "tasks", json_object());
-    if (o.arm_path) json_object_set_new(rep, "arm", json_string(o.arm_path));
-    json_t *tasks = json_object_get(rep, "tasks");
-    double score[2] = {0, 0};
-    int n_tasks = 0;
+    kld_status st = kld_cap_open_models(&o, lm, &n_arms, err);
+    if (st != KLD_OK) return st;
+    if (task_listed(o.tasks, "hashhop")) st = hashhop_size(&o, lm, n_arms, err);
+    /* the arm's name: its model, or the reference's weights (self-flag) */
+    const char *arm_name = o.arm_path ? o.arm_path : o.ref_path;
+    kld_cap_unit units[16];
+    size_t n_units = 0;
+    memset(units, 0, sizeof units);
     for (int t = 0; all[t] && st == KLD_OK; t++) {
         if (!task_listed(o.tasks, all[t])) continue;
         if (!o.quiet) fprintf(stderr, "cap: %s ...\n", all[t]);
-        arm_items res[2] = {{0}};
-        json_t *tj = json_object();
-        for (int a = 0; a < n_arms && st == KLD_OK; a++) {
-            json_t *items = json_array();
-            st = run_task(&o, &lm[a], all[t], (size_t)o.n, &res[a], items, err);
-            size_t c = 0;
-            for (size_t i = 0; i < res[a].n; i++) c += res[a].ok[i];
-            json_t *aj = acc_json(c, res[a].n);
-            json_object_set_new(aj, "items", items);
-            json_object_set_new(tj, a ? "arm" : "ref", aj);
-            score[a] += res[a].n ? (double)c / (double)res[a].n : 0.0;
-        }
-        if (st == KLD_OK && n_arms == 2) { /* paired on the same items */
-            size_t n = res[0].n < res[1].n ? res[0].n : res[1].n, n01 = 0, n10 = 0;
-            double mean = 0, var = 0;
-            for (size_t i = 0; i < n; i++) {
-                int d = (int)res[1].ok[i] - (int)res[0].ok[i];
-                n01 += d > 0;
-                n10 += d < 0;
-                mean += d;
+        const bool bfcl = !strcmp(all[t], "bfcl");
+        for (int c = 0; c < (bfcl ? 4 : 1) && st == KLD_OK; c++) {
+            kld_cap_unit *u = &units[n_units++];
+            snprintf(u->task, sizeof u->task, "%s", all[t]);
+            if (bfcl) snprintf(u->name, sizeof u->name, "bfcl_%s", kld_cap_bfcl_categories[c]);
+            else snprintf(u->name, sizeof u->name, "%s", all[t]);
+            for (int a = 0; a < n_arms && st == KLD_OK; a++) {
+                arm_items res = {0};
+                u->items[a] = json_array();
+                st = run_task(&o, &lm[a], u->name, (size_t)o.n, &res, u->items[a], err);
+                u->pos[a] = res.pos;
+                u->total = res.total;
+                free(res.ok);
             }
-            mean = n ? mean / (double)n : 0;
-            for (size_t i = 0; i < n; i++) {
-                double d = (double)((int)res[1].ok[i] - (int)res[0].ok[i]) - mean;
-                var += d * d;
-            }
-            double se = n > 1 ? sqrt(var / (double)(n - 1) / (double)n) : 0;
-            json_object_set_new(tj, "paired", json_pack("{s:f, s:f, s:I, s:I, s:I}", "diff", mean, "stderr", se,
-                                                        "arm_only_right", (json_int_t)n01, "ref_only_right",
-                                                        (json_int_t)n10, "n", (json_int_t)n));
         }
-        free(res[0].ok);
-        free(res[1].ok);
-        json_object_set_new(tasks, all[t], tj);
-        n_tasks++;
     }
+    const bool interrupted = o.stop && *o.stop;
+    json_t *head = NULL, *arm = NULL, *config = NULL;
     if (st == KLD_OK) {
-        json_t *cs = json_pack("{s:f}", "ref", n_tasks ? score[0] / n_tasks : 0.0);
-        if (n_arms == 2) {
-            json_object_set_new(cs, "arm", json_real(n_tasks ? score[1] / n_tasks : 0.0));
-            json_object_set_new(cs, "diff", json_real(n_tasks ? (score[1] - score[0]) / n_tasks : 0.0));
-        }
-        json_object_set_new(rep, "capability_score", cs);
-        json_object_set_new(rep, "interrupted", json_boolean(o.stop && *o.stop));
+        head = json_pack("{s:s, s:I, s:I, s:b}", "ref", o.ref_path, "n", (json_int_t)o.n, "max_new",
+                         (json_int_t)o.max_new, "chat", !o.no_chat);
+        arm = n_arms == 2 ? json_string(arm_name) : NULL;
         const char *run_tasks[8];
         size_t n_run = 0;
         for (int t = 0; all[t]; t++)
             if (task_listed(o.tasks, all[t])) run_tasks[n_run++] = all[t];
-        json_object_set_new(rep, "config", kld_cap_run_config(&o, &lm[0], n_arms == 2 ? &lm[1] : NULL,
-                                                              run_tasks, n_run));
+        config = kld_cap_run_config(&o, &lm[0], n_arms == 2 ? &lm[1] : NULL, run_tasks, n_run);
+        if (!head || !config || (n_arms == 2 && !arm)) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    if (st == KLD_OK && (o.shard.n || o.partial_path)) {
+        uint8_t hash[32];
+        char hex[65];
+        kld_cap_eval_hash(config, hash);
+        kld_hex_digest(hash, hex);
+        kld_shard sh = o.shard.n ? o.shard : (kld_shard){0, 1, KLD_SHARD_MOD};
+        json_object_set_new(config, "shard", json_pack("{s:i, s:i, s:s, s:s}", "k", (int)sh.k, "n", (int)sh.n,
+                                                       "mode", kld_shard_mode_name(sh.mode), "eval_hash", hex));
+    }
+    if (st == KLD_OK && o.partial_path) {
+        if (interrupted)
+            st = kld_fail(err, KLD_ERR_INTERRUPTED, "%s: the run was stopped early; a partial must hold every "
+                          "item of its shard (run the shard again)", o.partial_path);
+        else
+            st = kld_cap_partial_write(o.partial_path, units, n_units, n_arms, head, arm, config, err);
     }
     for (int a = 0; a < 2; a++) kld_cap_lm_close(&lm[a]);
-    if (st != KLD_OK) return json_decref(rep), st;
-    *report = rep;
-    return KLD_OK;
+    if (st == KLD_OK) {
+        *report = kld_cap_build_report(units, n_units, n_arms, head, arm, interrupted, config);
+        head = arm = config = NULL;
+        if (!*report) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    json_decref(head);
+    json_decref(arm);
+    json_decref(config);
+    kld_cap_units_free(units, n_units);
+    return st;
 }

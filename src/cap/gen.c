@@ -74,7 +74,7 @@ void kld_cap_lm_close(kld_cap_lm *lm) {
     free(lm->eos);
     kld_session_free(lm->s);
     kld_tok_free(lm->tok);
-    kld_model_close(lm->model);
+    if (!lm->shares_model) kld_model_close(lm->model);
     memset(lm, 0, sizeof *lm);
 }
 

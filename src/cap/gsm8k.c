@@ -1,6 +1,8 @@
 /* gsm8k.c — GSM8K answer extraction and comparison: the number after the
  * last "####" (the dataset's own answer marker) if there is one, else the
- * last number in the text; thousands commas removed; compared as numbers. */
+ * last number in the text; thousands commas removed; compared as numbers.
+ * Also the 8-shot completion prompt (lm-eval-harness's "gsm8k" task:
+ * "Question: …\nAnswer: …" exemplars joined by a blank line). */
 #include "cap/cap.h"
 
 #include <ctype.h>
@@ -66,4 +68,24 @@ bool kld_gsm8k_correct(const char *response, const char *gold) {
     double a = strtod(got, &e1), b = strtod(want, &e2);
     if (*e1 || *e2) return false;
     return a == b || fabs(a - b) <= 1e-9 * fmax(1.0, fabs(b));
+}
+
+char *kld_gsm8k_fewshot_prompt(const json_t *data, size_t n_shots, const char *question) {
+    size_t len = strlen(question) + 32;
+    for (size_t i = 0; i < n_shots && i < json_array_size(data); i++) {
+        const json_t *d = json_array_get(data, i);
+        len += json_string_length(json_object_get(d, "question")) +
+               json_string_length(json_object_get(d, "answer")) + 32;
+    }
+    char *out = malloc(len);
+    if (!out) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < n_shots && i < json_array_size(data); i++) {
+        const json_t *d = json_array_get(data, i);
+        const char *q = json_string_value(json_object_get(d, "question"));
+        const char *a = json_string_value(json_object_get(d, "answer"));
+        n += (size_t)snprintf(out + n, len - n, "Question: %s\nAnswer: %s\n\n", q ? q : "", a ? a : "");
+    }
+    snprintf(out + n, len - n, "Question: %s\nAnswer:", question);
+    return out;
 }

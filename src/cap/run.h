@@ -8,6 +8,7 @@
 
 #include "common/common.h"
 #include "engine/engine.h"
+#include "eval/plan.h"
 #include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
@@ -21,10 +22,19 @@ typedef struct kld_cap_lm {
     float *logits;      /* one row */
     char *chat_template; /* GGUF tokenizer.chat_template, or NULL */
     char *bos, *eos;    /* their pieces, for the template */
+    bool shares_model;  /* model borrowed from another kld_cap_lm (self-flag) */
 } kld_cap_lm;
 
 kld_status kld_cap_lm_open(const char *path, int threads, int64_t n_ctx, kld_cap_lm *lm, kld_error *err);
 void kld_cap_lm_close(kld_cap_lm *lm);
+/* cap_lm.c: the session of lm rebuilt with levers (checked against the
+ * model; NULL or all reference: unchanged). */
+kld_status kld_cap_lm_set_levers(kld_cap_lm *lm, const kld_levers *levers, int threads, kld_error *err);
+/* A second kld_cap_lm over owner's weights (self-flag: one weight load, two
+ * sessions): its own tokenizer, session (with levers) and buffers; owner
+ * must outlive it. */
+kld_status kld_cap_lm_share(const kld_cap_lm *owner, const kld_levers *levers, int threads,
+                            kld_cap_lm *lm, kld_error *err);
 
 /* Greedy decoding (ties to the lower id) of up to max_new tokens after
  * prompt (left-truncated to fit the context), stopping at EOS or when the
@@ -44,12 +54,22 @@ typedef struct kld_cap_run_opts {
     int max_new;           /* generation limit (default 128) */
     int threads;
     bool no_chat;          /* raw completion even when the model has a template */
+    bool gsm8k_8shot;      /* GSM8K as 8-shot completion (lm-eval-harness "gsm8k") instead of zero-shot */
+    const char *ref_levers, *arm_levers; /* engine lever text (NULL: reference); arm levers
+                                            without arm_path: self-flag on ref_path's weights */
+    kld_shard shard;       /* scale-out: only the items i of each task with shard_has(i) (n = 0: all) */
+    const char *partial_path; /* write the shard's items here (kld_cap_partial_write) */
     const char *data_dir;
     const char *python;
     volatile int *stop;    /* Ctrl-C: keep the items done */
     size_t hashhop_chars;  /* set by kld_cap_run */
     bool quiet;
 } kld_cap_run_opts;
+
+/* cap_lm.c: the reference (with o->ref_levers) and the arm: --arm's model
+ * with o->arm_levers, or with arm levers and no --arm a second session on
+ * the reference's weights (self-flag); *n_arms is 1 or 2. */
+kld_status kld_cap_open_models(const kld_cap_run_opts *o, kld_cap_lm lm[2], int *n_arms, kld_error *err);
 
 /* The report: {ref, arm, n, max_new, chat, tasks: {task: {ref, arm: {accuracy,
  * stderr, correct, n, items}, paired}}, capability_score, interrupted, config}. */

@@ -150,6 +150,21 @@ static void run_usage(FILE *f) {
             "  --n N              items per task, 1 .. 100000 (default 10), spread over the task's data\n"
             "  --max-new N        tokens generated per item, 1 .. 65536 (default 128)\n"
             "  --no-chat          raw completion even when the model has a chat template\n"
+            "  --gsm8k-mode M     chat (default: zero-shot, the model's chat template unless --no-chat)\n"
+            "                     or 8shot (lm-eval-harness \"gsm8k\": 8 \"Question: ...\\nAnswer: ... #### N\"\n"
+            "                     exemplars, the first 8 test problems, which are then not scored; raw\n"
+            "                     completion, stops at \"Question:\")\n"
+            "  --lever L          the arm's levers (same as --arm-lever): NAME=VALUE[,...] as kldeval kl\n"
+            "                     takes them (kv=q8_0, act=q8, attention=online, ...); without --arm:\n"
+            "                     self-flag, a second session on -m's weights (one weight load)\n"
+            "  --ref-lever L      the reference's levers (default: every lever at its reference value)\n"
+            "  --arm-lever L      the arm's levers\n"
+            "  --shard K/N        run only shard K of N: the items i of each task (each BFCL category)\n"
+            "                     with i mod N = K; needs --partial\n"
+            "  --shard-mode M     mod (default) or range (the K-th of N contiguous runs of items)\n"
+            "  --partial PART     write the shard's items and the hash of the run's defining inputs\n"
+            "                     (models' SHA-256, policies, levers, tasks, n, seed, modes, data\n"
+            "                     SHA-256) for kldeval merge PART...\n"
             "  --data DIR         the capability data (default ../shared/capability)\n"
             "  --json PATH        also write the JSON report (with every response)\n"
             "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
@@ -163,10 +178,93 @@ static void run_usage(FILE *f) {
             "The run is recorded in the run database (mode \"cap\"; see kldeval runs --help).\n");
 }
 
-static void print_side(const char *label, const json_t *a) {
-    printf("  %-4s %.4f ± %.4f (%lld/%lld)", label, json_real_value(json_object_get(a, "accuracy")),
+static void print_side(FILE *f, const char *label, const json_t *a) {
+    fprintf(f, "  %-4s %.4f ± %.4f (%lld/%lld)", label, json_real_value(json_object_get(a, "accuracy")),
            json_real_value(json_object_get(a, "stderr")), (long long)json_integer_value(json_object_get(a, "correct")),
            (long long)json_integer_value(json_object_get(a, "n")));
+}
+
+/* The lever, GSM8K-mode and scale-out flags: 1 taken, 0 bad (reported), -1 not one of them. */
+static int parse_cap_extra(const char *a, const char *v, kld_cap_run_opts *o) {
+    if (!strcmp(a, "--lever") || !strcmp(a, "--arm-lever") || !strcmp(a, "--ref-lever")) {
+        kld_levers l; /* checked now, not after the models have loaded */
+        kld_levers_default(&l);
+        kld_error e = {0};
+        if (kld_levers_parse(v, &l, &e) != KLD_OK) return fprintf(stderr, "kldeval cap: %s: %s\n", a, e.msg), 0;
+        if (!strcmp(a, "--ref-lever")) o->ref_levers = v;
+        else o->arm_levers = v;
+    } else if (!strcmp(a, "--gsm8k-mode")) {
+        if (strcmp(v, "chat") && strcmp(v, "8shot"))
+            return fprintf(stderr, "kldeval cap: --gsm8k-mode expects chat or 8shot, got '%s'\n", v), 0;
+        o->gsm8k_8shot = !strcmp(v, "8shot");
+    } else if (!strcmp(a, "--shard")) {
+        kld_shard_mode m = o->shard.mode;
+        if (!kld_shard_parse(v, &o->shard))
+            return fprintf(stderr, "kldeval cap: --shard expects K/N with 0 <= K < N <= 1000000, got '%s'\n", v), 0;
+        o->shard.mode = m;
+    } else if (!strcmp(a, "--shard-mode")) {
+        if (strcmp(v, "mod") && strcmp(v, "range"))
+            return fprintf(stderr, "kldeval cap: --shard-mode expects mod or range, got '%s'\n", v), 0;
+        o->shard.mode = !strcmp(v, "mod") ? KLD_SHARD_MOD : KLD_SHARD_RANGE;
+    } else if (!strcmp(a, "--partial")) {
+        o->partial_path = v;
+    } else {
+        return -1;
+    }
+    return 1;
+}
+
+/* MMLU's subjects / BFCL's categories, indented under their task. */
+static void print_groups(FILE *f, const json_t *groups) {
+    const char *k;
+    json_t *g;
+    json_object_foreach((json_t *)groups, k, g) {
+        fprintf(f, "  %-36s", k);
+        print_side(f, "ref", json_object_get(g, "ref"));
+        if (json_object_get(g, "arm")) {
+            print_side(f, "arm", json_object_get(g, "arm"));
+            fprintf(f, "  diff %+.4f", json_real_value(json_object_get(json_object_get(g, "paired"), "diff")));
+        }
+        fprintf(f, "\n");
+    }
+}
+
+/* The text report of a `cap` run (or a merge of its shards). */
+void kld_cap_print_report(FILE *f, const json_t *rep) {
+    const json_t *cfg = json_object_get(rep, "config");
+    fprintf(f, "capability run: ref %s%s%s, n %lld per task, greedy, max %lld new tokens\n",
+            json_string_value(json_object_get(rep, "ref")), json_object_get(rep, "arm") ? ", arm " : "",
+            json_string_value(json_object_get(rep, "arm")) ? json_string_value(json_object_get(rep, "arm")) : "",
+            (long long)json_integer_value(json_object_get(rep, "n")),
+            (long long)json_integer_value(json_object_get(rep, "max_new")));
+    fprintf(f, "levers: ref %s", json_string_value(json_object_get(json_object_get(cfg, "ref"), "levers")));
+    if (json_is_object(json_object_get(cfg, "arm")))
+        fprintf(f, ", arm %s%s", json_string_value(json_object_get(json_object_get(cfg, "arm"), "levers")),
+                json_is_true(json_object_get(json_object_get(cfg, "arm"), "shares_weights"))
+                    ? " (self-flag: the reference's weights)" : "");
+    const char *gm = json_string_value(json_object_get(cfg, "gsm8k_mode"));
+    fprintf(f, "; GSM8K %s\n", gm && !strcmp(gm, "8shot") ? "8-shot completion" : "zero-shot");
+    const char *k;
+    json_t *t;
+    json_object_foreach(json_object_get(rep, "tasks"), k, t) {
+        fprintf(f, "%-10s", k);
+        print_side(f, "ref", json_object_get(t, "ref"));
+        if (json_object_get(t, "arm")) {
+            print_side(f, "arm", json_object_get(t, "arm"));
+            json_t *p = json_object_get(t, "paired");
+            fprintf(f, "  diff %+.4f ± %.4f (arm only %lld, ref only %lld)", json_real_value(json_object_get(p, "diff")),
+                    json_real_value(json_object_get(p, "stderr")), (long long)json_integer_value(json_object_get(p, "arm_only_right")),
+                    (long long)json_integer_value(json_object_get(p, "ref_only_right")));
+        }
+        fprintf(f, "\n");
+        if (json_object_get(t, "subjects")) print_groups(f, json_object_get(t, "subjects"));
+        if (json_object_get(t, "categories")) print_groups(f, json_object_get(t, "categories"));
+    }
+    json_t *cs = json_object_get(rep, "capability_score");
+    fprintf(f, "Capability_Score (unweighted mean): ref %.4f", json_real_value(json_object_get(cs, "ref")));
+    if (json_object_get(cs, "arm"))
+        fprintf(f, ", arm %.4f, diff %+.4f", json_real_value(json_object_get(cs, "arm")), json_real_value(json_object_get(cs, "diff")));
+    fprintf(f, "%s\n", json_is_true(json_object_get(rep, "interrupted")) ? " (interrupted: items done so far)" : "");
 }
 
 static int cap_run(int argc, char **argv) {
@@ -175,7 +273,8 @@ static int cap_run(int argc, char **argv) {
     kld_kl_outputs rec = {0};
     static const char *const with_value[] = {"-m", "--model", "--arm", "--tasks", "--n", "--max-new", "--data",
                                              "--json", "--threads", "--python", "--seed", "--label", "--db",
-                                             "--html", NULL};
+                                             "--html", "--lever", "--ref-lever", "--arm-lever", "--gsm8k-mode",
+                                             "--shard", "--shard-mode", "--partial", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;
@@ -190,6 +289,9 @@ static int cap_run(int argc, char **argv) {
             return 2;
         }
         if (!(v = kld_arg_value(argc, argv, &i))) return 2;
+        int extra = parse_cap_extra(a, v, &o);
+        if (extra == 0) return 2;
+        if (extra == 1) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.ref_path = v;
         else if (!strcmp(a, "--arm")) o.arm_path = v;
         else if (!strcmp(a, "--tasks")) o.tasks = v;
@@ -213,10 +315,16 @@ static int cap_run(int argc, char **argv) {
         fprintf(stderr, "kldeval cap: give --db or --no-db, not both\n");
         return 2;
     }
-    const char *inputs[4] = {o.ref_path, o.arm_path, rec.db_path};
+    if (o.shard.n && !o.partial_path) {
+        fprintf(stderr, "kldeval cap: --shard needs --partial PART (the shard's items, for kldeval merge)\n");
+        return 2;
+    }
+    const char *inputs[5] = {o.ref_path, o.arm_path, rec.db_path};
     if (json_path && !kld_arg_output("cap", "--json", json_path, inputs, 3)) return 2;
     inputs[3] = json_path;
     if (rec.html_path && !kld_arg_output("cap", "--html", rec.html_path, inputs, 4)) return 2;
+    inputs[4] = rec.html_path;
+    if (o.partial_path && !kld_arg_output("cap", "--partial", o.partial_path, inputs, 5)) return 2;
     signal(SIGINT, on_sigint);
     json_t *rep = NULL;
     kld_error err = {0};
@@ -225,27 +333,10 @@ static int cap_run(int argc, char **argv) {
         fprintf(stderr, "kldeval cap: %s\n", err.msg);
         return 1;
     }
-    printf("capability run: ref %s%s%s, n %d per task, greedy, max %d new tokens\n", o.ref_path,
-           o.arm_path ? ", arm " : "", o.arm_path ? o.arm_path : "", o.n, o.max_new);
-    const char *k;
-    json_t *t;
-    json_object_foreach(json_object_get(rep, "tasks"), k, t) {
-        printf("%-10s", k);
-        print_side("ref", json_object_get(t, "ref"));
-        if (json_object_get(t, "arm")) {
-            print_side("arm", json_object_get(t, "arm"));
-            json_t *p = json_object_get(t, "paired");
-            printf("  diff %+.4f ± %.4f (arm only %lld, ref only %lld)", json_real_value(json_object_get(p, "diff")),
-                   json_real_value(json_object_get(p, "stderr")), (long long)json_integer_value(json_object_get(p, "arm_only_right")),
-                   (long long)json_integer_value(json_object_get(p, "ref_only_right")));
-        }
-        printf("\n");
-    }
-    json_t *cs = json_object_get(rep, "capability_score");
-    printf("Capability_Score (unweighted mean): ref %.4f", json_real_value(json_object_get(cs, "ref")));
-    if (json_object_get(cs, "arm"))
-        printf(", arm %.4f, diff %+.4f", json_real_value(json_object_get(cs, "arm")), json_real_value(json_object_get(cs, "diff")));
-    printf("%s\n", json_is_true(json_object_get(rep, "interrupted")) ? " (interrupted: items done so far)" : "");
+    kld_cap_print_report(stdout, rep);
+    if (o.shard.n)
+        printf("shard %u/%u (%s): this shard's items only; wrote %s\n", o.shard.k, o.shard.n,
+               kld_shard_mode_name(o.shard.mode), o.partial_path);
     int rc = 0;
     if (json_path && json_dump_file(rep, json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(17))) {
         fprintf(stderr, "kldeval cap: --json %s: cannot write\n", json_path);

@@ -1,6 +1,7 @@
 /* cmd_merge.c — `kldeval merge PART...`: the shard partials of one
  * evaluation (kl --shard K/N --partial OUT) → the report one unsharded run
  * gives, bit for bit (src/eval/merge.h). */
+#include "cap/units.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "eval/merge.h"
@@ -32,6 +33,13 @@ static void usage(FILE *f) {
 "  --db PATH / --no-db    record the merged run in this run database / do not (default as kl)\n"
 "  --html FILE            the HTML report of the merged run\n"
 "  -h, --help             this text\n\n"
+"Capability shards (kldeval cap --shard K/N --partial PART; told by their opening bytes): the\n"
+"parts must share the hash of the run's defining inputs (models' SHA-256, policies, levers,\n"
+"tasks, n, seed, max_new, chat and GSM8K modes, the data files' SHA-256), the shard count and\n"
+"mode, and cover every item of every task exactly once (a missing, duplicated or foreign part is\n"
+"an error naming it). The result is the single run's report (text, --json, --html) plus a\n"
+"\"merged\" object (hash, shards, mode, parts), recorded as one run (mode cap) that names the\n"
+"shards. --pin and --per-position do not apply.\n\n"
 "Dump shards (kldeval dump --shard K/N --out SHARD_DIR): --dump OUT_DIR assembles them into the\n"
 "dump one unsharded run writes. The shards must share the hash of the dump's defining inputs\n"
 "(model SHA-256, policy, levers, corpus, chunking, ctx, top-k, logit dtype, teacher), the shard\n"
@@ -110,6 +118,38 @@ int kld_cmd_merge(int argc, char **argv) {
         }
         out.label = label;
         int rc = kld_merge_dump_main(dump_out, parts, n_parts, &out);
+        free(parts);
+        return rc;
+    }
+    size_t n_cap = 0;
+    for (size_t i = 0; i < n_parts; i++) n_cap += kld_cap_is_partial(parts[i]);
+    if (n_cap && n_cap != n_parts) {
+        fprintf(stderr, "kldeval merge: %s capability partials and other parts: merge one kind at a time\n",
+                n_cap == 1 ? "one of the parts is a" : "the parts mix");
+        free(parts);
+        return 2;
+    }
+    if (n_cap) {
+        if (pin_path || tsv_path) {
+            fprintf(stderr, "kldeval merge: --pin and --per-position belong to kl partials, not capability ones\n");
+            free(parts);
+            return 2;
+        }
+        const char *files[3] = {NULL, NULL, NULL};
+        int nf = 0;
+        const char *const outs[2][2] = {{"--json", json_path}, {"--html", out.html_path}};
+        for (int k = 0; k < 2; k++) {
+            if (!outs[k][1]) continue;
+            for (size_t i = 0; i < n_parts; i++)
+                if (!strcmp(parts[i], outs[k][1])) {
+                    fprintf(stderr, "kldeval merge: %s %s is one of the parts\n", outs[k][0], outs[k][1]);
+                    free(parts);
+                    return 2;
+                }
+            if (!kld_arg_output("merge", outs[k][0], outs[k][1], files, nf)) { free(parts); return 2; }
+            files[nf++] = outs[k][1];
+        }
+        int rc = kld_merge_cap_main(parts, n_parts, json_path, label, &out);
         free(parts);
         return rc;
     }

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 int kld_cmd_inspect(int argc, char **argv);
 int kld_cmd_synth(int argc, char **argv);
@@ -37,6 +38,12 @@ struct kld_kl_config;
 int kld_kl_main(struct kld_kl_config *c, const kld_kl_outputs *o);
 /* `kldeval merge --dump OUT SHARD_DIR...` (cmd_merge_dump.c). */
 int kld_merge_dump_main(const char *out, const char *const *dirs, size_t n, const kld_kl_outputs *o);
+/* `kldeval merge` of capability partials (cmd_merge_cap.c): the single
+ * run's report (text, --json, --html) and one run-database row. */
+int kld_merge_cap_main(const char *const *parts, size_t n, const char *json_path, const char *label,
+                       const kld_kl_outputs *o);
+/* The text report of a capability run (cmd_cap.c). */
+void kld_cap_print_report(FILE *f, const json_t *report);
 
 struct kld_summary;
 struct kld_stats;

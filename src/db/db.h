@@ -56,6 +56,8 @@
  *                  prompt/instruction strict/loose) and P = {diff, stderr
  *                  (paired), arm_only_right, ref_only_right (McNemar's
  *                  discordant counts), n}; "arm" and "paired" only with an arm;
+ *                  MMLU also "subjects" and BFCL "categories": {name: {ref, arm,
+ *                  paired}} (BFCL's accuracy is its summary over the categories);
  *   report         the full JSON report, every per-item response included;
  *   threads        kld_db_run.threads (the report leaves them out; cap-score:
  *                  the HumanEval programs run at once, --jobs).

@@ -19,7 +19,7 @@ static json_t *without_items(const json_t *side) {
     return o;
 }
 
-/* `kldeval cap`: report.tasks {task: {ref, arm, paired}}. */
+/* `kldeval cap`: report.tasks {task: {ref, arm, paired[, subjects | categories]}}. */
 static json_t *from_run(const json_t *tasks) {
     json_t *out = json_object();
     const char *task;
@@ -33,6 +33,12 @@ static json_t *from_run(const json_t *tasks) {
         }
         const json_t *p = json_object_get(t, "paired");
         if (json_is_object(p)) json_object_set(o, "paired", (json_t *)p);
+        /* MMLU per subject, BFCL per category: {name: {ref, arm, paired}} */
+        static const char *const groups[] = {"subjects", "categories"};
+        for (int g = 0; g < 2; g++) {
+            const json_t *v = json_object_get(t, groups[g]);
+            if (json_is_object(v)) json_object_set(o, groups[g], (json_t *)v);
+        }
         json_object_set_new(out, task, o);
     }
     return out;

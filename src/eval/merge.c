@@ -89,7 +89,7 @@ typedef struct part {
 
 /* The first defining key on which two configurations differ, for the
  * message that refuses a foreign part. */
-static void first_difference(const json_t *a, const json_t *b, char *buf, size_t size) {
+void kld_eval_first_difference(const json_t *a, const json_t *b, char *buf, size_t size) {
     json_t *da = kld_eval_defining(a), *db = kld_eval_defining(b);
     snprintf(buf, size, "the configuration");
     const char *key;
@@ -138,7 +138,7 @@ static kld_status check_parts(const char *const *paths, size_t n, part *parts, p
         const kld_partial_head *h = parts[i].h;
         if (memcmp(h->hash, h0->hash, 32)) {
             char why[300];
-            first_difference(json_object_get(parts[i].meta, "config"),
+            kld_eval_first_difference(json_object_get(parts[i].meta, "config"),
                              json_object_get(parts[0].meta, "config"), why, sizeof why);
             return kld_fail(err, KLD_ERR_MISMATCH, "%s: belongs to another evaluation than %s "
                             "(the hashes of their defining inputs differ: %s)", paths[i], paths[0], why);

@@ -35,6 +35,10 @@ json_t *kld_eval_defining(const json_t *config);
 /* The hash of the defining inputs of a run's configuration. */
 void kld_eval_hash(const json_t *config, uint8_t out[32]);
 
+/* The first defining key on which two configurations differ, as
+ * "config.KEY: A vs B" (for the message that refuses a foreign part). */
+void kld_eval_first_difference(const json_t *a, const json_t *b, char *buf, size_t size);
+
 /* Adds config["shard"] = {k, n, mode, windows, eval_hash}. */
 void kld_shard_annotate(json_t *config, const kld_shard *s, size_t n_windows,
                         const uint8_t hash[32]);
