@@ -8,3 +8,4 @@ kld_add_test(NAME test_model SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_model.c
              ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c ${CMAKE_CURRENT_SOURCE_DIR}/test_synth_models.c)
 kld_add_test(NAME test_forward_variants SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_variants.c
              ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c ${CMAKE_CURRENT_SOURCE_DIR}/test_synth_models.c)
+kld_add_test(NAME test_engine_batch SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine_batch.c)
