@@ -45,6 +45,34 @@ static kld_status build_prompt(const kld_cap_lm *lm, bool chat, const char *user
 
 static size_t pick(size_t i, size_t n, size_t size) { return n >= size ? i : i * (size / n); }
 
+/* A task's prompts generated together (kld_cap_generate_batch). */
+typedef struct gen_batch {
+    kld_cap_gen_item *items;
+    char **prompts, **texts;
+    size_t n, done;
+} gen_batch;
+
+static kld_status gen_batch_init(gen_batch *g, size_t n, kld_error *err) {
+    g->n = n;
+    g->done = 0;
+    g->items = calloc(n ? n : 1, sizeof *g->items);
+    g->prompts = calloc(n ? n : 1, sizeof *g->prompts);
+    g->texts = calloc(n ? n : 1, sizeof *g->texts);
+    return g->items && g->prompts && g->texts ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+}
+
+static kld_status gen_batch_run(gen_batch *g, const kld_cap_run_opts *o, kld_cap_lm *lm, kld_error *err) {
+    return kld_cap_generate_batch(lm, g->items, g->n, o->batch, o->stop, g->texts, &g->done, err);
+}
+
+static void gen_batch_free(gen_batch *g) {
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->prompts) free(g->prompts[i]);
+        if (g->texts) free(g->texts[i]);
+    }
+    free(g->items), free(g->prompts), free(g->texts);
+}
+
 static json_t *acc_json(size_t correct, size_t n) {
     return json_pack("{s:f, s:f, s:I, s:I}", "accuracy", n ? (double)correct / (double)n : 0.0, "stderr",
                      kld_cap_stderr(correct, n), "correct", (json_int_t)correct, "n", (json_int_t)n);
@@ -98,10 +126,16 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         hp.queries = n_items < C ? n_items : C;
         if ((st = kld_hashhop_generate(&hp, o->seed, &hs, err))) return st;
         static const char *const quote[] = {"'", NULL};
-        for (size_t q = 0; q < hs.n_queries && st == KLD_OK && !(o->stop && *o->stop); q++) {
-            char *qt = kld_hashhop_query_text(&hs, q), *text = NULL;
-            st = qt ? kld_cap_generate(lm, qt, true, 16 + 4, quote, &text, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-            if (st == KLD_OK) {
+        gen_batch gb;
+        st = gen_batch_init(&gb, hs.n_queries, err);
+        for (size_t q = 0; q < hs.n_queries && st == KLD_OK; q++) {
+            gb.items[q] = (kld_cap_gen_item){gb.prompts[q] = kld_hashhop_query_text(&hs, q), true, 16 + 4, quote};
+            if (!gb.prompts[q]) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        }
+        if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, err);
+        for (size_t q = 0; q < gb.done && st == KLD_OK && !(o->stop && *o->stop); q++) {
+            char *text = gb.texts[q];
+            {
                 /* the stop string was cut off: put the quote back for the rule */
                 size_t tl = strlen(text);
                 char *withq = malloc(tl + 2);
@@ -111,9 +145,8 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
                 json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:b}", "key", hs.keys[q], "target", hs.targets[q],
                                                        "response", text, "correct", ok));
             }
-            free(qt);
-            free(text);
         }
+        gen_batch_free(&gb);
         kld_hashhop_free(&hs);
         return st;
     }
@@ -131,13 +164,17 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
     const size_t size = json_array_size(data);
     static const char *const he_stops[] = {"\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", NULL};
     static const char *const qa_stops[] = {"\n\nQuestion:", NULL};
-    for (size_t i = 0; i < n_items && i < size && st == KLD_OK && !(o->stop && *o->stop); i++) {
+    /* every prompt first, then all generated together (--batch in flight), then scored in item order */
+    gen_batch gb;
+    const size_t n_gen = n_items < size ? n_items : size;
+    if ((st = gen_batch_init(&gb, n_gen, err))) return json_decref(data), json_decref(answers), st;
+    for (size_t i = 0; i < n_gen && st == KLD_OK; i++) {
         const size_t ix = pick(i, n_items, size);
         const json_t *d = json_array_get(data, ix);
         const bool he = !strcmp(task, "humaneval"), bf = !strcmp(task, "bfcl"), gs = !strcmp(task, "gsm8k");
         const bool use_chat = chat && lm->chat_template && !he;
-        char *user = NULL, *prompt = NULL, *text = NULL;
-        bool add_bos = true, ok = false;
+        char *user = NULL, *prompt = NULL;
+        bool add_bos = true;
         if (gs) {
             const char *q = json_string_value(json_object_get(d, "question"));
             if (use_chat) user = kld_strdup(q ? q : "");
@@ -162,9 +199,17 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
             prompt = kld_strdup(user);
             add_bos = true;
         } else if (st == KLD_OK) st = build_prompt(lm, use_chat, user, &prompt, &add_bos, err);
-        if (st == KLD_OK)
-            st = kld_cap_generate(lm, prompt, add_bos, o->max_new, he ? he_stops : gs && !use_chat ? qa_stops : NULL,
-                                  &text, err);
+        gb.items[i] = (kld_cap_gen_item){gb.prompts[i] = prompt, add_bos, o->max_new,
+                                         he ? he_stops : gs && !use_chat ? qa_stops : NULL};
+        free(user);
+    }
+    if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, err);
+    for (size_t i = 0; i < gb.done && st == KLD_OK && !(o->stop && *o->stop); i++) {
+        const size_t ix = pick(i, n_items, size);
+        const json_t *d = json_array_get(data, ix);
+        const bool he = !strcmp(task, "humaneval"), bf = !strcmp(task, "bfcl"), gs = !strcmp(task, "gsm8k");
+        char *text = gb.texts[i];
+        bool ok = false;
         json_t *rec = NULL;
         if (st == KLD_OK) {
             if (gs) {
@@ -188,8 +233,8 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         }
         if (rec) json_array_append_new(items, rec);
         if (st == KLD_OK) res->ok[res->n++] = ok;
-        free(user), free(prompt), free(text);
     }
+    gen_batch_free(&gb);
     json_decref(data);
     json_decref(answers);
     return st;
