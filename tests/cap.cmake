@@ -15,3 +15,4 @@ kld_add_test(NAME test_cap_shard SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_sh
 add_dependencies(test_cap_shard kldeval)
 kld_add_test(NAME test_cap_modes SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_modes.c ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cap_modes kldeval)
+kld_add_test(NAME test_cap_gen SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_gen.c)

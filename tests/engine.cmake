@@ -10,3 +10,4 @@ kld_add_test(NAME test_forward_variants SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test
              ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c ${CMAKE_CURRENT_SOURCE_DIR}/test_synth_models.c)
 kld_add_test(NAME test_forward_moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_moe.c
              ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c ${CMAKE_CURRENT_SOURCE_DIR}/test_synth_models.c)
+kld_add_test(NAME test_engine_batch SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine_batch.c)

@@ -1,12 +1,11 @@
 /* test_cap_run.c — `kldeval cap -m MODEL --arm MODEL` end to end on the
  * shipped tiny models (stories260K, aidreams260K): every task runs (the
  * scores are near chance; what is checked is that each stage produces
- * items; HashHop generates its own problem), the JSON report is byte-identical across runs and thread counts
- * (greedy decoding is bit-exact), the paired counts agree with the items,
- * the Capability_Score is the unweighted mean of the task accuracies, MMLU
- * per subject and BFCL per category (simple python/java/javascript and
- * multiple, n items each; the task's accuracy BFCL's summary) agree with
- * the items, and bad flags are errors. */
+ * items; HashHop generates its own problem), the JSON report is byte-identical across runs, thread counts
+ * and --batch 1 / 3 / 8 (greedy decoding is bit-exact, several prompts in flight or one at a time), the
+ * paired counts agree with the items, the Capability_Score is the unweighted mean of the task accuracies,
+ * MMLU per subject and BFCL per category (simple python/java/javascript and multiple, n items each; the
+ * task's accuracy BFCL's summary) agree with the items, and bad flags are errors. */
 #include "testlib.h"
 
 #include <jansson.h>
@@ -107,19 +106,28 @@ int main(int argc, char **argv) {
     char j1[512], j2[512], args[2048], *out;
     snprintf(j1, sizeof j1, "%s/cap-run-1.json", kt_build_dir());
     snprintf(j2, sizeof j2, "%s/cap-run-2.json", kt_build_dir());
-    snprintf(args, sizeof args, "cap -q " MODELS " --n 4 --max-new 24 --threads 2 --json '%s'", j1);
+    snprintf(args, sizeof args, "cap -q " MODELS " --n 4 --max-new 24 --threads 2 --batch 8 --json '%s'", j1);
     int st = run(args, &out);
     CHECK(st == 0 && strstr(out, "Capability_Score (unweighted mean): ref"), "cap run: %d %s", st, out);
     free(out);
-    snprintf(args, sizeof args, "cap -q " MODELS " --n 4 --max-new 24 --threads 1 --json '%s'", j2);
-    st = run(args, &out);
-    CHECK(st == 0, "cap run (1 thread): %d %s", st, out);
-    free(out);
     size_t n1 = 0, n2 = 0;
-    char *a = kt_read_file(j1, &n1), *b = kt_read_file(j2, &n2);
-    CHECK(n1 == n2 && !memcmp(a, b, n1), "the two runs' reports are byte-identical (%zu, %zu bytes)", n1, n2);
+    char *a = kt_read_file(j1, &n1), *b;
+    /* one at a time on 1 thread; 3 in flight (finished prompts replaced by waiting ones) on 2 */
+    static const char *const variants[] = {"--threads 1 --batch 1", "--threads 2 --batch 3", "--threads 1 --batch 8"};
+    for (int v = 0; v < 3; v++) {
+        snprintf(args, sizeof args, "cap -q " MODELS " --n 4 --max-new 24 %s --json '%s'", variants[v], j2);
+        st = run(args, &out);
+        CHECK(st == 0, "cap run (%s): %d %s", variants[v], st, out);
+        free(out);
+        b = kt_read_file(j2, &n2);
+        CHECK(n1 == n2 && !memcmp(a, b, n1), "%s: the report is byte-identical to 2 threads, batch 8 (%zu, %zu bytes)",
+              variants[v], n1, n2);
+        free(b);
+    }
     free(a);
-    free(b);
+    st = run("cap -m " KT_SHARED "/models/stories260K/f32.gguf --batch 0", &out);
+    CHECK(st == 2, "--batch 0: %d %s", st, out);
+    free(out);
 
     json_error_t je;
     json_t *rep = json_load_file(j1, 0, &je);

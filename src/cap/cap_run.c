@@ -59,6 +59,44 @@ static kld_status build_prompt(const kld_cap_lm *lm, bool chat, const char *user
 
 static size_t pick(size_t i, size_t n, size_t size) { return n >= size ? i : i * (size / n); }
 
+/* A task's prompts generated together (kld_cap_generate_batch): the shard's
+ * items, index[k] the item number of prompt k. */
+typedef struct gen_batch {
+    kld_cap_gen_item *items;
+    char **prompts, **texts;
+    size_t *index;
+    size_t n, done;
+} gen_batch;
+
+static kld_status gen_batch_init(gen_batch *g, size_t cap, kld_error *err) {
+    g->n = g->done = 0;
+    g->items = calloc(cap ? cap : 1, sizeof *g->items);
+    g->prompts = calloc(cap ? cap : 1, sizeof *g->prompts);
+    g->texts = calloc(cap ? cap : 1, sizeof *g->texts);
+    g->index = calloc(cap ? cap : 1, sizeof *g->index);
+    return g->items && g->prompts && g->texts && g->index ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+}
+
+/* Appends item i's prompt (owned by the batch from now on). */
+static void gen_batch_add(gen_batch *g, size_t i, char *prompt, bool add_bos, int max_new,
+                          const char *const *stops) {
+    g->items[g->n] = (kld_cap_gen_item){prompt, add_bos, max_new, stops};
+    g->prompts[g->n] = prompt;
+    g->index[g->n++] = i;
+}
+
+static kld_status gen_batch_run(gen_batch *g, const kld_cap_run_opts *o, kld_cap_lm *lm, kld_error *err) {
+    return kld_cap_generate_batch(lm, g->items, g->n, o->batch, o->stop, g->texts, &g->done, err);
+}
+
+static void gen_batch_free(gen_batch *g) {
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->prompts) free(g->prompts[i]);
+        if (g->texts) free(g->texts[i]);
+    }
+    free(g->items), free(g->prompts), free(g->texts), free(g->index);
+}
+
 /* Runs one task for one model: fills ok[] and appends per-item records. */
 static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char *task, size_t n_items,
                            arm_items *res, json_t *items, kld_error *err) {
@@ -111,23 +149,28 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         if ((st = kld_hashhop_generate(&hp, o->seed, &hs, err))) return st;
         static const char *const quote[] = {"'", NULL};
         res->total = hs.n_queries;
-        for (size_t q = 0; q < hs.n_queries && st == KLD_OK && !(o->stop && *o->stop); q++) {
+        gen_batch gb;
+        st = gen_batch_init(&gb, hs.n_queries, err);
+        for (size_t q = 0; q < hs.n_queries && st == KLD_OK; q++) {
             if (!take(o, q, res->total)) continue;
-            char *qt = kld_hashhop_query_text(&hs, q), *text = NULL;
-            st = qt ? kld_cap_generate(lm, qt, true, 16 + 4, quote, &text, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-            if (st == KLD_OK) {
-                /* the stop string was cut off: put the quote back for the rule */
-                size_t tl = strlen(text);
-                char *withq = malloc(tl + 2);
-                bool ok = withq && (memcpy(withq, text, tl), withq[tl] = '\'', withq[tl + 1] = 0, kld_hashhop_correct(&hs, q, withq));
-                free(withq);
-                took(res, q, ok);
-                json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:b}", "key", hs.keys[q], "target", hs.targets[q],
-                                                       "response", text, "correct", ok));
-            }
-            free(qt);
-            free(text);
+            char *qt = kld_hashhop_query_text(&hs, q);
+            if (!qt) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+            else gen_batch_add(&gb, q, qt, true, 16 + 4, quote);
         }
+        if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, err);
+        for (size_t k = 0; k < gb.done && st == KLD_OK; k++) {
+            const size_t q = gb.index[k];
+            const char *text = gb.texts[k];
+            /* the stop string was cut off: put the quote back for the rule */
+            size_t tl = strlen(text);
+            char *withq = malloc(tl + 2);
+            bool ok = withq && (memcpy(withq, text, tl), withq[tl] = '\'', withq[tl + 1] = 0, kld_hashhop_correct(&hs, q, withq));
+            free(withq);
+            took(res, q, ok);
+            json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:b}", "key", hs.keys[q], "target", hs.targets[q],
+                                                   "response", text, "correct", ok));
+        }
+        gen_batch_free(&gb);
         kld_hashhop_free(&hs);
         return st;
     }
@@ -154,14 +197,19 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
     static const char *const he_stops[] = {"\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", NULL};
     static const char *const qa_stops[] = {"\n\nQuestion:", NULL};
     static const char *const shot_stops[] = {"\n\nQuestion:", "Question:", NULL};
-    for (size_t i = 0; i < res->total && st == KLD_OK && !(o->stop && *o->stop); i++) {
+    const bool he = !strcmp(task, "humaneval"), gs = !strcmp(task, "gsm8k");
+    const bool use_chat = chat && lm->chat_template && !he && !shots8;
+    /* every prompt first, then all generated together (--batch in flight), then scored in item order */
+    gen_batch gb;
+    if ((st = gen_batch_init(&gb, res->total, err))) {
+        gen_batch_free(&gb);
+        return json_decref(data), json_decref(answers), st;
+    }
+    for (size_t i = 0; i < res->total && st == KLD_OK; i++) {
         if (!take(o, i, res->total)) continue;
-        const size_t ix = skip + pick(i, n_items, size);
-        const json_t *d = json_array_get(data, ix);
-        const bool he = !strcmp(task, "humaneval"), gs = !strcmp(task, "gsm8k");
-        const bool use_chat = chat && lm->chat_template && !he && !shots8;
-        char *user = NULL, *prompt = NULL, *text = NULL;
-        bool add_bos = true, ok = false;
+        const json_t *d = json_array_get(data, skip + pick(i, n_items, size));
+        char *user = NULL, *prompt = NULL;
+        bool add_bos = true;
         if (gs) {
             const char *q = json_string_value(json_object_get(d, "question"));
             if (shots8) user = kld_gsm8k_fewshot_prompt(data, KLD_GSM8K_SHOTS, q ? q : "");
@@ -184,38 +232,48 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         }
         if (!user) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
         if (st == KLD_OK && he) {
-            prompt = kld_strdup(user);
+            if (!(prompt = kld_strdup(user))) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
             add_bos = true;
         } else if (st == KLD_OK) st = build_prompt(lm, use_chat, user, &prompt, &add_bos, err);
         if (st == KLD_OK)
-            st = kld_cap_generate(lm, prompt, add_bos, o->max_new,
-                                  he ? he_stops : shots8 ? shot_stops : gs && !use_chat ? qa_stops : NULL, &text, err);
+            gen_batch_add(&gb, i, prompt, add_bos, o->max_new,
+                          he ? he_stops : shots8 ? shot_stops : gs && !use_chat ? qa_stops : NULL);
+        else
+            free(prompt);
+        free(user);
+    }
+    if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, err);
+    for (size_t k = 0; k < gb.done && st == KLD_OK; k++) {
+        const size_t i = gb.index[k], ix = skip + pick(i, n_items, size);
+        const json_t *d = json_array_get(data, ix);
+        const char *text = gb.texts[k];
+        bool ok = false;
         json_t *rec = NULL;
+        if (gs) {
+            ok = kld_gsm8k_correct(text, json_string_value(json_object_get(d, "answer")));
+        } else if (!strcmp(task, "ifeval")) {
+            bool f[64];
+            st = kld_ifeval_check(d, text, false, f, 64, err);
+            ok = st == KLD_OK;
+            for (size_t m = 0; ok && m < json_array_size(json_object_get(d, "instruction_id_list")); m++) ok = f[m];
+        } else if (he) {
+            char *prog = kld_humaneval_program(d, text);
+            kld_sandbox_opts so = {.python = o->python};
+            kld_sandbox_result r;
+            st = prog ? kld_sandbox_run(&so, prog, &r, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+            ok = st == KLD_OK && r.outcome == KLD_SANDBOX_PASSED;
+            free(prog);
+        } else if (bf) {
+            st = kld_bfcl_check(d, json_array_get(answers, ix), lang, text, &ok, NULL, 0, err);
+        }
         if (st == KLD_OK) {
-            if (gs) {
-                ok = kld_gsm8k_correct(text, json_string_value(json_object_get(d, "answer")));
-            } else if (!strcmp(task, "ifeval")) {
-                bool f[64];
-                st = kld_ifeval_check(d, text, false, f, 64, err);
-                ok = st == KLD_OK;
-                for (size_t k = 0; ok && k < json_array_size(json_object_get(d, "instruction_id_list")); k++) ok = f[k];
-            } else if (he) {
-                char *prog = kld_humaneval_program(d, text);
-                kld_sandbox_opts so = {.python = o->python};
-                kld_sandbox_result r;
-                st = prog ? kld_sandbox_run(&so, prog, &r, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-                ok = st == KLD_OK && r.outcome == KLD_SANDBOX_PASSED;
-                free(prog);
-            } else if (bf) {
-                st = kld_bfcl_check(d, json_array_get(answers, ix), lang, text, &ok, NULL, 0, err);
-            }
             rec = json_pack("{s:I, s:s, s:b}", "item", (json_int_t)ix, "response", text, "correct", ok);
             if (rec && bf) json_object_set_new(rec, "category", json_string(task + 5));
+            if (rec) json_array_append_new(items, rec);
+            took(res, i, ok);
         }
-        if (rec) json_array_append_new(items, rec);
-        if (st == KLD_OK) took(res, i, ok);
-        free(user), free(prompt), free(text);
     }
+    gen_batch_free(&gb);
     json_decref(data);
     json_decref(answers);
     return st;

@@ -1,7 +1,8 @@
-/* gen.c — a model ready for the capability tasks: greedy generation
- * through the engine's decode path (bit-exact: the engine's logits do not
- * depend on threads or chunking; ties go to the lower id) and the
- * teacher-forced next-token row MMLU is scored from. */
+/* gen.c — a model ready for the capability tasks: the prompt prefill,
+ * greedy generation of one prompt (gen_batch.c with one in flight:
+ * bit-exact, the engine's logits do not depend on threads or chunking;
+ * ties go to the lower id) and the teacher-forced next-token row MMLU is
+ * scored from. */
 #include "cap/run.h"
 
 #include <stdio.h>
@@ -68,6 +69,8 @@ kld_status kld_cap_lm_open(const char *path, int threads, int64_t n_ctx, kld_cap
 }
 
 void kld_cap_lm_close(kld_cap_lm *lm) {
+    for (int i = 0; i < lm->n_batch_s; i++) kld_session_free(lm->batch_s[i]);
+    free(lm->batch_s);
     free(lm->logits);
     free(lm->chat_template);
     free(lm->bos);
@@ -78,9 +81,8 @@ void kld_cap_lm_close(kld_cap_lm *lm) {
     memset(lm, 0, sizeof *lm);
 }
 
-/* Prefills prompt (left-truncated so that `room` positions stay free). */
-static kld_status prefill(kld_cap_lm *lm, const char *prompt, bool add_bos, int64_t room,
-                          kld_tok_ids *ids, kld_error *err) {
+kld_status kld_cap_prefill(kld_cap_lm *lm, kld_session *s, const char *prompt, bool add_bos,
+                           int64_t room, float *logits, kld_tok_ids *ids, kld_error *err) {
     kld_status st = kld_tok_encode(lm->tok, prompt, strlen(prompt),
                                    (add_bos ? KLD_TOK_ADD_SPECIAL : 0) | KLD_TOK_PARSE_SPECIAL, ids, err);
     if (st != KLD_OK) return st;
@@ -94,11 +96,11 @@ static kld_status prefill(kld_cap_lm *lm, const char *prompt, bool add_bos, int6
         memmove(ids->ids, ids->ids + (ids->n - (size_t)limit), (size_t)limit * sizeof(int32_t));
         ids->n = (size_t)limit;
     }
-    kld_session_reset(lm->s);
+    kld_session_reset(s);
     const int64_t n = (int64_t)ids->n;
     for (int64_t i = 0; i < n; i += lm->chunk) {
         const int64_t c = n - i < lm->chunk ? n - i : lm->chunk;
-        st = kld_session_eval_rows(lm->s, ids->ids + i, c, c - 1, i + c == n ? lm->logits : NULL, err);
+        st = kld_session_eval_rows(s, ids->ids + i, c, c - 1, i + c == n ? logits : NULL, err);
         if (st != KLD_OK) return st;
     }
     return KLD_OK;
@@ -106,54 +108,15 @@ static kld_status prefill(kld_cap_lm *lm, const char *prompt, bool add_bos, int6
 
 kld_status kld_cap_next_logits(kld_cap_lm *lm, const char *prompt, bool add_bos, kld_error *err) {
     kld_tok_ids ids = {0};
-    kld_status st = prefill(lm, prompt, add_bos, 1, &ids, err);
+    kld_status st = kld_cap_prefill(lm, lm->s, prompt, add_bos, 1, lm->logits, &ids, err);
     kld_tok_ids_free(&ids);
     return st;
 }
 
-static int32_t argmax(const float *x, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i; /* strict: ties keep the lower id */
-    return (int32_t)b;
-}
-
 kld_status kld_cap_generate(kld_cap_lm *lm, const char *prompt, bool add_bos, int max_new,
                             const char *const *stops, char **text, kld_error *err) {
+    const kld_cap_gen_item it = {prompt, add_bos, max_new, stops};
+    size_t done = 0;
     *text = NULL;
-    int64_t room = max_new < lm->n_ctx / 2 ? max_new : lm->n_ctx / 2;
-    kld_tok_ids ids = {0}, gen = {0};
-    kld_status st = prefill(lm, prompt, add_bos, room, &ids, err);
-    const int32_t eos = kld_tok_eos(lm->tok);
-    char *out = NULL;
-    size_t out_len = 0;
-    for (int g = 0; st == KLD_OK && g < max_new && kld_session_pos(lm->s) < lm->n_ctx; g++) {
-        const int32_t next = argmax(lm->logits, lm->n_vocab);
-        if (next == eos) break;
-        if (!kld_tok_ids_append(&gen, &next, 1)) {
-            st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-            break;
-        }
-        free(out);
-        out = NULL;
-        st = kld_tok_decode(lm->tok, gen.ids, gen.n, KLD_TOK_SKIP_SPECIAL, &out, &out_len, err);
-        if (st != KLD_OK) break;
-        bool stopped = false;
-        for (int k = 0; stops && stops[k] && !stopped; k++) {
-            size_t sl = strlen(stops[k]);
-            const char *hit = sl ? strstr(out, stops[k]) : NULL;
-            if (hit) {
-                out[hit - out] = '\0';
-                stopped = true;
-            }
-        }
-        if (stopped) break;
-        if (g + 1 < max_new && kld_session_pos(lm->s) < lm->n_ctx)
-            st = kld_session_decode(lm->s, next, lm->logits, err);
-    }
-    kld_tok_ids_free(&ids);
-    kld_tok_ids_free(&gen);
-    if (st != KLD_OK) return free(out), st;
-    *text = out ? out : kld_strdup("");
-    return *text ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    return kld_cap_generate_batch(lm, &it, 1, 1, NULL, text, &done, err);
 }

@@ -20,6 +20,8 @@ typedef struct kld_cap_lm {
     kld_session *s;
     int64_t n_ctx, chunk, n_vocab;
     float *logits;      /* one row */
+    kld_session **batch_s; /* kld_cap_generate_batch's further sessions (same pool, levers) */
+    int n_batch_s;
     char *chat_template; /* GGUF tokenizer.chat_template, or NULL */
     char *bos, *eos;    /* their pieces, for the template */
     bool shares_model;  /* model borrowed from another kld_cap_lm (self-flag) */
@@ -44,6 +46,33 @@ kld_status kld_cap_generate(kld_cap_lm *lm, const char *prompt, bool add_bos, in
                             const char *const *stops, char **text, kld_error *err);
 /* The next-token logits after prompt (teacher-forced), in lm->logits. */
 kld_status kld_cap_next_logits(kld_cap_lm *lm, const char *prompt, bool add_bos, kld_error *err);
+/* Resets s and prefills prompt into it, left-truncated so that `room`
+ * positions stay free; the last position's logits go to `logits`, the
+ * prompt's ids to *ids (the caller frees them). */
+kld_status kld_cap_prefill(kld_cap_lm *lm, kld_session *s, const char *prompt, bool add_bos,
+                           int64_t room, float *logits, kld_tok_ids *ids, kld_error *err);
+
+/* gen_batch.c: one prompt of a batched generation. */
+typedef struct kld_cap_gen_item {
+    const char *prompt;
+    bool add_bos;
+    int max_new;
+    const char *const *stops;
+} kld_cap_gen_item;
+
+/* kld_cap_generate for items[0..n) with up to `batch` prompts in flight
+ * (<= 0: kld_cap_default_batch): each prompt is prefilled alone on a
+ * session of its own, then the sessions in flight advance together, one
+ * kld_session_decode_batch per token (the weights read once per step for
+ * all of them); a finished prompt's session takes the next waiting one.
+ * texts[i] is bit-identical to kld_cap_generate(items[i]) for any batch and
+ * thread count. Once *stop (may be NULL) is set no further prompt starts
+ * and those in flight finish: texts[0..*n_done) are set (items start in
+ * order, so the done ones are a prefix). On error no text is left. */
+kld_status kld_cap_generate_batch(kld_cap_lm *lm, const kld_cap_gen_item *items, size_t n, int batch,
+                                  volatile int *stop, char **texts, size_t *n_done, kld_error *err);
+/* Prompts in flight by default: see gen_batch.c. */
+int kld_cap_default_batch(const kld_cap_lm *lm);
 
 typedef struct kld_cap_run_opts {
     const char *ref_path, *arm_path; /* arm may be NULL */
@@ -53,6 +82,7 @@ typedef struct kld_cap_run_opts {
     int n;                 /* items per task (first n; default 10) */
     int max_new;           /* generation limit (default 128) */
     int threads;
+    int batch;             /* prompts generated together (0: kld_cap_default_batch) */
     bool no_chat;          /* raw completion even when the model has a template */
     bool gsm8k_8shot;      /* GSM8K as 8-shot completion (lm-eval-harness "gsm8k") instead of zero-shot */
     const char *ref_levers, *arm_levers; /* engine lever text (NULL: reference); arm levers

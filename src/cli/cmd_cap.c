@@ -168,6 +168,9 @@ static void run_usage(FILE *f) {
             "  --data DIR         the capability data (default ../shared/capability)\n"
             "  --json PATH        also write the JSON report (with every response)\n"
             "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
+            "  --batch B          prompts generated together, 1 .. 64 (default 8, fewer when their KV\n"
+            "                     caches would pass 4 GiB): one weight pass per token for all B; the\n"
+            "                     responses are bit-identical for every B\n"
             "  --python PATH      HumanEval interpreter (default /usr/bin/python3)\n"
             "  --label NAME       label of the run in the run database\n"
             "  --db PATH          record the run in this run database (default: $KLDEVAL_DB, else\n"
@@ -274,7 +277,7 @@ static int cap_run(int argc, char **argv) {
     static const char *const with_value[] = {"-m", "--model", "--arm", "--tasks", "--n", "--max-new", "--data",
                                              "--json", "--threads", "--python", "--seed", "--label", "--db",
                                              "--html", "--lever", "--ref-lever", "--arm-lever", "--gsm8k-mode",
-                                             "--shard", "--shard-mode", "--partial", NULL};
+                                             "--shard", "--shard-mode", "--partial", "--batch", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;
@@ -304,6 +307,7 @@ static int cap_run(int argc, char **argv) {
         else if (!strcmp(a, "--n")) { if (!kld_arg_int(a, v, 1, 100000, &x)) return 2; o.n = (int)x; }
         else if (!strcmp(a, "--max-new")) { if (!kld_arg_int(a, v, 1, 65536, &x)) return 2; o.max_new = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &x)) return 2; o.threads = (int)x; }
+        else if (!strcmp(a, "--batch")) { if (!kld_arg_int(a, v, 1, 64, &x)) return 2; o.batch = (int)x; }
         else if (!strcmp(a, "--seed")) { if (!kld_arg_u64(a, v, &u)) return 2; o.seed = u; }
     }
     if (!o.ref_path) {

@@ -12,28 +12,29 @@
 
 typedef struct attn_job {
     kld_session *s;
+    kld_session *const *rows; /* batched decode: one query block per row, its own cache */
     int64_t il, n, pos;
     int64_t n_qblocks;
     bool swa;
 } attn_job;
 
-/* The visible keys [lo, lo + L) of kv head kvh as K^T (*kt, row stride
- * *ldkt) and V (*v, rows of hdv): read in place from an f32 cache, else
- * dequantized into this thread's aux rows. */
-static void kv_view(const attn_job *j, int ith, int64_t kvh, int64_t lo, int64_t L,
-                    const float **kt, int64_t *ldkt, const float **v) {
+/* The visible keys [lo, lo + L) of kv head kvh in session cs's cache as
+ * K^T (*kt, row stride *ldkt) and V (*v, rows of hdv): read in place from
+ * an f32 cache, else dequantized into this thread's aux rows (of j->s). */
+static void kv_view(const attn_job *j, const kld_session *cs, int ith, int64_t kvh, int64_t lo,
+                    int64_t L, const float **kt, int64_t *ldkt, const float **v) {
     kld_session *s = j->s;
     const kld_hparams *hp = &s->model->hp;
     const int64_t hd = hp->head_dim, hdv = hp->head_dim_v;
-    const kld_kv_layer *c = &s->kvl[j->il];
+    const kld_kv_layer *c = &cs->kvl[j->il];
     float *aux = s->attn_aux + (size_t)ith * s->attn_aux_stride;
     float *kbuf = aux, *vbuf = aux + hd * s->ldk; /* vbuf: max(hd, hdv) · ldk floats */
     if (c->k_type == KLD_TYPE_F32) {
-        *kt = (const float *)c->k + kvh * hd * s->ldk + lo;
-        *ldkt = s->ldk;
+        *kt = (const float *)c->k + kvh * hd * cs->ldk + lo;
+        *ldkt = cs->ldk;
     } else {
         /* dequantize the rows into vbuf, transpose into kbuf */
-        const uint8_t *src = (const uint8_t *)c->k + (uint64_t)(kvh * s->n_ctx + lo) * c->k_row;
+        const uint8_t *src = (const uint8_t *)c->k + (uint64_t)(kvh * cs->n_ctx + lo) * c->k_row;
         kld_type_info_get(c->k_type)->to_float(src, vbuf, L * hd);
         const int64_t ld = (L + 15) & ~(int64_t)15;
         for (int64_t key = 0; key < L; key++)
@@ -42,9 +43,9 @@ static void kv_view(const attn_job *j, int ith, int64_t kvh, int64_t lo, int64_t
         *ldkt = ld;
     }
     if (c->v_type == KLD_TYPE_F32) {
-        *v = (const float *)c->v + (kvh * s->n_ctx + lo) * hdv;
+        *v = (const float *)c->v + (kvh * cs->n_ctx + lo) * hdv;
     } else {
-        const uint8_t *src = (const uint8_t *)c->v + (uint64_t)(kvh * s->n_ctx + lo) * c->v_row;
+        const uint8_t *src = (const uint8_t *)c->v + (uint64_t)(kvh * cs->n_ctx + lo) * c->v_row;
         kld_type_info_get(c->v_type)->to_float(src, vbuf, L * hdv);
         *v = vbuf;
     }
@@ -69,7 +70,7 @@ static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, 
  * block scores and P·V products are float32 like the exact path; the
  * running output and sum are kept in double so the rescaling adds no
  * float32 rounding of its own. */
-static void online_block(const attn_job *j, int ith, const float *q, int64_t rows, int64_t i0,
+static void online_block(const attn_job *j, int ith, const float *q, int64_t rows, int64_t p0,
                          int64_t lo, int64_t hi, const float *kt, int64_t ldkt, const float *v,
                          float *out, int64_t ldo) {
     kld_session *s = j->s;
@@ -91,7 +92,7 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
         kld_gemm_strided(s->kr, rows, nb, hd, q, s->ld_qkv, kt + (b0 - lo), ldkt, S, s->ldk);
         for (int64_t r = 0; r < rows; r++) {
             float *row = S + r * s->ldk;
-            scores_finish(j, row, nb, b0, j->pos + i0 + r);
+            scores_finish(j, row, nb, b0, p0 + r);
             float bm = -INFINITY;
             for (int64_t c = 0; c < nb; c++) bm = fmaxf(bm, row[c]);
             const float mn = fmaxf(m[r], bm);
@@ -132,10 +133,13 @@ static void attn_task(void *ctx, int ith, int nth) {
     for (int64_t t = ith; t < n_tasks; t += nth) {
         const int64_t h = t % hp->n_head, qb = t / hp->n_head;
         const int64_t kvh = h / group;
-        const int64_t i0 = qb * KLD_ATTN_QB;
-        const int64_t i1 = i0 + KLD_ATTN_QB < j->n ? i0 + KLD_ATTN_QB : j->n;
+        /* batched decode: block qb is row qb alone, exactly as that
+         * session's own one-token step computes it */
+        const int64_t i0 = j->rows ? qb : qb * KLD_ATTN_QB;
+        const int64_t i1 = j->rows ? qb + 1 : i0 + KLD_ATTN_QB < j->n ? i0 + KLD_ATTN_QB : j->n;
         const int64_t rows = i1 - i0;
-        const int64_t p_first = j->pos + i0, hi = j->pos + i1;
+        const kld_session *cs = j->rows ? j->rows[qb] : s;
+        const int64_t p_first = j->rows ? cs->pos : j->pos + i0, hi = p_first + rows;
         int64_t lo = 0;
         if (j->swa && p_first - window + 1 > 0) lo = p_first - window + 1;
         lo &= ~(int64_t)15;
@@ -143,29 +147,29 @@ static void attn_task(void *ctx, int ith, int nth) {
         const float *q = s->qkv + i0 * s->ld_qkv + h * hd;
         const float *kt, *v;
         int64_t ldkt;
-        kv_view(j, ith, kvh, lo, L, &kt, &ldkt, &v);
+        kv_view(j, cs, ith, kvh, lo, L, &kt, &ldkt, &v);
         float *out = s->attn + i0 * ldo + h * hdv;
         if (s->lv.attention == KLD_ATTN_ONLINE) {
-            online_block(j, ith, q, rows, i0, lo, hi, kt, ldkt, v, out, ldo);
+            online_block(j, ith, q, rows, p_first, lo, hi, kt, ldkt, v, out, ldo);
             continue;
         }
         kld_gemm_strided(kr, rows, L, hd, q, s->ld_qkv, kt, ldkt, S, s->ldk);
         for (int64_t r = 0; r < rows; r++) {
             float *row = S + r * s->ldk;
-            scores_finish(j, row, L, lo, j->pos + i0 + r);
+            scores_finish(j, row, L, lo, p_first + r);
             kr->softmax(row, L);
             /* act=q8, f16 V: llama.cpp's KQ·V product takes the probabilities in f16 */
-            if (s->lv.act == KLD_ACT_Q8 && s->kvl[j->il].v_type == KLD_TYPE_F16)
+            if (s->lv.act == KLD_ACT_Q8 && cs->kvl[j->il].v_type == KLD_TYPE_F16)
                 kld_act_round_vec(KLD_ACT_Q8, KLD_TYPE_F16, row, row, L);
         }
         kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, out, ldo);
     }
 }
 
-void kld_attention(kld_session *s, int64_t il, int64_t n, int64_t pos) {
+void kld_attention(kld_session *s, kld_session *const *rows, int64_t il, int64_t n, int64_t pos) {
     attn_job j = {
-        .s = s, .il = il, .n = n, .pos = pos,
-        .n_qblocks = (n + KLD_ATTN_QB - 1) / KLD_ATTN_QB,
+        .s = s, .rows = rows, .il = il, .n = n, .pos = pos,
+        .n_qblocks = rows ? n : (n + KLD_ATTN_QB - 1) / KLD_ATTN_QB,
         .swa = kld_hparams_layer_swa(&s->model->hp, il),
     };
     kld_pool_run(s->pool, attn_task, &j);

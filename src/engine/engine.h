@@ -211,6 +211,19 @@ kld_status kld_session_eval_rows(kld_session *s, const int32_t *tokens, int64_t 
                                  int64_t first_row, float *logits, kld_error *err);
 /* One decode step: kld_session_eval with n = 1. */
 kld_status kld_session_decode(kld_session *s, int32_t token, float *logits, kld_error *err);
+/* One decode step of n sessions at once (several sequences in flight):
+ * token r is appended to session ss[r] at its own position, and row r of
+ * logits (n rows of n_vocab, or NULL) is bit-identical to what
+ * kld_session_decode(ss[r], tokens[r]) would give — the weight products
+ * run once with M = n rows (the weights are read once per step for all
+ * n), attention reads each session's own cache. The sessions must be
+ * distinct, share one model, pool, n_ctx, max_chunk (>= n) and levers;
+ * ss[0]'s activation buffers hold the step. Errors leave every session
+ * unchanged. */
+kld_status kld_session_decode_batch(kld_session *const *ss, int64_t n, const int32_t *tokens,
+                                    float *logits, kld_error *err);
+/* The pool the session runs on (its own or the borrowed one). */
+kld_pool *kld_session_pool(const kld_session *s);
 
 /* Observes every weight matmul of the forward pass: called with the weight
  * and its float32 input rows A (n rows of W->ne[0] values, stride lda)

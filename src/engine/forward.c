@@ -3,7 +3,9 @@
  * attention, output projection, optional post-norm, residual, FFN), then
  * the final norm and the LM head for the rows the caller asked for.
  * Architecture differences come from hparams.sw; row-wise steps run
- * statically partitioned over the pool. */
+ * statically partitioned over the pool. A batched decode step (rows) runs
+ * one row per session: the weight products see all rows, each row's
+ * K/V, RoPE position and attention come from its own session. */
 #include "engine/gemm.h"
 #include "engine/internal.h"
 #include "engine/lora.h"
@@ -39,8 +41,9 @@ static void rope_head(float *x, const float *cs, int64_t n_rot, kld_rope_type ty
     }
 }
 
-/* cos/sin of every (row, frequency) for positions pos.., in double. */
-static void rope_tables(kld_session *s, int64_t n, int64_t pos) {
+/* cos/sin of every (row, frequency) for positions pos.. (rows: each row
+ * at its session's position), in double. */
+static void rope_tables(kld_session *s, kld_session *const *rows, int64_t n, int64_t pos) {
     const kld_hparams *hp = &s->model->hp;
     const int64_t half = hp->n_rot / 2;
     const double base[2] = {hp->rope_freq_base, hp->rope_freq_base_swa};
@@ -50,7 +53,7 @@ static void rope_tables(kld_session *s, int64_t n, int64_t pos) {
             const double inv = pow(base[v], -2.0 * (double)i / (double)hp->n_rot) * fscale[v] /
                                (double)s->rope_ff[i];
             for (int64_t r = 0; r < n; r++) {
-                const double theta = (double)(pos + r) * inv;
+                const double theta = (double)(rows ? rows[r]->pos : pos + r) * inv;
                 s->rope_cs[v][r * hp->n_rot + 2 * i] = (float)(cos(theta) * hp->rope_attn_factor);
                 s->rope_cs[v][r * hp->n_rot + 2 * i + 1] = (float)(sin(theta) * hp->rope_attn_factor);
             }
@@ -71,6 +74,7 @@ typedef enum row_pass {
 
 typedef struct pass_job {
     kld_session *s;
+    kld_session *const *rows; /* batched decode: row r's cache and position, else NULL */
     row_pass pass;
     int64_t il, row0, n, pos;
 } pass_job;
@@ -108,25 +112,27 @@ static void pass_row(const pass_job *j, int64_t r) {
             if (s->lv.act == KLD_ACT_Q8 && kt_type != KLD_TYPE_F32)
                 kld_act_round_vec(KLD_ACT_Q8, kt_type, q + h * hd, q + h * hd, hd);
         }
-        const int64_t p = j->pos + r;
-        const kld_kv_layer *c = &s->kvl[j->il];
+        /* a batched decode step writes each row into its own session's cache */
+        const kld_session *owner = j->rows ? j->rows[r] : s;
+        const int64_t p = j->rows ? owner->pos : j->pos + r;
+        const kld_kv_layer *c = &owner->kvl[j->il];
         for (int64_t h = 0; h < nkv; h++) {
             if (v->k_norm && !full) rmsnorm(k + h * hd, v->k_norm, k + h * hd, hd, eps);
             rope_head(k + h * hd, cs, hp->n_rot, hp->rope_type);
             /* the cache holds the rounded rows: every later read sees them */
             if (c->k_type == KLD_TYPE_F32) {
-                float *kt = (float *)c->k + h * hd * s->ldk;
-                for (int64_t d = 0; d < hd; d++) kt[d * s->ldk + p] = k[h * hd + d];
+                float *kt = (float *)c->k + h * hd * owner->ldk;
+                for (int64_t d = 0; d < hd; d++) kt[d * owner->ldk + p] = k[h * hd + d];
             } else {
                 kld_type_info_get(c->k_type)->quantize_row(
-                    k + h * hd, (uint8_t *)c->k + (uint64_t)(h * s->n_ctx + p) * c->k_row, hd);
+                    k + h * hd, (uint8_t *)c->k + (uint64_t)(h * owner->n_ctx + p) * c->k_row, hd);
             }
             if (c->v_type == KLD_TYPE_F32)
-                memcpy((float *)c->v + (h * s->n_ctx + p) * hdv, vv + h * hdv,
+                memcpy((float *)c->v + (h * owner->n_ctx + p) * hdv, vv + h * hdv,
                        (size_t)hdv * sizeof(float));
             else
                 kld_type_info_get(c->v_type)->quantize_row(
-                    vv + h * hdv, (uint8_t *)c->v + (uint64_t)(h * s->n_ctx + p) * c->v_row, hdv);
+                    vv + h * hdv, (uint8_t *)c->v + (uint64_t)(h * owner->n_ctx + p) * c->v_row, hdv);
         }
         break;
     }
@@ -161,9 +167,9 @@ static void pass_task(void *ctx, int ith, int nth) {
     for (int64_t r = b; r < e; r++) pass_row(j, j->row0 + r);
 }
 
-static void run_pass(kld_session *s, row_pass pass, int64_t il, int64_t row0, int64_t n,
-                     int64_t pos) {
-    pass_job j = {s, pass, il, row0, n, pos};
+static void run_pass(kld_session *s, kld_session *const *rows, row_pass pass, int64_t il,
+                     int64_t row0, int64_t n, int64_t pos) {
+    pass_job j = {s, rows, pass, il, row0, n, pos};
     kld_pool_run(s->pool, pass_task, &j);
 }
 
@@ -186,12 +192,13 @@ void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const floa
 
 /* ---- the layer and the chunk ---- */
 
-static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
+static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, int64_t n,
+                          int64_t pos) {
     const kld_hparams *hp = &s->model->hp;
     const kld_layer_weights *L = &s->model->w.layers[il];
     const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim,
                   nk = hp->n_head_kv * hp->head_dim, ff2 = 2 * hp->n_ff;
-    run_pass(s, PASS_ATTN_NORM, il, 0, n, pos);
+    run_pass(s, rows, PASS_ATTN_NORM, il, 0, n, pos);
     if (L->attn_qkv) {
         kld_forward_gemm(s, L->attn_qkv, n, s->xn, E, s->qkv, s->ld_qkv);
     } else {
@@ -199,13 +206,13 @@ static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
         kld_forward_gemm(s, L->attn_k, n, s->xn, E, s->qkv + nq, s->ld_qkv);
         kld_forward_gemm(s, L->attn_v, n, s->xn, E, s->qkv + nq + nk, s->ld_qkv);
     }
-    run_pass(s, PASS_QKV, il, 0, n, pos);
-    kld_attention(s, il, n, pos);
+    run_pass(s, rows, PASS_QKV, il, 0, n, pos);
+    kld_attention(s, rows, il, n, pos);
     kld_forward_gemm(s, L->attn_output, n, s->attn, hp->n_head * hp->head_dim_v, s->tmp, E);
-    run_pass(s, PASS_ATTN_OUT, il, 0, n, pos);
+    run_pass(s, rows, PASS_ATTN_OUT, il, 0, n, pos);
     if (kld_hparams_is_moe(hp)) {
         kld_moe_ffn(s, il, n);
-        run_pass(s, PASS_FFN_OUT, il, 0, n, pos);
+        run_pass(s, rows, PASS_FFN_OUT, il, 0, n, pos);
         return;
     }
     if (L->ffn_gate) {
@@ -214,9 +221,9 @@ static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
     } else { /* fused [gate; up] */
         kld_forward_gemm(s, L->ffn_up, n, s->xn, E, s->gu, ff2);
     }
-    run_pass(s, PASS_FFN_ACT, il, 0, n, pos);
+    run_pass(s, rows, PASS_FFN_ACT, il, 0, n, pos);
     kld_forward_gemm(s, L->ffn_down, n, s->gu, ff2, s->tmp, E);
-    run_pass(s, PASS_FFN_OUT, il, 0, n, pos);
+    run_pass(s, rows, PASS_FFN_OUT, il, 0, n, pos);
 }
 
 typedef struct softcap_job {
@@ -234,8 +241,8 @@ static void softcap_task(void *ctx, int ith, int nth) {
         j->s->kr->softcap(j->logits + r * nv, nv, (float)j->s->model->hp.final_softcap);
 }
 
-void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first_row,
-                 float *logits) {
+void kld_forward(kld_session *s, kld_session *const *rows, const int32_t *tokens, int64_t n,
+                 int64_t first_row, float *logits) {
     const kld_model *m = s->model;
     const kld_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;
@@ -248,14 +255,14 @@ void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first
         if (escale != 1.0f)
             for (int64_t i = 0; i < E; i++) x[i] *= escale;
     }
-    rope_tables(s, n, s->pos);
-    for (int64_t il = 0; il < hp->n_layer; il++) layer_forward(s, il, n, s->pos);
-    const int64_t rows = n - first_row;
-    if (!logits || rows <= 0) return;
-    run_pass(s, PASS_OUT_NORM, -1, first_row, rows, s->pos);
-    kld_forward_gemm(s, m->w.output, rows, s->xn + first_row * E, E, logits, hp->n_vocab);
+    rope_tables(s, rows, n, s->pos);
+    for (int64_t il = 0; il < hp->n_layer; il++) layer_forward(s, rows, il, n, s->pos);
+    const int64_t n_out = n - first_row;
+    if (!logits || n_out <= 0) return;
+    run_pass(s, rows, PASS_OUT_NORM, -1, first_row, n_out, s->pos);
+    kld_forward_gemm(s, m->w.output, n_out, s->xn + first_row * E, E, logits, hp->n_vocab);
     if (hp->final_softcap > 0) {
-        softcap_job j = {s, logits, rows};
+        softcap_job j = {s, logits, n_out};
         kld_pool_run(s->pool, softcap_task, &j);
     }
 }

@@ -95,8 +95,10 @@ struct kld_session {
 };
 
 /* Attention of chunk rows [0, n) at positions pos.. for layer il: reads q
- * from s->qkv and the caches, writes s->attn. */
-void kld_attention(kld_session *s, int64_t il, int64_t n, int64_t pos);
+ * from s->qkv and the caches, writes s->attn. rows (a batched decode step,
+ * else NULL): row r is the next token of session rows[r], attending over
+ * that session's cache at its position (pos is then unused). */
+void kld_attention(kld_session *s, kld_session *const *rows, int64_t il, int64_t n, int64_t pos);
 
 /* Tests only: layer il's cache bytes of (kv head h, position p) for K
  * (v false) or V, in the layer's type; f32 K layers are transposed and
@@ -131,8 +133,11 @@ void kld_moe_ffn(kld_session *s, int64_t il, int64_t n);
 /* kld_levers_check without opening the lora= adapter (the session opens it). */
 kld_status kld_levers_check_layout(const kld_levers *l, const kld_model *model, kld_error *err);
 
-/* The forward pass proper (forward.c); arguments already validated. */
-void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first_row,
-                 float *logits);
+/* The forward pass proper (forward.c); arguments already validated. With
+ * rows (kld_session_decode_batch): row r is session rows[r]'s next token,
+ * its K/V written to that session's cache at its position; s (rows[0])
+ * holds the activations; the caller advances every session. */
+void kld_forward(kld_session *s, kld_session *const *rows, const int32_t *tokens, int64_t n,
+                 int64_t first_row, float *logits);
 
 #endif

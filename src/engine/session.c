@@ -408,7 +408,7 @@ kld_status kld_session_eval_rows(kld_session *s, const int32_t *tokens, int64_t 
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return kld_fail(err, KLD_ERR_ARG, "token %" PRId64 " of the chunk: id %" PRId32
                             " is outside the vocabulary [0, %" PRId64 ")", i, tokens[i], hp->n_vocab);
-    kld_forward(s, tokens, n, logits ? first_row : n, logits);
+    kld_forward(s, NULL, tokens, n, logits ? first_row : n, logits);
     s->pos += n;
     return KLD_OK;
 }
@@ -420,4 +420,47 @@ kld_status kld_session_eval(kld_session *s, const int32_t *tokens, int64_t n, fl
 
 kld_status kld_session_decode(kld_session *s, int32_t token, float *logits, kld_error *err) {
     return kld_session_eval_rows(s, &token, 1, 0, logits, err);
+}
+
+kld_pool *kld_session_pool(const kld_session *s) { return s->pool; }
+
+/* Whether b can share a batched step with a: the same weights, pool,
+ * kernels, arena layout (n_ctx, chunk) and levers, so that every row is
+ * computed exactly as its own session would. */
+static bool batch_compatible(const kld_session *a, const kld_session *b) {
+    char la[512], lb[512];
+    kld_levers_format(&a->lv, la, sizeof la);
+    kld_levers_format(&b->lv, lb, sizeof lb);
+    return a->model == b->model && a->pool == b->pool && a->kr == b->kr && a->n_ctx == b->n_ctx &&
+           a->max_chunk == b->max_chunk && !strcmp(la, lb);
+}
+
+kld_status kld_session_decode_batch(kld_session *const *ss, int64_t n, const int32_t *tokens,
+                                    float *logits, kld_error *err) {
+    if (n < 1 || !ss || !ss[0])
+        return kld_fail(err, KLD_ERR_ARG, "batched decode of %" PRId64 " sessions: need at least 1", n);
+    kld_session *s = ss[0];
+    const kld_hparams *hp = &s->model->hp;
+    if (n > s->max_chunk)
+        return kld_fail(err, KLD_ERR_ARG, "batched decode of %" PRId64 " sessions: at most the chunk size %" PRId64,
+                        n, s->max_chunk);
+    for (int64_t r = 0; r < n; r++) {
+        if (!ss[r] || !batch_compatible(s, ss[r]))
+            return kld_fail(err, KLD_ERR_ARG, "batched decode: session %" PRId64 " differs from session 0 "
+                            "(model, pool, kernels, n_ctx, chunk and levers must match)", r);
+        for (int64_t q = 0; q < r; q++)
+            if (ss[q] == ss[r])
+                return kld_fail(err, KLD_ERR_ARG, "batched decode: sessions %" PRId64 " and %" PRId64
+                                " are the same session", q, r);
+        if (ss[r]->pos + 1 > ss[r]->n_ctx)
+            return kld_fail(err, KLD_ERR_ARG, "batched decode: session %" PRId64 "'s context is full (n_ctx = %" PRId64 ")",
+                            r, ss[r]->n_ctx);
+        if (tokens[r] < 0 || tokens[r] >= hp->n_vocab)
+            return kld_fail(err, KLD_ERR_ARG, "batched decode: token of session %" PRId64 ": id %" PRId32
+                            " is outside the vocabulary [0, %" PRId64 ")", r, tokens[r], hp->n_vocab);
+    }
+    /* one row alone is the ordinary step (the M = 1 products) */
+    kld_forward(s, n > 1 ? ss : NULL, tokens, n, logits ? 0 : n, logits);
+    for (int64_t r = 0; r < n; r++) ss[r]->pos++;
+    return KLD_OK;
 }
