@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define LEVER_NAMES "kv, kv_k, kv_v, kv_config, kv_start, act, kernels, attention, attn_block, noise"
+#define LEVER_NAMES "kv, kv_k, kv_v, act, kernels, attention, attn_block, noise, kv_config, kv_start"
 #define KV_TYPES KLD_KV_SCHEMES
 static const char *const act_names[] = {"f32", "bf16", "f16", "q8"};
 static const char *const kernels_names[] = {"auto", "ref", "simd"};
