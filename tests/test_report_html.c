@@ -4,7 +4,9 @@
  * one with a single model), writes the report with `kldeval report`,
  * exports the database with `kldeval runs export --jsonl`, and lets
  * tests/browser/check_report.js (headless Chromium) check charts, numbers,
- * console and network, and save build/test_report_html/report.png. Needs
+ * console and network, and save build/test_report_html/report.png; then a
+ * real precision sweep and a real KV cache sweep (kl --sweep kv=…: the
+ * quality-vs-bits chart) the same way. Needs
  * chromium and tests/browser/node_modules (tools/setup.sh or
  * tests/browser/setup.sh installs both). */
 #include "db_fixture.h"
@@ -129,5 +131,24 @@ int main(int argc, char **argv) {
     CHECK(sh(cmd) == 0, "kldeval runs export --jsonl (sweep) exits 0");
     snprintf(cmd, sizeof cmd, "node tests/browser/check_report.js '%s' '%s' '%s'", html, jsonl, png);
     CHECK(sh(cmd) == 0, "headless Chromium: the sweep report checks out, ranked group chart included");
+
+    /* a real KV cache sweep: llama.cpp blocks, MLX groups and the rotated
+     * quantizer on the quality-vs-bits chart */
+    snprintf(db_path, sizeof db_path, "%s/kvsweep.sqlite", dir);
+    snprintf(html, sizeof html, "%s/kvsweep.html", dir);
+    snprintf(jsonl, sizeof jsonl, "%s/kvsweep.jsonl", dir);
+    snprintf(png, sizeof png, "%s/kvsweep.png", dir);
+    remove(db_path);
+    snprintf(cmd, sizeof cmd, "'%s' kl -m ../shared/models/rand-llama/f16.gguf --sweep "
+             "'kv=q8_0,q4_0,mlx8g64,mlx4g64,mlx4g32,rot8,rot4,rot3' --max-docs 1 --ctx 48 --db '%s' --html '%s' "
+             ">/dev/null 2>&1", kldeval, db_path, html);
+    CHECK(sh(cmd) == 0, "kldeval kl --sweep kv=... --html exits 0");
+    page = kt_read_file(html, &n);
+    CHECK(page && strstr(page, "id=\"chart-kvbits\""), "the KV sweep's report has the quality-vs-bits chart");
+    free(page);
+    snprintf(cmd, sizeof cmd, "'%s' runs export --jsonl --db '%s' --out '%s'", kldeval, db_path, jsonl);
+    CHECK(sh(cmd) == 0, "kldeval runs export --jsonl (kv sweep) exits 0");
+    snprintf(cmd, sizeof cmd, "node tests/browser/check_report.js '%s' '%s' '%s'", html, jsonl, png);
+    CHECK(sh(cmd) == 0, "headless Chromium: the KV sweep's quality-vs-bits chart at the database's values");
     return kt_finish();
 }

@@ -149,6 +149,9 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
         rows[i] = (kld_sweep_row){o->label, &o->sum, false, 0, 0, 0, 0, kv_bytes(o), NAN};
         json_t *a = kld_sweep_cli_arm_json(o, NAN);
         json_object_set_new(a, "kv_bytes_per_token", isfinite(rows[i].size) ? json_integer((json_int_t)rows[i].size) : json_null());
+        const json_t *vpt = json_object_get(json_object_get(o->res.config, "arm"), "kv_values_per_token");
+        if (isfinite(rows[i].size) && json_integer_value(vpt) > 0) /* bits per cached value */
+            json_object_set_new(a, "kv_bits_per_value", json_real(8.0 * rows[i].size / (double)json_integer_value(vpt)));
         if (has_floor && (long)i != L->floor) {
             const kld_stats *fs = r->arms[L->floor].res.stats;
             kld_paired d, t;

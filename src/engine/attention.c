@@ -7,6 +7,7 @@
  * exact zeros. Rows therefore do not depend on chunk size or threads. */
 #include "engine/gemm.h"
 #include "engine/internal.h"
+#include "engine/kv_scheme.h"
 
 #include <math.h>
 
@@ -17,6 +18,17 @@ typedef struct attn_job {
     int64_t n_qblocks;
     bool swa;
 } attn_job;
+
+/* Rows [lo, lo + L) of kv head h of a typed K (v false) or V cache into
+ * dst[L][hd]: the f32 prefix rows (kv_start) copied, the others dequantized. */
+static void load_rows(const kld_kv_layer *c, int64_t n_ctx, bool v, int64_t h, int64_t lo, int64_t L,
+                      int64_t hd, float *dst) {
+    int64_t n_f = c->n_pre - lo < 0 ? 0 : c->n_pre - lo < L ? c->n_pre - lo : L;
+    if (n_f) memcpy(dst, (v ? c->v_pre : c->k_pre) + (h * c->n_pre + lo) * hd, (size_t)(n_f * hd) * sizeof(float));
+    if (L > n_f)
+        kld_kv_load_rows(v ? c->v_type : c->k_type, kld_kv_scheme_row(c, n_ctx, v, h, lo + n_f),
+                         dst + n_f * hd, L - n_f, hd);
+}
 
 /* The visible keys [lo, lo + L) of kv head kvh in session cs's cache as
  * K^T (*kt, row stride *ldkt) and V (*v, rows of hdv): read in place from
@@ -34,8 +46,7 @@ static void kv_view(const attn_job *j, const kld_session *cs, int ith, int64_t k
         *ldkt = cs->ldk;
     } else {
         /* dequantize the rows into vbuf, transpose into kbuf */
-        const uint8_t *src = (const uint8_t *)c->k + (uint64_t)(kvh * cs->n_ctx + lo) * c->k_row;
-        kld_type_info_get(c->k_type)->to_float(src, vbuf, L * hd);
+        load_rows(c, cs->n_ctx, false, kvh, lo, L, hd, vbuf);
         const int64_t ld = (L + 15) & ~(int64_t)15;
         for (int64_t key = 0; key < L; key++)
             for (int64_t d = 0; d < hd; d++) kbuf[d * ld + key] = vbuf[key * hd + d];
@@ -45,8 +56,7 @@ static void kv_view(const attn_job *j, const kld_session *cs, int ith, int64_t k
     if (c->v_type == KLD_TYPE_F32) {
         *v = (const float *)c->v + (kvh * cs->n_ctx + lo) * hdv;
     } else {
-        const uint8_t *src = (const uint8_t *)c->v + (uint64_t)(kvh * cs->n_ctx + lo) * c->v_row;
-        kld_type_info_get(c->v_type)->to_float(src, vbuf, L * hdv);
+        load_rows(c, cs->n_ctx, true, kvh, lo, L, hdv, vbuf);
         *v = vbuf;
     }
 }

@@ -73,6 +73,11 @@ const kld_source *kld_model_source(const kld_model *model);
  *                                      TYPE is the default for other layers)
  *   kv_k=..., kv_v=...                 the same for K or V alone
  *                                      TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl
+ *                                      (llama.cpp's blocks), mlx<B>g<G> (MLX affine
+ *                                      groups, kv_mlx.c), rot<B> (rotated scalar
+ *                                      quantizer, kv_rot.c); kv_scheme.h
+ *   kv_config=PATH                     K and V maps from an MLX kv_config.json
+ *   kv_start=N                         positions < N stay f32 in a typed cache
  *   act=f32|bf16|f16|q8                rounding of every weight matmul's input rows
  *   kernels=auto|ref|simd              kernel set (auto: the one chosen at start-up)
  *   attention=exact|online             two-pass softmax, or blocked online softmax
@@ -85,11 +90,11 @@ const kld_source *kld_model_source(const kld_model *model);
 
 #define KLD_LORA_PATH_MAX 1024
 
-#define KLD_KV_MAX_RULES 16
+#define KLD_KV_MAX_RULES 64
 
 typedef struct kld_kv_rule {
     int64_t lo, hi;       /* layers lo..hi inclusive */
-    uint32_t type;        /* kld_type id */
+    uint32_t type;        /* KV scheme id (kv_scheme.h) */
 } kld_kv_rule;
 
 typedef struct kld_kv_map {
@@ -104,6 +109,7 @@ typedef enum kld_attn_mode { KLD_ATTN_EXACT, KLD_ATTN_ONLINE } kld_attn_mode;
 
 typedef struct kld_levers {
     kld_kv_map kv_k, kv_v;
+    int64_t kv_start;     /* quantizedKvStart: positions before it stay f32 */
     kld_act_round act;
     kld_kernels_choice kernels;
     kld_attn_mode attention;
@@ -125,6 +131,9 @@ bool kld_levers_is_reference(const kld_levers *l);
 void kld_levers_format(const kld_levers *l, char *buf, size_t size);
 /* The type of layer il in a KV map. */
 uint32_t kld_kv_map_type(const kld_kv_map *m, int64_t il);
+/* The K and V map of an MLX kv_config.json (kv_config.c): MLX groups on
+ * the layers it lists, f32 elsewhere. Errors name the file, entry and key. */
+kld_status kld_kv_config_read(const char *path, kld_kv_map *out, kld_error *err);
 /* Whether the levers apply to this model (layer maps within n_layer,
  * head sizes a multiple of the cache type's block). */
 kld_status kld_levers_check(const kld_levers *l, const kld_model *model, kld_error *err);
@@ -158,7 +167,7 @@ typedef struct kld_mem_plan {
     uint64_t scratch_bytes;   /* per-thread GEMM panels, attention rows and dequantized K/V */
     uint64_t arena_bytes;     /* kv + act + scratch: the one allocation of a session */
     uint64_t logits_bytes;    /* one chunk of logits, max_chunk × n_vocab float32 (caller's buffer) */
-    char kv_desc[96];         /* "f32" or the lever's K/V types ("k q8_0, v q8_0") */
+    char kv_desc[512];        /* "f32" or the lever's K/V maps ("kv=q8_0") */
 } kld_mem_plan;
 
 /* The allocation a session with these sizes makes (nothing is allocated). */

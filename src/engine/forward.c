@@ -9,6 +9,7 @@
 #include "engine/gemm.h"
 #include "engine/internal.h"
 #include "engine/lora.h"
+#include "engine/kv_scheme.h"
 
 #include <math.h>
 
@@ -109,7 +110,7 @@ static void pass_row(const pass_job *j, int64_t r) {
             rope_head(q + h * hd, cs, hp->n_rot, hp->rope_type);
             /* act=q8 with a typed K cache: llama.cpp's K·Q dot products see
              * Q in the K type's vec_dot format (q8_0 for block types, f16 for f16) */
-            if (s->lv.act == KLD_ACT_Q8 && kt_type != KLD_TYPE_F32)
+            if (s->lv.act == KLD_ACT_Q8 && kt_type != KLD_TYPE_F32 && kld_kv_scheme_is_block(kt_type))
                 kld_act_round_vec(KLD_ACT_Q8, kt_type, q + h * hd, q + h * hd, hd);
         }
         /* a batched decode step writes each row into its own session's cache */
@@ -123,16 +124,18 @@ static void pass_row(const pass_job *j, int64_t r) {
             if (c->k_type == KLD_TYPE_F32) {
                 float *kt = (float *)c->k + h * hd * owner->ldk;
                 for (int64_t d = 0; d < hd; d++) kt[d * owner->ldk + p] = k[h * hd + d];
+            } else if (p < c->n_pre) { /* kv_start: kept f32 */
+                memcpy(c->k_pre + (h * c->n_pre + p) * hd, k + h * hd, (size_t)hd * sizeof(float));
             } else {
-                kld_type_info_get(c->k_type)->quantize_row(
-                    k + h * hd, (uint8_t *)c->k + (uint64_t)(h * owner->n_ctx + p) * c->k_row, hd);
+                kld_kv_store_row(c->k_type, k + h * hd, kld_kv_scheme_row(c, owner->n_ctx, false, h, p), hd);
             }
             if (c->v_type == KLD_TYPE_F32)
                 memcpy((float *)c->v + (h * owner->n_ctx + p) * hdv, vv + h * hdv,
                        (size_t)hdv * sizeof(float));
+            else if (p < c->n_pre)
+                memcpy(c->v_pre + (h * c->n_pre + p) * hdv, vv + h * hdv, (size_t)hdv * sizeof(float));
             else
-                kld_type_info_get(c->v_type)->quantize_row(
-                    vv + h * hdv, (uint8_t *)c->v + (uint64_t)(h * owner->n_ctx + p) * c->v_row, hdv);
+                kld_kv_store_row(c->v_type, vv + h * hdv, kld_kv_scheme_row(c, owner->n_ctx, true, h, p), hdv);
         }
         break;
     }

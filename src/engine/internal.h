@@ -41,13 +41,17 @@ typedef void (*kld_weight_fn)(void *ctx, const kld_tensor *t, const char *name);
 void kld_model_each_weight(const kld_model *m, kld_weight_fn fn, void *ctx);
 
 /* One layer's K and V cache. f32: K^T [kv head][head_dim][ldk] and V
- * [kv head][n_ctx][head_dim_v] floats, read in place. Other types: rows of
- * one (kv head, position) [kv head][n_ctx][row bytes] in the type's block
+ * [kv head][n_ctx][head_dim_v] floats, read in place. Other schemes
+ * (kv_scheme.h): positions below n_pre (the kv_start lever) as f32 rows
+ * [kv head][n_pre][head dim] in k_pre/v_pre, the others as rows of one
+ * (kv head, position) [kv head][n_ctx - n_pre][row bytes] in the scheme's
  * format, quantized when written, dequantized when attention reads them. */
 typedef struct kld_kv_layer {
     uint32_t k_type, v_type;
     uint64_t k_row, v_row;     /* bytes of one head's row (typed layers) */
+    int64_t n_pre;             /* f32 prefix positions of a typed K or V */
     void *k, *v;
+    float *k_pre, *v_pre;      /* NULL for an f32 K or V */
 } kld_kv_layer;
 /* Quantizes the bound weight matrices of m as `policy` says, rebinding
  * m->w to owned tensors (model_policy.c). */
@@ -100,9 +104,17 @@ struct kld_session {
  * that session's cache at its position (pos is then unused). */
 void kld_attention(kld_session *s, kld_session *const *rows, int64_t il, int64_t n, int64_t pos);
 
+/* The scheme row of (kv head h, position p >= c->n_pre) of a typed K
+ * (v false) or V cache. */
+static inline uint8_t *kld_kv_scheme_row(const kld_kv_layer *c, int64_t n_ctx, bool v, int64_t h,
+                                         int64_t p) {
+    return (uint8_t *)(v ? c->v : c->k) +
+           (uint64_t)(h * (n_ctx - c->n_pre) + p - c->n_pre) * (v ? c->v_row : c->k_row);
+}
+
 /* Tests only: layer il's cache bytes of (kv head h, position p) for K
- * (v false) or V, in the layer's type; f32 K layers are transposed and
- * have no row (NULL). */
+ * (v false) or V, in the layer's type (f32 below kv_start); f32 K layers
+ * are transposed and have no row (NULL). */
 const void *kld_session_kv_row(const kld_session *s, int64_t il, bool v, int64_t h, int64_t p,
                                uint64_t *bytes);
 

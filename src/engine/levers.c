@@ -2,6 +2,7 @@
  * "NAME=VALUE,..." with errors that name the token and list what is valid,
  * a canonical text form for reports, and the check against a model. */
 #include "engine/internal.h"
+#include "engine/kv_scheme.h"
 #include "engine/lora.h"
 
 #include <inttypes.h>
@@ -9,12 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define LEVER_NAMES "kv, kv_k, kv_v, act, kernels, attention, attn_block, noise, lora"
-#define KV_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"
-
-static const uint32_t kv_types[] = {KLD_TYPE_F32,  KLD_TYPE_F16,  KLD_TYPE_BF16,
-                                    KLD_TYPE_Q8_0, KLD_TYPE_Q4_0, KLD_TYPE_Q4_1,
-                                    KLD_TYPE_Q5_0, KLD_TYPE_Q5_1, KLD_TYPE_IQ4_NL};
+#define LEVER_NAMES "kv, kv_k, kv_v, act, kernels, attention, attn_block, noise, lora, kv_config, kv_start"
+#define KV_TYPES KLD_KV_SCHEMES
 static const char *const act_names[] = {"f32", "bf16", "f16", "q8"};
 static const char *const kernels_names[] = {"auto", "ref", "simd"};
 static const char *const attn_names[] = {"exact", "online"};
@@ -39,14 +36,7 @@ uint32_t kld_kv_map_type(const kld_kv_map *m, int64_t il) {
 }
 
 static bool kv_type_of(const char *name, size_t len, uint32_t *out) {
-    for (size_t i = 0; i < sizeof kv_types / sizeof kv_types[0]; i++) {
-        const char *n = kld_type_info_get(kv_types[i])->name;
-        if (strlen(n) == len && !strncmp(n, name, len)) {
-            *out = kv_types[i];
-            return true;
-        }
-    }
-    return false;
+    return kld_kv_scheme_parse(name, len, out);
 }
 
 static int enum_of(const char *const *names, int n, const char *v, size_t len) {
@@ -123,6 +113,21 @@ static kld_status simple_lever(kld_levers *l, const char *name, size_t nlen, con
             return kld_fail(err, KLD_ERR_ARG, "lever attn_block: '%.*s' must be a multiple of 16 "
                             "in 16..4096", (int)vlen, v);
         l->attn_block = (int)b;
+    } else if (IS("kv_start")) {
+        int64_t n;
+        if (!parse_layer(v, v + vlen, &n))
+            return kld_fail(err, KLD_ERR_ARG, "lever kv_start: '%.*s' must be a position 0..999999999",
+                            (int)vlen, v);
+        l->kv_start = n;
+    } else if (IS("kv_config")) {
+        char path[4096];
+        if (vlen == 0 || vlen >= sizeof path)
+            return kld_fail(err, KLD_ERR_ARG, "lever kv_config: expected the path of a kv_config.json");
+        snprintf(path, sizeof path, "%.*s", (int)vlen, v);
+        kld_kv_map map;
+        kld_status st = kld_kv_config_read(path, &map, err);
+        if (st) return st;
+        l->kv_k = l->kv_v = map;
     } else if (IS("noise")) {
         if (vlen == 4 && !strncmp(v, "none", 4)) l->noise_bf16 = false;
         else if (vlen == 4 && !strncmp(v, "bf16", 4)) l->noise_bf16 = true;
@@ -224,13 +229,14 @@ static void put(char *buf, size_t size, size_t *n, const char *fmt, ...) {
 }
 
 static void put_map(char *buf, size_t size, size_t *n, const char *name, const kld_kv_map *m) {
+    char nm[16];
     put(buf, size, n, "%s%s=", *n ? "," : "", name);
     for (int i = 0; i < m->n_rules; i++) {
         put(buf, size, n, "blk:%" PRId64, m->rule[i].lo);
         if (m->rule[i].hi != m->rule[i].lo) put(buf, size, n, "-%" PRId64, m->rule[i].hi);
-        put(buf, size, n, "=%s,", kld_type_info_get(m->rule[i].type)->name);
+        put(buf, size, n, "=%s,", kld_kv_scheme_name(m->rule[i].type, nm, sizeof nm));
     }
-    put(buf, size, n, "%s", kld_type_info_get(m->type)->name);
+    put(buf, size, n, "%s", kld_kv_scheme_name(m->type, nm, sizeof nm));
 }
 
 void kld_levers_format(const kld_levers *l, char *buf, size_t size) {
@@ -243,6 +249,7 @@ void kld_levers_format(const kld_levers *l, char *buf, size_t size) {
         put_map(buf, size, &n, "kv_k", &l->kv_k);
         put_map(buf, size, &n, "kv_v", &l->kv_v);
     }
+    if (l->kv_start) put(buf, size, &n, "%skv_start=%" PRId64, n ? "," : "", l->kv_start);
     if (l->act != KLD_ACT_F32) put(buf, size, &n, "%sact=%s", n ? "," : "", act_names[l->act]);
     if (l->kernels != KLD_KERNELS_AUTO)
         put(buf, size, &n, "%skernels=%s", n ? "," : "", kernels_names[l->kernels]);
@@ -267,11 +274,12 @@ static kld_status check_map(const kld_kv_map *m, const char *what, const kld_mod
                             "past the last layer %" PRId64 " of %s (valid: blk:0-%" PRId64 ")",
                             what, m->rule[i].lo, m->rule[i].hi, nl - 1, model->src->path, nl - 1);
     for (int64_t il = 0; il < nl; il++) {
-        const kld_type_info *ti = kld_type_info_get(kld_kv_map_type(m, il));
-        if (head_dim % ti->block_size)
-            return kld_fail(err, KLD_ERR_ARG, "lever %s=%s: head size %" PRId64 " of %s is not a "
-                            "multiple of the %s block (%d); valid here: f32, f16, bf16", what,
-                            ti->name, head_dim, model->src->path, ti->name, ti->block_size);
+        char why[160], nm[16];
+        const uint32_t t = kld_kv_map_type(m, il);
+        if (kld_kv_scheme_misfit(t, head_dim, why, sizeof why))
+            return kld_fail(err, KLD_ERR_ARG, "lever %s=%s (layer %" PRId64 "): %s: %s; valid here: "
+                            "f32, f16, bf16", what, kld_kv_scheme_name(t, nm, sizeof nm), il,
+                            model->src->path, why);
     }
     return KLD_OK;
 }

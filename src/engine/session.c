@@ -4,6 +4,7 @@
 #include "engine/gemm.h"
 #include "engine/internal.h"
 #include "engine/lora.h"
+#include "engine/kv_scheme.h"
 #include "model/rope.h"
 
 #include <inttypes.h>
@@ -31,6 +32,21 @@ static uint64_t take(sizer *z, uint64_t a, uint64_t b, uint64_t c) {
     return start;
 }
 
+/* Positions of a typed cache kept f32 (the kv_start lever). */
+static int64_t kv_prefix(const kld_levers *lv, int64_t n_ctx) {
+    return lv->kv_start < n_ctx ? lv->kv_start : n_ctx;
+}
+
+/* Floats of the scheme rows of a typed layer's K or V (before its f32
+ * prefix rows, which start on a float boundary). */
+static uint64_t kv_scheme_floats(const kld_hparams *hp, uint32_t type, uint64_t hd, int64_t n_rows,
+                                 bool *overflow) {
+    uint64_t n = 0;
+    if (!kld_mul_u64((uint64_t)hp->n_head_kv * (uint64_t)n_rows, kld_kv_row_bytes(type, (int64_t)hd), &n))
+        *overflow = true;
+    return n / 4 + (n % 4 != 0);
+}
+
 /* Floats (64-byte aligned) of one layer's K (v false) or V cache. */
 static uint64_t kv_layer_floats(const kld_model *m, const kld_levers *lv, int64_t n_ctx,
                                 int64_t ldk, int64_t il, bool v, bool *overflow) {
@@ -42,10 +58,11 @@ static uint64_t kv_layer_floats(const kld_model *m, const kld_levers *lv, int64_
         if (!kld_mul_u64((uint64_t)hp->n_head_kv * hd, (uint64_t)(v ? n_ctx : ldk), &n))
             *overflow = true;
     } else {
-        const kld_type_info *ti = kld_type_info_get(type);
-        uint64_t row = hd / (uint64_t)ti->block_size * (uint64_t)ti->type_size;
-        if (!kld_mul_u64((uint64_t)hp->n_head_kv * (uint64_t)n_ctx, row, &n)) *overflow = true;
-        n = n / 4 + (n % 4 != 0);
+        const int64_t pre = kv_prefix(lv, n_ctx);
+        uint64_t p = 0;
+        n = kv_scheme_floats(hp, type, hd, n_ctx - pre, overflow);
+        if (!kld_mul_u64((uint64_t)hp->n_head_kv * hd, (uint64_t)pre, &p) || !kld_add_u64(n, p, &n))
+            *overflow = true;
     }
     if (n > UINT64_MAX - ALIGN_FLOATS) *overflow = true;
     return (n + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
@@ -57,9 +74,9 @@ static uint64_t kv_token_bytes(const kld_model *m, const kld_levers *lv) {
     uint64_t total = 0;
     for (int64_t il = 0; il < hp->n_layer; il++)
         for (int v = 0; v < 2; v++) {
-            const kld_type_info *ti = kld_type_info_get(kld_kv_map_type(v ? &lv->kv_v : &lv->kv_k, il));
-            const uint64_t hd = (uint64_t)(v ? hp->head_dim_v : hp->head_dim);
-            total += (uint64_t)hp->n_head_kv * (hd / (uint64_t)ti->block_size) * (uint64_t)ti->type_size;
+            const uint32_t t = kld_kv_map_type(v ? &lv->kv_v : &lv->kv_k, il);
+            const int64_t hd = v ? hp->head_dim_v : hp->head_dim;
+            total += (uint64_t)hp->n_head_kv * kld_kv_row_bytes(t, hd);
         }
     return total;
 }
@@ -167,6 +184,7 @@ static void kv_desc(const kld_model *m, const kld_levers *lv, char *buf, size_t 
     kld_levers_default(&only_kv);
     only_kv.kv_k = lv->kv_k;
     only_kv.kv_v = lv->kv_v;
+    only_kv.kv_start = lv->kv_start;
     kld_levers_format(&only_kv, buf, size);
 }
 
@@ -293,12 +311,17 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
         kld_kv_layer *k = &kvl[il];
         k->k_type = kld_kv_map_type(&levers->kv_k, il);
         k->v_type = kld_kv_map_type(&levers->kv_v, il);
-        const kld_type_info *tk = kld_type_info_get(k->k_type), *tv = kld_type_info_get(k->v_type);
-        k->k_row = (uint64_t)(m->hp.head_dim / tk->block_size) * (uint64_t)tk->type_size;
-        k->v_row = (uint64_t)(m->hp.head_dim_v / tv->block_size) * (uint64_t)tv->type_size;
+        k->k_row = kld_kv_row_bytes(k->k_type, m->hp.head_dim);
+        k->v_row = kld_kv_row_bytes(k->v_type, m->hp.head_dim_v);
+        k->n_pre = kv_prefix(levers, n_ctx);
+        const int64_t nq = n_ctx - k->n_pre;
         k->k = a + off;
+        if (k->k_type != KLD_TYPE_F32)
+            k->k_pre = a + off + kv_scheme_floats(&m->hp, k->k_type, (uint64_t)m->hp.head_dim, nq, &ovf);
         off += kv_layer_floats(m, levers, n_ctx, L.ldk, il, false, &ovf);
         k->v = a + off;
+        if (k->v_type != KLD_TYPE_F32)
+            k->v_pre = a + off + kv_scheme_floats(&m->hp, k->v_type, (uint64_t)m->hp.head_dim_v, nq, &ovf);
         off += kv_layer_floats(m, levers, n_ctx, L.ldk, il, true, &ovf);
     }
     s->ar = a + L.ar;
@@ -368,13 +391,17 @@ const void *kld_session_kv_row(const kld_session *s, int64_t il, bool v, int64_t
                                uint64_t *bytes) {
     const kld_kv_layer *k = &s->kvl[il];
     const uint32_t type = v ? k->v_type : k->k_type;
-    const uint64_t row = v ? k->v_row : k->k_row;
-    *bytes = row;
+    const int64_t hd = v ? s->model->hp.head_dim_v : s->model->hp.head_dim;
+    *bytes = v ? k->v_row : k->k_row;
     if (type == KLD_TYPE_F32) {
         if (!v) return NULL;
-        return (const float *)k->v + (h * s->n_ctx + p) * s->model->hp.head_dim_v;
+        return (const float *)k->v + (h * s->n_ctx + p) * hd;
     }
-    return (const uint8_t *)(v ? k->v : k->k) + (uint64_t)(h * s->n_ctx + p) * row;
+    if (p < k->n_pre) {
+        *bytes = (uint64_t)hd * sizeof(float);
+        return (v ? k->v_pre : k->k_pre) + (h * k->n_pre + p) * hd;
+    }
+    return kld_kv_scheme_row(k, s->n_ctx, v, h, p);
 }
 
 void kld_session_free(kld_session *s) {

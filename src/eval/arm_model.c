@@ -195,7 +195,7 @@ kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool de
         return kld_fail(err, KLD_ERR_ARG, "--prompt-len %lld must be >= 0", (long long)prompt_len);
     m->decode = decode;
     m->prompt_len = prompt_len;
-    char buf[256];
+    char buf[2048];
     kld_levers_format(&m->levers, buf, sizeof buf);
     json_object_set_new(a->desc, "levers", json_string(buf));
     kld_mem_plan mp; /* what one position costs in the cache with these levers */
@@ -203,6 +203,10 @@ kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool de
     if (kld_mem_plan_compute_levers(a->model, 1, 1, 1, &m->levers, &mp, &plan_err) == KLD_OK) {
         json_object_set_new(a->desc, "kv_bytes_per_token", json_integer((json_int_t)mp.kv_token_bytes));
         json_object_set_new(a->desc, "kv_types", json_string(mp.kv_desc));
+        /* the values one position caches: bits per value = bytes·8 / this */
+        const kld_hparams *hp = kld_model_hparams(a->model);
+        json_object_set_new(a->desc, "kv_values_per_token",
+                            json_integer((json_int_t)(hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v))));
     }
     json_object_set_new(a->desc, "path_kind", json_string(decode ? "decode" : "prefill"));
     if (decode) json_object_set_new(a->desc, "prompt_len", json_integer(prompt_len));

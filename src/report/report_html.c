@@ -153,7 +153,7 @@ static void chart(FILE *f, const char *id, const char *title, const char *captio
             title, id, caption);
 }
 
-static void charts(FILE *f, bool sweep) {
+static void charts(FILE *f, bool sweep, bool kv) {
     fputs("<section><h2>Distribution of KLD</h2><div class=\"grid\">\n", f);
     chart(f, "chart-hist", "Histogram (log axis)",
           "Share of positions per log-spaced KLD bin; positions with KLD exactly 0 are not drawn.");
@@ -171,6 +171,11 @@ static void charts(FILE *f, bool sweep) {
           "Each arm's file size and mean KLD (log axis) ± one standard error: down and left is better.");
     chart(f, "chart-rank", sweep ? "The sweep's groups ranked by mean KLD" : "Arms ranked by mean KLD",
           "Mean KLD ± one standard error, lowest first.");
+    if (kv)
+        chart(f, "chart-kvbits", "KV cache: quality against bits per cached value",
+              "Mean KLD (log axis) ± one standard error against the cache's bits per cached value "
+              "(bytes per token · 8 / values per token, scales, biases and norms included), one "
+              "series per scheme family: llama.cpp's block types, MLX groups, the rotated quantizer.");
     fputs("</div></section>\n", f);
 }
 
@@ -195,6 +200,17 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the chart data");
     }
     bool sweep = json_is_true(json_object_get(data, "sweep"));
+    /* the KV chart: a sweep with two drawable arms, one with a typed cache */
+    int n_kv = 0;
+    size_t ri;
+    json_t *run;
+    bool kv_typed = false;
+    json_array_foreach(json_object_get(data, "runs"), ri, run) {
+        const char *fam = json_string_value(json_object_get(run, "kv_family"));
+        n_kv += fam && json_real_value(json_object_get(run, "kld_mean")) > 0;
+        kv_typed = kv_typed || (fam && strcmp(fam, "f32") != 0);
+    }
+    bool kv_chart = sweep && kv_typed && n_kv >= 2;
     /* JSON_ESCAPE_SLASH: "</script>" cannot occur inside the data block */
     char *js = json_dumps(data, JSON_COMPACT | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(10));
     json_decref(data);
@@ -225,7 +241,7 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
         summary_table(f, kl, n_kl);
         fputs("<p class=\"note\">± one standard error of the mean: sqrt(var/(N−1)), var the population "
               "variance. KLD = KL(reference ‖ arm) per position, in nats.</p></section>\n", f);
-        charts(f, sweep);
+        charts(f, sweep, kv_chart);
     }
     if (n_cap) kld_report_html_cap_section(f, cap, n_cap);
     kld_status st = KLD_OK;

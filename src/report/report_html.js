@@ -65,7 +65,7 @@
     }
   };
 
-  /* the dataset's label beside each point (the size chart) */
+  /* the dataset's label (or its pointNames[i]) beside each point */
   const pointLabels = {
     id: 'kldPointLabels',
     afterDatasetsDraw(chart, args, opts) {
@@ -76,10 +76,11 @@
       ctx.fillStyle = '#3b4046';
       ctx.textBaseline = 'middle';
       chart.data.datasets.forEach((ds, di) => {
-        chart.getDatasetMeta(di).data.forEach((el) => {
-          const right = el.x + 8 + ctx.measureText(ds.label).width < chart.chartArea.right;
+        chart.getDatasetMeta(di).data.forEach((el, i) => {
+          const text = ds.pointNames ? ds.pointNames[i] : ds.label;
+          const right = el.x + 8 + ctx.measureText(text).width < chart.chartArea.right;
           ctx.textAlign = right ? 'left' : 'right';
-          ctx.fillText(ds.label, el.x + (right ? 8 : -8), el.y - 8);
+          ctx.fillText(text, el.x + (right ? 8 : -8), el.y - 8);
         });
       });
       ctx.restore();
@@ -183,6 +184,30 @@
     options: { indexAxis: 'y', plugins: { legend: { display: false } },
       scales: { x: { beginAtZero: true, suggestedMax: kldHi * 1.05, title: axisTitle('mean KLD (nats)') } } }
   });
+
+  /* the KV cache sweep: mean KLD against bits per cached value, one series
+   * per scheme family (kvFamily names it for the browser test); arms with
+   * a mean KLD of 0 have no place on the log axis */
+  const families = ['llama.cpp', 'mlx', 'rot', 'mixed', 'f32'];
+  const familyName = { 'llama.cpp': "llama.cpp block types", mlx: 'MLX affine groups', rot: 'rotated (TurboQuant-style)',
+    mixed: 'mixed schemes', f32: 'f32' };
+  const kvRuns = runs.filter((r) => r.kv_bits !== undefined && r.kld_mean > 0);
+  const kvSets = families.map((fam, fi) => {
+    const rs = kvRuns.filter((r) => r.kv_family === fam).sort((a, b) => a.kv_bits - b.kv_bits);
+    return { label: familyName[fam], kvFamily: fam, kvRuns: rs.map((r) => r.id), pointNames: rs.map((r) => r.kv_types),
+      data: rs.map((r) => ({ x: r.kv_bits, y: r.kld_mean })), errors: rs.map((r) => r.kld_se), errorColor: color(fi),
+      backgroundColor: color(fi), borderColor: color(fi), pointRadius: 5, showLine: true, borderWidth: 1.5 };
+  }).filter((ds) => ds.data.length);
+  if (kvSets.length) {
+    const kvLo = Math.min(...kvRuns.map((r) => r.kld_mean)), kvHi = Math.max(...kvRuns.map((r) => r.kld_mean + (r.kld_se || 0)));
+    draw('chart-kvbits', {
+      type: 'scatter',
+      data: { datasets: kvSets },
+      options: { parsing: false, plugins: { kldPointLabels: { enabled: true } },
+        scales: { x: { title: axisTitle('bits per cached value'), grace: '8%' },
+          y: Object.assign(logAxis('mean KLD (nats, log scale)'), { min: kvLo / 3, max: kvHi * 3 }) } }
+    });
+  }
 
   /* capability runs: accuracy per task, one bar per model (kldRun, kldSide
    * name the run and the model for the browser test) */

@@ -47,6 +47,31 @@ static json_t *buckets(const kld_bucket *b, int nb) {
     return a;
 }
 
+/* The KV cache's family of a kv_types text: llama.cpp's block types, MLX
+ * groups, the rotated quantizer, or a mix of them. */
+static const char *kv_family(const char *types) {
+    bool mlx = strstr(types, "mlx") != NULL, rot = strstr(types, "rot") != NULL;
+    bool block = false;
+    static const char *const blocks[] = {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) block = block || strstr(types, blocks[i]);
+    if (!strcmp(types, "f32")) return "f32";
+    if (mlx + rot + block > 1) return "mixed";
+    return mlx ? "mlx" : rot ? "rot" : "llama.cpp";
+}
+
+/* A model arm's cache in bits per cached value (kv_bytes_per_token·8 over
+ * the values a position caches, from the arm's config), its kv_types and
+ * their family; nothing when the run's arm recorded no cache. */
+static void kv_bits(json_t *o, const json_t *report) {
+    const json_t *arm = json_object_get(json_object_get(report, "config"), "arm");
+    const json_t *b = json_object_get(arm, "kv_bytes_per_token"), *v = json_object_get(arm, "kv_values_per_token");
+    const char *types = json_string_value(json_object_get(arm, "kv_types"));
+    if (!json_is_integer(b) || !json_is_integer(v) || json_integer_value(v) <= 0 || !types) return;
+    kld_json_set_real(o, "kv_bits", 8.0 * (double)json_integer_value(b) / (double)json_integer_value(v));
+    json_object_set_new(o, "kv_types", json_string(types));
+    json_object_set_new(o, "kv_family", json_string(kv_family(types)));
+}
+
 /* The sorted KLD values of a run (NULL when it has none stored). */
 static float *sorted_kld(kld_db *db, const kld_db_row *r, size_t *n, kld_error *err, kld_status *st) {
     *n = 0;
@@ -127,6 +152,7 @@ json_t *kld_report_html_data(kld_db *db, kld_db_row *const *rows, size_t n, kld_
         kld_json_set_real(o, "top1_se", s->top1_se);
         kld_json_set_real(o, "ppl_ratio", s->ppl_ratio);
         kld_json_set_real(o, "ppl_ratio_se", s->ppl_ratio_se);
+        kv_bits(o, r->report);
         json_object_set_new(o, "by_pos", buckets(s->by_pos, KLD_POS_BUCKETS));
         json_object_set_new(o, "by_conf", buckets(s->by_conf, KLD_CONF_BUCKETS));
         double cx[CDF_POINTS + KLD_N_PCT + 2], cy[CDF_POINTS + KLD_N_PCT + 2];

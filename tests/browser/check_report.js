@@ -61,7 +61,11 @@ const check = (ok, what) => {
       return { id: c.id, chart: !!chart, points: points, inked: inked, w: c.width, h: c.height };
     }));
     const drawn = Number(await page.evaluate(() => document.body.dataset.charts));
-    const wantCharts = (runs.length ? 8 : 0) + (capRuns.length ? 1 : 0);
+    // a sweep of KV caches adds the quality-vs-bits chart
+    const kvArm = (r) => (r.report && r.report.config && r.report.config.arm) || {};
+    const kvSweep = runs.length > 1 && runs.every((r) => r.mode === 'sweep') &&
+      runs.some((r) => kvArm(r).kv_types && kvArm(r).kv_types !== 'f32');
+    const wantCharts = (runs.length ? 8 : 0) + (kvSweep ? 1 : 0) + (capRuns.length ? 1 : 0);
     check(charts.length === wantCharts, wantCharts + ' chart canvases (' + charts.length + ')');
     check(drawn === charts.length, 'every chart constructed (' + drawn + ' of ' + charts.length + ')');
     for (const c of charts) {
@@ -189,6 +193,38 @@ const check = (ok, what) => {
         else console.error('chart-rank bar ' + k + ': ' + rank.labels[k] + ' ' + rank.values[k] + ' vs ' + r.label + ' ' + r.kld_mean);
       });
       check(ok === want.length, 'chart-rank: groups in ranked order at the database\'s KLD (' + ok + ' of ' + want.length + ')');
+    }
+
+    if (kvSweep) {
+      // the KV chart: every arm with a positive mean KLD at (kv_bytes_per_token·8 / kv_values_per_token,
+      // kld_mean) in its family's series: llama.cpp block types, MLX groups, the rotated quantizer
+      const kv = await page.evaluate(() => {
+        const chart = Chart.getChart(document.getElementById('chart-kvbits'));
+        return chart ? chart.data.datasets.map((d, i) => ({ family: d.kvFamily, runs: d.kvRuns, data: d.data, errors: d.errors,
+          drawn: chart.getDatasetMeta(i).data.filter((el) => isFinite(el.x) && isFinite(el.y)).length })) : null;
+      });
+      check(kv !== null, 'chart-kvbits exists');
+      const family = (t) => /mlx/.test(t) ? (/rot|q\d|f16|bf16/.test(t) ? 'mixed' : 'mlx') : /rot/.test(t) ? (/q\d|f16|bf16/.test(t) ? 'mixed' : 'rot') : 'llama.cpp';
+      const want = runs.filter((r) => r.kld_mean > 0 && kvArm(r).kv_types && kvArm(r).kv_types !== 'f32');
+      let placed = 0;
+      for (const r of want) {
+        const a = kvArm(r), bits = a.kv_bytes_per_token * 8 / a.kv_values_per_token;
+        const set = (kv || []).find((d) => d.runs.includes(r.id));
+        const k = set ? set.runs.indexOf(r.id) : -1;
+        const ok = set && set.family === family(a.kv_types) && Math.abs(set.data[k].x - bits) <= 1e-9 * bits &&
+          Math.abs(set.data[k].y - r.kld_mean) <= 1e-9 * r.kld_mean && Math.abs(set.errors[k] - r.kld_se) <= 1e-9 * r.kld_se;
+        if (ok) placed++;
+        else console.error('chart-kvbits run ' + r.id + ' ' + a.kv_types + ': ' + JSON.stringify(set && set.data[k]) +
+          ' in ' + (set && set.family) + ' vs ' + bits + ', ' + r.kld_mean + ' in ' + family(a.kv_types));
+      }
+      check(want.length >= 3 && placed === want.length, 'chart-kvbits: each arm at its bits per value and KLD in its family (' +
+        placed + ' of ' + want.length + ')');
+      const fams = new Set((kv || []).map((d) => d.family));
+      check(fams.has('llama.cpp') && fams.has('mlx') && fams.has('rot'), 'chart-kvbits: llama.cpp, MLX and rotated series on one chart (' +
+        [...fams].join(', ') + ')');
+      check((kv || []).every((d) => d.drawn === d.data.length), 'chart-kvbits: every point drawn');
+      const kvCanvas = charts.find((c) => c.id === 'chart-kvbits');
+      check(kvCanvas && kvCanvas.inked > 2000, 'chart-kvbits drawn (' + (kvCanvas ? kvCanvas.inked : 0) + ' inked pixels)');
     }
 
     check(problems.length === 0, 'no console errors or warnings: ' + problems.join(' | '));
