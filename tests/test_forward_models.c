@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 /* ---- reference forward ---- */
 
@@ -162,6 +163,10 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     kld_str a;
     kld_gguf_get_str(g, "general.architecture", &a);
     snprintf(r.arch, sizeof r.arch, "%.*s", (int)a.len, a.ptr);
+    if (!strcmp(r.arch, "lfm2")) { /* the hybrids' own reference (test_ref_hybrid.c) */
+        kld_gguf_close(g);
+        return ref_forward_hybrid(gguf_path, ids, n, n_vocab);
+    }
     bool llama = !strcmp(r.arch, "llama"), qwen2 = !strcmp(r.arch, "qwen2"),
          qwen3 = !strcmp(r.arch, "qwen3"), phi3 = !strcmp(r.arch, "phi3"),
          gemma2 = !strcmp(r.arch, "gemma2"), gemma3 = !strcmp(r.arch, "gemma3");
@@ -410,4 +415,83 @@ float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t
     kld_session_free(s);
     kld_model_close(m);
     return logits;
+}
+
+/* ---- the checks every synthesized variant gets ---- */
+
+/* Logits of a prefill of `prefill` tokens followed by one-token decode steps. */
+float *tf_decode_logits(const char *path, const int32_t *ids, int64_t n, int64_t prefill, int64_t nv) {
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_session *s = NULL;
+    float *out = malloc(sizeof(float) * (size_t)(n * nv));
+    kld_status st = kld_model_open(path, NULL, &m, &err);
+    if (st == KLD_OK) st = kld_session_create(m, n + 8, n, 2, &s, &err);
+    if (st == KLD_OK) st = kld_session_eval(s, ids, prefill, out, &err);
+    for (int64_t i = prefill; st == KLD_OK && i < n; i++)
+        st = kld_session_decode(s, ids[i], out + i * nv, &err);
+    CHECK_OK(st, err);
+    kld_session_free(s);
+    kld_model_close(m);
+    if (st != KLD_OK) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Engine vs reference, chunk invariance and decode == prefill for one
+ * model path; returns the reference logits (caller frees) or NULL. */
+float *tf_check_path(const char *label, const char *path, const char *gguf, const ref_opts *o,
+                     const int32_t *ids, int64_t n) {
+    int64_t nv = 0, nv2 = 0;
+    float *ref = ref_forward_opts(gguf, o, ids, n, &nv);
+    float *eng = tf_engine_logits(path, ids, n, n, 2, &nv2);
+    if (!ref || !eng || nv != nv2) {
+        CHECK(false, "%s: reference and engine must both run", label);
+        free(ref);
+        free(eng);
+        return NULL;
+    }
+    tf_cmp c = tf_compare(ref, eng, n, nv);
+    printf("%-28s engine vs reference: max|d| %.2e argmax %d/%d\n", label, c.max_abs,
+           c.same_argmax, (int)n);
+    CHECK(c.max_abs <= 1e-3, "%s: engine vs reference max |d| %g", label, c.max_abs);
+    CHECK(c.same_argmax == n, "%s: argmax %d/%d", label, c.same_argmax, (int)n);
+    static const int64_t chunks[] = {1, 7};
+    for (int i = 0; i < 2; i++) {
+        float *part = tf_engine_logits(path, ids, n, chunks[i], 2, &nv2);
+        CHECK(part && memcmp(part, eng, sizeof(float) * (size_t)(n * nv)) == 0,
+              "%s: chunks of %" PRId64 " must equal one pass", label, chunks[i]);
+        free(part);
+    }
+    float *dec = tf_decode_logits(path, ids, n, 17, nv);
+    CHECK(dec && memcmp(dec, eng, sizeof(float) * (size_t)(n * nv)) == 0,
+          "%s: prefill 17 + decode must equal one pass", label);
+    free(dec);
+    free(eng);
+    return ref;
+}
+
+/* A model that must not open, with the words its error must contain. */
+void tf_expect_open_error(const char *label, const synth_shape *s, const char *want1,
+                          const char *want2) {
+    char dir[512], gguf[600], hf[600];
+    snprintf(dir, sizeof dir, "%s/variant-bad-%s", kt_build_dir(), label);
+    mkdir(dir, 0755);
+    snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
+    snprintf(hf, sizeof hf, "%s/hf", dir);
+    mkdir(hf, 0755);
+    const bool gguf_bad = s->hf_tail == NULL; /* else the config.json copy is the bad one */
+    if (!synth_write_gguf(s, gguf) || (!gguf_bad && !synth_write_hf(s, gguf, hf))) {
+        CHECK(false, "synthesize %s", label);
+        return;
+    }
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_status st = kld_model_open(gguf_bad ? gguf : hf, NULL, &m, &err);
+    printf("error %-22s %s\n", label, err.msg);
+    CHECK(st != KLD_OK && strstr(err.msg, want1) && (!want2 || strstr(err.msg, want2)),
+          "%s: expected an error naming '%s': %s", label, want1, err.msg);
+    kld_model_close(m);
 }

@@ -130,11 +130,12 @@ static json_t *plan_json(const inspect_options *opt) {
     if (!st) st = kld_mem_plan_compute_levers(m, ctx, chunk, opt->threads, &lv, &p, &err);
     kld_model_close(m);
     if (st) return json_pack("{s:s}", "error", err.msg);
-    return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
+    return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
                      "max_chunk", (json_int_t)p.max_chunk, "threads", p.n_threads, "weights_bytes",
                      (json_int_t)p.weights_bytes, "model_bytes", (json_int_t)p.model_bytes,
                      "kv_bytes", (json_int_t)p.kv_bytes, "kv_token_bytes",
-                     (json_int_t)p.kv_token_bytes, "kv_type", p.kv_desc, "act_bytes", (json_int_t)p.act_bytes,
+                     (json_int_t)p.kv_token_bytes, "kv_type", p.kv_desc, "recurrent_bytes",
+                     (json_int_t)p.recurrent_bytes, "act_bytes", (json_int_t)p.act_bytes,
                      "scratch_bytes", (json_int_t)p.scratch_bytes, "arena_bytes",
                      (json_int_t)p.arena_bytes, "logits_bytes", (json_int_t)p.logits_bytes);
 }
@@ -260,11 +261,15 @@ static void print_plan(FILE *out, const json_t *p) {
     static const char *rows[][2] = {{"weights_bytes", "weights (mmapped)"},
                                     {"model_bytes", "norms/biases (f32)"},
                                     {"kv_bytes", "KV cache"},
+                                    {"recurrent_bytes", "recurrent state"},
                                     {"act_bytes", "activations"},
                                     {"scratch_bytes", "per-thread scratch"},
                                     {"arena_bytes", "session arena total"},
                                     {"logits_bytes", "logits per chunk"}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        /* only hybrid models have a recurrent state */
+        if (!strcmp(rows[i][0], "recurrent_bytes") && !json_integer_value(json_object_get(p, rows[i][0])))
+            continue;
         fprintf(out, "  %-22s %12s", rows[i][1],
                 kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, rows[i][0])), b, sizeof b));
         if (!strcmp(rows[i][0], "kv_bytes"))

@@ -174,14 +174,19 @@ static void gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A,
     kld_gemm_weights(s->pool, s->kr, W, n, A, lda, C, ldc, s->scratch, s->scratch_stride);
 }
 
+void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
+                      float *C, int64_t ldc) {
+    gemm(s, W, n, A, lda, C, ldc);
+}
+
 /* ---- the layer and the chunk ---- */
 
-static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
+/* Attention block: s->xn → s->tmp (before the output bias). */
+static void attention_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
     const kld_hparams *hp = &s->model->hp;
     const kld_layer_weights *L = &s->model->w.layers[il];
     const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim,
-                  nk = hp->n_head_kv * hp->head_dim, ff2 = 2 * hp->n_ff;
-    run_pass(s, PASS_ATTN_NORM, il, 0, n, pos);
+                  nk = hp->n_head_kv * hp->head_dim;
     if (L->attn_qkv) {
         gemm(s, L->attn_qkv, n, s->xn, E, s->qkv, s->ld_qkv);
     } else {
@@ -192,6 +197,18 @@ static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
     run_pass(s, PASS_QKV, il, 0, n, pos);
     kld_attention(s, il, n, pos);
     gemm(s, L->attn_output, n, s->attn, hp->n_head * hp->head_dim_v, s->tmp, E);
+}
+
+static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
+    const kld_hparams *hp = &s->model->hp;
+    const kld_layer_weights *L = &s->model->w.layers[il];
+    const int64_t E = hp->n_embd, ff2 = 2 * hp->n_ff;
+    run_pass(s, PASS_ATTN_NORM, il, 0, n, pos);
+    /* the position mixer of this layer's kind (hparams.layer_kind) */
+    switch (kld_hparams_layer_kind(hp, il)) {
+    case KLD_LAYER_SHORTCONV: kld_shortconv_forward(s, il, n); break;
+    case KLD_LAYER_ATTN: attention_forward(s, il, n, pos); break;
+    }
     run_pass(s, PASS_ATTN_OUT, il, 0, n, pos);
     if (L->ffn_gate) {
         gemm(s, L->ffn_gate, n, s->xn, E, s->gu, ff2);

@@ -20,6 +20,7 @@
 typedef struct kld_layer_vecs {
     const float *attn_norm, *ffn_norm, *attn_post_norm, *ffn_post_norm, *q_norm, *k_norm;
     const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down;
+    const float *conv;         /* short-convolution kernel [n_embd][L] (LFM2) */
 } kld_layer_vecs;
 
 struct kld_model {
@@ -49,6 +50,12 @@ kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *
                                   int n_threads, bool announce, kld_error *err);
 void kld_model_quant_free(struct kld_model_quant *q);
 
+/* One recurrent layer's state (NULL parts for layers without it): the
+ * short convolution's last L - 1 inputs B·x, [L - 1][n_embd], oldest first. */
+typedef struct kld_rec_layer {
+    float *conv;
+} kld_rec_layer;
+
 struct kld_session {
     kld_model *model;
     kld_levers lv;
@@ -70,6 +77,10 @@ struct kld_session {
     float *scratch;            /* per-thread GEMM panels / attention rows */
     size_t scratch_stride;     /* floats per thread */
     int64_t ld_qkv;            /* n_head·hd + n_kv·(hd + hd_v) */
+    kld_rec_layer *recl;       /* n_layer entries */
+    float *rec_state;          /* every layer's recurrent state (zeroed by reset) */
+    uint64_t rec_state_floats;
+    float *rec_act;            /* recurrent blocks' per-chunk activations */
     kld_matmul_observer observe; /* kld_session_observe, or NULL */
     void *observe_ctx;
 };
@@ -98,6 +109,18 @@ bool kld_act_round_rows(kld_session *s, uint32_t weight_type, int64_t n, int64_t
  * for an operand of type weight_type; false (y untouched) when it does not. */
 bool kld_act_round_vec(kld_act_round a, uint32_t weight_type, const float *x, float *y,
                        int64_t k);
+
+/* A weight product as the forward pass runs it (observer, act lever,
+ * GEMM): C[n][W->ne[1]] = A[n][W->ne[0]] · W^T (forward.c). */
+void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
+                      float *C, int64_t ldc);
+
+/* LFM2 short-convolution block (shortconv.c): s->xn rows [0, n) → s->tmp,
+ * advancing layer il's convolution state by n inputs. */
+void kld_shortconv_forward(kld_session *s, int64_t il, int64_t n);
+/* Floats of its per-chunk activations and of one layer's state. */
+uint64_t kld_shortconv_act_floats(const kld_hparams *hp, int64_t max_chunk);
+uint64_t kld_shortconv_state_floats(const kld_hparams *hp);
 
 /* The forward pass proper (forward.c); arguments already validated. */
 void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first_row,

@@ -53,11 +53,20 @@ typedef struct kld_hparams {
     double attn_scale;      /* multiplies q·k before any soft-cap (1/sqrt(head_dim) by default) */
     double embd_scale;      /* multiplies the token embedding (gemma: sqrt(n_embd)); 1 = none */
     double norm_weight_offset; /* added to RMSNorm weights at load (HF Gemma stores w - 1) */
+
+    /* Hybrid recurrent layouts (hparams_recurrent.c). */
+    kld_arch_hybrid hy;     /* the architecture's hybrid switches (copy) */
+    uint8_t layer_kind[KLD_MAX_LAYER]; /* kld_layer_kind of layer il (all ATTN by default) */
+    int64_t n_layer_attn;   /* layers of kind ATTN (the ones with a KV cache) */
+    int64_t shortconv_l_cache; /* LFM2 conv width L (the state keeps L - 1 inputs); 0: none */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a
  * missing/out-of-range field is an error naming the key and the file. */
 kld_status kld_hparams_read(const kld_source *src, kld_hparams *hp, kld_error *err);
+
+/* The mixing kind of layer il. */
+kld_layer_kind kld_hparams_layer_kind(const kld_hparams *hp, int64_t il);
 
 /* True when layer il uses the sliding window. */
 bool kld_hparams_layer_swa(const kld_hparams *hp, int64_t il);
