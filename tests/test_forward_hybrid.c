@@ -120,6 +120,46 @@ static void test_plan(const char *gguf, const synth_shape *sh) {
     kld_model_close(m);
 }
 
+/* Thread counts give the same bits; levers (quantized KV for the attention
+ * layers, q8 activations, online softmax) run and stay close. */
+static void test_threads_levers(const char *gguf, int64_t nv) {
+    int32_t ids[N_IDS];
+    make_ids(ids, N_IDS, nv, 987654321);
+    int64_t nv2 = 0;
+    float *two = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv2);
+    float *one = tf_engine_logits(gguf, ids, N_IDS, 7, 1, &nv2);
+    float *three = tf_engine_logits(gguf, ids, N_IDS, 5, 3, &nv2);
+    const size_t bytes = sizeof(float) * (size_t)(N_IDS * nv);
+    CHECK(two && one && memcmp(two, one, bytes) == 0, "lfm2: 1 thread must equal 2 threads");
+    CHECK(two && three && memcmp(two, three, bytes) == 0, "lfm2: 3 threads must equal 2 threads");
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_session *s = NULL;
+    kld_levers lv;
+    kld_levers_default(&lv);
+    kld_status st = kld_levers_parse("kv=f16,act=q8,attention=online", &lv, &err);
+    if (st == KLD_OK) st = kld_model_open(gguf, NULL, &m, &err);
+    kld_session_opts o = {.n_ctx = N_IDS, .max_chunk = 16, .n_threads = 2, .levers = &lv};
+    if (st == KLD_OK) st = kld_session_create_opts(m, &o, &s, &err);
+    float *lev = malloc(bytes);
+    for (int64_t i = 0; st == KLD_OK && i < N_IDS; i += 16)
+        st = kld_session_eval(s, ids + i, N_IDS - i < 16 ? N_IDS - i : 16, lev + i * nv, &err);
+    CHECK_OK(st, err);
+    if (st == KLD_OK && two) {
+        tf_cmp c = tf_compare(two, lev, N_IDS, nv);
+        printf("lfm2 levers kv=f16,act=q8,attention=online: max|d| %.2e, KLD %.2e, argmax %d/%d\n",
+               c.max_abs, c.mean_kld, c.same_argmax, N_IDS);
+        CHECK(c.max_abs > 0 && c.mean_kld < 1e-2, "lfm2: levers change the logits a little (%g, %g)",
+              c.max_abs, c.mean_kld);
+    }
+    free(lev);
+    free(one);
+    free(two);
+    free(three);
+    kld_session_free(s);
+    kld_model_close(m);
+}
+
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "lfm2");
@@ -187,6 +227,7 @@ int main(void) {
     char gguf[600];
     snprintf(gguf, sizeof gguf, "%s/hybrid-lfm2/model.gguf", kt_build_dir());
     test_reset(gguf, s.n_vocab);
+    test_threads_levers(gguf, s.n_vocab);
     test_plan(gguf, &s);
     test_errors();
     return kt_finish();
