@@ -160,6 +160,27 @@ static void test_threads_levers(const char *gguf, int64_t nv) {
     kld_model_close(m);
 }
 
+/* Quantize-on-load: the matrices become q8_0, the convolution kernels stay
+ * as stored (llama.cpp's quantize skips shortconv.conv.weight). */
+static void test_policy(const char *gguf, int64_t nv) {
+    int32_t ids[N_IDS];
+    make_ids(ids, N_IDS, nv, 987654321);
+    char path[700];
+    snprintf(path, sizeof path, "%s@q8_0", gguf);
+    int64_t nv2 = 0;
+    float *ref = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv2);
+    float *q8 = tf_engine_logits(path, ids, N_IDS, N_IDS, 2, &nv2);
+    CHECK(ref && q8, "lfm2@q8_0 must open and run");
+    if (ref && q8) {
+        tf_cmp c = tf_compare(ref, q8, N_IDS, nv);
+        printf("lfm2@q8_0 vs f16: max|d| %.2e, KLD %.2e, argmax %d/%d\n", c.max_abs, c.mean_kld,
+               c.same_argmax, N_IDS);
+        CHECK(c.max_abs > 0 && c.mean_kld < 1e-2, "lfm2@q8_0: close to the f16 weights (%g)", c.mean_kld);
+    }
+    free(ref);
+    free(q8);
+}
+
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "lfm2");
@@ -228,6 +249,7 @@ int main(void) {
     snprintf(gguf, sizeof gguf, "%s/hybrid-lfm2/model.gguf", kt_build_dir());
     test_reset(gguf, s.n_vocab);
     test_threads_levers(gguf, s.n_vocab);
+    test_policy(gguf, s.n_vocab);
     test_plan(gguf, &s);
     test_errors();
     return kt_finish();
