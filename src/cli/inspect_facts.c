@@ -97,6 +97,14 @@ static json_t *hparams_json(const kld_source *src) {
     if (hp.attn_softcap > 0) json_object_set_new(o, "attn_softcap", json_real(hp.attn_softcap));
     if (hp.final_softcap > 0) json_object_set_new(o, "final_softcap", json_real(hp.final_softcap));
     if (hp.sliding_window > 0) json_object_set_new(o, "sliding_window", json_integer(hp.sliding_window));
+    if (hp.n_layer_attn < hp.n_layer) { /* hybrids: "a" attention, "c" short convolution per layer */
+        char kinds[KLD_MAX_LAYER + 1];
+        for (int64_t il = 0; il < hp.n_layer; il++)
+            kinds[il] = kld_hparams_layer_kind(&hp, il) == KLD_LAYER_SHORTCONV ? 'c' : 'a';
+        kinds[hp.n_layer] = '\0';
+        json_object_set_new(o, "layer_kinds", json_string(kinds));
+        json_object_set_new(o, "shortconv_l_cache", json_integer(hp.shortconv_l_cache));
+    }
     return o;
 }
 
@@ -214,6 +222,11 @@ static void print_hparams(FILE *out, const json_t *hp) {
     sc = json_object_get(hp, "final_softcap");
     if (sc) fprintf(out, " final_softcap=%g", json_real_value(sc));
     fputc('\n', out);
+    const json_t *kinds = json_object_get(hp, "layer_kinds");
+    if (kinds)
+        fprintf(out, "%-14s %s (a attention, c short convolution of width %" JSON_INTEGER_FORMAT ")\n",
+                "layers", json_string_value(kinds),
+                json_integer_value(json_object_get(hp, "shortconv_l_cache")));
 }
 
 static void print_value(FILE *out, const json_t *v) {

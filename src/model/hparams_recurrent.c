@@ -164,10 +164,15 @@ kld_status kld_hp_hf_recurrent(const json_t *cfg, const char *path, kld_hparams 
     if (hp->shortconv_l_cache < 2 || hp->shortconv_l_cache > MAX_L_CACHE)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: \"conv_L_cache\" = %" PRId64 " is out of range "
                         "[2, %d]", path, hp->shortconv_l_cache, MAX_L_CACHE);
-    /* Lfm2Config: rope_theta, else theta, else 1e6 */
+    /* Lfm2Config: rope_theta, else theta, else 1e6; configs saved by newer
+     * transformers keep it in rope_parameters */
     if (!json_object_get(cfg, "rope_theta")) {
+        const json_t *rp = json_object_get(cfg, "rope_parameters");
         hp->rope_freq_base = 1e6;
         if ((st = kld_hp_json_num(cfg, path, "theta", false, &hp->rope_freq_base, err))) return st;
+        if (json_is_object(rp) &&
+            (st = kld_hp_json_num(rp, path, "rope_theta", false, &hp->rope_freq_base, err)))
+            return st;
     }
     return hf_layer_kinds(cfg, path, hp, err);
 }
