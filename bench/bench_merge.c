@@ -1,6 +1,7 @@
 /* bench_merge.c — `kldeval merge` at scale: writes synthetic shard partials
  * holding --positions records in total (default 10^7, in windows of 512,
- * split mod --parts), then times kld_merge + kld_stats_finalize, each
+ * split mod --parts), then times kld_merge + kld_summary_from_source (the
+ * records read back from the partials in passes), each
  * repetition in a child process whose peak RSS (wait4) is the merge's own.
  * The issue's targets: under a minute and under 1 GB for 10^7 positions. */
 #include "common_bench.h"
@@ -81,7 +82,7 @@ static int merge_once(char **paths, int parts, double *seconds, uint64_t *peak, 
         }
         out[1] = kb_now() - out[1];
         out[2] = kb_now();
-        if (kld_stats_finalize(m.stats, &s, &err) != KLD_OK) {
+        if (kld_summary_from_source(&m.records, &s, &err) != KLD_OK) {
             fprintf(stderr, "bench_merge: %s\n", err.msg);
             _exit(1);
         }

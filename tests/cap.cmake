@@ -9,3 +9,5 @@ kld_add_test(NAME test_cap_chat SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_cha
 kld_add_test(NAME test_cap_run SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_run.c ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cap_run kldeval)
 kld_add_test(NAME test_cap_hashhop SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_hashhop.c)
+kld_add_test(NAME test_cap_db SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_db.c ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_cap_db kldeval)

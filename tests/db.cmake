@@ -12,3 +12,5 @@ kld_add_test(NAME test_cli_runs SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_run
              ARGS $<TARGET_FILE:kldeval>)
 target_link_libraries(test_cli_runs PRIVATE kld_db_fixture)
 add_dependencies(test_cli_runs kldeval)
+kld_add_test(NAME test_db_cap SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_db_cap.c)
+target_link_libraries(test_db_cap PRIVATE kld_db_fixture)

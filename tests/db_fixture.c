@@ -115,3 +115,94 @@ int64_t kt_synth_record(kld_db *db, const kt_synth_arm *a) {
     kld_stats_free(st);
     return id;
 }
+
+static json_t *cap_acc(const unsigned char *ok, int n, json_t *items) {
+    int c = 0;
+    for (int i = 0; i < n; i++) c += ok[i];
+    double p = n ? (double)c / n : 0;
+    return json_pack("{s:f, s:f, s:i, s:i, s:o}", "accuracy", p, "stderr", n ? sqrt(p * (1 - p) / n) : 0.0,
+                     "correct", c, "n", n, "items", items);
+}
+
+json_t *kt_synth_cap_report(const char *ref_path, const char *arm_path, double ref_level, double arm_level,
+                            int n, uint64_t seed) {
+    static const char *const tasks[] = {"mmlu", "gsm8k", "ifeval"};
+    uint64_t s = seed;
+    json_t *tj = json_object();
+    double score[2] = {0, 0};
+    unsigned char ok[2][256];
+    if (n > 256) n = 256;
+    for (int t = 0; t < 3; t++) {
+        json_t *o = json_object();
+        for (int a = 0; a < (arm_path ? 2 : 1); a++) {
+            json_t *items = json_array();
+            /* the tasks differ in difficulty, the arm is a little worse */
+            double level = (a ? arm_level : ref_level) * (1.0 - 0.25 * t);
+            for (int i = 0; i < n; i++) {
+                ok[a][i] = uniform(&s) < level;
+                json_array_append_new(items, json_pack("{s:i, s:s, s:b}", "item", i, "response", "made up",
+                                                       "correct", ok[a][i]));
+            }
+            json_t *acc = cap_acc(ok[a], n, items);
+            score[a] += json_real_value(json_object_get(acc, "accuracy")) / 3;
+            json_object_set_new(o, a ? "arm" : "ref", acc);
+        }
+        if (arm_path) {
+            double mean = 0, var = 0;
+            int n01 = 0, n10 = 0;
+            for (int i = 0; i < n; i++) {
+                int d = (int)ok[1][i] - (int)ok[0][i];
+                mean += d;
+                n01 += d > 0;
+                n10 += d < 0;
+            }
+            mean /= n;
+            for (int i = 0; i < n; i++) {
+                double d = (int)ok[1][i] - (int)ok[0][i] - mean;
+                var += d * d;
+            }
+            json_object_set_new(o, "paired", json_pack("{s:f, s:f, s:i, s:i, s:i}", "diff", mean, "stderr",
+                                                       n > 1 ? sqrt(var / (n - 1) / n) : 0.0, "arm_only_right",
+                                                       n01, "ref_only_right", n10, "n", n));
+        }
+        json_object_set_new(tj, tasks[t], o);
+    }
+    json_t *cs = json_pack("{s:f}", "ref", score[0]);
+    if (arm_path) {
+        json_object_set_new(cs, "arm", json_real(score[1]));
+        json_object_set_new(cs, "diff", json_real(score[1] - score[0]));
+    }
+    json_t *model = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:n, s:s, s:f}", "kind", "model", "path", ref_path,
+                              "format", "gguf", "bytes", (json_int_t)2000000, "sha256", "feed", "arch", "llama",
+                              "n_vocab", 32000, "policy", "levers", "reference", "bits_per_weight", 16.0);
+    json_t *cfg = json_pack("{s:s, s:s, s:o, s:o, s:[sss], s:i, s:i, s:i, s:b, s:s}", "version", kld_version(),
+                            "mode", "cap", "ref", model, "arm", json_null(), "tasks", "mmlu", "gsm8k", "ifeval",
+                            "n", n, "seed", (int)seed, "max_new", 128, "chat", 1, "data", "../shared/capability");
+    if (arm_path) {
+        json_t *arm = json_deep_copy(model);
+        json_object_set_new(arm, "path", json_string(arm_path));
+        json_object_set_new(arm, "sha256", json_string("a4a4"));
+        json_object_set_new(arm, "bits_per_weight", json_real(4.5));
+        json_object_set_new(cfg, "arm", arm);
+    }
+    json_t *rep = json_pack("{s:s, s:i, s:i, s:b, s:o, s:o, s:b, s:o}", "ref", ref_path, "n", n, "max_new", 128,
+                            "chat", 1, "tasks", tj, "capability_score", cs, "interrupted", 0, "config", cfg);
+    if (arm_path) json_object_set_new(rep, "arm", json_string(arm_path));
+    if (!rep) {
+        fprintf(stderr, "fixture: cap report: json_pack failed\n");
+        exit(2);
+    }
+    return rep;
+}
+
+int64_t kt_synth_cap_record(kld_db *db, const char *label, const json_t *report) {
+    kld_db_run run = {.label = label, .mode = "cap", .report = report, .wall_s = 3.0, .tokens_per_s = NAN,
+                      .threads = 2};
+    int64_t id = 0;
+    kld_error err = {0};
+    if (kld_db_record_run(db, &run, &id, &err) != KLD_OK) {
+        fprintf(stderr, "fixture: record %s: %s\n", label, err.msg);
+        id = 0;
+    }
+    return id;
+}

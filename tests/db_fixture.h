@@ -34,4 +34,13 @@ json_t *kt_synth_report(const kt_synth_arm *a, const kld_summary *s);
 /* Records the arm in db; returns the id (0 on failure, with a message). */
 int64_t kt_synth_record(kld_db *db, const kt_synth_arm *a);
 
+/* A capability report as `kldeval cap` writes it: tasks mmlu, gsm8k and
+ * ifeval with n made-up items each (right with probability level, less for
+ * the later tasks), paired as kld_cap_run pairs them, its Capability_Score
+ * and config; arm_path NULL: one model. Caller decrefs. */
+json_t *kt_synth_cap_report(const char *ref_path, const char *arm_path, double ref_level, double arm_level,
+                            int n, uint64_t seed);
+/* Records it as mode "cap"; returns the id (0 on failure, with a message). */
+int64_t kt_synth_cap_record(kld_db *db, const char *label, const json_t *report);
+
 #endif

@@ -15,3 +15,6 @@ kld_add_test(NAME test_forward_variants SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test
 kld_add_test(NAME test_forward_hybrid SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_hybrid.c
              ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c ${CMAKE_CURRENT_SOURCE_DIR}/test_synth_models.c
              ${CMAKE_CURRENT_SOURCE_DIR}/test_ref_hybrid.c)
+kld_add_test(NAME test_forward_moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_moe.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c ${CMAKE_CURRENT_SOURCE_DIR}/test_synth_models.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/test_ref_hybrid.c)

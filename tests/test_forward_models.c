@@ -120,6 +120,114 @@ static void inv_freqs(const ref *r, double base, double fscale, double yarn_fact
     }
 }
 
+/* An expert matrix [rows][cols] as doubles: slice e of the merged
+ * blk.N.ffn_<kind>_exps.weight, or blk.N.ffn_<kind>.E.weight. */
+static double *expert_weight(const ref *r, int64_t il, const char *kind, int64_t e, int64_t n) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", (int)il, kind);
+    double *all = weight(r, name);
+    if (all) {
+        double *one = malloc(sizeof(double) * (size_t)n);
+        memcpy(one, all + e * n, sizeof(double) * (size_t)n);
+        free(all);
+        return one;
+    }
+    snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.weight", (int)il, kind, (int)e);
+    return weight(r, name);
+}
+
+static double silu_d(double z) { return z / (1 + exp(-z)); }
+
+/* y[E] = down · (silu(gate · h) * (up · h)) for one row h[E]. */
+static void swiglu_d(const double *h, const double *wg, const double *wu, const double *wd,
+                     int64_t E, int64_t F, double *y) {
+    double *a = malloc(sizeof(double) * (size_t)F);
+    for (int64_t f = 0; f < F; f++) {
+        double g = 0, u = 0;
+        for (int64_t i = 0; i < E; i++) g += h[i] * wg[f * E + i], u += h[i] * wu[f * E + i];
+        a[f] = silu_d(g) * u;
+    }
+    for (int64_t c = 0; c < E; c++) {
+        double acc = 0;
+        for (int64_t f = 0; f < F; f++) acc += a[f] * wd[c * F + f];
+        y[c] = acc;
+    }
+    free(a);
+}
+
+/* The MoE FFN of layer il for rows h[n][E] into o[n][E]: softmax router,
+ * experts chosen as ggml_argsort orders them (a whole exchange sort,
+ * descending; naive: lowest index first among equals), weights optionally
+ * renormalised, the weighted sum of the experts' SwiGLU outputs, plus a
+ * shared expert gated by the logistic function when the file has one. */
+static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int64_t n,
+                      int64_t X, int64_t K, int64_t F, int64_t S, bool norm_w, bool naive) {
+    const int64_t E = r->E;
+    double *router = weightf(r, "blk.%d.ffn_gate_inp.weight", il);
+    double **wg = calloc((size_t)X, sizeof *wg), **wu = calloc((size_t)X, sizeof *wu),
+           **wd = calloc((size_t)X, sizeof *wd);
+    for (int64_t e = 0; e < X; e++) {
+        wg[e] = expert_weight(r, il, "gate", e, E * F);
+        wu[e] = expert_weight(r, il, "up", e, E * F);
+        wd[e] = expert_weight(r, il, "down", e, E * F);
+    }
+    double *sg = weightf(r, "blk.%d.ffn_gate_inp_shexp.weight", il);
+    double *sgw = sg ? weightf(r, "blk.%d.ffn_gate_shexp.weight", il) : NULL;
+    double *suw = sg ? weightf(r, "blk.%d.ffn_up_shexp.weight", il) : NULL;
+    double *sdw = sg ? weightf(r, "blk.%d.ffn_down_shexp.weight", il) : NULL;
+    double *p = malloc(sizeof(double) * (size_t)X), *y = malloc(sizeof(double) * (size_t)E);
+    int *order = malloc(sizeof(int) * (size_t)X);
+    for (int64_t t = 0; t < n; t++) {
+        const double *ht = h + t * E;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t e = 0; e < X; e++) {
+            double acc = 0;
+            for (int64_t i = 0; i < E; i++) acc += ht[i] * router[e * E + i];
+            p[e] = acc;
+            mx = acc > mx ? acc : mx;
+        }
+        for (int64_t e = 0; e < X; e++) sum += (p[e] = exp(p[e] - mx));
+        for (int64_t e = 0; e < X; e++) p[e] /= sum;
+        for (int64_t e = 0; e < X; e++) order[e] = (int)e;
+        if (naive) { /* insertion sort, stable: equal values keep index order */
+            for (int64_t a = 1; a < X; a++)
+                for (int64_t b = a; b > 0 && p[order[b - 1]] < p[order[b]]; b--) {
+                    int tmp = order[b];
+                    order[b] = order[b - 1];
+                    order[b - 1] = tmp;
+                }
+        } else { /* ggml-cpu.c's exchange sort, all of it */
+            for (int64_t a = 0; a < X; a++)
+                for (int64_t b = a + 1; b < X; b++)
+                    if (p[order[a]] < p[order[b]]) {
+                        int tmp = order[a];
+                        order[a] = order[b];
+                        order[b] = tmp;
+                    }
+        }
+        double wsum = 0;
+        for (int64_t k = 0; k < K; k++) wsum += p[order[k]];
+        double *ot = o + t * E;
+        for (int64_t c = 0; c < E; c++) ot[c] = 0;
+        for (int64_t k = 0; k < K; k++) {
+            const int e = order[k];
+            const double w = norm_w ? p[e] / wsum : p[e];
+            swiglu_d(ht, wg[e], wu[e], wd[e], E, F, y);
+            for (int64_t c = 0; c < E; c++) ot[c] += w * y[c];
+        }
+        if (sg) {
+            double g = 0;
+            for (int64_t i = 0; i < E; i++) g += ht[i] * sg[i];
+            const double gate = 1 / (1 + exp(-g));
+            swiglu_d(ht, sgw, suw, sdw, E, S, y);
+            for (int64_t c = 0; c < E; c++) ot[c] += gate * y[c];
+        }
+    }
+    for (int64_t e = 0; e < X; e++) free(wg[e]), free(wu[e]), free(wd[e]);
+    free(wg), free(wu), free(wd), free(router), free(sg), free(sgw), free(suw), free(sdw);
+    free(p), free(y), free(order);
+}
+
 static bool layer_slides(const ref *r, int64_t il) {
     if (r->window <= 0) return false;
     if (r->slides) return r->slides[il] != 0;
@@ -169,8 +277,10 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     }
     bool llama = !strcmp(r.arch, "llama"), qwen2 = !strcmp(r.arch, "qwen2"),
          qwen3 = !strcmp(r.arch, "qwen3"), phi3 = !strcmp(r.arch, "phi3"),
-         gemma2 = !strcmp(r.arch, "gemma2"), gemma3 = !strcmp(r.arch, "gemma3");
-    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3)) {
+         gemma2 = !strcmp(r.arch, "gemma2"), gemma3 = !strcmp(r.arch, "gemma3"),
+         qwen2moe = !strcmp(r.arch, "qwen2moe"), olmoe = !strcmp(r.arch, "olmoe"),
+         qwen3moe = !strcmp(r.arch, "qwen3moe");
+    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe)) {
         fprintf(stderr, "ref_forward: unknown architecture %s\n", r.arch);
         kld_gguf_close(g);
         return NULL;
@@ -221,7 +331,16 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     r.neox = !llama;
     r.gemma = gemma2 || gemma3;
     r.post_norms = gemma2 || gemma3;
-    r.qk_norm = qwen3 || gemma3;
+    r.qk_norm = qwen3 || gemma3 || qwen3moe;
+    /* Mixture of experts: Mixtral (llama with experts) and Qwen3-MoE
+     * renormalise the chosen weights, Qwen2-MoE and OLMoE do not. */
+    const int64_t X = key_int(&r, "expert_count", 0), K = key_int(&r, "expert_used_count", 0);
+    const bool qwen_moe = qwen2moe || qwen3moe;
+    const int64_t FX = key_int(&r, "expert_feed_forward_length", qwen_moe && K ? r.FF / K : r.FF);
+    const int64_t FS = key_int(&r, "expert_shared_feed_forward_length", r.FF);
+    bool moe_norm = llama || qwen3moe;
+    if (opt && opt->moe_norm_w) moe_norm = opt->moe_norm_w > 0;
+    const bool naive_ties = opt && opt->naive_ties;
     r.gelu = r.gemma;
     const kld_tensor *te = kld_gguf_find_tensor(g, "token_embd.weight");
     r.V = te->ne[1];
@@ -274,6 +393,15 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         const double mag = gemma3 && slides ? 1.0 : yarn_mag;
         double *qn = r.qk_norm ? weightf(&r, "blk.%d.attn_q_norm.weight", il) : NULL;
         double *kn = r.qk_norm ? weightf(&r, "blk.%d.attn_k_norm.weight", il) : NULL;
+        if (olmoe) { /* OLMoE: one RMSNorm over the whole q row and the whole k row */
+            double *fq = weightf(&r, "blk.%d.attn_q_norm.weight", il);
+            double *fk = weightf(&r, "blk.%d.attn_k_norm.weight", il);
+            for (int64_t t = 0; t < n; t++) {
+                rmsnorm_d(q + t * nq, fq, q + t * nq, nq, r.eps);
+                rmsnorm_d(k + t * nk, fk, k + t * nk, nk, r.eps);
+            }
+            free(fq), free(fk);
+        }
         for (int64_t t = 0; t < n; t++) {
             for (int64_t hh = 0; hh < r.H; hh++) {
                 if (qn) rmsnorm_d(q + t * nq + hh * r.HD, qn, q + t * nq + hh * r.HD, r.HD, r.eps);
@@ -317,6 +445,12 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         }
         double *fn = weightf(&r, "blk.%d.ffn_norm.weight", il);
         for (int64_t t = 0; t < n; t++) rmsnorm_d(x + t * E, fn, h + t * E, E, r.eps);
+        if (X > 0) {
+            moe_ffn_d(&r, il, h, o, n, X, K, FX, FS, moe_norm, naive_ties);
+            for (int64_t i = 0; i < n * E; i++) x[i] += o[i];
+            free(an), free(wo), free(pan), free(fn);
+            continue;
+        }
         if (phi3) {
             double *wgu = weightf(&r, "blk.%d.ffn_up.weight", il);
             double *gu = malloc(sizeof(double) * (size_t)(n * 2 * r.FF));
@@ -417,18 +551,19 @@ float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t
     return logits;
 }
 
-/* ---- the checks every synthesized variant gets ---- */
+/* ---- engine vs reference on one path ---- */
 
 /* Logits of a prefill of `prefill` tokens followed by one-token decode steps. */
-float *tf_decode_logits(const char *path, const int32_t *ids, int64_t n, int64_t prefill, int64_t nv) {
+static float *decode_logits(const char *path, const int32_t *ids, int64_t n_ids, int64_t prefill,
+                            int64_t nv) {
     kld_error err = {0};
     kld_model *m = NULL;
     kld_session *s = NULL;
-    float *out = malloc(sizeof(float) * (size_t)(n * nv));
+    float *out = malloc(sizeof(float) * (size_t)(n_ids * nv));
     kld_status st = kld_model_open(path, NULL, &m, &err);
-    if (st == KLD_OK) st = kld_session_create(m, n + 8, n, 2, &s, &err);
+    if (st == KLD_OK) st = kld_session_create(m, n_ids + 8, n_ids, 2, &s, &err);
     if (st == KLD_OK) st = kld_session_eval(s, ids, prefill, out, &err);
-    for (int64_t i = prefill; st == KLD_OK && i < n; i++)
+    for (int64_t i = prefill; st == KLD_OK && i < n_ids; i++)
         st = kld_session_decode(s, ids[i], out + i * nv, &err);
     CHECK_OK(st, err);
     kld_session_free(s);
@@ -443,30 +578,30 @@ float *tf_decode_logits(const char *path, const int32_t *ids, int64_t n, int64_t
 /* Engine vs reference, chunk invariance and decode == prefill for one
  * model path; returns the reference logits (caller frees) or NULL. */
 float *tf_check_path(const char *label, const char *path, const char *gguf, const ref_opts *o,
-                     const int32_t *ids, int64_t n) {
+                     const int32_t *ids, int64_t n_ids) {
     int64_t nv = 0, nv2 = 0;
-    float *ref = ref_forward_opts(gguf, o, ids, n, &nv);
-    float *eng = tf_engine_logits(path, ids, n, n, 2, &nv2);
+    float *ref = ref_forward_opts(gguf, o, ids, n_ids, &nv);
+    float *eng = tf_engine_logits(path, ids, n_ids, n_ids, 2, &nv2);
     if (!ref || !eng || nv != nv2) {
         CHECK(false, "%s: reference and engine must both run", label);
         free(ref);
         free(eng);
         return NULL;
     }
-    tf_cmp c = tf_compare(ref, eng, n, nv);
+    tf_cmp c = tf_compare(ref, eng, n_ids, nv);
     printf("%-28s engine vs reference: max|d| %.2e argmax %d/%d\n", label, c.max_abs,
-           c.same_argmax, (int)n);
+           c.same_argmax, (int)n_ids);
     CHECK(c.max_abs <= 1e-3, "%s: engine vs reference max |d| %g", label, c.max_abs);
-    CHECK(c.same_argmax == n, "%s: argmax %d/%d", label, c.same_argmax, (int)n);
+    CHECK(c.same_argmax == n_ids, "%s: argmax %d/%d", label, c.same_argmax, (int)n_ids);
     static const int64_t chunks[] = {1, 7};
     for (int i = 0; i < 2; i++) {
-        float *part = tf_engine_logits(path, ids, n, chunks[i], 2, &nv2);
-        CHECK(part && memcmp(part, eng, sizeof(float) * (size_t)(n * nv)) == 0,
+        float *part = tf_engine_logits(path, ids, n_ids, chunks[i], 2, &nv2);
+        CHECK(part && memcmp(part, eng, sizeof(float) * (size_t)(n_ids * nv)) == 0,
               "%s: chunks of %" PRId64 " must equal one pass", label, chunks[i]);
         free(part);
     }
-    float *dec = tf_decode_logits(path, ids, n, 17, nv);
-    CHECK(dec && memcmp(dec, eng, sizeof(float) * (size_t)(n * nv)) == 0,
+    float *dec = decode_logits(path, ids, n_ids, 17, nv);
+    CHECK(dec && memcmp(dec, eng, sizeof(float) * (size_t)(n_ids * nv)) == 0,
           "%s: prefill 17 + decode must equal one pass", label);
     free(dec);
     free(eng);

@@ -17,6 +17,8 @@ float *ref_forward(const char *gguf_path, const int32_t *ids, int64_t n, int64_t
  * config.json variants of the same weights). */
 typedef struct ref_opts {
     int64_t window;        /* sliding window (0: none) */
+    int moe_norm_w;        /* 0: the architecture's rule; 1: renormalise; -1: do not */
+    bool naive_ties;       /* top-k by lowest index among equals (to show the tie rule matters) */
     const uint8_t *slides; /* per layer, 1 = sliding; NULL: the file's pattern */
     double yarn_factor;    /* > 0: YaRN with this factor, original context and magnitude */
     int64_t yarn_orig_ctx;
@@ -62,6 +64,15 @@ typedef struct synth_shape {
     int64_t l_cache_key;   /* lfm2.shortconv.l_cache written (0: l_cache; -1: none) */
     const int32_t *kv_array; /* head_count_kv entries to write instead of the kinds' */
     int n_kv_array;        /* ... this many (0: n_layer) */
+    /* mixture of experts ("llama" with n_expert > 0 is Mixtral; "qwen2moe",
+     * "olmoe", "qwen3moe" need n_expert) */
+    int64_t n_expert, n_expert_used;
+    int64_t n_ff_exp;      /* > 0: write <arch>.expert_feed_forward_length (qwen MoE) */
+    int64_t n_ff_shexp;    /* qwen2moe: shared expert width (written as the key) */
+    bool split_experts;    /* per-expert blk.N.ffn_gate.E.weight … instead of ffn_*_exps */
+    bool tie_router;       /* n_expert 3: router rows 1 = row 0 and 2 = 2·row 0 (tie tests) */
+    bool hf_norm_topk;     /* HF copy: "norm_topk_prob" of the Qwen/OLMoE configs */
+    int64_t key_used_override; /* > 0: write this expert_used_count instead (error tests) */
 } synth_shape;
 
 void synth_default(synth_shape *s, const char *arch);
@@ -88,15 +99,6 @@ typedef struct tf_cmp {
 
 tf_cmp tf_compare(const float *ref, const float *b, int64_t rows, int64_t nv);
 
-/* Logits of a prefill of `prefill` tokens, then one-token decode steps up to n. */
-float *tf_decode_logits(const char *path, const int32_t *ids, int64_t n, int64_t prefill, int64_t nv);
-
-/* Engine (path) vs the reference of gguf (max |d| <= 1e-3, argmax equal),
- * chunks of 1 and 7 and prefill 17 + decode bit-identical to one pass;
- * returns the reference logits (caller frees) or NULL. */
-float *tf_check_path(const char *label, const char *path, const char *gguf, const ref_opts *o,
-                     const int32_t *ids, int64_t n);
-
 /* Synthesizes s (its config.json copy when s->hf_tail is set) and checks
  * that opening it fails with an error containing want1 (and want2). */
 void tf_expect_open_error(const char *label, const synth_shape *s, const char *want1,
@@ -106,5 +108,12 @@ void tf_expect_open_error(const char *label, const synth_shape *s, const char *w
  * on `threads` threads (checks failures; NULL when the model does not open). */
 float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t chunk,
                         int threads, int64_t *n_vocab);
+
+/* Engine (one pass) vs the reference of gguf (max |d| <= 1e-3, argmax equal),
+ * chunks of 1 and 7 and a prefill of 17 + decode steps bit-identical to the
+ * one pass, for the model at path; returns the reference logits (caller
+ * frees) or NULL. */
+float *tf_check_path(const char *label, const char *path, const char *gguf, const ref_opts *o,
+                     const int32_t *ids, int64_t n_ids);
 
 #endif

@@ -1,6 +1,7 @@
 /* test_report_html.c — the HTML report in a real browser: records five
  * synthetic arms (four sharing the token stream, one from another corpus
- * without per-position values), writes the report with `kldeval report`,
+ * without per-position values) and two capability runs (one with an arm,
+ * one with a single model), writes the report with `kldeval report`,
  * exports the database with `kldeval runs export --jsonl`, and lets
  * tests/browser/check_report.js (headless Chromium) check charts, numbers,
  * console and network, and save build/test_report_html/report.png. Needs
@@ -47,7 +48,7 @@ int main(int argc, char **argv) {
         {"q4_0", "models/llama-q4_0.gguf", 1.6, 4.5, 4089446},
         {"q3_K_S", "models/llama-q3_K_S.gguf", 3.2, 3.5, 3250585},
     };
-    int64_t ids[5];
+    int64_t ids[7];
     for (int i = 0; i < 4; i++) {
         kt_synth_arm a = kt_synth_defaults(arms[i].label, arms[i].scale);
         a.arm_path = arms[i].file;
@@ -76,11 +77,19 @@ int main(int argc, char **argv) {
     CHECK_OK(kld_db_record_run(db, &run, &ids[4], &err), err);
     json_decref(rep);
     kld_stats_free(st);
+    /* capability runs: a section of their own (table + grouped bar chart) */
+    json_t *cap = kt_synth_cap_report("models/llama-f16.gguf", "models/llama-q4_K_M.gguf", 0.8, 0.7, 40, 3);
+    ids[5] = kt_synth_cap_record(db, "cap f16 vs q4_K_M", cap);
+    json_decref(cap);
+    cap = kt_synth_cap_report("models/llama-q3_K_S.gguf", NULL, 0.6, 0, 30, 4);
+    ids[6] = kt_synth_cap_record(db, "cap q3_K_S", cap);
+    json_decref(cap);
+    CHECK(ids[5] > 0 && ids[6] > 0, "recorded two capability runs");
     kld_db_close(db);
 
-    snprintf(cmd, sizeof cmd, "'%s' report %lld %lld %lld %lld %lld --db '%s' --html '%s'", kldeval,
+    snprintf(cmd, sizeof cmd, "'%s' report %lld %lld %lld %lld %lld %lld %lld --db '%s' --html '%s'", kldeval,
              (long long)ids[0], (long long)ids[1], (long long)ids[2], (long long)ids[3],
-             (long long)ids[4], db_path, html);
+             (long long)ids[4], (long long)ids[5], (long long)ids[6], db_path, html);
     CHECK(sh(cmd) == 0, "kldeval report exits 0");
     snprintf(cmd, sizeof cmd, "'%s' runs export --jsonl --db '%s' --out '%s'", kldeval, db_path, jsonl);
     CHECK(sh(cmd) == 0, "kldeval runs export --jsonl exits 0");
@@ -92,6 +101,7 @@ int main(int argc, char **argv) {
     CHECK(!strstr(page, "<script src") && !strstr(page, "<link") && !strstr(page, "sourceMappingURL="),
           "no external script, style sheet or source map");
     CHECK(strstr(page, "Chart.js v4.6.1") != NULL, "the vendored Chart.js is inlined");
+    CHECK(strstr(page, "id=\"cap-table\"") && strstr(page, "id=\"chart-cap\""), "a capability section");
     free(page);
 
     struct stat sb;
@@ -104,5 +114,20 @@ int main(int argc, char **argv) {
     snprintf(cmd, sizeof cmd, "node tests/browser/check_report.js '%s' '%s' '%s'", html, jsonl, png);
     CHECK(sh(cmd) == 0, "headless Chromium: the report's charts, numbers, console and network check out");
     CHECK(stat(png, &sb) == 0 && sb.st_size > 10000, "screenshot %s", png);
+
+    /* a real sensitivity sweep's report: the ranked group chart */
+    snprintf(db_path, sizeof db_path, "%s/sweep.sqlite", dir);
+    snprintf(html, sizeof html, "%s/sweep.html", dir);
+    snprintf(jsonl, sizeof jsonl, "%s/sweep.jsonl", dir);
+    snprintf(png, sizeof png, "%s/sweep.png", dir);
+    remove(db_path);
+    snprintf(cmd, sizeof cmd, "'%s' sweep --ref ../shared/models/rand-llama/f16.gguf --base q4_0 --groups layers "
+             "--max-docs 1 --ctx 48 --teacher-top-k 256 --quiet --db '%s' --html '%s' >/dev/null 2>&1", kldeval,
+             db_path, html);
+    CHECK(sh(cmd) == 0, "kldeval sweep --html exits 0");
+    snprintf(cmd, sizeof cmd, "'%s' runs export --jsonl --db '%s' --out '%s'", kldeval, db_path, jsonl);
+    CHECK(sh(cmd) == 0, "kldeval runs export --jsonl (sweep) exits 0");
+    snprintf(cmd, sizeof cmd, "node tests/browser/check_report.js '%s' '%s' '%s'", html, jsonl, png);
+    CHECK(sh(cmd) == 0, "headless Chromium: the sweep report checks out, ranked group chart included");
     return kt_finish();
 }

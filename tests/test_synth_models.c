@@ -66,22 +66,30 @@ typedef struct synth_tensors {
     kld_gguf_writer *w;
     rng r;
     const synth_shape *s;
-    void *bufs[256];
+    void *bufs[1024];
     int n_bufs;
     bool ok;
 } synth_tensors;
 
-/* A [ne0, ne1] tensor (ne1 = 0: 1-D) of values mean + sd·N(0, 1). */
-static void add(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1, double mean, double sd) {
-    if (!st->ok) return;
-    if (st->s->drop_tensor && !strcmp(st->s->drop_tensor, name)) return;
+/* A [ne0, ne1, ne2] tensor (ne1 = 0: 1-D; ne2 = 0: 2-D) of values
+ * mean + sd·N(0, 1), or of the given values f (owned, freed here). */
+static void add3f(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                  double mean, double sd, float *f) {
+    if (!st->ok || (st->s->drop_tensor && !strcmp(st->s->drop_tensor, name))) {
+        free(f);
+        return;
+    }
     if (st->s->bad_shape_tensor && !strcmp(st->s->bad_shape_tensor, name)) {
+        free(f);
+        f = NULL;
         if (ne1) ne1++; /* one row too many */
         else ne0++;
     }
-    const int64_t rows = ne1 ? ne1 : 1, n = ne0 * rows;
-    float *f = malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) f[i] = (float)(mean + sd * gauss(&st->r));
+    const int64_t rows = (ne1 ? ne1 : 1) * (ne2 ? ne2 : 1), n = ne0 * rows;
+    if (!f) {
+        f = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) f[i] = (float)(mean + sd * gauss(&st->r));
+    }
     uint32_t type = ne1 ? st->s->mat_type : KLD_TYPE_F32;
     const kld_type_info *ti = kld_type_info_get(type);
     if (ne0 % ti->block_size != 0) /* rows shorter than a block (LFM2's conv kernels) */
@@ -91,12 +99,69 @@ static void add(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1, d
     for (int64_t r = 0; r < rows; r++) ti->quantize_row(f + r * ne0, (uint8_t *)data + r * row_bytes, ne0);
     free(f);
     st->bufs[st->n_bufs++] = data;
-    int64_t ne[2] = {ne0, rows};
+    int64_t ne[3] = {ne0, ne1 ? ne1 : 1, ne2};
     kld_error err = {0};
-    if (kld_gguf_writer_add_tensor(st->w, name, type, ne1 ? 2 : 1, ne, data, row_bytes * (uint64_t)rows, &err) != KLD_OK) {
+    if (kld_gguf_writer_add_tensor(st->w, name, type, ne2 ? 3 : ne1 ? 2 : 1, ne, data,
+                                   row_bytes * (uint64_t)rows, &err) != KLD_OK) {
         fprintf(stderr, "synth: %s\n", err.msg);
         st->ok = false;
     }
+}
+
+static void add(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1, double mean, double sd) {
+    add3f(st, name, ne0, ne1, 0, mean, sd, NULL);
+}
+
+/* Random values mean + sd·N(0, 1) drawn now (so that merged and per-expert
+ * files hold the same numbers). */
+static float *draw(synth_tensors *st, int64_t n, double mean, double sd) {
+    float *f = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) f[i] = (float)(mean + sd * gauss(&st->r));
+    return f;
+}
+
+/* The MoE FFN of layer il: router, routed experts (merged or per expert,
+ * drawn in the same order), and qwen2moe's shared expert. */
+static void add_moe(synth_tensors *st, int64_t il) {
+    const synth_shape *s = st->s;
+    const int64_t E = s->n_embd, X = s->n_expert;
+    const int64_t F = s->n_ff_exp > 0 ? s->n_ff_exp : s->n_ff;
+    char n[96];
+    float *router = draw(st, E * X, 0, 1 / sqrt((double)E));
+    if (s->tie_router && X == 3)
+        for (int64_t i = 0; i < E; i++) {
+            router[E + i] = router[i];
+            router[2 * E + i] = 2 * router[i];
+        }
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", (int)il);
+    add3f(st, n, E, X, 0, 0, 0, router);
+    static const char *const kinds[3] = {"gate", "up", "down"};
+    for (int k = 0; k < 3; k++) {
+        const int64_t ne0 = k == 2 ? F : E, ne1 = k == 2 ? E : F;
+        float *all = draw(st, ne0 * ne1 * X, 0, 1 / sqrt((double)ne0));
+        if (!s->split_experts) {
+            snprintf(n, sizeof n, "blk.%d.ffn_%s_exps.weight", (int)il, kinds[k]);
+            add3f(st, n, ne0, ne1, X, 0, 0, all);
+            continue;
+        }
+        for (int64_t e = 0; e < X; e++) {
+            float *one = malloc(sizeof(float) * (size_t)(ne0 * ne1));
+            memcpy(one, all + e * ne0 * ne1, sizeof(float) * (size_t)(ne0 * ne1));
+            snprintf(n, sizeof n, "blk.%d.ffn_%s.%d.weight", (int)il, kinds[k], (int)e);
+            add3f(st, n, ne0, ne1, 0, 0, 0, one);
+        }
+        free(all);
+    }
+    if (strcmp(s->arch, "qwen2moe")) return;
+    const int64_t S = s->n_ff_shexp;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp_shexp.weight", (int)il);
+    add(st, n, E, 0, 0, 1 / sqrt((double)E));
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_shexp.weight", (int)il);
+    add(st, n, E, S, 0, 1 / sqrt((double)E));
+    snprintf(n, sizeof n, "blk.%d.ffn_up_shexp.weight", (int)il);
+    add(st, n, E, S, 0, 1 / sqrt((double)E));
+    snprintf(n, sizeof n, "blk.%d.ffn_down_shexp.weight", (int)il);
+    add(st, n, S, E, 0, 1 / sqrt((double)S));
 }
 
 bool synth_write_gguf(const synth_shape *s, const char *path) {
@@ -150,10 +215,17 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         KEY_F32("rope.scaling.factor", s->yarn_factor);
         if (s->yarn_orig_ctx > 0) KEY_U32("rope.scaling.original_context_length", s->yarn_orig_ctx);
     }
+    if (s->n_expert > 0) {
+        KEY_U32("expert_count", s->n_expert);
+        KEY_U32("expert_used_count", s->key_used_override > 0 ? s->key_used_override : s->n_expert_used);
+        if (s->n_ff_exp > 0) KEY_U32("expert_feed_forward_length", s->n_ff_exp);
+        if (s->n_ff_shexp > 0) KEY_U32("expert_shared_feed_forward_length", s->n_ff_shexp);
+    }
 #undef KEY_U32
 #undef KEY_F32
     const bool gemma = !strcmp(s->arch, "gemma3"), llama = !strcmp(s->arch, "llama"),
-               qwen2 = !strcmp(s->arch, "qwen2");
+               qwen2 = !strcmp(s->arch, "qwen2") || !strcmp(s->arch, "qwen2moe"),
+               olmoe = !strcmp(s->arch, "olmoe");
     const int64_t E = s->n_embd, nq = s->n_head * s->head_dim, nk = s->n_head_kv * s->head_dim;
     add(&st, "token_embd.weight", E, s->n_vocab, 0, 1);
     if (llama && s->llama3_factor > 0) {
@@ -200,6 +272,9 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_q.bias"), nq, 0, 0, 0.3);
             add(&st, T("attn_k.bias"), nk, 0, 0, 0.3);
             add(&st, T("attn_v.bias"), nk, 0, 0, 0.3);
+        } else if (olmoe) { /* one norm over the whole q / k row */
+            add(&st, T("attn_q_norm.weight"), nq, 0, 1, 0.2);
+            add(&st, T("attn_k_norm.weight"), nk, 0, 1, 0.2);
         } else if (!llama) {
             add(&st, T("attn_q_norm.weight"), s->head_dim, 0, 1, 0.2);
             add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
@@ -208,9 +283,13 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
     ffn:
         add(&st, T("ffn_norm.weight"), E, 0, 1, 0.1);
-        add(&st, T("ffn_gate.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
-        add(&st, T("ffn_up.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
-        add(&st, T("ffn_down.weight"), s->n_ff, E, 0, 1 / sqrt((double)s->n_ff));
+        if (s->n_expert > 0) {
+            add_moe(&st, il);
+        } else {
+            add(&st, T("ffn_gate.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
+            add(&st, T("ffn_up.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
+            add(&st, T("ffn_down.weight"), s->n_ff, E, 0, 1 / sqrt((double)s->n_ff));
+        }
         if (gemma) add(&st, T("post_ffw_norm.weight"), E, 0, 1, 0.1);
 #undef T
     }
@@ -267,6 +346,25 @@ static bool hf_name(const synth_shape *s, const char *gguf, char *out, size_t ca
     const char *rest = gguf + used, *hf = NULL;
     for (size_t i = 0; lfm2 && !hf && i < sizeof lfm2_map / sizeof lfm2_map[0]; i++)
         if (!strcmp(lfm2_map[i][0], rest)) hf = lfm2_map[i][1];
+    const bool mixtral = !strcmp(s->arch, "llama") && s->n_expert > 0;
+    char kind[8];
+    int e = -1, used2 = 0;
+    if (sscanf(rest, "ffn_%7[a-z].%d.weight%n", kind, &e, &used2) == 2 && used2 && !rest[used2]) {
+        static const char *const k3[3][3] = {{"gate", "w1", "gate_proj"}, {"down", "w2", "down_proj"},
+                                             {"up", "w3", "up_proj"}};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(kind, k3[i][0])) {
+                if (mixtral) snprintf(out, cap, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", il, e, k3[i][1]);
+                else snprintf(out, cap, "model.layers.%d.mlp.experts.%d.%s.weight", il, e, k3[i][2]);
+                return true;
+            }
+        return false;
+    }
+    if (!strcmp(rest, "ffn_gate_inp.weight")) hf = mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight";
+    if (!strcmp(rest, "ffn_gate_inp_shexp.weight")) hf = "mlp.shared_expert_gate.weight";
+    if (!strcmp(rest, "ffn_gate_shexp.weight")) hf = "mlp.shared_expert.gate_proj.weight";
+    if (!strcmp(rest, "ffn_up_shexp.weight")) hf = "mlp.shared_expert.up_proj.weight";
+    if (!strcmp(rest, "ffn_down_shexp.weight")) hf = "mlp.shared_expert.down_proj.weight";
     if (!hf && !strcmp(rest, "ffn_norm.weight"))
         hf = gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
     for (size_t i = 0; !hf && i < sizeof map / sizeof map[0]; i++)
@@ -320,6 +418,9 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
         if (strstr(t->name, "shortconv.conv")) /* nn.Conv1d weight [out, in / groups, L] */
             hl += (size_t)snprintf(header + hl, (1 << 20) - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRId64 ",1,%" PRId64 "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
                                    hl > 1 ? "," : "", name, dt, t->ne[1], t->ne[0], off, off + bytes);
+        else if (t->n_dims == 1 && strstr(t->name, "ffn_gate_inp_shexp")) /* HF: a [1, n_embd] Linear */
+            hl += (size_t)snprintf(header + hl, (1 << 20) - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[1,%" PRId64 "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
+                                   hl > 1 ? "," : "", name, dt, t->ne[0], off, off + bytes);
         else if (t->n_dims == 1)
             hl += (size_t)snprintf(header + hl, (1 << 20) - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRId64 "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
                                    hl > 1 ? "," : "", name, dt, t->ne[0], off, off + bytes);
@@ -348,13 +449,28 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
     snprintf(path, sizeof path, "%s/config.json", dir);
     f = ok ? fopen(path, "w") : NULL;
     if (!f) return false;
+    const char *model_type = gemma ? "gemma3_text" : s->arch;
+    if (s->n_expert > 0)
+        model_type = llama ? "mixtral" : !strcmp(s->arch, "qwen2moe") ? "qwen2_moe"
+                   : !strcmp(s->arch, "qwen3moe") ? "qwen3_moe" : s->arch;
     fprintf(f, "{\"model_type\": \"%s\", \"hidden_size\": %" PRId64 ", \"num_hidden_layers\": %" PRId64
                ", \"intermediate_size\": %" PRId64 ", \"num_attention_heads\": %" PRId64
                ", \"num_key_value_heads\": %" PRId64 ", \"head_dim\": %" PRId64
                ", \"vocab_size\": %" PRId64 ", \"max_position_embeddings\": 4096, \"rms_norm_eps\": 1e-06"
                ", \"rope_theta\": %.1f, \"tie_word_embeddings\": %s",
-            gemma ? "gemma3_text" : s->arch, s->n_embd, s->n_layer, s->n_ff, s->n_head, s->n_head_kv,
+            model_type, s->n_embd, s->n_layer, s->n_ff, s->n_head, s->n_head_kv,
             s->head_dim, s->n_vocab, s->rope_base, s->tied ? "true" : "false");
+    if (s->n_expert > 0) {
+        if (llama) fprintf(f, ", \"num_local_experts\": %" PRId64, s->n_expert);
+        else fprintf(f, ", \"num_experts\": %" PRId64 ", \"norm_topk_prob\": %s", s->n_expert,
+                     s->hf_norm_topk ? "true" : "false");
+        fprintf(f, ", \"num_experts_per_tok\": %" PRId64, s->n_expert_used);
+        if (!llama && strcmp(s->arch, "olmoe"))
+            fprintf(f, ", \"moe_intermediate_size\": %" PRId64 ", \"decoder_sparse_step\": 1, \"mlp_only_layers\": []",
+                    s->n_ff_exp > 0 ? s->n_ff_exp : s->n_ff / s->n_expert_used);
+        if (!strcmp(s->arch, "qwen2moe"))
+            fprintf(f, ", \"shared_expert_intermediate_size\": %" PRId64, s->n_ff_shexp);
+    }
     if (!strcmp(s->arch, "lfm2")) {
         /* Lfm2Config keys; block_ff_dim 1.5·n_ff comes back to n_ff through
          * block_auto_adjust_ff_dim (int(2/3·ff), rounded up to 16) */

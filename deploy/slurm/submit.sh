@@ -9,11 +9,12 @@
 # Environment: KLDEVAL (default: the kldeval beside this checkout's build/),
 # KLD_SHARD_MODE (mod|range), SBATCH_FLAGS (extra sbatch flags for both jobs,
 # e.g. "--partition=gpu --time=2:00:00"), KLD_ARRAY_LIMIT (at most this many
-# shards at once: --array=0-(N-1)%LIMIT).
+# shards at once: --array=0-(N-1)%LIMIT), KLD_COMMAND (kl, or dump: the flags are
+# dump's without --out; the shards go to OUT_DIR/shard-K, the dump to OUT_DIR/dump).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 if [ $# -lt 3 ]; then
-  sed -n '2,13p' "$0" >&2
+  sed -n '2,15p' "$0" >&2
   exit 2
 fi
 n=$1 out=$2
@@ -23,6 +24,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export KLD_BIN=${KLDEVAL:-$(cd "$here/../.." && pwd)/build/kldeval}
 export KLD_OUT=$out KLD_SHARDS=$n KLD_ARGS="$*" KLD_SHARD_MODE=${KLD_SHARD_MODE:-mod}
+export KLD_COMMAND=${KLD_COMMAND:-kl}
 range="0-$((n - 1))${KLD_ARRAY_LIMIT:+%$KLD_ARRAY_LIMIT}"
 # shellcheck disable=SC2086
 array=$(sbatch --parsable ${SBATCH_FLAGS:-} --array="$range" --output="$out/shard-%a.out" \

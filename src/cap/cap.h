@@ -142,6 +142,9 @@ typedef struct kld_cap_score_opts {
 /* Scores every line of opts->responses and returns the JSON report:
  * {task, n, accuracies as fractions, items: [...]} (see cap_score.c). */
 kld_status kld_cap_score(const kld_cap_score_opts *opts, json_t **report, kld_error *err);
+/* Its config object (cap_config.c): version, mode "cap-score", ref (the
+ * responses file: kind, path, bytes, sha256), tasks [task], n, data. */
+json_t *kld_cap_score_config(const kld_cap_score_opts *opts, size_t n);
 
 /* Accuracy's standard error sqrt(p(1-p)/n) (0 for n = 0). */
 double kld_cap_stderr(size_t correct, size_t n);

@@ -318,6 +318,12 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
         }
         json_object_set_new(rep, "capability_score", cs);
         json_object_set_new(rep, "interrupted", json_boolean(o.stop && *o.stop));
+        const char *run_tasks[8];
+        size_t n_run = 0;
+        for (int t = 0; all[t]; t++)
+            if (task_listed(o.tasks, all[t])) run_tasks[n_run++] = all[t];
+        json_object_set_new(rep, "config", kld_cap_run_config(&o, &lm[0], n_arms == 2 ? &lm[1] : NULL,
+                                                              run_tasks, n_run));
     }
     for (int a = 0; a < 2; a++) kld_cap_lm_close(&lm[a]);
     if (st != KLD_OK) return json_decref(rep), st;

@@ -372,6 +372,7 @@ kld_status kld_cap_score(const kld_cap_score_opts *opts, json_t **report, kld_er
         st = kld_fail(err, KLD_ERR_ARG, "cap score: unknown task '%s' (gsm8k, mmlu, ifeval, "
                       "humaneval, bfcl_simple_python, bfcl_simple_java, bfcl_simple_javascript, "
                       "bfcl_multiple)", o.task);
+    if (st == KLD_OK) json_object_set_new(rep, "config", kld_cap_score_config(&o, json_array_size(resp)));
     json_decref(resp);
     if (st != KLD_OK) return json_decref(rep), st;
     *report = rep;

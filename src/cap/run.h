@@ -51,6 +51,16 @@ typedef struct kld_cap_run_opts {
     bool quiet;
 } kld_cap_run_opts;
 
+/* The report: {ref, arm, n, max_new, chat, tasks: {task: {ref, arm: {accuracy,
+ * stderr, correct, n, items}, paired}}, capability_score, interrupted, config}. */
 kld_status kld_cap_run(const kld_cap_run_opts *o, json_t **report, kld_error *err);
+
+/* cap_config.c: a model as the run database records it (the KL arm
+ * description + policy, levers, bits_per_weight), and the report's config
+ * object (version, mode "cap", ref, arm (null without one), tasks, n, seed,
+ * max_new, chat, data; no threads). */
+json_t *kld_cap_model_desc(const char *path, const kld_cap_lm *lm);
+json_t *kld_cap_run_config(const kld_cap_run_opts *o, const kld_cap_lm *ref, const kld_cap_lm *arm,
+                           const char *const *tasks, size_t n_tasks);
 
 #endif

@@ -24,6 +24,10 @@ static void usage(FILE *f) {
             "  --json PATH        also write the JSON report (every accuracy a fraction; '-' = stdout)\n"
             "  --jobs N           HumanEval programs run at once, 1 .. 64 (default 2)\n"
             "  --python PATH      HumanEval interpreter (default /usr/bin/python3)\n"
+            "  --label NAME       label of the run in the run database\n"
+            "  --db PATH          record the run in this run database (default: $KLDEVAL_DB, else\n"
+            "                     $XDG_DATA_HOME/kldeval/runs.sqlite, else ~/.local/share/kldeval/runs.sqlite)\n"
+            "  --no-db            do not record the run\n"
             "  -q, --quiet        no warnings\n"
             "  -h, --help         this text\n");
 }
@@ -38,8 +42,9 @@ static void print_acc(const char *label, const json_t *a) {
 static int cap_score(int argc, char **argv) {
     kld_cap_score_opts o = {.jobs = 2};
     const char *json_path = NULL;
+    kld_kl_outputs rec = {0};
     static const char *const with_value[] = {"--task", "--responses", "--data", "--json", "--jobs",
-                                             "--python", NULL};
+                                             "--python", "--label", "--db", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -48,6 +53,10 @@ static int cap_score(int argc, char **argv) {
         }
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             o.quiet = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-db")) {
+            rec.no_db = true;
             continue;
         }
         if (!kld_arg_in(a, with_value)) {
@@ -61,6 +70,8 @@ static int cap_score(int argc, char **argv) {
         else if (!strcmp(a, "--data")) o.data_dir = v;
         else if (!strcmp(a, "--json")) json_path = v;
         else if (!strcmp(a, "--python")) o.python = v;
+        else if (!strcmp(a, "--label")) rec.label = v;
+        else if (!strcmp(a, "--db")) rec.db_path = v;
         else if (!strcmp(a, "--jobs")) {
             int64_t j;
             if (!kld_arg_int(a, v, 1, 64, &j)) return 2;
@@ -72,12 +83,17 @@ static int cap_score(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (rec.db_path && rec.no_db) {
+        fprintf(stderr, "kldeval cap score: give --db or --no-db, not both\n");
+        return 2;
+    }
     if (json_path && strcmp(json_path, "-")) {
-        const char *inputs[] = {o.responses};
-        if (!kld_arg_output("cap score", "--json", json_path, inputs, 1)) return 2;
+        const char *inputs[] = {o.responses, rec.db_path};
+        if (!kld_arg_output("cap score", "--json", json_path, inputs, 2)) return 2;
     }
     json_t *rep = NULL;
     kld_error err = {0};
+    double t0 = kld_now_s();
     if (kld_cap_score(&o, &rep, &err) != KLD_OK) {
         fprintf(stderr, "kldeval cap score: %s\n", err.msg);
         return 1;
@@ -111,6 +127,8 @@ static int cap_score(int argc, char **argv) {
             rc = 1;
         }
     }
+    /* after the report: a database that cannot be written costs nothing */
+    kld_record_cap_run("cap score", &rec, "cap-score", rep, false, o.jobs, kld_now_s() - t0);
     json_decref(rep);
     return rc;
 }
@@ -136,7 +154,13 @@ static void run_usage(FILE *f) {
             "  --json PATH        also write the JSON report (with every response)\n"
             "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
             "  --python PATH      HumanEval interpreter (default /usr/bin/python3)\n"
-            "  -q, --quiet        no progress lines\n");
+            "  --label NAME       label of the run in the run database\n"
+            "  --db PATH          record the run in this run database (default: $KLDEVAL_DB, else\n"
+            "                     $XDG_DATA_HOME/kldeval/runs.sqlite, else ~/.local/share/kldeval/runs.sqlite)\n"
+            "  --no-db            do not record the run\n"
+            "  --html FILE        write the HTML report of this run (see kldeval report)\n"
+            "  -q, --quiet        no progress lines\n"
+            "The run is recorded in the run database (mode \"cap\"; see kldeval runs --help).\n");
 }
 
 static void print_side(const char *label, const json_t *a) {
@@ -148,8 +172,10 @@ static void print_side(const char *label, const json_t *a) {
 static int cap_run(int argc, char **argv) {
     kld_cap_run_opts o = {.tasks = "all", .n = 10, .max_new = 128, .stop = &g_stop};
     const char *json_path = NULL;
+    kld_kl_outputs rec = {0};
     static const char *const with_value[] = {"-m", "--model", "--arm", "--tasks", "--n", "--max-new", "--data",
-                                             "--json", "--threads", "--python", "--seed", NULL};
+                                             "--json", "--threads", "--python", "--seed", "--label", "--db",
+                                             "--html", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;
@@ -157,6 +183,7 @@ static int cap_run(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return run_usage(stdout), 0;
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { o.quiet = true; continue; }
         if (!strcmp(a, "--no-chat")) { o.no_chat = true; continue; }
+        if (!strcmp(a, "--no-db")) { rec.no_db = true; continue; }
         if (!kld_arg_in(a, with_value)) {
             fprintf(stderr, "kldeval cap: unknown flag '%s'\n", a);
             run_usage(stderr);
@@ -169,6 +196,9 @@ static int cap_run(int argc, char **argv) {
         else if (!strcmp(a, "--data")) o.data_dir = v;
         else if (!strcmp(a, "--json")) json_path = v;
         else if (!strcmp(a, "--python")) o.python = v;
+        else if (!strcmp(a, "--label")) rec.label = v;
+        else if (!strcmp(a, "--db")) rec.db_path = v;
+        else if (!strcmp(a, "--html")) rec.html_path = v;
         else if (!strcmp(a, "--n")) { if (!kld_arg_int(a, v, 1, 100000, &x)) return 2; o.n = (int)x; }
         else if (!strcmp(a, "--max-new")) { if (!kld_arg_int(a, v, 1, 65536, &x)) return 2; o.max_new = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &x)) return 2; o.threads = (int)x; }
@@ -179,13 +209,18 @@ static int cap_run(int argc, char **argv) {
         run_usage(stderr);
         return 2;
     }
-    if (json_path) {
-        const char *inputs[] = {o.ref_path, o.arm_path};
-        if (!kld_arg_output("cap", "--json", json_path, inputs, 2)) return 2;
+    if (rec.db_path && rec.no_db) {
+        fprintf(stderr, "kldeval cap: give --db or --no-db, not both\n");
+        return 2;
     }
+    const char *inputs[4] = {o.ref_path, o.arm_path, rec.db_path};
+    if (json_path && !kld_arg_output("cap", "--json", json_path, inputs, 3)) return 2;
+    inputs[3] = json_path;
+    if (rec.html_path && !kld_arg_output("cap", "--html", rec.html_path, inputs, 4)) return 2;
     signal(SIGINT, on_sigint);
     json_t *rep = NULL;
     kld_error err = {0};
+    double t0 = kld_now_s();
     if (kld_cap_run(&o, &rep, &err) != KLD_OK) {
         fprintf(stderr, "kldeval cap: %s\n", err.msg);
         return 1;
@@ -216,6 +251,10 @@ static int cap_run(int argc, char **argv) {
         fprintf(stderr, "kldeval cap: --json %s: cannot write\n", json_path);
         rc = 1;
     }
+    /* after the report: a database that cannot be written costs nothing */
+    if (!kld_record_cap_run("cap", &rec, "cap", rep, json_is_true(json_object_get(rep, "interrupted")),
+                            o.threads > 0 ? o.threads : kld_default_threads(), kld_now_s() - t0))
+        rc = 1;
     json_decref(rep);
     return rc;
 }

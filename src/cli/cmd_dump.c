@@ -66,6 +66,13 @@ static void usage(FILE *f) {
 "  --db PATH / --no-db    record the dump in this run database / do not (default: as kl)\n"
 "  --label NAME           the run's label in the database\n"
 "  --lever L              the model session's levers NAME=VALUE[,...] (see kldeval kl --help)\n"
+"  --shard K/N            write only shard K of N: the sequences i with i mod N = K; --out then\n"
+"                         holds tokens.bin, those sequences' files and shard.json (the manifest,\n"
+"                         the shard's sequences and the hash of the defining inputs) instead of\n"
+"                         manifest.json; `kldeval merge --dump OUT SHARD_DIR...` assembles the\n"
+"                         shards into the dump one run writes, byte for byte (not with --format\n"
+"                         llamacpp)\n"
+"  --shard-mode M         mod (default) or range (the K-th of N contiguous runs of sequences)\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
 "Ctrl-C stops after the current chunk and leaves a resumable dump (exit status 130).\n",
@@ -83,7 +90,8 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
     static const char *const valued[] = {
         "-m", "--model", "--out", "--format", "--top-k", "--logits", "--indices-from", "--notes",
         "--corpus", "--corpus-format", "--ids-file", "--chunking", "--ctx", "--chunks",
-        "--max-docs", "--max-tokens", "--chunk", "--threads", "--db", "--label", "--lever", NULL};
+        "--max-docs", "--max-tokens", "--chunk", "--threads", "--db", "--label", "--lever", "--shard",
+        "--shard-mode", NULL};
     bool chunking_given = false;
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -146,6 +154,20 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
             c->corpus_format = v;
         }
         else if (!strcmp(a, "--indices-from")) c->indices_from = v;
+        else if (!strcmp(a, "--shard")) {
+            kld_shard_mode m = c->shard.mode;
+            if (!kld_shard_parse(v, &c->shard)) {
+                fprintf(stderr, "kldeval dump: --shard expects K/N with 0 <= K < N <= 1000000, got '%s'\n", v);
+                return false;
+            }
+            c->shard.mode = m;
+        } else if (!strcmp(a, "--shard-mode")) {
+            if (strcmp(v, "mod") && strcmp(v, "range")) {
+                fprintf(stderr, "kldeval dump: --shard-mode expects mod or range, got '%s'\n", v);
+                return false;
+            }
+            c->shard.mode = !strcmp(v, "mod") ? KLD_SHARD_MOD : KLD_SHARD_RANGE;
+        }
         else if (!strcmp(a, "--db")) o->db_path = v;
         else if (!strcmp(a, "--label")) o->label = v;
         else if (!strcmp(a, "--notes")) c->notes = v;
@@ -175,6 +197,11 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
     if (c->indices_from && (c->corpus_path || c->ids_path || chunking_given)) {
         fprintf(stderr, "kldeval dump: --indices-from takes the teacher's tokens and windows; "
                         "--corpus, --ids-file and --chunking do not apply\n");
+        return false;
+    }
+    if (c->llamacpp && c->shard.n) {
+        fprintf(stderr, "kldeval dump: --shard writes dump directories; --format llamacpp (one base "
+                        "file) cannot be sharded\n");
         return false;
     }
     if (c->llamacpp) {
@@ -209,6 +236,10 @@ int kld_cmd_dump(int argc, char **argv) {
            (unsigned long long)res.n_records);
     if (res.records_skipped)
         printf(" (%llu already on disk)", (unsigned long long)res.records_skipped);
+    if (c.shard.n)
+        printf(" (shard %u/%u %s: %llu of %llu windows)", c.shard.k, c.shard.n,
+               kld_shard_mode_name(c.shard.mode), (unsigned long long)res.n_windows,
+               (unsigned long long)res.n_windows_total);
     printf(", %llu tokens forwarded in %.2f s (%.1f tokens/s); windows: %s\n",
            (unsigned long long)res.tokens, res.elapsed_s,
            res.forward_s > 0 ? (double)res.tokens / res.forward_s : 0.0, res.windows);
@@ -220,6 +251,11 @@ int kld_cmd_dump(int argc, char **argv) {
                                c.indices_from, "records", (json_int_t)res.n_records, "windows_n",
                                (json_int_t)res.n_windows);
     if (report) json_object_set_new(json_object_get(report, "config"), "windows", json_string(res.windows));
+    if (report && c.shard.n)
+        json_object_set_new(json_object_get(report, "config"), "shard",
+                            json_pack("{s:i,s:i,s:s,s:s}", "k", (int)c.shard.k, "n", (int)c.shard.n,
+                                      "mode", kld_shard_mode_name(c.shard.mode), "eval_hash",
+                                      res.eval_hash));
     kld_record_run("dump", &o, "dump", report, NULL, NULL, res.partial, res.elapsed_s,
                    res.elapsed_s > 0 ? (double)res.tokens / res.elapsed_s : NAN);
     json_decref(report);

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "eval/merge.h"
 #include "report/report.h"
+#include "store/dump.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,21 +14,33 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-"usage: kldeval merge PART... [--json FILE] [--pin FILE] [--per-position FILE] [--label NAME]\n\n"
+"usage: kldeval merge PART... [--json FILE] [--pin FILE] [--per-position FILE] [--label NAME]\n"
+"       kldeval merge --dump OUT_DIR SHARD_DIR...\n\n"
 "Merges the shard partials of one evaluation (kldeval kl --shard K/N --partial PART) into the\n"
 "report a single run gives: the parts must share the hash of the evaluation's defining inputs\n"
 "(models' and corpus' SHA-256, chunking, windows, ctx, top-k, ...), the shard count and mode, and\n"
 "hold every shard exactly once; a missing, duplicated, foreign or corrupted part is an error that\n"
 "names it. Window order is restored and every statistic is computed from the merged per-position\n"
 "records, so the JSON equals the single run's except for the timings (sums over the shards) and\n"
-"the added \"merged\" object (the evaluation hash and the parts). Memory: 80 bytes per position.\n\n"
+"the added \"merged\" object (the evaluation hash and the parts). Memory: the records stay in\n"
+"the partials and are read in passes; the statistics need 24 bytes per position, the run\n"
+"database's per-position BLOB 29.\n\n"
 "  --json FILE            the JSON report (schema kldeval.kl/1 plus \"merged\")\n"
 "  --pin FILE             append one JSON line\n"
 "  --label NAME           label of the pin line (default: the shards' label)\n"
 "  --per-position FILE    every position as TSV, in window order\n"
 "  --db PATH / --no-db    record the merged run in this run database / do not (default as kl)\n"
 "  --html FILE            the HTML report of the merged run\n"
-"  -h, --help             this text\n");
+"  -h, --help             this text\n\n"
+"Dump shards (kldeval dump --shard K/N --out SHARD_DIR): --dump OUT_DIR assembles them into the\n"
+"dump one unsharded run writes. The shards must share the hash of the dump's defining inputs\n"
+"(model SHA-256, policy, levers, corpus, chunking, ctx, top-k, logit dtype, teacher), the shard\n"
+"count and mode, and tokens.bin, and hold every sequence exactly once (a missing, duplicated or\n"
+"foreign shard is an error naming it). OUT_DIR (new or empty) gets tokens.bin and every\n"
+"seq-<i>.bin and sidecar byte for byte, then manifest.json (temporary name, fsync, rename): the\n"
+"single run's manifest except \"created\" (the earliest shard's) and an added \"merged\" object\n"
+"{eval_hash, shards, mode}. A PART that is a dump shard without --dump is refused. The run\n"
+"database gets one row for the merged dump (mode dump) listing its shards under config.merged.\n");
 }
 
 /* The single run's report plus "merged": the evaluation hash and the parts,
@@ -54,8 +67,8 @@ static kld_status write_json(const char *path, const kld_summary *sum, const kld
 
 int kld_cmd_merge(int argc, char **argv) {
     static const char *const valued[] = {"--json", "--pin", "--per-position", "--label", "--db",
-                                         "--html", NULL};
-    const char *json_path = NULL, *pin_path = NULL, *tsv_path = NULL, *label = NULL;
+                                         "--html", "--dump", NULL};
+    const char *dump_out = NULL, *json_path = NULL, *pin_path = NULL, *tsv_path = NULL, *label = NULL;
     kld_kl_outputs out = {0};
     const char **parts = calloc((size_t)argc, sizeof *parts);
     if (!parts) return 1;
@@ -80,6 +93,7 @@ int kld_cmd_merge(int argc, char **argv) {
         else if (!strcmp(a, "--per-position")) tsv_path = v;
         else if (!strcmp(a, "--db")) out.db_path = v;
         else if (!strcmp(a, "--html")) out.html_path = v;
+        else if (!strcmp(a, "--dump")) dump_out = v;
         else label = v;
     }
     if (n_parts == 0) {
@@ -87,6 +101,25 @@ int kld_cmd_merge(int argc, char **argv) {
         free(parts);
         return 2;
     }
+    if (dump_out) {
+        if (json_path || pin_path || tsv_path || out.html_path) {
+            fprintf(stderr, "kldeval merge: --dump writes a dump directory; --json, --pin, "
+                            "--per-position and --html belong to the merge of kl partials\n");
+            free(parts);
+            return 2;
+        }
+        out.label = label;
+        int rc = kld_merge_dump_main(dump_out, parts, n_parts, &out);
+        free(parts);
+        return rc;
+    }
+    for (size_t i = 0; i < n_parts; i++)
+        if (kld_dump_is_shard(parts[i])) {
+            fprintf(stderr, "kldeval merge: %s is a dump shard: assemble dump shards with --dump "
+                            "OUT_DIR SHARD_DIR...\n", parts[i]);
+            free(parts);
+            return 2;
+        }
     const char *files[64];
     int n_files = 0;
     const char *const outs[4][2] = {{"--json", json_path}, {"--pin", pin_path},
@@ -113,7 +146,7 @@ int kld_cmd_merge(int argc, char **argv) {
     free(parts);
     kld_summary sum;
     int rc = 0;
-    if (kld_stats_finalize(m.stats, &sum, &err) != KLD_OK) {
+    if (kld_summary_from_source(&m.records, &sum, &err) != KLD_OK) {
         fprintf(stderr, "kldeval merge: %s\n", err.msg);
         kld_merge_result_free(&m);
         return 1;
@@ -129,14 +162,14 @@ int kld_cmd_merge(int argc, char **argv) {
     }
     if (m.ctx_note[0]) printf("%-30s: %s\n", "WARNING", m.ctx_note);
     printf("%-30s: %u shards, %zu positions (timings are sums over the shards)\n", "merged",
-           m.n_shards, kld_stats_count(m.stats));
+           m.n_shards, m.records.n);
     if (!rc && json_path && write_json(json_path, &sum, &run, &m, &err) != KLD_OK) rc = 1;
     if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
-    if (!rc && tsv_path && kld_report_tsv_write(tsv_path, m.stats, &err) != KLD_OK) rc = 1;
+    if (!rc && tsv_path && kld_report_tsv_write_source(tsv_path, &m.records, &err) != KLD_OK) rc = 1;
     if (rc) fprintf(stderr, "kldeval merge: %s\n", err.msg);
     out.label = run.label;
     json_t *report = merged_json(&sum, &run, &m);
-    if (!kld_record_run("merge", &out, "merged", report, &sum, m.stats, false, m.elapsed_s, NAN) && !rc)
+    if (!kld_record_run_source("merge", &out, "merged", report, &sum, &m.records, m.elapsed_s) && !rc)
         rc = 1;
     json_decref(report);
     kld_merge_result_free(&m);

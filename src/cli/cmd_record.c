@@ -25,8 +25,10 @@ bool kld_record_runs(const char *cmd, const kld_kl_outputs *o, const kld_record_
     bool ok = ids != NULL;
     for (size_t i = 0; ids && i < n; i++) {
         const kld_record_item *it = &items[i];
-        kld_db_run run = {it->label, it->mode, it->report, it->sum, it->stats, it->partial,
-                          it->wall_s, it->tokens_per_s};
+        kld_db_run run = {.label = it->label, .mode = it->mode, .report = it->report,
+                          .summary = it->sum, .stats = it->stats, .records = it->records,
+                          .partial = it->partial, .wall_s = it->wall_s,
+                          .tokens_per_s = it->tokens_per_s, .threads = it->threads};
         if (kld_db_record_run(db, &run, &ids[n_ids], &err) != KLD_OK) {
             fprintf(stderr, "kldeval %s: run not saved in %s: %s\n", cmd, kld_db_path(db), err.msg);
             ok = !o->html_path;
@@ -50,6 +52,23 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
                     const json_t *report, const struct kld_summary *sum,
                     const struct kld_stats *stats, bool partial, double wall_s,
                     double tokens_per_s) {
-    kld_record_item it = {o->label, mode, report, sum, stats, partial, wall_s, tokens_per_s};
+    kld_record_item it = {.label = o->label, .mode = mode, .report = report, .sum = sum,
+                          .stats = stats, .partial = partial, .wall_s = wall_s,
+                          .tokens_per_s = tokens_per_s};
+    return kld_record_runs(cmd, o, &it, 1);
+}
+
+bool kld_record_run_source(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                           const json_t *report, const struct kld_summary *sum,
+                           const struct kld_record_source *records, double wall_s) {
+    kld_record_item it = {.label = o->label, .mode = mode, .report = report, .sum = sum,
+                          .records = records, .wall_s = wall_s, .tokens_per_s = NAN};
+    return kld_record_runs(cmd, o, &it, 1);
+}
+
+bool kld_record_cap_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                        const json_t *report, bool partial, int threads, double wall_s) {
+    kld_record_item it = {.label = o->label, .mode = mode, .report = report, .partial = partial,
+                          .wall_s = wall_s, .tokens_per_s = NAN, .threads = threads};
     return kld_record_runs(cmd, o, &it, 1);
 }

@@ -4,6 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "common/common.h"
+#include "cli/runs_cap.h"
 #include "db/db.h"
 
 #include <math.h>
@@ -15,10 +16,15 @@
 static void usage(FILE *f) {
     fprintf(f,
 "usage: kldeval runs <list|show|rm|export|compare> [flags]\n\n"
-"The run database: every kl, dump and sweep run is recorded there (see README).\n\n"
+"The run database: every kl, dump, sweep, cap, cap score and smoketest run is recorded there\n"
+"(see README).\n\n"
 "  runs list [filters]                 one line per run: id, time, label, mode, arm, positions,\n"
-"                                      KLD mean ± standard error, median, p99, top-1, PPL ratio\n"
-"  runs show ID [--json]               every recorded column of one run (--json: its full report)\n"
+"                                      KLD mean ± standard error, median, p99, top-1, PPL ratio;\n"
+"                                      capability runs (modes cap, cap-score): the arm's\n"
+"                                      Capability_Score (and the reference's) in the KLD column,\n"
+"                                      Δ arm − ref in the PPL column\n"
+"  runs show ID [--json]               every recorded column of one run (--json: its full report;\n"
+"                                      capability runs: per-task accuracies, paired differences)\n"
 "  runs rm ID...                       delete runs (all or none: an unknown ID deletes nothing)\n"
 "  runs export --csv|--jsonl [--out FILE] [filters]\n"
 "                                      every column but the per-position BLOB (CSV also without\n"
@@ -26,14 +32,17 @@ static void usage(FILE *f) {
 "  runs compare ID ID...               the runs side by side; for each pair that shares the\n"
 "                                      reference and the token stream (corpus SHA-256, chunking,\n"
 "                                      ctx, reference SHA-256, positions), paired per position:\n"
-"                                      ΔKLD ± paired standard error, where A is closer, a sign test\n\n"
+"                                      ΔKLD ± paired standard error, where A is closer, a sign test;\n"
+"                                      capability runs: per-task accuracies side by side (capability\n"
+"                                      and KL runs are not compared with each other)\n\n"
 "flags\n"
 "  --db PATH          the database (default $KLDEVAL_DB, else $XDG_DATA_HOME/kldeval/runs.sqlite,\n"
 "                     else ~/.local/share/kldeval/runs.sqlite)\n"
 "filters (list, export)\n"
 "  --label GLOB       label matches GLOB (*, ?, [..]; case-sensitive)\n"
 "  --model TEXT       either arm's path contains TEXT, or its SHA-256 starts with TEXT\n"
-"  --mode MODE        two-models, self-flag, saved-teacher, llamacpp-base, dump, sweep, ...\n"
+"  --mode MODE        two-models, self-flag, saved-teacher, llamacpp-base, dump, sweep, cap,\n"
+"                     cap-score, ...\n"
 "  --since WHEN       created at or after WHEN: YYYY-MM-DD[THH:MM[:SS]] (UTC) or Nd / Nh / Nm ago\n"
 "  --limit N          only the newest N matching runs\n"
 "  -h, --help         this text\n\n"
@@ -150,7 +159,7 @@ static kld_db *open_or_say(const char *cmd, const char *path) {
 
 /* Prints s left-aligned in width columns, counting UTF-8 characters (±, Δ
  * and − are one column but several bytes, which printf's widths count). */
-static void pad(const char *s, int width) {
+void kld_runs_pad(const char *s, int width) {
     int cols = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) cols += (*p & 0xc0) != 0x80;
     fputs(s, stdout);
@@ -160,7 +169,7 @@ static void pad(const char *s, int width) {
 /* The name column of a comparison line. */
 static void row_name(const char *s) {
     printf("  ");
-    pad(s, 28);
+    kld_runs_pad(s, 28);
 }
 
 static const char *base_name(const char *p) {
@@ -198,9 +207,9 @@ static int cmd_list(int argc, char **argv) {
         return 1;
     }
     printf("%5s  %-20s  %-20s  %-12s  %-24s  %9s  ", "id", "created", "label", "mode", "arm", "positions");
-    pad("KLD mean ± se", 22);
+    kld_runs_pad("KLD mean ± se | CapScore", 24);
     printf("  %9s  %9s  %7s  ", "median", "p99", "top-1");
-    pad("PPL ratio ± se", 16);
+    kld_runs_pad("PPL ratio ± se", 16);
     printf("\n");
     rc = 0;
     for (size_t i = 0; i < n; i++) {
@@ -213,13 +222,24 @@ static int cmd_list(int argc, char **argv) {
         char a[48], b[24], c[24], d[24], e[48];
         const kld_summary *s = &r->summary;
         bool h = r->has_summary;
+        if (r->cap.present) {
+            printf("%5lld  %-20s  %-20.20s  %-12.12s  %-24.24s  %9s  ", (long long)r->id,
+                   r->created ? r->created : "-", r->label ? r->label : "-", r->mode ? r->mode : "-",
+                   base_name(r->arm.path ? r->arm.path : r->ref.path), "-");
+            kld_runs_pad(kld_runs_cap_score_cell(r, a, sizeof a), 24);
+            printf("  %9s  %9s  %7s  ", "-", "-", "-");
+            kld_runs_pad(kld_runs_cap_diff_cell(r, e, sizeof e), 16);
+            printf("  %s\n", r->partial ? "partial" : "");
+            kld_db_row_free(r);
+            continue;
+        }
         printf("%5lld  %-20s  %-20.20s  %-12.12s  %-24.24s  %9llu  ", (long long)r->id,
                r->created ? r->created : "-", r->label ? r->label : "-", r->mode ? r->mode : "-",
                base_name(r->arm.path), (unsigned long long)s->n_positions);
-        pad(h ? pm(a, sizeof a, s->kld.mean, s->kld.se, 6) : "-", 22);
+        kld_runs_pad(h ? pm(a, sizeof a, s->kld.mean, s->kld.se, 6) : "-", 24);
         printf("  %9s  %9s  %7s  ", h ? num(b, sizeof b, s->kld.median, 4) : "-",
                h ? num(c, sizeof c, s->kld.pct[8], 4) : "-", h ? num(d, sizeof d, s->top1_agreement, 4) : "-");
-        pad(h ? pm(e, sizeof e, s->ppl_ratio, s->ppl_ratio_se, 5) : "-", 16);
+        kld_runs_pad(h ? pm(e, sizeof e, s->ppl_ratio, s->ppl_ratio_se, 5) : "-", 16);
         printf("  %s\n", r->partial ? "partial" : "");
         kld_db_row_free(r);
     }
@@ -241,6 +261,37 @@ static void show_arm(const char *which, const kld_db_arm *a) {
     if (a->policy) printf(", policy %s", a->policy);
     if (a->levers) printf(", levers %s", a->levers);
     printf("\n");
+}
+
+/* The corpus, windows and statistics of a KL run. */
+static void show_kl(const kld_db_row *r) {
+    char a[64];
+    const kld_summary *s = &r->summary;
+    printf("%-18s: %s (%s), sha256 %s, %lld documents\n", "corpus", r->corpus_name ? r->corpus_name : "-",
+           r->corpus_kind ? r->corpus_kind : "-", r->corpus_sha256 ? r->corpus_sha256 : "-",
+           (long long)r->corpus_documents);
+    printf("%-18s: %s chunking, ctx %lld, chunk %lld\n", "windows", r->chunking ? r->chunking : "-",
+           (long long)r->ctx, (long long)r->chunk);
+    printf("%-18s: %s s wall, %s tokens/s\n", "time", num(a, sizeof a, r->wall_s, 4),
+           num(a + 32, 32, r->tokens_per_s, 5));
+    if (!r->has_summary) {
+        printf("%-18s: none (the run was begun and never completed)\n", "statistics");
+    } else {
+        printf("%-18s: %llu (%llu with a next token), %llu documents; per-position values: %s\n",
+               "positions", (unsigned long long)s->n_positions, (unsigned long long)s->n_tokens,
+               (unsigned long long)s->n_docs, r->positions_n >= 0 ? "stored" : "none");
+        kld_runs_pad("KLD mean ± se", 18);
+        printf(": %s nats\n", pm(a, sizeof a, s->kld.mean, s->kld.se, 6));
+        printf("%-18s: median %.6g, p99 %.6g, max %.6g, min %.6g\n", "KLD", s->kld.median,
+               s->kld.pct[8], s->kld.max, s->kld.min);
+        printf("%-18s: %s\n", "top-1 agreement", pm(a, sizeof a, s->top1_agreement, s->top1_se, 6));
+        printf("%-18s: %s\n", "PPL ratio", pm(a, sizeof a, s->ppl_ratio, s->ppl_ratio_se, 6));
+        printf("%-18s: %s\n", "PPL ref", pm(a, sizeof a, s->ppl_ref, s->ppl_ref_se, 6));
+        printf("%-18s: %s\n", "PPL arm", pm(a, sizeof a, s->ppl_arm, s->ppl_arm_se, 6));
+        printf("%-18s: %s\n", "JSD mean", pm(a, sizeof a, s->jsd.mean, s->jsd.se, 6));
+        kld_runs_pad("Δp mean", 18);
+        printf(": %s (RMS %.4g)\n", pm(a, sizeof a, s->dp.mean, s->dp.se, 4), s->dp_rms);
+    }
 }
 
 static int cmd_show(int argc, char **argv) {
@@ -265,8 +316,6 @@ static int cmd_show(int argc, char **argv) {
         printf("%s\n", t ? t : "null");
         free(t);
     } else {
-        char a[64];
-        const kld_summary *s = &r->summary;
         printf("%-18s: %lld%s\n", "run", (long long)r->id, r->partial ? " (partial)" : "");
         printf("%-18s: %s\n", "created", r->created ? r->created : "-");
         printf("%-18s: %s\n", "label", r->label ? r->label : "-");
@@ -274,32 +323,9 @@ static int cmd_show(int argc, char **argv) {
         printf("%-18s: kldeval %s on %s (%s), %lld threads\n", "machine", r->version ? r->version : "-",
                r->host ? r->host : "-", r->cpu_model ? r->cpu_model : "-", (long long)r->threads);
         show_arm("reference", &r->ref);
-        show_arm("arm", &r->arm);
-        printf("%-18s: %s (%s), sha256 %s, %lld documents\n", "corpus", r->corpus_name ? r->corpus_name : "-",
-               r->corpus_kind ? r->corpus_kind : "-", r->corpus_sha256 ? r->corpus_sha256 : "-",
-               (long long)r->corpus_documents);
-        printf("%-18s: %s chunking, ctx %lld, chunk %lld\n", "windows", r->chunking ? r->chunking : "-",
-               (long long)r->ctx, (long long)r->chunk);
-        printf("%-18s: %s s wall, %s tokens/s\n", "time", num(a, sizeof a, r->wall_s, 4),
-               num(a + 32, 32, r->tokens_per_s, 5));
-        if (!r->has_summary) {
-            printf("%-18s: none (the run was begun and never completed)\n", "statistics");
-        } else {
-            printf("%-18s: %llu (%llu with a next token), %llu documents; per-position values: %s\n",
-                   "positions", (unsigned long long)s->n_positions, (unsigned long long)s->n_tokens,
-                   (unsigned long long)s->n_docs, r->positions_n >= 0 ? "stored" : "none");
-            pad("KLD mean ± se", 18);
-            printf(": %s nats\n", pm(a, sizeof a, s->kld.mean, s->kld.se, 6));
-            printf("%-18s: median %.6g, p99 %.6g, max %.6g, min %.6g\n", "KLD", s->kld.median,
-                   s->kld.pct[8], s->kld.max, s->kld.min);
-            printf("%-18s: %s\n", "top-1 agreement", pm(a, sizeof a, s->top1_agreement, s->top1_se, 6));
-            printf("%-18s: %s\n", "PPL ratio", pm(a, sizeof a, s->ppl_ratio, s->ppl_ratio_se, 6));
-            printf("%-18s: %s\n", "PPL ref", pm(a, sizeof a, s->ppl_ref, s->ppl_ref_se, 6));
-            printf("%-18s: %s\n", "PPL arm", pm(a, sizeof a, s->ppl_arm, s->ppl_arm_se, 6));
-            printf("%-18s: %s\n", "JSD mean", pm(a, sizeof a, s->jsd.mean, s->jsd.se, 6));
-            pad("Δp mean", 18);
-            printf(": %s (RMS %.4g)\n", pm(a, sizeof a, s->dp.mean, s->dp.se, 4), s->dp_rms);
-        }
+        if (!r->cap.present || r->arm.path) show_arm("arm", &r->arm);
+        if (r->cap.present) kld_runs_show_cap(r);
+        else show_kl(r);
     }
     kld_db_row_free(r);
     kld_db_close(db);
@@ -392,17 +418,32 @@ static int cmd_compare(int argc, char **argv) {
     kld_db_row **rows = calloc(o.n_ids, sizeof *rows);
     kld_error err = {0};
     rc = rows ? 0 : 1;
+    size_t n_cap = 0;
     for (size_t i = 0; !rc && i < o.n_ids; i++) {
         if (kld_db_get(db, o.ids[i], &rows[i], &err) != KLD_OK) {
             fprintf(stderr, "kldeval runs compare: %s\n", err.msg);
             rc = 1;
+        } else if (rows[i]->cap.present) {
+            n_cap++;
         } else if (!rows[i]->has_summary) {
             fprintf(stderr, "kldeval runs compare: run %lld has no statistics (begun, never completed)\n",
                     (long long)o.ids[i]);
             rc = 1;
         }
     }
-    if (!rc) {
+    if (!rc && n_cap && n_cap < o.n_ids) {
+        /* accuracies and KLDs measure different things: no common table */
+        size_t c = 0, k = 0;
+        while (!rows[c]->cap.present) c++;
+        while (rows[k]->cap.present) k++;
+        fprintf(stderr, "kldeval runs compare: run %lld is a capability run (mode %s) and run %lld a KL run "
+                        "(mode %s): compare capability runs with capability runs and KL runs with KL runs\n",
+                (long long)rows[c]->id, rows[c]->mode ? rows[c]->mode : "-", (long long)rows[k]->id,
+                rows[k]->mode ? rows[k]->mode : "-");
+        rc = 2;
+    } else if (!rc && n_cap) {
+        kld_runs_compare_cap(rows, o.n_ids);
+    } else if (!rc) {
         static const struct { const char *name; cell_fn f; } table[] = {
             {"label", c_label}, {"arm", c_arm}, {"size", c_size}, {"bits per weight", c_bpw},
             {"positions", c_pos}, {"KLD mean ± se", c_kld}, {"KLD median", c_med},
@@ -411,11 +452,11 @@ static int cmd_compare(int argc, char **argv) {
         for (size_t i = 0; i < o.n_ids; i++) printf("  %-24lld", (long long)rows[i]->id);
         printf("\n");
         for (size_t t = 0; t < sizeof table / sizeof table[0]; t++) {
-            pad(table[t].name, 18);
+            kld_runs_pad(table[t].name, 18);
             for (size_t i = 0; i < o.n_ids; i++) {
                 char b[64];
                 printf("  ");
-                pad(table[t].f(rows[i], b, sizeof b), 24);
+                kld_runs_pad(table[t].f(rows[i], b, sizeof b), 24);
             }
             printf("\n");
         }

@@ -27,15 +27,19 @@ static void usage(FILE *f) {
             "  --data DIR         the capability data (default ../shared/capability)\n"
             "  --json PATH        the GSM8K part's JSON report\n"
             "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
-            "  --no-db            do not record the KL run in the run database\n");
+            "  --db PATH          the run database (default: $KLDEVAL_DB, else\n"
+            "                     $XDG_DATA_HOME/kldeval/runs.sqlite, else ~/.local/share/kldeval/runs.sqlite)\n"
+            "  --no-db            do not record the runs\n"
+            "Both parts are recorded in the run database, label \"smoketest\": the KL run (mode\n"
+            "two-models) and the GSM8K run (mode cap).\n");
 }
 
 int kld_cmd_smoketest(int argc, char **argv) {
-    const char *ref = NULL, *arm = NULL, *corpus = NULL, *json_path = NULL;
+    const char *ref = NULL, *arm = NULL, *corpus = NULL, *json_path = NULL, *db_path = NULL;
     kld_cap_run_opts o = {.tasks = "gsm8k", .n = 50, .max_new = 256, .stop = &g_stop, .quiet = true};
     bool no_db = false;
     static const char *const with_value[] = {"--ref", "--arm", "--corpus", "--n", "--max-new", "--data",
-                                             "--json", "--threads", NULL};
+                                             "--json", "--threads", "--db", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;
@@ -53,6 +57,7 @@ int kld_cmd_smoketest(int argc, char **argv) {
         else if (!strcmp(a, "--corpus")) corpus = v;
         else if (!strcmp(a, "--data")) o.data_dir = v;
         else if (!strcmp(a, "--json")) json_path = v;
+        else if (!strcmp(a, "--db")) db_path = v;
         else if (!strcmp(a, "--n")) { if (!kld_arg_int(a, v, 1, 1319, &x)) return 2; o.n = (int)x; }
         else if (!strcmp(a, "--max-new")) { if (!kld_arg_int(a, v, 1, 65536, &x)) return 2; o.max_new = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &x)) return 2; o.threads = (int)x; }
@@ -62,9 +67,13 @@ int kld_cmd_smoketest(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (db_path && no_db) {
+        fprintf(stderr, "kldeval smoketest: give --db or --no-db, not both\n");
+        return 2;
+    }
     if (json_path) {
-        const char *inputs[] = {ref, arm, corpus};
-        if (!kld_arg_output("smoketest", "--json", json_path, inputs, 3)) return 2;
+        const char *inputs[] = {ref, arm, corpus, db_path};
+        if (!kld_arg_output("smoketest", "--json", json_path, inputs, 4)) return 2;
     }
     printf("== KL: kldeval kl --ref %s --arm %s ==\n", ref, arm);
     fflush(stdout);
@@ -74,7 +83,7 @@ int kld_cmd_smoketest(int argc, char **argv) {
     c.arm_path = arm;
     c.corpus_path = corpus;
     c.n_threads = o.threads;
-    kld_kl_outputs out = {.label = "smoketest", .no_db = no_db};
+    kld_kl_outputs out = {.label = "smoketest", .no_db = no_db, .db_path = db_path};
     int rc = kld_kl_main(&c, &out);
     if (rc != 0) return rc;
     printf("\n== GSM8K-%d (greedy, paired) ==\n", o.n);
@@ -84,6 +93,7 @@ int kld_cmd_smoketest(int argc, char **argv) {
     signal(SIGINT, on_sigint);
     json_t *rep = NULL;
     kld_error err = {0};
+    double t0 = kld_now_s();
     if (kld_cap_run(&o, &rep, &err) != KLD_OK) {
         fprintf(stderr, "kldeval smoketest: %s\n", err.msg);
         return 1;
@@ -104,6 +114,8 @@ int kld_cmd_smoketest(int argc, char **argv) {
         fprintf(stderr, "kldeval smoketest: --json %s: cannot write\n", json_path);
         rc = 1;
     }
+    kld_record_cap_run("smoketest", &out, "cap", rep, json_is_true(json_object_get(rep, "interrupted")),
+                       o.threads > 0 ? o.threads : kld_default_threads(), kld_now_s() - t0);
     json_decref(rep);
     return rc;
 }

@@ -35,6 +35,8 @@ int kld_cmd_imatrix(int argc, char **argv);
 struct kld_kl_config;
 /* The KL run with reporting and recording, shared by `kl` and `demo` (cmd_kl.c). */
 int kld_kl_main(struct kld_kl_config *c, const kld_kl_outputs *o);
+/* `kldeval merge --dump OUT SHARD_DIR...` (cmd_merge_dump.c). */
+int kld_merge_dump_main(const char *out, const char *const *dirs, size_t n, const kld_kl_outputs *o);
 
 struct kld_summary;
 struct kld_stats;
@@ -46,6 +48,11 @@ bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
                     const json_t *report, const struct kld_summary *sum,
                     const struct kld_stats *stats, bool partial, double wall_s,
                     double tokens_per_s);
+struct kld_record_source;
+/* The same for records read in passes (a merge's: never all in memory). */
+bool kld_record_run_source(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                           const json_t *report, const struct kld_summary *sum,
+                           const struct kld_record_source *records, double wall_s);
 /* Several runs of one command (a sweep's arms) into one database; the HTML
  * report, when asked for, shows all of them. */
 typedef struct kld_record_item {
@@ -53,10 +60,17 @@ typedef struct kld_record_item {
     const json_t *report;
     const struct kld_summary *sum;
     const struct kld_stats *stats;
+    const struct kld_record_source *records; /* instead of stats: records read in passes */
     bool partial;
     double wall_s, tokens_per_s;
+    int threads; /* > 0: recorded beside a report that leaves them out (cap) */
 } kld_record_item;
 bool kld_record_runs(const char *cmd, const kld_kl_outputs *o, const kld_record_item *items,
                      size_t n);
+/* The same for a capability report (`cap`, `cap score`, the smoketest's
+ * GSM8K part; mode "cap" or "cap-score"): no KLD statistics; threads is
+ * recorded beside the report, which leaves them out. */
+bool kld_record_cap_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
+                        const json_t *report, bool partial, int threads, double wall_s);
 
 #endif

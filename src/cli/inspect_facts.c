@@ -105,6 +105,12 @@ static json_t *hparams_json(const kld_source *src) {
         json_object_set_new(o, "layer_kinds", json_string(kinds));
         json_object_set_new(o, "shortconv_l_cache", json_integer(hp.shortconv_l_cache));
     }
+    if (hp.n_expert > 0) {
+        json_object_set_new(o, "n_expert", json_integer(hp.n_expert));
+        json_object_set_new(o, "n_expert_used", json_integer(hp.n_expert_used));
+        json_object_set_new(o, "n_ff_exp", json_integer(hp.n_ff_exp));
+        if (hp.n_ff_shexp > 0) json_object_set_new(o, "n_ff_shexp", json_integer(hp.n_ff_shexp));
+    }
     return o;
 }
 
@@ -204,7 +210,8 @@ static void print_hparams(FILE *out, const json_t *hp) {
     if (name && *name) fprintf(out, "  (%s)", name);
     fputc('\n', out);
     static const char *ints[] = {"n_embd", "n_layer", "n_head", "n_head_kv", "head_dim",
-                                 "n_ff", "n_vocab", "n_ctx_train", "n_rot", "sliding_window"};
+                                 "n_ff", "n_vocab", "n_ctx_train", "n_rot", "sliding_window",
+                                 "n_expert", "n_expert_used", "n_ff_exp", "n_ff_shexp"};
     fprintf(out, "%-14s", "shape");
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         const json_t *v = json_object_get(hp, ints[i]);

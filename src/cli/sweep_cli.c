@@ -203,8 +203,8 @@ bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const 
                                                         o->label, "levers", o->levers, "reference",
                                                         k->teacher.model_path));
         double rate = o->res.elapsed_s > 0 ? (double)o->res.arm_tokens / o->res.elapsed_s : NAN;
-        items[i] = (kld_record_item){labels[i], "sweep", reports[i], &o->sum, o->res.stats, false,
-                                     o->res.elapsed_s, rate};
+        items[i] = (kld_record_item){labels[i], "sweep", reports[i], &o->sum, o->res.stats, NULL, false,
+                                     o->res.elapsed_s, rate, 0};
     }
     if (ok) {
         kld_kl_outputs o = k->o;

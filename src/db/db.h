@@ -21,7 +21,8 @@
  * aborts: a failure to record is an error the caller reports beside its
  * results.
  *
- * Table runs (schema 1), one row per run:
+ * Table runs (schema 1; schema 2 adds the capability columns below), one
+ * row per run:
  *   id, created (UTC "YYYY-MM-DDTHH:MM:SSZ"), version, host, cpu_model
  *   (/proc/cpuinfo "model name"), threads, label, mode, partial (0/1),
  *   wall_s, tokens_per_s,
@@ -40,6 +41,27 @@
  * sha256, arch, n_vocab, policy, levers, bits_per_weight}, corpus {name,
  * kind, sha256, documents}, chunking, ctx, chunk, threads, mode; a missing
  * or mistyped key gives a NULL column.
+ *
+ * Capability runs (schema 2; mode "cap": `kldeval cap`, the smoketest's
+ * GSM8K part; "cap-score": `kldeval cap score`). The KLD columns are NULL;
+ * the arms come from report.config as above (ref/arm; for cap-score ref is
+ * the responses file: kind "responses", path, bytes, sha256), and
+ *   cap_tasks      the tasks in run order, comma-separated;
+ *   cap_n, cap_seed, cap_max_new   report.config n, seed, max_new;
+ *   cap_score_ref, cap_score_arm, cap_score_diff   the Capability_Score
+ *                  (unweighted mean of the task accuracies) of each arm and
+ *                  arm - ref (cap-score: the task's accuracy);
+ *   cap_results    JSON {task: {"ref": A, "arm": A, "paired": P}}, with
+ *                  A = {accuracy, stderr, correct, n} (cap-score IFEval: also
+ *                  prompt/instruction strict/loose) and P = {diff, stderr
+ *                  (paired), arm_only_right, ref_only_right (McNemar's
+ *                  discordant counts), n}; "arm" and "paired" only with an arm;
+ *   report         the full JSON report, every per-item response included;
+ *   threads        kld_db_run.threads (the report leaves them out; cap-score:
+ *                  the HumanEval programs run at once, --jobs).
+ * Query the JSON with SQLite's json_extract(cap_results, '$.gsm8k.arm.accuracy').
+ * Migration 1 -> 2 only adds these columns (NULL in the older rows) and an
+ * index on mode.
  *
  * Per-position BLOB, little-endian, version 1:
  *   header (16 bytes): "KLDP", uint32 version = 1, uint32 record size = 29,
@@ -74,7 +96,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define KLD_DB_SCHEMA_VERSION 1
+#define KLD_DB_SCHEMA_VERSION 2
 #define KLD_DB_APPLICATION_ID 0x4b4c4452 /* "KLDR" */
 #define KLD_DB_BLOB_VERSION 1
 #define KLD_DB_BLOB_HEADER 16
@@ -107,8 +129,11 @@ typedef struct kld_db_run {
                                    top level, "config" inside); may be NULL */
     const kld_summary *summary; /* every statistic becomes a column; NULL: all NULL */
     const kld_stats *stats;     /* per-position values -> the BLOB; NULL: none */
+    const kld_record_source *records; /* instead of stats: records not in memory (a merge) */
     bool partial;
     double wall_s, tokens_per_s; /* NAN when unknown */
+    int threads;                /* > 0: recorded instead of report.config.threads (a cap
+                                   report leaves threads out: its results do not depend on them) */
 } kld_db_run;
 
 /* Inserts a row marked partial from what is known at the start of a run
@@ -126,6 +151,15 @@ typedef struct kld_db_arm {
     double bpw;                                          /* NAN when not recorded */
 } kld_db_arm;
 
+/* The capability columns of a row (schema 2). */
+typedef struct kld_db_cap {
+    bool present;                            /* cap_results recorded: a capability run */
+    char *tasks;                             /* NULL when not recorded */
+    int64_t n, seed, max_new;                /* -1 when not recorded */
+    double score_ref, score_arm, score_diff; /* NAN when not recorded */
+    json_t *results;                         /* cap_results parsed (NULL when none) */
+} kld_db_cap;
+
 typedef struct kld_db_row {
     int64_t id;
     char *created, *version, *host, *cpu_model, *label, *mode;
@@ -138,6 +172,7 @@ typedef struct kld_db_row {
     kld_summary summary;  /* every column; buckets from the report's arrays */
     json_t *report;       /* parsed report (NULL when none) */
     int64_t positions_n;  /* records in the BLOB, -1 when none */
+    kld_db_cap cap;       /* capability runs */
 } kld_db_row;
 
 /* KLD_ERR_ARG "no run with id N in PATH" for an unknown id. */
@@ -161,9 +196,20 @@ kld_status kld_db_remove(kld_db *db, const int64_t *ids, size_t n, kld_error *er
 typedef enum kld_db_export_format { KLD_DB_EXPORT_CSV, KLD_DB_EXPORT_JSONL } kld_db_export_format;
 /* CSV: a header of every column but report and positions, one line per run
  * (RFC 4180 quoting). JSONL: one object per run with every column but
- * positions, "report" as a JSON object. */
+ * positions, "report" and "cap_results" as JSON objects. */
 kld_status kld_db_export(kld_db *db, const kld_db_filter *filter, kld_db_export_format fmt,
                          FILE *out, kld_error *err);
+
+/* ---- capability runs (db_cap.c) ---- */
+
+/* The cap_results object for a capability report (`cap` or `cap score`),
+ * or NULL when report is not one. */
+json_t *kld_db_cap_results(const json_t *report);
+/* The task names of a row's cap_results in order (borrowed from it). */
+size_t kld_db_cap_task_count(const kld_db_row *r);
+const char *kld_db_cap_task(const kld_db_row *r, size_t i);
+/* One task's accuracy object of side "ref" or "arm" (NULL when absent). */
+const json_t *kld_db_cap_side(const kld_db_row *r, const char *task, const char *side);
 
 /* ---- per-position values (db_blob.c) ---- */
 
@@ -176,6 +222,8 @@ typedef struct kld_db_position {
 
 kld_status kld_db_positions_encode(const kld_stats *st, unsigned char **blob, size_t *size,
                                    kld_error *err);
+kld_status kld_db_positions_encode_source(const kld_record_source *src, unsigned char **blob,
+                                          size_t *size, kld_error *err);
 kld_status kld_db_positions_decode(const void *blob, size_t size, kld_db_position **out,
                                    size_t *n, kld_error *err);
 /* The run's positions (KLD_ERR_ARG when it has none). */

@@ -31,8 +31,14 @@ static float get_f32(const unsigned char *p) {
 
 kld_status kld_db_positions_encode(const kld_stats *st, unsigned char **blob, size_t *size,
                                    kld_error *err) {
-    size_t n;
-    const kld_position *r = kld_stats_records(st, &n);
+    kld_record_source src;
+    kld_stats_source(st, &src);
+    return kld_db_positions_encode_source(&src, blob, size, err);
+}
+
+kld_status kld_db_positions_encode_source(const kld_record_source *src, unsigned char **blob,
+                                          size_t *size, kld_error *err) {
+    size_t n = src->n;
     uint64_t bytes;
     if (n > UINT32_MAX || !kld_mul_u64(n, KLD_DB_BLOB_RECORD, &bytes) ||
         !kld_add_u64(bytes, KLD_DB_BLOB_HEADER, &bytes) || bytes > (uint64_t)INT32_MAX)
@@ -45,17 +51,31 @@ kld_status kld_db_positions_encode(const kld_stats *st, unsigned char **blob, si
     p = put_u32(p + 4, KLD_DB_BLOB_VERSION);
     p = put_u32(p, KLD_DB_BLOB_RECORD);
     p = put_u32(p, (uint32_t)n);
-    for (size_t i = 0; i < n; i++) {
-        bool has_token = r[i].token >= 0;
-        double dp = has_token ? exp(-r[i].nll_arm) - exp(-r[i].nll_ref) : NAN;
-        p = put_f32(p, (float)r[i].kld);
-        p = put_f32(p, has_token ? (float)r[i].nll_ref : NAN);
-        p = put_f32(p, has_token ? (float)r[i].nll_arm : NAN);
-        p = put_f32(p, (float)dp);
-        p = put_f32(p, r[i].p_ref_max);
-        p = put_u32(p, r[i].ctx_pos);
-        p = put_u32(p, (uint32_t)r[i].token);
-        *p++ = r[i].top_ref == r[i].top_arm;
+    const kld_position *r;
+    size_t m = 0, done = 0;
+    for (bool restart = true;; restart = false) {
+        kld_status st = src->next(src->user, restart, &r, &m, err);
+        if (!st && (m == 0 ? done != n : m > n - done))
+            st = kld_fail(err, KLD_ERR_FORMAT, "positions BLOB: the source holds other than its "
+                          "%zu records", n);
+        if (st) {
+            free(b);
+            return st;
+        }
+        if (m == 0) break;
+        for (size_t i = 0; i < m; i++) {
+            bool has_token = r[i].token >= 0;
+            double dp = has_token ? exp(-r[i].nll_arm) - exp(-r[i].nll_ref) : NAN;
+            p = put_f32(p, (float)r[i].kld);
+            p = put_f32(p, has_token ? (float)r[i].nll_ref : NAN);
+            p = put_f32(p, has_token ? (float)r[i].nll_arm : NAN);
+            p = put_f32(p, (float)dp);
+            p = put_f32(p, r[i].p_ref_max);
+            p = put_u32(p, r[i].ctx_pos);
+            p = put_u32(p, (uint32_t)r[i].token);
+            *p++ = r[i].top_ref == r[i].top_arm;
+        }
+        done += m;
     }
     *blob = b;
     *size = (size_t)bytes;

@@ -27,6 +27,12 @@ extern const size_t kld_db_n_summary_columns;
  * that creates schema version v from v-1 (v = 1 .. KLD_DB_SCHEMA_VERSION). */
 extern const char *const kld_db_migrations[KLD_DB_SCHEMA_VERSION];
 
+/* The Capability_Score of each arm and their difference in a capability
+ * report (cap score: the task's accuracy as ref); NAN where absent. */
+void kld_db_cap_scores(const json_t *report, double *ref, double *arm, double *diff);
+/* cap_results' task names joined by commas (malloc'd). */
+char *kld_db_cap_task_list(const json_t *results);
+
 /* "PATH: <what>: <sqlite message>" into err. */
 kld_status kld_db_fail(kld_db *db, kld_error *err, kld_status st, const char *what);
 

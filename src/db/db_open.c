@@ -182,8 +182,8 @@ static kld_status open_db(const char *path, bool create, kld_db **out, kld_error
     struct stat sb;
     if (!create && stat(p, &sb) != 0) {
         kld_status st = kld_fail(err, KLD_ERR_IO,
-                                 "%s: no run database here (%s); runs are recorded by kl, dump "
-                                 "and sweep, or give --db PATH",
+                                 "%s: no run database here (%s); runs are recorded by kl, dump, "
+                                 "sweep and cap, or give --db PATH",
                                  p, strerror(errno));
         free(p);
         return st;

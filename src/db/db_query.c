@@ -77,6 +77,27 @@ static void read_buckets(const json_t *arr, kld_bucket *b, int nb) {
     }
 }
 
+static void read_cap(sqlite3_stmt *s, kld_db_cap *c) {
+    c->tasks = col_text(s, "cap_tasks");
+    c->n = col_int(s, "cap_n");
+    c->seed = col_int(s, "cap_seed");
+    c->max_new = col_int(s, "cap_max_new");
+    c->score_ref = col_real(s, "cap_score_ref");
+    c->score_arm = col_real(s, "cap_score_arm");
+    c->score_diff = col_real(s, "cap_score_diff");
+    int i = col(s, "cap_results");
+    if (i >= 0 && sqlite3_column_type(s, i) == SQLITE_TEXT) {
+        json_error_t jerr;
+        c->results = json_loadb((const char *)sqlite3_column_text(s, i),
+                                (size_t)sqlite3_column_bytes(s, i), 0, &jerr);
+        if (!json_is_object(c->results)) {
+            json_decref(c->results);
+            c->results = NULL;
+        }
+    }
+    c->present = c->results != NULL;
+}
+
 kld_status kld_db_get(kld_db *db, int64_t id, kld_db_row **out, kld_error *err) {
     *out = NULL;
     sqlite3_stmt *s = NULL;
@@ -117,6 +138,7 @@ kld_status kld_db_get(kld_db *db, int64_t id, kld_db_row **out, kld_error *err) 
     r->wall_s = col_real(s, "wall_s");
     r->tokens_per_s = col_real(s, "tokens_per_s");
     r->positions_n = col_int(s, "positions_n");
+    read_cap(s, &r->cap);
     int ip = col(s, "n_positions");
     r->has_summary = ip >= 0 && sqlite3_column_type(s, ip) != SQLITE_NULL;
     for (size_t i = 0; i < kld_db_n_summary_columns; i++) {
@@ -164,6 +186,8 @@ void kld_db_row_free(kld_db_row *r) {
     free(r->corpus_sha256);
     free(r->chunking);
     json_decref(r->report);
+    free(r->cap.tasks);
+    json_decref(r->cap.results);
     free(r);
 }
 
@@ -345,7 +369,7 @@ kld_status kld_db_export(kld_db *db, const kld_db_filter *filter, kld_db_export_
         json_t *o = json_object();
         for (int i = 0; o && i < nc; i++) {
             const char *name = sqlite3_column_name(s, i);
-            if (json_object_set_new(o, name, value_json(s, i, !strcmp(name, "report"))) != 0) {
+            if (json_object_set_new(o, name, value_json(s, i, !strcmp(name, "report") || !strcmp(name, "cap_results"))) != 0) {
                 json_decref(o);
                 o = NULL;
             }

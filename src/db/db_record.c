@@ -28,7 +28,7 @@ typedef struct value {
 typedef struct row_values {
     value v[MAX_VALUES];
     size_t n;
-    char *owned[16]; /* strings made here (JSON text of policy/levers, ...) */
+    char *owned[24]; /* strings made here (JSON text of policy/levers, ...) */
     size_t n_owned;
 } row_values;
 
@@ -89,6 +89,28 @@ static const char *const ref_cols[9] = {"ref_kind", "ref_path", "ref_bytes", "re
 static const char *const arm_cols[9] = {"arm_kind", "arm_path", "arm_bytes", "arm_sha256", "arm_arch",
                                         "arm_n_vocab", "arm_policy", "arm_levers", "arm_bpw"};
 
+/* The capability columns (NULL for a run that is not one). */
+static void add_cap(row_values *r, const json_t *report, const json_t *cfg) {
+    json_t *results = report ? kld_db_cap_results(report) : NULL;
+    double score[3] = {NAN, NAN, NAN};
+    if (results) kld_db_cap_scores(report, &score[0], &score[1], &score[2]);
+    add_owned(r, "cap_tasks", results ? kld_db_cap_task_list(results) : NULL);
+    if (results) {
+        add_jint(r, "cap_n", cfg, "n");
+        add_jint(r, "cap_seed", cfg, "seed");
+        add_jint(r, "cap_max_new", cfg, "max_new");
+    } else {
+        add_null(r, "cap_n");
+        add_null(r, "cap_seed");
+        add_null(r, "cap_max_new");
+    }
+    add_real(r, "cap_score_ref", score[0]);
+    add_real(r, "cap_score_arm", score[1]);
+    add_real(r, "cap_score_diff", score[2]);
+    add_owned(r, "cap_results", results ? json_dumps(results, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL);
+    json_decref(results);
+}
+
 /* /proc/cpuinfo "model name" (malloc'd), NULL when unknown. */
 static char *cpu_model(void) {
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -116,7 +138,8 @@ static void collect(row_values *r, const kld_db_run *run, unsigned char *blob, s
     char host[256];
     add_owned(r, "host", gethostname(host, sizeof host) == 0 ? (host[sizeof host - 1] = '\0', kld_strdup(host)) : NULL);
     add_owned(r, "cpu_model", cpu_model());
-    add_jint(r, "threads", cfg, "threads");
+    if (run->threads > 0) add_int(r, "threads", run->threads);
+    else add_jint(r, "threads", cfg, "threads");
     add_text(r, "label", run->label);
     add_text(r, "mode", run->mode ? run->mode : jstr(cfg, "mode"));
     add_int(r, "partial", run->partial);
@@ -140,6 +163,7 @@ static void collect(row_values *r, const kld_db_run *run, unsigned char *blob, s
         else if (c->kind == 'u') { uint64_t u; memcpy(&u, base, sizeof u); add_int(r, c->name, (int64_t)u); }
         else { int v; memcpy(&v, base, sizeof v); add_int(r, c->name, v); }
     }
+    add_cap(r, run->report, cfg);
     add_owned(r, "report", run->report ? json_dumps(run->report, JSON_COMPACT) : NULL);
     if (blob) {
         add(r, (value){.col = "positions", .type = 'b', .b = blob, .nb = blob_size});
@@ -203,12 +227,15 @@ static kld_status write_row(kld_db *db, const kld_db_run *run, int64_t *id, kld_
     size_t blob_size = 0;
     int64_t blob_n = 0;
     kld_status st;
-    if (run->stats) {
-        if ((st = kld_db_positions_encode(run->stats, &blob, &blob_size, err))) {
+    kld_record_source src;
+    if (run->stats) kld_stats_source(run->stats, &src);
+    else if (run->records) src = *run->records;
+    if (run->stats || run->records) {
+        if ((st = kld_db_positions_encode_source(&src, &blob, &blob_size, err))) {
             kld_error_prefix(err, "%s", db->path);
             return st;
         }
-        blob_n = (int64_t)kld_stats_count(run->stats);
+        blob_n = (int64_t)src.n;
     }
     row_values *r = calloc(1, sizeof *r);
     if (!r) {

@@ -134,4 +134,19 @@ static const char schema_v1[] =
     "CREATE INDEX runs_label ON runs(label);\n"
     "CREATE INDEX runs_pairing ON runs(corpus_sha256, ref_sha256, ctx);\n";
 
-const char *const kld_db_migrations[KLD_DB_SCHEMA_VERSION] = {schema_v1};
+/* Version 2: capability runs (`kldeval cap`, `smoketest`, `cap score`; mode
+ * "cap" or "cap-score"). Their KLD columns stay NULL; these hold the task
+ * list, n, seed, generation limit, the Capability_Score of each arm and the
+ * per-task accuracies and paired differences as JSON (layout in db.h). */
+static const char schema_v2[] =
+    "ALTER TABLE runs ADD COLUMN cap_tasks TEXT;\n"
+    "ALTER TABLE runs ADD COLUMN cap_n INTEGER;\n"
+    "ALTER TABLE runs ADD COLUMN cap_seed INTEGER;\n"
+    "ALTER TABLE runs ADD COLUMN cap_max_new INTEGER;\n"
+    "ALTER TABLE runs ADD COLUMN cap_score_ref REAL;\n"
+    "ALTER TABLE runs ADD COLUMN cap_score_arm REAL;\n"
+    "ALTER TABLE runs ADD COLUMN cap_score_diff REAL;\n"
+    "ALTER TABLE runs ADD COLUMN cap_results TEXT;\n"
+    "CREATE INDEX runs_mode ON runs(mode);\n";
+
+const char *const kld_db_migrations[KLD_DB_SCHEMA_VERSION] = {schema_v1, schema_v2};

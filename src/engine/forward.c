@@ -94,8 +94,13 @@ static void pass_row(const pass_job *j, int64_t r) {
         add_bias(vv, v->bv, nkv * hdv);
         const float *cs = s->rope_cs[kld_hparams_layer_swa(hp, j->il) ? 1 : 0] + r * hp->n_rot;
         const uint32_t kt_type = s->kvl[j->il].k_type;
+        const bool full = hp->sw.qk_norm_full; /* one norm over the whole q and k rows (olmoe) */
+        if (full) {
+            rmsnorm(q, v->q_norm, q, nq, eps);
+            rmsnorm(k, v->k_norm, k, nk, eps);
+        }
         for (int64_t h = 0; h < hp->n_head; h++) {
-            if (v->q_norm) rmsnorm(q + h * hd, v->q_norm, q + h * hd, hd, eps);
+            if (v->q_norm && !full) rmsnorm(q + h * hd, v->q_norm, q + h * hd, hd, eps);
             rope_head(q + h * hd, cs, hp->n_rot, hp->rope_type);
             /* act=q8 with a typed K cache: llama.cpp's K·Q dot products see
              * Q in the K type's vec_dot format (q8_0 for block types, f16 for f16) */
@@ -105,7 +110,7 @@ static void pass_row(const pass_job *j, int64_t r) {
         const int64_t p = j->pos + r;
         const kld_kv_layer *c = &s->kvl[j->il];
         for (int64_t h = 0; h < nkv; h++) {
-            if (v->k_norm) rmsnorm(k + h * hd, v->k_norm, k + h * hd, hd, eps);
+            if (v->k_norm && !full) rmsnorm(k + h * hd, v->k_norm, k + h * hd, hd, eps);
             rope_head(k + h * hd, cs, hp->n_rot, hp->rope_type);
             /* the cache holds the rounded rows: every later read sees them */
             if (c->k_type == KLD_TYPE_F32) {
@@ -163,8 +168,8 @@ static void run_pass(kld_session *s, row_pass pass, int64_t il, int64_t row0, in
 
 /* The act lever rounds the input rows first (act.c): the product then
  * runs on exactly the values llama.cpp's dot products see. */
-static void gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
-                 float *C, int64_t ldc) {
+void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
+                      float *C, int64_t ldc) {
     /* the imatrix observer sees the inputs as computed, before any act= rounding */
     if (s->observe) s->observe(s->observe_ctx, W, A, n, lda);
     if (s->lv.act != KLD_ACT_F32 && kld_act_round_rows(s, W->type, n, W->ne[0], A, lda)) {
@@ -172,11 +177,6 @@ static void gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A,
         lda = s->ar_ld;
     }
     kld_gemm_weights(s->pool, s->kr, W, n, A, lda, C, ldc, s->scratch, s->scratch_stride);
-}
-
-void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
-                      float *C, int64_t ldc) {
-    gemm(s, W, n, A, lda, C, ldc);
 }
 
 /* ---- the layer and the chunk ---- */
@@ -188,15 +188,15 @@ static void attention_forward(kld_session *s, int64_t il, int64_t n, int64_t pos
     const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim,
                   nk = hp->n_head_kv * hp->head_dim;
     if (L->attn_qkv) {
-        gemm(s, L->attn_qkv, n, s->xn, E, s->qkv, s->ld_qkv);
+        kld_forward_gemm(s, L->attn_qkv, n, s->xn, E, s->qkv, s->ld_qkv);
     } else {
-        gemm(s, L->attn_q, n, s->xn, E, s->qkv, s->ld_qkv);
-        gemm(s, L->attn_k, n, s->xn, E, s->qkv + nq, s->ld_qkv);
-        gemm(s, L->attn_v, n, s->xn, E, s->qkv + nq + nk, s->ld_qkv);
+        kld_forward_gemm(s, L->attn_q, n, s->xn, E, s->qkv, s->ld_qkv);
+        kld_forward_gemm(s, L->attn_k, n, s->xn, E, s->qkv + nq, s->ld_qkv);
+        kld_forward_gemm(s, L->attn_v, n, s->xn, E, s->qkv + nq + nk, s->ld_qkv);
     }
     run_pass(s, PASS_QKV, il, 0, n, pos);
     kld_attention(s, il, n, pos);
-    gemm(s, L->attn_output, n, s->attn, hp->n_head * hp->head_dim_v, s->tmp, E);
+    kld_forward_gemm(s, L->attn_output, n, s->attn, hp->n_head * hp->head_dim_v, s->tmp, E);
 }
 
 static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
@@ -210,14 +210,19 @@ static void layer_forward(kld_session *s, int64_t il, int64_t n, int64_t pos) {
     case KLD_LAYER_ATTN: attention_forward(s, il, n, pos); break;
     }
     run_pass(s, PASS_ATTN_OUT, il, 0, n, pos);
+    if (kld_hparams_is_moe(hp)) {
+        kld_moe_ffn(s, il, n);
+        run_pass(s, PASS_FFN_OUT, il, 0, n, pos);
+        return;
+    }
     if (L->ffn_gate) {
-        gemm(s, L->ffn_gate, n, s->xn, E, s->gu, ff2);
-        gemm(s, L->ffn_up, n, s->xn, E, s->gu + hp->n_ff, ff2);
+        kld_forward_gemm(s, L->ffn_gate, n, s->xn, E, s->gu, ff2);
+        kld_forward_gemm(s, L->ffn_up, n, s->xn, E, s->gu + hp->n_ff, ff2);
     } else { /* fused [gate; up] */
-        gemm(s, L->ffn_up, n, s->xn, E, s->gu, ff2);
+        kld_forward_gemm(s, L->ffn_up, n, s->xn, E, s->gu, ff2);
     }
     run_pass(s, PASS_FFN_ACT, il, 0, n, pos);
-    gemm(s, L->ffn_down, n, s->gu, ff2, s->tmp, E);
+    kld_forward_gemm(s, L->ffn_down, n, s->gu, ff2, s->tmp, E);
     run_pass(s, PASS_FFN_OUT, il, 0, n, pos);
 }
 
@@ -255,7 +260,7 @@ void kld_forward(kld_session *s, const int32_t *tokens, int64_t n, int64_t first
     const int64_t rows = n - first_row;
     if (!logits || rows <= 0) return;
     run_pass(s, PASS_OUT_NORM, -1, first_row, rows, s->pos);
-    gemm(s, m->w.output, rows, s->xn + first_row * E, E, logits, hp->n_vocab);
+    kld_forward_gemm(s, m->w.output, rows, s->xn + first_row * E, E, logits, hp->n_vocab);
     if (hp->final_softcap > 0) {
         softcap_job j = {s, logits, rows};
         kld_pool_run(s->pool, softcap_task, &j);

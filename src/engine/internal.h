@@ -83,6 +83,16 @@ struct kld_session {
     float *rec_act;            /* recurrent blocks' per-chunk activations */
     kld_matmul_observer observe; /* kld_session_observe, or NULL */
     void *observe_ctx;
+    /* mixture of experts (moe.c; NULL for a dense model) */
+    float *moe_probs;          /* [max_chunk][n_expert] router logits, then probabilities */
+    int32_t *moe_ids;          /* [max_chunk][n_expert_used] selected experts, best first */
+    float *moe_w;              /* [max_chunk][n_expert_used] their weights */
+    int32_t *moe_list;         /* [max_chunk·n_expert_used] (row·k + slot) grouped by expert */
+    int32_t *moe_count;        /* [n_expert + 1] group starts */
+    int32_t *moe_sort;         /* [n_threads][n_expert] top-k work / fill cursors */
+    float *moe_x;              /* [max_chunk][n_embd] gathered rows, then expert outputs */
+    float *moe_y;              /* [max_chunk][n_expert_used][n_embd] weighted expert outputs */
+    float *moe_sg;             /* [max_chunk] shared-expert gate logits */
 };
 
 /* Attention of chunk rows [0, n) at positions pos.. for layer il: reads q
@@ -110,10 +120,14 @@ bool kld_act_round_rows(kld_session *s, uint32_t weight_type, int64_t n, int64_t
 bool kld_act_round_vec(kld_act_round a, uint32_t weight_type, const float *x, float *y,
                        int64_t k);
 
-/* A weight product as the forward pass runs it (observer, act lever,
- * GEMM): C[n][W->ne[1]] = A[n][W->ne[0]] · W^T (forward.c). */
+/* One weight product of the forward pass (forward.c): the imatrix observer,
+ * the act lever's rounding, then kld_gemm_weights. */
 void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
                       float *C, int64_t ldc);
+
+/* The mixture-of-experts FFN of layer il for chunk rows [0, n) (moe.c):
+ * reads s->xn, writes s->tmp. */
+void kld_moe_ffn(kld_session *s, int64_t il, int64_t n);
 
 /* LFM2 short-convolution block (shortconv.c): s->xn rows [0, n) → s->tmp,
  * advancing layer il's convolution state by n inputs. */

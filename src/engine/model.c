@@ -63,6 +63,14 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
         }
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             m->weights_bytes += tensor_bytes(mats[i]);
+        const kld_moe_weights *X = &L->moe;
+        const kld_tensor *moe[] = {X->gate_inp, X->gate_inp_shexp, X->gate_shexp, X->up_shexp,
+                                   X->down_shexp};
+        for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+            m->weights_bytes += tensor_bytes(moe[i]);
+        for (int64_t e = 0; X->gate && e < hp->n_expert; e++) /* slices of merged tensors too */
+            m->weights_bytes += tensor_bytes(X->gate[e]) + tensor_bytes(X->up[e]) +
+                                tensor_bytes(X->down[e]);
     }
     m->vec_bytes = total * sizeof(float);
     m->vec_store = aligned_alloc(64, (size_t)(total ? total : 16) * sizeof(float));

@@ -39,6 +39,33 @@ void kld_model_quant_free(struct kld_model_quant *q) {
  * (the output once: it is token_embd's slot when tied). */
 typedef void (*slot_fn)(void *ctx, const kld_tensor **slot, const char *name);
 
+/* The MoE tensors of layer il: merged 3-D experts as wholes (llama-quantize
+ * quantizes them row by row, i.e. slice by slice; kld_weights_moe_refresh
+ * re-derives the slices afterwards), per-expert ones under their own names. */
+static void walk_moe(int64_t il, kld_moe_weights *X, int64_t n_expert, slot_fn fn, void *ctx) {
+    struct {
+        const kld_tensor **slot;
+        const char *suffix;
+    } t[] = {{&X->gate_inp, "ffn_gate_inp.weight"}, {&X->gate_exps, "ffn_gate_exps.weight"},
+             {&X->up_exps, "ffn_up_exps.weight"}, {&X->down_exps, "ffn_down_exps.weight"},
+             {&X->gate_inp_shexp, "ffn_gate_inp_shexp.weight"},
+             {&X->gate_shexp, "ffn_gate_shexp.weight"}, {&X->up_shexp, "ffn_up_shexp.weight"},
+             {&X->down_shexp, "ffn_down_shexp.weight"}};
+    char name[96];
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+        fn(ctx, t[i].slot, name);
+    }
+    const kld_tensor *merged[3] = {X->gate_exps, X->up_exps, X->down_exps};
+    const kld_tensor **per[3] = {X->gate, X->up, X->down};
+    static const char *const kinds[3] = {"gate", "up", "down"};
+    for (int k = 0; k < 3; k++)
+        for (int64_t e = 0; !merged[k] && per[k] && e < n_expert; e++) {
+            snprintf(name, sizeof name, "blk.%" PRId64 ".ffn_%s.%" PRId64 ".weight", il, kinds[k], e);
+            fn(ctx, &per[k][e], name);
+        }
+}
+
 static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
     kld_weights *w = &m->w;
     fn(ctx, &w->token_embd, "token_embd.weight");
@@ -61,6 +88,7 @@ static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
             fn(ctx, t[i].slot, name);
         }
+        walk_moe(il, &L->moe, w->n_expert, fn, ctx);
     }
 }
 
@@ -159,6 +187,7 @@ kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *
         n_conv++;
     }
     if (!s && m->hp.tied_output) m->w.output = m->w.token_embd;
+    if (!s) kld_weights_moe_refresh(&m->w);
     if (s) kld_error_prefix(err, "%s@%s", m->src->path, policy);
     if (!s && announce) {
         clock_gettime(CLOCK_MONOTONIC, &t1);

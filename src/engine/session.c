@@ -93,6 +93,7 @@ static uint64_t rec_act_floats(const kld_hparams *hp, int64_t max_chunk) {
 
 typedef struct layout {
     uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, gu, rope0, rope1, rope_ff, scratch;
+    uint64_t moe_probs, moe_ids, moe_w, moe_list, moe_count, moe_sort, moe_x, moe_y, moe_sg;
     uint64_t kv_floats, rec_floats, act_floats, scratch_floats, total_floats;
     size_t scratch_stride, aux_stride;
     int64_t ldk, ld_qkv, ar_ld;
@@ -130,11 +131,26 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->qkv = take(&z, C, (uint64_t)L->ld_qkv, 1);
     L->attn = take(&z, C, (uint64_t)(hp->n_head * hp->head_dim_v), 1);
     L->tmp = take(&z, C, E, 1);
-    L->gu = take(&z, C, 2 * (uint64_t)hp->n_ff, 1);
+    /* the widest FFN: dense, one routed expert or the shared expert */
+    int64_t ff = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
+    if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
+    L->gu = take(&z, C, 2 * (uint64_t)ff, 1);
+    if (kld_hparams_is_moe(hp)) { /* int32 regions are counted in 4-byte floats */
+        const uint64_t X = (uint64_t)hp->n_expert, K = (uint64_t)hp->n_expert_used;
+        L->moe_probs = take(&z, C, X, 1);
+        L->moe_ids = take(&z, C, K, 1);
+        L->moe_w = take(&z, C, K, 1);
+        L->moe_list = take(&z, C, K, 1);
+        L->moe_count = take(&z, X + 1, 1, 1);
+        L->moe_sort = take(&z, (uint64_t)n_threads, X, 1);
+        L->moe_x = take(&z, C, E, 1);
+        L->moe_y = take(&z, C, K, E);
+        L->moe_sg = take(&z, C, 1, 1);
+    }
     L->rope0 = take(&z, C, (uint64_t)hp->n_rot, 1);
     L->rope1 = take(&z, C, (uint64_t)hp->n_rot, 1);
     L->rope_ff = take(&z, (uint64_t)hp->n_rot / 2, 1, 1);
-    int64_t kin = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+    int64_t kin = hp->n_embd > ff ? hp->n_embd : ff;
     if (hp->n_head * hp->head_dim_v > kin) kin = hp->n_head * hp->head_dim_v;
     L->ar_ld = lv->act == KLD_ACT_F32 ? 0 : (kin + 15) & ~(int64_t)15;
     L->ar = take(&z, C, (uint64_t)L->ar_ld, 1);
@@ -142,7 +158,7 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     uint64_t attn_rows = 0;
     if (!kld_mul_u64(KLD_ATTN_QB, (uint64_t)L->ldk, &attn_rows)) z.overflow = true;
     /* Widest weight row: the small-M (decode) path holds 16 whole rows. */
-    int64_t kmax = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+    int64_t kmax = hp->n_embd > ff ? hp->n_embd : ff;
     if (hp->n_head * hp->head_dim_v > kmax) kmax = hp->n_head * hp->head_dim_v;
     uint64_t stride = attn_rows > KLD_GEMM_SCRATCH_FLOATS ? attn_rows : KLD_GEMM_SCRATCH_FLOATS;
     if (kld_gemm_small_scratch_floats(kmax) > stride) stride = kld_gemm_small_scratch_floats(kmax);
@@ -315,6 +331,17 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     s->attn = a + L.attn;
     s->tmp = a + L.tmp;
     s->gu = a + L.gu;
+    if (kld_hparams_is_moe(&m->hp)) {
+        s->moe_probs = a + L.moe_probs;
+        s->moe_ids = (int32_t *)(void *)(a + L.moe_ids);
+        s->moe_w = a + L.moe_w;
+        s->moe_list = (int32_t *)(void *)(a + L.moe_list);
+        s->moe_count = (int32_t *)(void *)(a + L.moe_count);
+        s->moe_sort = (int32_t *)(void *)(a + L.moe_sort);
+        s->moe_x = a + L.moe_x;
+        s->moe_y = a + L.moe_y;
+        s->moe_sg = a + L.moe_sg;
+    }
     s->rope_cs[0] = a + L.rope0;
     s->rope_cs[1] = a + L.rope1;
     s->rope_ff = a + L.rope_ff;

@@ -77,6 +77,9 @@ struct kld_arm {
     void *impl;
 };
 
+/* A model's description in reports: {kind "model", path, format, bytes,
+ * sha256 (of the file; null for a folder or MODEL@POLICY), arch, n_vocab}. */
+json_t *kld_arm_model_desc(const char *path, const kld_model *model);
 /* A model path (anything kld_model_open reads). */
 kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err);
 /* A second model arm on the model an open model arm already holds (one

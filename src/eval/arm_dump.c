@@ -99,6 +99,15 @@ static json_t *dump_desc(const char *dir, const kld_dump_meta *m) {
     json_object_set_new(o, "tokenizer_fingerprint",
                         m->tokenizer_fingerprint ? json_string(m->tokenizer_fingerprint) : json_null());
     json_object_set_new(o, "model_sha256", m->model_sha256 ? json_string(m->model_sha256) : json_null());
+    /* the dump's identity (its manifest names the model, corpus, windows and
+     * creation time): runs scored against the same dump pair up */
+    char path[4200], hex[65];
+    uint8_t d[32];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    if (kld_sha256_file(path, d, NULL) == KLD_OK) {
+        kld_hex_digest(d, hex);
+        json_object_set_new(o, "sha256", json_string(hex));
+    }
     return o;
 }
 

@@ -103,7 +103,7 @@ static double bits_per_weight(const kld_model *m) {
     return params ? 8.0 * (double)bytes / (double)params : 0.0;
 }
 
-static json_t *model_desc(const char *path, const kld_model *m) {
+json_t *kld_arm_model_desc(const char *path, const kld_model *m) {
     const kld_source *src = kld_model_source(m);
     json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "kind", "model", "path", path, "format",
                           kld_format_name(src->format), "bytes", (json_int_t)src->file_bytes);
@@ -120,8 +120,15 @@ static json_t *model_desc(const char *path, const kld_model *m) {
     const kld_hparams *hp = kld_model_hparams(m);
     json_object_set_new(o, "arch", json_string(hp->arch));
     json_object_set_new(o, "n_vocab", json_integer(hp->n_vocab));
+    /* MODEL@POLICY: the policy is a defining input (null: the stored types) */
     json_object_set_new(o, "policy", kld_model_policy(m) ? json_string(kld_model_policy(m)) : json_null());
     json_object_set_new(o, "bits_per_weight", json_real(bits_per_weight(m)));
+    /* quantized on load: the arm's size is its weights' at the policy, not the stored file's */
+    const struct kld_quant_plan *plan = kld_model_quant_plan(m);
+    if (plan) {
+        json_object_set_new(o, "file_bytes", json_integer((json_int_t)src->file_bytes));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)plan->dst_bytes));
+    }
     return o;
 }
 
@@ -142,7 +149,7 @@ kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err) {
     a->n_ctx_train = hp->n_ctx_train;
     kld_error tok_err = {0};
     if (kld_tok_open_source(kld_model_source(a->model), &a->tok, &tok_err) != KLD_OK) a->tok = NULL;
-    a->desc = model_desc(path, a->model);
+    a->desc = kld_arm_model_desc(path, a->model);
     *out = a;
     return KLD_OK;
 }

@@ -4,6 +4,7 @@
 #include "eval/dump_driver.h"
 
 #include "eval/arm.h"
+#include "eval/dump_shard.h"
 #include "store/dump.h"
 #include "store/lcpp_base.h"
 
@@ -30,6 +31,10 @@ typedef struct dump_state {
     double *lse64, *logp_next;
     int64_t chunk;
     kld_dump_result *res;
+    /* a shard: its windows (global indices, ascending) */
+    size_t *select, n_select;
+    int64_t *held;
+    char *shard_json;
 } dump_state;
 
 void kld_dump_config_defaults(kld_dump_config *c) {
@@ -110,17 +115,36 @@ static kld_status fed_tokens(dump_state *ds, int64_t ctx, kld_error *err) {
     return KLD_OK;
 }
 
+/* A shard: its windows, and the bookkeeping its shard.json records. */
+static kld_status shard_meta(dump_state *ds, const char *corpus_sha, kld_dump_meta *m, kld_error *err) {
+    const kld_dump_config *c = ds->c;
+    kld_status st = kld_plan_shard(ds->pl, &c->shard, &ds->select, &ds->n_select, err);
+    if (st) return st;
+    ds->held = malloc((ds->n_select ? ds->n_select : 1) * sizeof *ds->held);
+    if (!ds->held) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < ds->n_select; i++) ds->held[i] = (int64_t)ds->select[i];
+    const kld_dump_meta *t = ds->teacher ? kld_dump_meta_of(kld_arm_dump(ds->teacher)) : NULL;
+    kld_dump_shard_in in = {c, ds->model->desc, t ? NULL : ds->corpus->name,
+                            t ? "saved" : ds->corpus->kind == KLD_CORPUS_IDS ? "ids" : "text",
+                            t ? t->corpus_sha256 : corpus_sha, t, ds->pl, ds->k, ds->model->n_vocab,
+                            ds->chunk, kld_pool_size(ds->pool)};
+    ds->shard_json = kld_dump_shard_json(&in, &c->shard, ds->held, ds->n_select, ds->res->eval_hash);
+    if (!ds->shard_json) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    m->held = ds->held;
+    m->n_held = (int64_t)ds->n_select;
+    m->shard_json = ds->shard_json;
+    return KLD_OK;
+}
+
 static kld_status open_dump_writer(dump_state *ds, size_t *first_window, kld_error *err) {
     const kld_dump_config *c = ds->c;
     const kld_plan *pl = ds->pl;
     int64_t ctx = pl->windows[0].len;
     char fp[65] = "", model_sha[65] = "", corpus_sha[65] = "";
     if (ds->model->tok) kld_tok_fingerprint(ds->model->tok, fp);
-    struct stat sb;
-    uint8_t d[32];
-    if (stat(c->model_path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-        kld_sha256_file(c->model_path, d, NULL) == KLD_OK)
-        kld_hex_digest(d, model_sha);
+    /* the model arm hashed its file when it opened it */
+    const char *sha = json_string_value(json_object_get(ds->model->desc, "sha256"));
+    if (sha) snprintf(model_sha, sizeof model_sha, "%s", sha);
     char bos[128];
     int32_t b = pl->windows[0].first_token;
     if (b >= 0) snprintf(bos, sizeof bos, "each window's first token replaced by BOS (id %d)", (int)b);
@@ -150,11 +174,16 @@ static kld_status open_dump_writer(dump_state *ds, size_t *first_window, kld_err
         m.corpus_sha256 = corpus_sha;
     }
     kld_status st = fed_tokens(ds, ctx, err);
+    if (!st && c->shard.n) {
+        st = shard_meta(ds, corpus_sha, &m, err);
+    }
     int64_t done_seq = 0, done_rec = 0;
     if (!st) st = kld_dump_create(c->out, &m, ds->fed, c->resume, &ds->dw, &done_seq, &done_rec, err);
     if (st) return st;
     *first_window = (size_t)done_seq;
-    for (int64_t s = 0; s < done_seq; s++) ds->res->records_skipped += (uint64_t)(ctx - 1);
+    for (int64_t s = 0; s < done_seq; s++)
+        if (!c->shard.n || kld_shard_has(&c->shard, (uint64_t)s, ds->pl->n_windows))
+            ds->res->records_skipped += (uint64_t)(ctx - 1);
     ds->res->records_skipped += (uint64_t)done_rec;
     return KLD_OK;
 }
@@ -225,6 +254,9 @@ static kld_status check_config(const kld_dump_config *c, kld_error *err) {
     if (!c->model_path || !c->out) return kld_fail(err, KLD_ERR_ARG, "need a model and --out");
     if (c->llamacpp && (c->indices_from || c->resume))
         return kld_fail(err, KLD_ERR_ARG, "--format llamacpp takes neither --indices-from nor --resume");
+    if (c->llamacpp && c->shard.n)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "--shard applies to dump directories; a llama.cpp "
+                        "base file (--format llamacpp) is one file and cannot be sharded");
     if (c->llamacpp && c->chunking != KLD_CHUNKING_LLAMACPP)
         return kld_fail(err, KLD_ERR_ARG, "a llama.cpp base file uses llamacpp chunking");
     if (!c->llamacpp && !c->indices_from && c->chunking == KLD_CHUNKING_DOC)
@@ -247,10 +279,17 @@ kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_erro
     double t0 = kld_now_s();
     st = prepare(&ds, &first, err);
     if (!st) {
-        out->n_windows = ds.pl->n_windows;
+        out->n_windows_total = ds.pl->n_windows;
+        out->n_windows = c->shard.n ? ds.n_select : ds.pl->n_windows;
         kld_arm *ref = ds.teacher ? ds.teacher : ds.model, *arm = ds.teacher ? ds.model : NULL;
         kld_drive_opts d = {ds.pl, ref, arm, ds.chunk, first, NULL, c->stop, c->progress,
                             c->progress_user, NULL, 0};
+        if (c->shard.n) { /* a resumed shard starts at its first window still missing */
+            size_t j0 = 0;
+            while (j0 < ds.n_select && ds.select[j0] < first) j0++;
+            d.select = ds.select + j0;
+            d.n_select = ds.n_select - j0;
+        }
         kld_sink sink = {c->llamacpp ? write_lcpp : write_dump, NULL, &ds};
         st = kld_drive(&d, &sink, &out->partial, err);
         out->tokens = ds.model->tokens;
@@ -274,5 +313,8 @@ kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_erro
     free(ds.lse64);
     free(ds.logp_next);
     free(ds.argmax);
+    free(ds.select);
+    free(ds.held);
+    free(ds.shard_json);
     return st;
 }

@@ -23,6 +23,7 @@ typedef struct kld_dump_config {
     int n_threads;
     bool resume, allow_vocab_mismatch;
     const char *notes;
+    kld_shard shard;           /* scale-out: only this shard's windows (shard.n = 0: all) */
     volatile sig_atomic_t *stop;
     void (*progress)(const kld_kl_progress *p, void *user);
     void *progress_user;
@@ -34,6 +35,8 @@ typedef struct kld_dump_result {
     double elapsed_s, forward_s;
     bool partial;              /* stopped early: the dump is resumable */
     char windows[256];         /* how the windows were cut */
+    uint64_t n_windows_total;  /* the whole plan's (n_windows: this shard's) */
+    char eval_hash[65];        /* a shard: the hash of the dump's defining inputs */
 } kld_dump_result;
 
 void kld_dump_config_defaults(kld_dump_config *c);

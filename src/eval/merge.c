@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The configuration without the keys that cannot change a record. */
-static json_t *defining(const json_t *config) {
+json_t *kld_eval_defining(const json_t *config) {
     json_t *o = json_deep_copy(config);
     if (!o) return NULL;
     static const char *const drop[] = {"threads", "chunk", "shard", "warning"};
@@ -23,7 +22,7 @@ static json_t *defining(const json_t *config) {
 }
 
 void kld_eval_hash(const json_t *config, uint8_t out[32]) {
-    json_t *o = defining(config);
+    json_t *o = kld_eval_defining(config);
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     unsigned len = 0;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -91,7 +90,7 @@ typedef struct part {
 /* The first defining key on which two configurations differ, for the
  * message that refuses a foreign part. */
 static void first_difference(const json_t *a, const json_t *b, char *buf, size_t size) {
-    json_t *da = defining(a), *db = defining(b);
+    json_t *da = kld_eval_defining(a), *db = kld_eval_defining(b);
     snprintf(buf, size, "the configuration");
     const char *key;
     json_t *va;
@@ -175,46 +174,118 @@ static kld_status check_parts(const char *const *paths, size_t n, part *parts, p
     return KLD_OK;
 }
 
-/* Every window in global order, its records from the part that holds it. */
-static kld_status merge_records(part **by_k, const kld_partial_head *h0, kld_stats *st,
-                                kld_error *err) {
-    uint64_t n_rec = 0, n_docs = 0;
-    for (uint32_t k = 0; k < h0->shard_n; k++) {
-        n_rec += by_k[k]->h->n_records;
-        const kld_partial_window *w = kld_partial_windows(by_k[k]->p);
-        for (uint64_t i = 0; i < by_k[k]->h->n_windows; i++) n_docs += w[i].new_doc;
+/* The merged records, read from the parts in window order on every pass:
+ * a merge holds the window tables and the document starts, never the
+ * records (80 bytes each). */
+struct kld_merge_stream {
+    part *parts;
+    size_t n_parts;
+    part **by_k;
+    kld_partial_head h0;
+    uint64_t *doc_start;
+    size_t n_docs;
+    /* the pass under way */
+    uint64_t g;           /* next global window */
+    uint32_t k;           /* range mode: the shard of window g */
+    uint32_t left;        /* records of the current window still to read */
+    part *cur;
+    kld_position *buf;
+};
+
+enum { BATCH = 4096 };
+
+/* The part holding global window g and its window entry (the next of that part). */
+static kld_status next_window(kld_merge_stream *ms, part **pp, const kld_partial_window **wp,
+                              kld_error *err) {
+    const kld_partial_head *h0 = &ms->h0;
+    uint64_t g = ms->g++;
+    if (h0->shard_mode == 0) ms->k = (uint32_t)(g % h0->shard_n);
+    else
+        while (!kld_partial_shard_has(ms->k, h0->shard_n, 1, g, h0->n_windows_total)) ms->k++;
+    part *p = ms->by_k[ms->k];
+    const kld_partial_window *w = &kld_partial_windows(p->p)[p->cursor++];
+    /* kld_partial_open checked that the part's windows are exactly its shard's, ascending */
+    if (w->index != g)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: window %llu expected, %llu found",
+                        kld_partial_path(p->p), (unsigned long long)g, (unsigned long long)w->index);
+    *pp = p;
+    *wp = w;
+    return KLD_OK;
+}
+
+static void restart_cursors(kld_merge_stream *ms) {
+    for (size_t i = 0; i < ms->n_parts; i++) ms->parts[i].cursor = 0;
+    ms->g = 0;
+    ms->k = 0;
+    ms->left = 0;
+    ms->cur = NULL;
+}
+
+static kld_status stream_next(void *user, bool restart, const kld_position **batch, size_t *m,
+                              kld_error *err) {
+    kld_merge_stream *ms = user;
+    *batch = ms->buf;
+    *m = 0;
+    kld_status st;
+    if (restart) {
+        restart_cursors(ms);
+        for (size_t i = 0; i < ms->n_parts; i++)
+            if ((st = kld_partial_rewind(ms->parts[i].p, err))) return st;
     }
-    if (n_rec > SIZE_MAX / sizeof(kld_position))
-        return kld_fail(err, KLD_ERR_NOMEM, "%llu positions do not fit in memory",
-                        (unsigned long long)n_rec);
-    kld_status s = kld_stats_reserve(st, (size_t)n_rec, (size_t)n_docs + 1, err);
-    if (s) return s;
-    enum { BATCH = 4096 };
-    kld_position *buf = malloc(BATCH * sizeof *buf);
-    if (!buf) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    uint32_t k = 0;
-    for (uint64_t g = 0; g < h0->n_windows_total && !s; g++) {
-        if (h0->shard_mode == 0) k = (uint32_t)(g % h0->shard_n);
-        else
-            while (!kld_partial_shard_has(k, h0->shard_n, 1, g, h0->n_windows_total)) k++;
-        part *p = by_k[k];
-        const kld_partial_window *w = &kld_partial_windows(p->p)[p->cursor++];
-        /* kld_partial_open checked that the part's windows are exactly its shard's, ascending */
-        if (w->index != g) {
-            s = kld_fail(err, KLD_ERR_FORMAT, "%s: window %llu expected, %llu found",
-                         kld_partial_path(p->p), (unsigned long long)g, (unsigned long long)w->index);
-            break;
-        }
-        if (w->new_doc && (s = kld_stats_begin_doc(st, err))) break;
-        for (uint32_t done = 0; done < w->n_records && !s;) {
-            uint32_t m = w->n_records - done < BATCH ? w->n_records - done : BATCH;
-            s = kld_partial_read(p->p, m, buf, err);
-            for (uint32_t i = 0; i < m && !s; i++) s = kld_stats_add(st, &buf[i], err);
-            done += m;
-        }
+    while (ms->left == 0) {
+        if (ms->g == ms->h0.n_windows_total) return KLD_OK;
+        const kld_partial_window *w;
+        if ((st = next_window(ms, &ms->cur, &w, err))) return st;
+        ms->left = w->n_records;
     }
-    free(buf);
-    return s;
+    uint32_t n = ms->left < BATCH ? ms->left : BATCH;
+    if ((st = kld_partial_read(ms->cur->p, n, ms->buf, err))) return st;
+    ms->left -= n;
+    *m = n;
+    return KLD_OK;
+}
+
+/* Documents begin where the windows say (an implicit one at 0 before the
+ * first record otherwise, as the accumulator does); the record count. */
+static kld_status plan_stream(kld_merge_stream *ms, uint64_t *n_rec, kld_error *err) {
+    size_t cap = 0;
+    uint64_t off = 0;
+    restart_cursors(ms);
+    for (uint64_t i = 0; i < ms->h0.n_windows_total; i++) {
+        part *p;
+        const kld_partial_window *w;
+        kld_status st = next_window(ms, &p, &w, err);
+        if (st) return st;
+        for (int b = 0; b < 2; b++) {
+            bool begin = b == 0 ? w->new_doc : w->n_records > 0 && ms->n_docs == 0;
+            if (!begin) continue;
+            if (ms->n_docs == cap) {
+                cap = cap ? 2 * cap : 1024;
+                uint64_t *d = realloc(ms->doc_start, cap * sizeof *d);
+                if (!d) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the documents");
+                ms->doc_start = d;
+            }
+            ms->doc_start[ms->n_docs++] = off;
+        }
+        off += w->n_records;
+    }
+    restart_cursors(ms);
+    *n_rec = off;
+    return off > SIZE_MAX ? kld_fail(err, KLD_ERR_NOMEM, "%llu positions do not fit in memory",
+                                     (unsigned long long)off) : KLD_OK;
+}
+
+static void stream_free(kld_merge_stream *ms) {
+    if (!ms) return;
+    for (size_t i = 0; i < ms->n_parts; i++) {
+        kld_partial_close(ms->parts[i].p);
+        json_decref(ms->parts[i].meta);
+    }
+    free(ms->parts);
+    free(ms->by_k);
+    free(ms->doc_start);
+    free(ms->buf);
+    free(ms);
 }
 
 static char *meta_string(const json_t *meta, const char *key) {
@@ -257,28 +328,38 @@ static void collect(part *parts, size_t n, kld_merge_result *out) {
 kld_status kld_merge(const char *const *paths, size_t n, kld_merge_result *out, kld_error *err) {
     memset(out, 0, sizeof *out);
     if (n == 0) return kld_fail(err, KLD_ERR_ARG, "no partials to merge");
+    kld_merge_stream *ms = calloc(1, sizeof *ms);
     part *parts = calloc(n, sizeof *parts);
-    if (!parts) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    part **by_k = NULL;
-    kld_status st = open_parts(paths, n, parts, err);
-    if (!st && !(by_k = calloc(parts[0].h->shard_n, sizeof *by_k)))
-        st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    if (!st) st = check_parts(paths, n, parts, by_k, err);
-    if (!st) st = kld_stats_create(&out->stats, (int)parts[0].h->topk, err);
-    if (!st) st = merge_records(by_k, parts[0].h, out->stats, err);
-    if (!st) collect(parts, n, out);
-    for (size_t i = 0; i < n; i++) {
-        kld_partial_close(parts[i].p);
-        json_decref(parts[i].meta);
+    if (!ms || !parts) {
+        free(ms);
+        free(parts);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }
-    free(parts);
-    free(by_k);
+    ms->parts = parts;
+    ms->n_parts = n;
+    out->stream = ms;
+    kld_status st = open_parts(paths, n, parts, err);
+    if (!st && !(ms->by_k = calloc(parts[0].h->shard_n, sizeof *ms->by_k)))
+        st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (!st) st = check_parts(paths, n, parts, ms->by_k, err);
+    if (!st && !(ms->buf = malloc(BATCH * sizeof *ms->buf)))
+        st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    uint64_t n_rec = 0;
+    if (!st) {
+        ms->h0 = *parts[0].h;
+        st = plan_stream(ms, &n_rec, err);
+    }
+    if (!st) {
+        out->records = (kld_record_source){ms, (size_t)n_rec, (int)ms->h0.topk, ms->doc_start,
+                                           ms->n_docs, stream_next};
+        collect(parts, n, out);
+    }
     if (st) kld_merge_result_free(out);
     return st;
 }
 
 void kld_merge_result_free(kld_merge_result *r) {
-    kld_stats_free(r->stats);
+    stream_free(r->stream);
     json_decref(r->config);
     json_decref(r->parts);
     free(r->ref_label);

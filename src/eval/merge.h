@@ -16,8 +16,10 @@
  * paths) and the file paths ("path" of the arms, "name" of the corpus): the
  * arms' SHA-256 and sizes, the corpus SHA-256, chunking, the windows, ctx,
  * max_docs/max_tokens, topk, the vocabulary note, the version, and any
- * policy or lever keys the configuration carries. Memory of a merge:
- * O(positions) records (80 bytes each), never logits. */
+ * policy or lever keys the configuration carries. Memory of a merge: the
+ * window tables and document starts; the records stay in the partials and
+ * are read again at each pass (the summary's scratch is 24 bytes per
+ * position; nothing holds the 80-byte records). */
 #ifndef KLD_EVAL_MERGE_H
 #define KLD_EVAL_MERGE_H
 
@@ -25,6 +27,10 @@
 #include "store/partial.h"
 
 #include <jansson.h>
+
+/* The configuration without the keys that cannot change a record (a new
+ * object; NULL when out of memory). */
+json_t *kld_eval_defining(const json_t *config);
 
 /* The hash of the defining inputs of a run's configuration. */
 void kld_eval_hash(const json_t *config, uint8_t out[32]);
@@ -43,8 +49,13 @@ kld_status kld_kl_write_partial(const char *path, const kld_kl_result *res,
                                 const kld_kl_config *c, const kld_partial_labels *labels,
                                 kld_error *err);
 
+typedef struct kld_merge_stream kld_merge_stream;
+
 typedef struct kld_merge_result {
-    kld_stats *stats;          /* the merged records, in window order */
+    /* the merged records in window order, read from the partials at each
+     * pass (kld_summary_from_source); valid until kld_merge_result_free */
+    kld_record_source records;
+    kld_merge_stream *stream;  /* owns the open partials */
     json_t *config;            /* the shards' configuration without "shard" */
     json_t *parts;             /* [{path, shard, windows, positions, elapsed_s}] */
     char *ref_label, *arm_label, *corpus_label, *label;

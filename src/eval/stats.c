@@ -177,6 +177,20 @@ const kld_position *kld_stats_records(const kld_stats *st, size_t *n) {
 
 size_t kld_stats_doc_count(const kld_stats *st) { return st->n_docs; }
 
+/* One batch: every record; then the end of the pass. */
+static kld_status memory_next(void *user, bool restart, const kld_position **batch, size_t *m,
+                              kld_error *err) {
+    (void)err;
+    kld_stats *st = user;
+    *batch = st->rec;
+    *m = restart ? st->n : 0;
+    return KLD_OK;
+}
+
+void kld_stats_source(const kld_stats *st, kld_record_source *out) {
+    *out = (kld_record_source){(void *)st, st->n, st->topk, st->doc_start, st->n_docs, memory_next};
+}
+
 void kld_stats_doc_range(const kld_stats *st, size_t doc, size_t *first, size_t *count) {
     if (doc >= st->n_docs) {
         *first = st->n;

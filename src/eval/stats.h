@@ -260,6 +260,27 @@ typedef struct kld_summary {
  * scored; KLD_ERR_NOMEM when scratch memory is missing. */
 kld_status kld_stats_finalize(const kld_stats *st, kld_summary *out, kld_error *err);
 
+/* Records that need not be in memory (a merge reads them from the shards'
+ * partials): read in order, in batches, as many passes as asked. The
+ * summary makes about ten passes and holds 3 doubles per position of
+ * scratch, never the 80-byte records. */
+typedef struct kld_record_source {
+    void *user;
+    size_t n;                   /* records */
+    int topk;
+    const uint64_t *doc_start;  /* first record of each document begun */
+    size_t n_docs;
+    /* The next batch of the current pass (restart: begin a new pass at
+     * record 0); *m = 0 at the end. The batch is valid until the next call. */
+    kld_status (*next)(void *user, bool restart, const kld_position **batch, size_t *m,
+                       kld_error *err);
+} kld_record_source;
+
+/* The accumulator as a source (borrows st). */
+void kld_stats_source(const kld_stats *st, kld_record_source *out);
+/* kld_stats_finalize of any source: the same statistics bit for bit. */
+kld_status kld_summary_from_source(const kld_record_source *src, kld_summary *out, kld_error *err);
+
 /* Helpers behind the summary, exposed for tests and other modules. */
 double kld_percentile_sorted(const double *sorted, size_t n, double fraction);
 /* mean and se of x[0..n) as defined above (two-pass, compensated sums). */

@@ -80,6 +80,47 @@ static double binomial_se(double f, uint64_t n) {
     return n >= 2 ? sqrt(f * (1.0 - f) / (double)(n - 1)) : 0.0;
 }
 
+/* ---- passes over a record source ---- */
+
+typedef struct pass {
+    const kld_record_source *src;
+    const kld_position *b;
+    size_t m, j, count;
+    bool started, done;
+    kld_status st;
+    kld_error *err;
+} pass;
+
+static void pass_begin(pass *p, const kld_record_source *src, kld_error *err) {
+    *p = (pass){.src = src, .err = err};
+}
+
+/* The next record of the pass, or NULL at its end or on an error (p->st).
+ * A source must hand out exactly src->n records per pass. */
+static const kld_position *pass_next(pass *p) {
+    while (p->j == p->m) {
+        if (p->done || p->st) return NULL;
+        bool restart = !p->started;
+        p->started = true;
+        p->j = 0;
+        if ((p->st = p->src->next(p->src->user, restart, &p->b, &p->m, p->err))) return NULL;
+        if (p->m == 0) {
+            p->done = true;
+            if (p->count != p->src->n)
+                p->st = kld_fail(p->err, KLD_ERR_FORMAT, "record source: %zu records in a pass, "
+                                 "%zu announced", p->count, p->src->n);
+            return NULL;
+        }
+        if (p->m > p->src->n - p->count) {
+            p->st = kld_fail(p->err, KLD_ERR_FORMAT, "record source: more than the %zu records "
+                             "announced", p->src->n);
+            return NULL;
+        }
+    }
+    p->count++;
+    return &p->b[p->j++];
+}
+
 /* ---- buckets ---- */
 
 static int conf_bucket(const kld_position *r) {
@@ -94,50 +135,87 @@ static int pos_bucket(const kld_position *r) {
     return b < KLD_POS_BUCKETS ? b : KLD_POS_BUCKETS - 1;
 }
 
-/* Groups the records' KLD by bucket (a counting sort into scratch) and
- * fills mean, se, median and top-1 agreement of each bucket. */
-static void fill_buckets(const kld_position *rec, size_t n, int nb,
-                         int (*which)(const kld_position *), double *scratch, kld_bucket *out) {
-    size_t count[KLD_POS_BUCKETS] = {0}, top1[KLD_POS_BUCKETS] = {0}, at[KLD_POS_BUCKETS];
-    for (size_t i = 0; i < n; i++) {
-        int b = which(&rec[i]);
-        count[b]++;
-        top1[b] += rec[i].top_ref == rec[i].top_arm;
-    }
+typedef struct bucket_tally {
+    size_t count[KLD_POS_BUCKETS], top1[KLD_POS_BUCKETS], at[KLD_POS_BUCKETS];
+} bucket_tally;
+
+/* Mean, se, median and top-1 agreement of each bucket, whose KLD values
+ * lie grouped in scratch (a counting sort in record order). */
+static void finish_buckets(const bucket_tally *t, int nb, double *scratch, kld_bucket *out) {
     size_t off = 0;
     for (int b = 0; b < nb; b++) {
-        at[b] = off;
-        off += count[b];
-    }
-    for (size_t i = 0; i < n; i++) scratch[at[which(&rec[i])]++] = rec[i].kld;
-    off = 0;
-    for (int b = 0; b < nb; b++) {
         kld_bucket *k = &out[b];
-        k->n = count[b];
-        if (count[b]) {
+        k->n = t->count[b];
+        if (t->count[b]) {
             double *v = scratch + off;
-            qsort(v, count[b], sizeof *v, cmp_double);
-            kld_mean_se(v, count[b], &k->kld_mean, &k->kld_se);
-            k->kld_median = kld_percentile_sorted(v, count[b], 0.5);
-            k->top1_agreement = (double)top1[b] / (double)count[b];
+            qsort(v, t->count[b], sizeof *v, cmp_double);
+            kld_mean_se(v, t->count[b], &k->kld_mean, &k->kld_se);
+            k->kld_median = kld_percentile_sorted(v, t->count[b], 0.5);
+            k->top1_agreement = (double)t->top1[b] / (double)t->count[b];
         } else {
             k->kld_mean = k->kld_se = k->kld_median = k->top1_agreement = NAN;
         }
-        off += count[b];
+        off += t->count[b];
     }
+}
+
+/* Both bucketings: one pass counts, one groups the KLD (confidence into v,
+ * context position into w). */
+static kld_status fill_buckets(const kld_record_source *src, double *v, double *w, kld_summary *s,
+                               kld_error *err) {
+    bucket_tally tc = {0}, tp = {0};
+    pass p;
+    const kld_position *r;
+    pass_begin(&p, src, err);
+    while ((r = pass_next(&p))) {
+        int c = conf_bucket(r), q = pos_bucket(r);
+        bool top1 = r->top_ref == r->top_arm;
+        tc.count[c]++;
+        tc.top1[c] += top1;
+        tp.count[q]++;
+        tp.top1[q] += top1;
+    }
+    if (p.st) return p.st;
+    size_t oc = 0, op = 0;
+    for (int b = 0; b < KLD_POS_BUCKETS; b++) {
+        if (b < KLD_CONF_BUCKETS) tc.at[b] = oc, oc += tc.count[b];
+        tp.at[b] = op, op += tp.count[b];
+    }
+    pass_begin(&p, src, err);
+    while ((r = pass_next(&p))) {
+        v[tc.at[conf_bucket(r)]++] = r->kld;
+        w[tp.at[pos_bucket(r)]++] = r->kld;
+    }
+    if (p.st) return p.st;
+    finish_buckets(&tc, KLD_CONF_BUCKETS, v, s->by_conf);
+    finish_buckets(&tp, KLD_POS_BUCKETS, w, s->by_pos);
+    return KLD_OK;
 }
 
 /* ---- perplexity statistics over the positions with a next token ---- */
 
-static void ppl_stats(const kld_position *rec, size_t n, double *a, double *b, double *d,
-                      kld_summary *s) {
+static kld_status ppl_stats(const kld_record_source *src, double *a, double *b, double *d,
+                            kld_summary *s, kld_error *err) {
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (rec[i].token < 0) continue;
-        a[m] = rec[i].nll_ref;
-        b[m] = rec[i].nll_arm;
+    /* llama.cpp base rows: a next token below the 16-nat window gets the
+     * window's floor as its NLL, so PPL(ref) is biased low; the arm's NLL at
+     * those positions gives the best estimate the file allows */
+    s->n_next_outside = 0;
+    s->ppl_ref_filled = NAN;
+    csum filled = {0, 0};
+    pass p;
+    const kld_position *r;
+    pass_begin(&p, src, err);
+    while ((r = pass_next(&p))) {
+        if (r->token < 0) continue;
+        a[m] = r->nll_ref;
+        b[m] = r->nll_arm;
+        bool out = r->next_outside != 0;
+        s->n_next_outside += out;
+        csum_add(&filled, out ? b[m] : a[m]);
         m++;
     }
+    if (p.st) return p.st;
     s->n_tokens = m;
     s->ref_nll_known = true;
     for (size_t i = 0; i < m; i++)
@@ -152,7 +230,7 @@ static void ppl_stats(const kld_position *rec, size_t n, double *a, double *b, d
         s->ppl_diff = s->ppl_diff_se = s->nll_cor = NAN;
         dist_nan(&s->dp);
         s->dp_rms = s->dp_rms_se = NAN;
-        return;
+        return KLD_OK;
     }
     if (m == 0) {
         s->ppl_ref = s->ppl_ref_se = s->ppl_arm = s->ppl_arm_se = NAN;
@@ -160,7 +238,7 @@ static void ppl_stats(const kld_position *rec, size_t n, double *a, double *b, d
         s->ppl_diff = s->ppl_diff_se = s->nll_cor = NAN;
         dist_nan(&s->dp);
         s->dp_rms = s->dp_rms_se = NAN;
-        return;
+        return KLD_OK;
     }
     double ma, ua, mb, ub;
     kld_mean_se(a, m, &ma, &ua);
@@ -176,19 +254,6 @@ static void ppl_stats(const kld_position *rec, size_t n, double *a, double *b, d
     double cov = m >= 2 ? cov_pop / (double)(m - 1) : 0.0; /* covariance of the two means */
     s->nll_cor = var_a > 0.0 && var_b > 0.0 ? cov_pop / sqrt(var_a * var_b) : 0.0;
 
-    /* llama.cpp base rows: a next token below the 16-nat window gets the
-     * window's floor as its NLL, so PPL(ref) is biased low; the arm's NLL at
-     * those positions gives the best estimate the file allows */
-    s->n_next_outside = 0;
-    s->ppl_ref_filled = NAN;
-    csum filled = {0, 0};
-    for (size_t i = 0, k = 0; i < n; i++) {
-        if (rec[i].token < 0) continue;
-        bool out = rec[i].next_outside != 0;
-        s->n_next_outside += out;
-        csum_add(&filled, out ? b[k] : a[k]);
-        k++;
-    }
     if (s->n_next_outside) s->ppl_ref_filled = exp(csum_get(&filled) / (double)m);
 
     s->ppl_ref = exp(ma);
@@ -218,42 +283,74 @@ static void ppl_stats(const kld_position *rec, size_t n, double *a, double *b, d
     s->dp_rms = sqrt(ms);
     s->dp_rms_se = s->dp_rms > 0.0 ? 0.5 / s->dp_rms * us : 0.0;
     dist_of(d, m, &s->dp);
+    return KLD_OK;
+}
+
+/* Mean of per-document means (documents with >= 1 position), in record order. */
+static kld_status doc_means(const kld_record_source *src, double *v, kld_summary *out,
+                            kld_error *err) {
+    size_t nd = 0, d = 0, i = 0, count = 0;
+    csum s = {0, 0};
+    pass p;
+    const kld_position *r;
+    pass_begin(&p, src, err);
+    while ((r = pass_next(&p))) {
+        while (d + 1 < src->n_docs && src->doc_start[d + 1] <= i) {
+            if (count) v[nd++] = csum_get(&s) / (double)count;
+            s = (csum){0, 0};
+            count = 0;
+            d++;
+        }
+        if (src->n_docs && i >= src->doc_start[0]) {
+            csum_add(&s, r->kld);
+            count++;
+        }
+        i++;
+    }
+    if (p.st) return p.st;
+    if (count) v[nd++] = csum_get(&s) / (double)count;
+    out->n_docs_scored = nd;
+    kld_mean_se(v, nd, &out->kld_doc_mean, &out->kld_doc_se);
+    return KLD_OK;
 }
 
 kld_status kld_stats_finalize(const kld_stats *st, kld_summary *out, kld_error *err) {
-    memset(out, 0, sizeof *out);
-    size_t n;
-    const kld_position *rec = kld_stats_records(st, &n);
-    if (n == 0) return kld_fail(err, KLD_ERR_ARG, "kld_stats_finalize: no positions were scored");
-    uint64_t bytes;
-    if (!kld_mul_u64(n, 3 * sizeof(double), &bytes) || bytes > SIZE_MAX)
-        return kld_fail(err, KLD_ERR_NOMEM, "kld_stats_finalize: %zu positions overflow", n);
-    double *buf = malloc((size_t)bytes);
-    if (!buf)
-        return kld_fail(err, KLD_ERR_NOMEM, "kld_stats_finalize: cannot allocate scratch for %zu positions", n);
-    double *v = buf, *w = buf + n, *x = buf + 2 * n;
+    kld_record_source src;
+    kld_stats_source(st, &src);
+    return kld_summary_from_source(&src, out, err);
+}
 
-    out->n_positions = n;
-    out->n_docs = kld_stats_doc_count(st);
-    out->topk = kld_stats_topk(st);
-
-    uint64_t top1 = 0;
-    for (size_t i = 0; i < n; i++) {
-        v[i] = rec[i].kld;
-        w[i] = (double)rec[i].topk_hits / (double)rec[i].topk;
-        top1 += rec[i].top_ref == rec[i].top_arm;
+/* Passes fill at most three arrays of n doubles; each statistic sees the
+ * values in the order and with the arithmetic it always had. */
+static kld_status summarize(const kld_record_source *src, double *v, double *w, double *x,
+                            kld_summary *out, kld_error *err) {
+    size_t n = src->n, i = 0;
+    uint64_t top1 = 0, n_trunc = 0;
+    pass p;
+    const kld_position *r;
+    pass_begin(&p, src, err);
+    while ((r = pass_next(&p))) {
+        v[i] = r->kld;
+        w[i] = (double)r->topk_hits / (double)r->topk;
+        top1 += r->top_ref == r->top_arm;
+        i++;
     }
+    if (p.st) return p.st;
     dist_of(v, n, &out->kld);
     kld_mean_se(w, n, &out->topk_overlap, &out->topk_se);
     out->top1_agreement = (double)top1 / (double)n;
     out->top1_se = binomial_se(out->top1_agreement, n);
 
-    uint64_t n_trunc = 0;
-    for (size_t i = 0; i < n; i++) {
-        v[i] = rec[i].kld_bound;
-        w[i] = rec[i].mass;
-        n_trunc += rec[i].truncated != 0;
+    i = 0;
+    pass_begin(&p, src, err);
+    while ((r = pass_next(&p))) {
+        v[i] = r->kld_bound;
+        w[i] = r->mass;
+        x[i] = r->kld_rev;
+        n_trunc += r->truncated != 0;
+        i++;
     }
+    if (p.st) return p.st;
     out->n_truncated = n_trunc;
     dist_of(v, n, &out->kld_bound);
     {
@@ -263,37 +360,43 @@ kld_status kld_stats_finalize(const kld_stats *st, kld_summary *out, kld_error *
         out->mass_min = mass.min;
         out->mass_p1 = mass.pct[1]; /* kld_pct_fractions[1] = 0.01 */
     }
+    dist_of(x, n, &out->kld_rev);
 
-    for (size_t i = 0; i < n; i++) v[i] = rec[i].kld_rev;
-    dist_of(v, n, &out->kld_rev);
-    for (size_t i = 0; i < n; i++) v[i] = rec[i].jsd;
+    i = 0;
+    pass_begin(&p, src, err);
+    while ((r = pass_next(&p))) v[i++] = r->jsd;
+    if (p.st) return p.st;
     dist_of(v, n, &out->jsd);
 
-    /* mean of per-document means */
-    size_t nd = 0;
-    for (size_t doc = 0; doc < out->n_docs; doc++) {
-        size_t first, count;
-        kld_stats_doc_range(st, doc, &first, &count);
-        if (!count) continue;
-        csum s = {0, 0};
-        for (size_t i = first; i < first + count; i++) csum_add(&s, rec[i].kld);
-        v[nd++] = csum_get(&s) / (double)count;
-    }
-    out->n_docs_scored = nd;
-    kld_mean_se(v, nd, &out->kld_doc_mean, &out->kld_doc_se);
-
-    ppl_stats(rec, n, v, w, x, out);
-
-    fill_buckets(rec, n, KLD_CONF_BUCKETS, conf_bucket, v, out->by_conf);
+    kld_status st = doc_means(src, v, out, err);
+    if (!st) st = ppl_stats(src, v, w, x, out, err);
+    if (!st) st = fill_buckets(src, v, w, out, err);
+    if (st) return st;
     for (int b = 0; b < KLD_CONF_BUCKETS; b++) {
         out->by_conf[b].lo = (double)b / KLD_CONF_BUCKETS;
         out->by_conf[b].hi = (double)(b + 1) / KLD_CONF_BUCKETS;
     }
-    fill_buckets(rec, n, KLD_POS_BUCKETS, pos_bucket, v, out->by_pos);
     for (int b = 0; b < KLD_POS_BUCKETS; b++) {
         out->by_pos[b].lo = b == 0 ? 0.0 : ldexp(1.0, b + 2);
         out->by_pos[b].hi = ldexp(1.0, b + 3);
     }
-    free(buf);
     return KLD_OK;
+}
+
+kld_status kld_summary_from_source(const kld_record_source *src, kld_summary *out, kld_error *err) {
+    memset(out, 0, sizeof *out);
+    size_t n = src->n;
+    if (n == 0) return kld_fail(err, KLD_ERR_ARG, "kld_stats_finalize: no positions were scored");
+    uint64_t bytes;
+    if (!kld_mul_u64(n, 3 * sizeof(double), &bytes) || bytes > SIZE_MAX)
+        return kld_fail(err, KLD_ERR_NOMEM, "kld_stats_finalize: %zu positions overflow", n);
+    double *buf = malloc((size_t)bytes);
+    if (!buf)
+        return kld_fail(err, KLD_ERR_NOMEM, "kld_stats_finalize: cannot allocate scratch for %zu positions", n);
+    out->n_positions = n;
+    out->n_docs = src->n_docs;
+    out->topk = src->topk;
+    kld_status st = summarize(src, buf, buf + n, buf + 2 * n, out, err);
+    free(buf);
+    return st;
 }

@@ -22,19 +22,32 @@ static const kld_name_map lfm2_hf_names[] = {
 
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
-    {"llama", KLD_ROPE_NORM, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0},
-    {"qwen2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0, 0},
-    {"qwen3", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0},
-    {"phi3", KLD_ROPE_NEOX, KLD_ACT_SILU, true, true, false, false, false, false, 0, 0, 0},
-    {"gemma", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, false, true, false, -1, 0, 0},
+    /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
+    {"llama", KLD_ROPE_NORM, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_OPTIONAL, .moe_norm_w = true},
+    {"qwen2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0, 0, .moe = KLD_MOE_NONE},
+    {"qwen3", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0, .moe = KLD_MOE_NONE},
+    {"phi3", KLD_ROPE_NEOX, KLD_ACT_SILU, true, true, false, false, false, false, 0, 0, 0, .moe = KLD_MOE_NONE},
+    {"gemma", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, false, true, false, -1, 0, 0, .moe = KLD_MOE_NONE},
     /* gemma2: layers il % 2 == 0 slide (src/llama.cpp 4869), window 4096 by default (llama-model.cpp 853) */
-    {"gemma2", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, true, true, false, 2, 0, 4096},
+    {"gemma2", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, false, true, true, false, 2, 0, 4096, .moe = KLD_MOE_NONE},
     /* gemma3 (after c392e50): set_swa_pattern(6), sliding base 1e4 at scale 1 */
-    {"gemma3", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, true, true, true, false, 6, 1e4, 0},
+    {"gemma3", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, true, true, true, false, 6, 1e4, 0, .moe = KLD_MOE_NONE},
+    /* qwen2moe: q/k/v biases required (llama-model.cpp 2119-2121), routed experts with
+     * norm_w false (src/llama.cpp 3637-3648) plus the sigmoid-gated shared expert (3650-3672) */
+    {"qwen2moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_shared_expert = true, .moe_ff_per_used = true},
+    /* olmoe: q/k RMSNorm over the full q and k rows (src/llama.cpp 5735-5741), norm_w false (5782-5792) */
+    {"olmoe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
+     .qk_norm_full = true, .moe = KLD_MOE_ALWAYS},
+    /* qwen3moe (after c392e50, src/models/qwen3moe.cpp): qwen3 attention, norm_w true */
+    {"qwen3moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_ff_per_used = true},
     /* lfm2 (after c392e50; src/models/lfm2.cpp): layers with head_count_kv 0
      * are short convolutions, the others GQA with q/k norms; NeoX RoPE; a
      * sliding window (every attention layer) only when the key is given. */
-    {"lfm2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, 0, 0, 0},
+    {"lfm2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, 0, 0, 0,
+     .moe = KLD_MOE_NONE},
 };
 
 static const kld_arch_hybrid hybrid_table[] = {
@@ -54,4 +67,6 @@ const kld_arch_switches *kld_arch_find(const char *name) {
     return NULL;
 }
 
-const char *kld_arch_supported(void) { return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, lfm2"; }
+const char *kld_arch_supported(void) {
+    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2";
+}

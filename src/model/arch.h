@@ -30,6 +30,11 @@ typedef struct kld_name_map {
     const char *gguf;
     const char *hf;
 } kld_name_map;
+typedef enum kld_moe_kind {
+    KLD_MOE_NONE = 0,     /* dense FFN only */
+    KLD_MOE_OPTIONAL = 1, /* MoE FFN when <arch>.expert_count > 0 (llama: Mixtral) */
+    KLD_MOE_ALWAYS = 2    /* every layer is MoE; expert_count is required */
+} kld_moe_kind;
 
 typedef struct kld_arch_switches {
     const char *name;         /* GGUF general.architecture spelling */
@@ -44,6 +49,12 @@ typedef struct kld_arch_switches {
     int swa_pattern;          /* -1: no sliding window; 0: every layer; p: layer il slides iff il % p < p - 1 */
     double swa_rope_freq_base;/* RoPE base of sliding layers, unscaled; 0: the model's base and scale (gemma3: 1e4) */
     int64_t swa_default_window; /* GGUF window when the key is absent (gemma2: 4096) */
+    bool qk_norm_full;        /* RMSNorm over the whole q row and k row before RoPE (olmoe) */
+    kld_moe_kind moe;         /* mixture-of-experts FFN: never, when expert_count > 0, always */
+    bool moe_norm_w;          /* the top-k router weights are renormalised to sum 1 (mixtral, qwen3moe) */
+    bool moe_shared_expert;   /* plus a shared expert gated by sigmoid(ffn_gate_inp_shexp · x) (qwen2moe) */
+    bool moe_ff_per_used;     /* expert_feed_forward_length defaults to n_ff / expert_used_count
+                                 (qwen2moe, qwen3moe), else to n_ff */
 } kld_arch_switches;
 
 /* The switches of the hybrid recurrent architectures, in a table of their

@@ -233,7 +233,8 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
         (st = g_float(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))
         return st;
 
-    if ((st = kld_hp_gguf_rope_scaling(src, hp, err)) || (st = kld_hp_gguf_swa(src, hp, err)))
+    if ((st = kld_hp_gguf_rope_scaling(src, hp, err)) || (st = kld_hp_gguf_swa(src, hp, err)) ||
+        (st = kld_hp_gguf_moe(src, hp, err)))
         return st;
 
     const kld_tensor *emb = kld_source_find(src, "token_embd.weight");
@@ -323,7 +324,10 @@ static const hf_arch hf_archs[] = {
     {"qwen2", "qwen2", false, false},  {"qwen3", "qwen3", false, false},
     {"phi3", "phi3", false, false},    {"gemma", "gemma", true, false},
     {"gemma2", "gemma2", true, false}, {"gemma3_text", "gemma3", true, false},
-    {"gemma3", "gemma3", true, false},  {"lfm2", "lfm2", true, false},
+    {"gemma3", "gemma3", true, false},
+    {"mixtral", "llama", false, true}, {"qwen2_moe", "qwen2moe", false, false},
+    {"qwen3_moe", "qwen3moe", false, false}, {"olmoe", "olmoe", false, false},
+    {"lfm2", "lfm2", true, false},
 };
 
 static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err) {
@@ -343,7 +347,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     if (!ha)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
                         "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
-                        "gemma3_text, lfm2)", path, model_type);
+                        "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe, lfm2)", path, model_type);
     /* A multimodal gemma3 keeps the language model's fields in text_config. */
     if (strcmp(model_type, "gemma3") == 0) {
         const json_t *tc = json_object_get(r.cfg, "text_config");
@@ -390,7 +394,9 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
 
     if ((st = kld_hp_hf_rope_scaling(r.cfg, path, hp, err))) return st;
 
-    if ((st = kld_hp_hf_swa(r.cfg, path, model_type, hp, err))) return st;
+    if ((st = kld_hp_hf_swa(r.cfg, path, model_type, hp, err)) ||
+        (st = kld_hp_hf_moe(r.cfg, path, model_type, hp, err)))
+        return st;
 
     if ((st = j_num(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
         (st = j_num(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))

@@ -10,7 +10,8 @@
 #define KLD_MAX_LAYER 4096
 
 typedef struct kld_hparams {
-    char arch[32];          /* "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3" */
+    char arch[32];          /* "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
+                               "qwen2moe", "olmoe", "qwen3moe" */
     char name[128];         /* general.name or the folder name */
     int64_t n_embd;
     int64_t n_layer;
@@ -59,6 +60,12 @@ typedef struct kld_hparams {
     uint8_t layer_kind[KLD_MAX_LAYER]; /* kld_layer_kind of layer il (all ATTN by default) */
     int64_t n_layer_attn;   /* layers of kind ATTN (the ones with a KV cache) */
     int64_t shortconv_l_cache; /* LFM2 conv width L (the state keeps L - 1 inputs); 0: none */
+    /* Mixture of experts (all 0 for a dense model; see hparams_moe.c). */
+    int64_t n_expert;       /* <arch>.expert_count / num_local_experts / num_experts */
+    int64_t n_expert_used;  /* <arch>.expert_used_count / num_experts_per_tok */
+    int64_t n_ff_exp;       /* rows of one routed expert's gate/up */
+    int64_t n_ff_shexp;     /* rows of the shared expert's gate/up (moe_shared_expert) */
+    bool moe_norm_w;        /* top-k router weights renormalised (switch, or HF norm_topk_prob) */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a
@@ -67,6 +74,8 @@ kld_status kld_hparams_read(const kld_source *src, kld_hparams *hp, kld_error *e
 
 /* The mixing kind of layer il. */
 kld_layer_kind kld_hparams_layer_kind(const kld_hparams *hp, int64_t il);
+/* True when the layers' FFN is a mixture of experts. */
+static inline bool kld_hparams_is_moe(const kld_hparams *hp) { return hp->n_expert > 0; }
 
 /* True when layer il uses the sliding window. */
 bool kld_hparams_layer_swa(const kld_hparams *hp, int64_t il);

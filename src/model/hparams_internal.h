@@ -41,5 +41,11 @@ kld_status kld_hp_hf_recurrent(const json_t *cfg, const char *path, kld_hparams 
                                kld_error *err);
 /* Shared checks once every source is read (counts n_layer_attn). */
 kld_status kld_hp_check_recurrent(const char *path, kld_hparams *hp, kld_error *err);
+/* Mixture-of-experts keys (hparams_moe.c), read and checked after the
+ * dense keys: GGUF <arch>.expert_*; config.json num_local_experts /
+ * num_experts, num_experts_per_tok, moe_intermediate_size, ... */
+kld_status kld_hp_gguf_moe(const kld_source *src, kld_hparams *hp, kld_error *err);
+kld_status kld_hp_hf_moe(const json_t *cfg, const char *path, const char *model_type,
+                         kld_hparams *hp, kld_error *err);
 
 #endif

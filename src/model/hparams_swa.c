@@ -125,7 +125,8 @@ static kld_status hf_layer_types(const json_t *cfg, const char *path, kld_hparam
 
 kld_status kld_hp_hf_swa(const json_t *cfg, const char *path, const char *model_type,
                          kld_hparams *hp, kld_error *err) {
-    const bool qwen = !strcmp(model_type, "qwen2") || !strcmp(model_type, "qwen3");
+    const bool qwen = !strcmp(model_type, "qwen2") || !strcmp(model_type, "qwen3") ||
+                      !strcmp(model_type, "qwen2_moe") || !strcmp(model_type, "qwen3_moe");
     const bool gemma_iswa = !strcmp(hp->arch, "gemma2") || !strcmp(hp->arch, "gemma3");
     kld_status st;
     /* Gemma2Config / Gemma3TextConfig default the window to 4096. */
@@ -149,8 +150,8 @@ kld_status kld_hp_hf_swa(const json_t *cfg, const char *path, const char *model_
         for (int64_t il = 0; il < hp->n_layer; il++) hp->layer_swa[il] = il >= mwl;
         hp->swa_pattern = -2;
         if ((st = hf_layer_types(cfg, path, hp, err))) return st;
-    } else if (!strcmp(model_type, "mistral")) {
-        hp->swa_pattern = 0; /* MistralAttention: the window on every layer */
+    } else if (!strcmp(model_type, "mistral") || !strcmp(model_type, "mixtral")) {
+        hp->swa_pattern = 0; /* MistralAttention / MixtralAttention: the window on every layer */
     } else if (gemma_iswa) {
         int64_t pattern = hp->swa_pattern;
         if ((st = kld_hp_json_int(cfg, path, "sliding_window_pattern", false, &pattern, err))) return st;

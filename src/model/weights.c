@@ -26,6 +26,41 @@ static const kld_name_map layer_map[] = {
     {"ffn_down", "mlp.down_proj"},
 };
 
+/* Expert tensors (convert_hf_to_gguf.py's mappings): Mixtral keeps them
+ * under block_sparse_moe (gate; experts.E.w1 gate, w2 down, w3 up), the
+ * Qwen MoE and OLMoE checkpoints under mlp (gate; experts.E.*_proj;
+ * shared_expert.*_proj and shared_expert_gate). */
+static const kld_name_map moe_map[] = {
+    {"ffn_gate_inp", "mlp.gate"},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+};
+
+/* HF name of the per-expert GGUF suffix "ffn_gate.E" etc., or false. */
+static bool hf_expert_name(const kld_source *src, const char *pre, int il, const char *suffix,
+                           const char *kind, char *buf, size_t cap) {
+    static const char *const kinds[3][3] = {
+        {"gate", "w1", "gate_proj"}, {"down", "w2", "down_proj"}, {"up", "w3", "up_proj"}};
+    char k[8];
+    int e = -1, used = 0;
+    if (sscanf(suffix, "ffn_%7[a-z].%d%n", k, &e, &used) != 2 || suffix[used] || e < 0) return false;
+    char probe[160];
+    snprintf(probe, sizeof probe, "%smodel.layers.%d.block_sparse_moe.gate.weight", pre, il);
+    const bool mixtral = kld_source_find(src, probe) != NULL;
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(k, kinds[i][0])) continue;
+        if (mixtral)
+            snprintf(buf, cap, "%smodel.layers.%d.block_sparse_moe.experts.%d.%s.%s", pre, il, e,
+                     kinds[i][1], kind);
+        else
+            snprintf(buf, cap, "%smodel.layers.%d.mlp.experts.%d.%s.%s", pre, il, e, kinds[i][2], kind);
+        return true;
+    }
+    return false;
+}
+
 /* Prefix of the language model's tensors in a safetensors checkpoint. */
 static const char *hf_prefix(const kld_source *src) {
     if (kld_source_find(src, "language_model.model.embed_tokens.weight")) return "language_model.";
@@ -71,6 +106,13 @@ const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp
                 hf = hp->sw.fused_gate_up ? "mlp.gate_up_proj" : "mlp.up_proj";
             for (size_t i = 0; !hf && i < sizeof layer_map / sizeof layer_map[0]; i++)
                 if (strcmp(layer_map[i].gguf, suffix) == 0) hf = layer_map[i].hf;
+            char probe[160];
+            snprintf(probe, sizeof probe, "%smodel.layers.%d.block_sparse_moe.gate.weight", pre, il);
+            if (!hf && !strcmp(suffix, "ffn_gate_inp") && kld_source_find(src, probe))
+                hf = "block_sparse_moe.gate";
+            for (size_t i = 0; !hf && i < sizeof moe_map / sizeof moe_map[0]; i++)
+                if (strcmp(moe_map[i].gguf, suffix) == 0) hf = moe_map[i].hf;
+            if (!hf && hf_expert_name(src, pre, il, suffix, kind, buf, cap)) return buf;
             if (hf) {
                 snprintf(buf, cap, "%smodel.layers.%d.%s.%s", pre, il, hf, kind);
                 return buf;
@@ -96,15 +138,15 @@ static void shape_str(char *buf, size_t cap, int n, const int64_t *ne) {
 }
 
 /* Finds `name` (GGUF spelling) and checks it has shape ne0 (× ne1 when
- * ne1 > 0). Missing + optional → *out = NULL and KLD_OK. */
-static kld_status bind(binder *b, const char *name, int64_t ne0, int64_t ne1, bool required,
-                       const kld_tensor **out) {
+ * ne1 > 0, × ne2 when ne2 > 0). Missing + optional → *out = NULL and KLD_OK. */
+static kld_status bind3(binder *b, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                        bool required, const kld_tensor **out) {
     char sname[256], exp[64], got[96];
     *out = NULL;
     const char *src_name = kld_weights_source_name(b->src, b->hp, name, sname, sizeof sname);
     bool renamed = strcmp(src_name, name) != 0;
-    int64_t want[2] = {ne0, ne1};
-    int want_dims = ne1 > 0 ? 2 : 1;
+    int64_t want[3] = {ne0, ne1, ne2};
+    int want_dims = ne2 > 0 ? 3 : ne1 > 0 ? 2 : 1;
     shape_str(exp, sizeof exp, want_dims, want);
     const kld_tensor *t = kld_source_find(b->src, src_name);
     if (!t) {
@@ -114,19 +156,21 @@ static kld_status bind(binder *b, const char *name, int64_t ne0, int64_t ne1, bo
                         b->src->path, name, renamed ? " (" : "", renamed ? src_name : "",
                         renamed ? ")" : "", exp);
     }
-    bool ok = t->ne[0] == ne0 && t->ne[1] == (ne1 > 0 ? ne1 : 1) && t->ne[2] == 1 && t->ne[3] == 1;
-    if (b->squeezed_ok && ne1 > 0 && t->ne[0] == ne0 && t->ne[1] == 1 && t->ne[2] == ne1 &&
-        t->ne[3] == 1)
+    bool ok = t->ne[0] == ne0 && t->ne[1] == (ne1 > 0 ? ne1 : 1) && t->ne[2] == (ne2 > 0 ? ne2 : 1) &&
+              t->ne[3] == 1;
+    if (b->squeezed_ok && ne1 > 0 && ne2 <= 0 && t->ne[0] == ne0 && t->ne[1] == 1 &&
+        t->ne[2] == ne1 && t->ne[3] == 1)
         ok = true;
     if (!ok) {
         shape_str(got, sizeof got, t->n_dims > 0 ? t->n_dims : 1, t->ne);
         return kld_fail(b->err, KLD_ERR_FORMAT,
                         "%s: tensor '%s'%s%s%s has shape %s, expected %s (ggml order, for n_embd %"
                         PRId64 ", n_head %" PRId64 ", n_head_kv %" PRId64 ", head_dim %" PRId64
-                        ", n_ff %" PRId64 ", n_vocab %" PRId64 ")",
-                        b->src->path, name, renamed ? " (" : "", renamed ? src_name : "",
+                        ", n_ff %" PRId64 ", n_vocab %" PRId64 ", n_expert %" PRId64 ", n_ff_exp %"
+                        PRId64 ")", b->src->path, name, renamed ? " (" : "", renamed ? src_name : "",
                         renamed ? ")" : "", got, exp, b->hp->n_embd, b->hp->n_head,
-                        b->hp->n_head_kv, b->hp->head_dim, b->hp->n_ff, b->hp->n_vocab);
+                        b->hp->n_head_kv, b->hp->head_dim, b->hp->n_ff, b->hp->n_vocab,
+                        b->hp->n_expert, b->hp->n_ff_exp);
     }
     const kld_type_info *ti = kld_type_info_get(t->type);
     if (!ti || !ti->to_float) {
@@ -136,6 +180,95 @@ static kld_status bind(binder *b, const char *name, int64_t ne0, int64_t ne1, bo
     }
     *out = t;
     return KLD_OK;
+}
+
+static kld_status bind(binder *b, const char *name, int64_t ne0, int64_t ne1, bool required,
+                       const kld_tensor **out) {
+    return bind3(b, name, ne0, ne1, 0, required, out);
+}
+
+/* Slice e of a merged [ne0, ne1, n_expert] tensor as a 2-D tensor view
+ * (every block type stores whole rows, so a slice is whole rows too). */
+static void slice_view(const kld_tensor *t, int64_t e, kld_tensor *v) {
+    const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
+    *v = *t;
+    v->n_dims = 2;
+    v->ne[2] = 1;
+    v->data = (const uint8_t *)t->data + (uint64_t)e * slice;
+    v->nbytes = slice;
+}
+
+/* The routed experts of layer il: merged blk.N.ffn_{gate,up,down}_exps
+ * when the file has them, else the per-expert blk.N.ffn_{gate,up,down}.E
+ * (older GGUFs, which llama.cpp merged on load until c5b0f4b5, and the
+ * Hugging Face checkpoints). */
+static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert;
+    static const char *const kinds[3] = {"gate", "up", "down"};
+    const kld_tensor **merged[3] = {&L->moe.gate_exps, &L->moe.up_exps, &L->moe.down_exps};
+    const kld_tensor ***per[3] = {&L->moe.gate, &L->moe.up, &L->moe.down};
+    char n[96];
+    snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", il);
+    char sname[256];
+    const bool is_merged = kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname,
+                                                                            sizeof sname)) != NULL;
+    snprintf(n, sizeof n, "blk.%d.ffn_down.0.weight", il);
+    const bool is_split = !is_merged &&
+        kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)) != NULL;
+    kld_status s;
+    for (int k = 0; k < 3; k++) {
+        const bool down = k == 2;
+        const int64_t ne0 = down ? F : E, ne1 = down ? E : F;
+        *per[k] = w->expert_slots + ((int64_t)il * 3 + k) * X;
+        if (!is_split) {
+            snprintf(n, sizeof n, "blk.%d.ffn_%s_exps.weight", il, kinds[k]);
+            if ((s = bind3(b, n, ne0, ne1, X, true, merged[k]))) return s;
+            continue;
+        }
+        for (int64_t e = 0; e < X; e++) {
+            snprintf(n, sizeof n, "blk.%d.ffn_%s.%" PRId64 ".weight", il, kinds[k], e);
+            if ((s = bind(b, n, ne0, ne1, true, &(*per[k])[e]))) return s;
+        }
+    }
+    return KLD_OK;
+}
+
+static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd;
+    char n[64];
+    kld_status s;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", il);
+    if ((s = bind(b, n, E, hp->n_expert, true, &L->moe.gate_inp))) return s;
+    if ((s = bind_experts(b, il, L, w))) return s;
+    if (!hp->sw.moe_shared_expert) return KLD_OK;
+    const int64_t S = hp->n_ff_shexp;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp_shexp.weight", il);
+    if ((s = bind(b, n, E, 0, true, &L->moe.gate_inp_shexp))) return s;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_shexp.weight", il);
+    if ((s = bind(b, n, E, S, true, &L->moe.gate_shexp))) return s;
+    snprintf(n, sizeof n, "blk.%d.ffn_up_shexp.weight", il);
+    if ((s = bind(b, n, E, S, true, &L->moe.up_shexp))) return s;
+    snprintf(n, sizeof n, "blk.%d.ffn_down_shexp.weight", il);
+    return bind(b, n, S, E, true, &L->moe.down_shexp);
+}
+
+void kld_weights_moe_refresh(kld_weights *w) {
+    const int64_t X = w->n_expert;
+    for (int64_t il = 0; X > 0 && il < w->n_layer; il++) {
+        kld_layer_weights *L = &w->layers[il];
+        const kld_tensor *merged[3] = {L->moe.gate_exps, L->moe.up_exps, L->moe.down_exps};
+        const kld_tensor **per[3] = {L->moe.gate, L->moe.up, L->moe.down};
+        for (int k = 0; k < 3; k++) {
+            if (!merged[k]) continue;
+            kld_tensor *views = w->expert_views + (il * 3 + k) * X;
+            for (int64_t e = 0; e < X; e++) {
+                slice_view(merged[k], e, &views[e]);
+                per[k][e] = &views[e];
+            }
+        }
+    }
 }
 
 /* Binds suffix of layer il into L->field (the locals n, s of the caller). */
@@ -165,6 +298,10 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L) {
     if (hp->sw.qk_norm) {
         B(attn_q_norm, "attn_q_norm.weight", hp->head_dim, 0, true);
         B(attn_k_norm, "attn_k_norm.weight", hp->head_dim, 0, true);
+    }
+    if (hp->sw.qk_norm_full) { /* llama.cpp declares both [n_embd]: equal when n_head_kv = n_head */
+        B(attn_q_norm, "attn_q_norm.weight", nq, 0, true);
+        B(attn_k_norm, "attn_k_norm.weight", nk, 0, true);
     }
     B(attn_output, "attn_output.weight", no, E, true);
     B(bo, "attn_output.bias", E, 0, false);
@@ -197,7 +334,7 @@ static kld_status bind_shortconv(binder *b, int il, kld_layer_weights *L) {
     return KLD_OK;
 }
 
-static kld_status bind_layer(binder *b, int il, kld_layer_weights *L) {
+static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
     const int64_t E = hp->n_embd;
     char n[64];
@@ -207,6 +344,7 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L) {
                                                                : bind_attention(b, il, L);
     if (s != KLD_OK) return s;
     B(ffn_norm, "ffn_norm.weight", E, 0, true);
+    if (kld_hparams_is_moe(hp)) return bind_moe(b, il, L, w);
     if (hp->sw.fused_gate_up) {
         B(ffn_up, "ffn_up.weight", E, 2 * hp->n_ff, true);
         B(b_up, "ffn_up.bias", 2 * hp->n_ff, 0, false);
@@ -241,18 +379,30 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
         (s = bind(&b, "rope_factors_short.weight", half, 0, false, &w->rope_short)))
         return s;
     w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
-    if (!w->layers) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    w->n_expert = hp->n_expert;
+    const size_t n_slots = (size_t)(hp->n_layer * 3 * hp->n_expert);
+    if (n_slots) {
+        w->expert_slots = calloc(n_slots, sizeof *w->expert_slots);
+        w->expert_views = calloc(n_slots, sizeof *w->expert_views);
+    }
     w->n_layer = hp->n_layer;
+    if (!w->layers || (n_slots && (!w->expert_slots || !w->expert_views))) {
+        kld_weights_free(w);
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    }
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        if ((s = bind_layer(&b, (int)il, &w->layers[il])) != KLD_OK) {
+        if ((s = bind_layer(&b, (int)il, &w->layers[il], w)) != KLD_OK) {
             kld_weights_free(w);
             return s;
         }
     }
+    kld_weights_moe_refresh(w);
     return KLD_OK;
 }
 
 void kld_weights_free(kld_weights *w) {
     free(w->layers);
+    free(w->expert_slots);
+    free(w->expert_views);
     memset(w, 0, sizeof *w);
 }

@@ -7,12 +7,25 @@
 
 #include "model/hparams.h"
 
+/* One layer's mixture of experts. Each routed expert is seen as three 2-D
+ * matrices gate[e], up[e] [n_embd, n_ff_exp] and down[e] [n_ff_exp, n_embd]:
+ * views of slice e of the merged 3-D tensors, or the per-expert tensors of
+ * older GGUFs and of Hugging Face checkpoints (the same values either way). */
+typedef struct kld_moe_weights {
+    const kld_tensor *gate_inp;          /* router [n_embd, n_expert] */
+    const kld_tensor *gate_exps, *up_exps, *down_exps; /* merged [.., .., n_expert], or NULL */
+    const kld_tensor **gate, **up, **down; /* n_expert entries each */
+    const kld_tensor *gate_inp_shexp;    /* shared expert's gate [n_embd] (moe_shared_expert) */
+    const kld_tensor *gate_shexp, *up_shexp; /* [n_embd, n_ff_shexp] */
+    const kld_tensor *down_shexp;        /* [n_ff_shexp, n_embd] */
+} kld_moe_weights;
+
 typedef struct kld_layer_weights {
     const kld_tensor *attn_norm;   /* [n_embd] */
     const kld_tensor *attn_q, *attn_k, *attn_v; /* [n_embd, n_head·hd], [n_embd, n_kv·hd], [n_embd, n_kv·hd_v] */
     const kld_tensor *attn_qkv;    /* fused [n_embd, n_head·hd + n_kv·(hd + hd_v)] (instead of q/k/v) */
     const kld_tensor *bq, *bk, *bv, *bqkv, *bo; /* optional biases */
-    const kld_tensor *attn_q_norm, *attn_k_norm; /* [hd] (qk_norm) */
+    const kld_tensor *attn_q_norm, *attn_k_norm; /* [hd] (qk_norm); [n_head·hd], [n_kv·hd] (qk_norm_full) */
     const kld_tensor *attn_output; /* [n_head·hd_v, n_embd] */
     const kld_tensor *attn_post_norm; /* [n_embd] (post_norms) */
     const kld_tensor *ffn_norm;    /* [n_embd] */
@@ -24,6 +37,7 @@ typedef struct kld_layer_weights {
     const kld_tensor *shortconv_conv;     /* [L, n_embd] depthwise kernel (HF: [L, 1, n_embd]) */
     const kld_tensor *shortconv_in_proj;  /* [n_embd, 3·n_embd]: rows B, C, x */
     const kld_tensor *shortconv_out_proj; /* [n_embd, n_embd] */
+    kld_moe_weights moe;           /* n_expert > 0 (then ffn_gate/up/down are NULL) */
 } kld_layer_weights;
 
 typedef struct kld_weights {
@@ -34,6 +48,9 @@ typedef struct kld_weights {
     const kld_tensor *rope_long, *rope_short; /* optional [n_rot/2] (LongRoPE) */
     int64_t n_layer;
     kld_layer_weights *layers;     /* n_layer entries, owned */
+    const kld_tensor **expert_slots; /* n_layer·3·n_expert pointers (moe.gate/up/down), owned */
+    kld_tensor *expert_views;      /* the same count of slice views of merged tensors, owned */
+    int64_t n_expert;
 } kld_weights;
 
 /* Finds and checks every tensor. A missing tensor or a wrong shape is an
@@ -42,6 +59,10 @@ typedef struct kld_weights {
 kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
                             kld_error *err);
 void kld_weights_free(kld_weights *w);
+
+/* Re-derives the per-expert slice views of every merged 3-D expert tensor
+ * (after the merged tensors were replaced, e.g. quantized on load). */
+void kld_weights_moe_refresh(kld_weights *w);
 
 /* The name a GGUF-named tensor has in the source (Hugging Face names for
  * safetensors, the GGUF name otherwise), written to buf. */

@@ -45,6 +45,29 @@ static void add(table *tb, const kld_tensor *t, const char *name) {
     else o->n++;
 }
 
+/* A checkpoint's experts are separate tensors: listed under the per-expert
+ * GGUF names (blk.N.ffn_gate.E.weight …), with the router and shared expert. */
+static void list_moe(int64_t il, const kld_moe_weights *X, int64_t n_expert, table *tb) {
+    char name[96];
+    const struct {
+        const kld_tensor *t;
+        const char *suffix;
+    } t[] = {{X->gate_inp, "ffn_gate_inp.weight"}, {X->gate_inp_shexp, "ffn_gate_inp_shexp.weight"},
+             {X->gate_shexp, "ffn_gate_shexp.weight"}, {X->up_shexp, "ffn_up_shexp.weight"},
+             {X->down_shexp, "ffn_down_shexp.weight"}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+        add(tb, t[i].t, name);
+    }
+    const kld_tensor *const *per[3] = {X->gate, X->up, X->down};
+    static const char *const kinds[3] = {"gate", "up", "down"};
+    for (int k = 0; k < 3; k++)
+        for (int64_t e = 0; per[k] && e < n_expert; e++) {
+            snprintf(name, sizeof name, "blk.%" PRId64 ".ffn_%s.%" PRId64 ".weight", il, kinds[k], e);
+            add(tb, per[k][e], name);
+        }
+}
+
 /* The weight table in GGUF order and names (llama.cpp's tensor map). */
 static void list(const kld_weights *w, bool tied, table *tb) {
     add(tb, w->token_embd, "token_embd.weight");
@@ -66,6 +89,7 @@ static void list(const kld_weights *w, bool tied, table *tb) {
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
             add(tb, t[i].t, name);
         }
+        list_moe(il, &L->moe, w->n_expert, tb);
     }
     add(tb, w->output_norm, "output_norm.weight");
     if (!tied) add(tb, w->output, "output.weight");
@@ -274,6 +298,10 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
     if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen2") && strcmp(hp->arch, "qwen3"))
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
                         "not written yet (llama, qwen2, qwen3 are)", src->path, hp->arch);
+    /* convert_hf_to_gguf.py stacks the experts into ffn_*_exps; that is not written here */
+    if (kld_hparams_is_moe(hp))
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face mixture of experts "
+                        "(%" PRId64 " experts) to GGUF is not written yet", src->path, hp->n_expert);
     if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear"))
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet",
                         src->path, hp->rope_scaling);

@@ -178,7 +178,8 @@ kld_status kld_quant_plan_make(const kld_policy *p, const kld_hparams *hp,
     kld_quant_model qm = {.n_layer = hp->n_layer,
                           .n_gqa = hp->n_head_kv > 0 ? hp->n_head / hp->n_head_kv : 1,
                           .is_70b = !strcmp(hp->arch, "llama") && hp->n_layer == 80,
-                          .has_imatrix = im != NULL};
+                          .has_imatrix = im != NULL,
+                          .n_expert = hp->n_expert};
     for (size_t i = 0; i < n; i++) {
         const char *name = names ? names[i] : tensors[i].name;
         ord[i] = (order_ent){i, layer_of(name), name};

@@ -82,6 +82,9 @@ kld_status kld_report_pin_append(const char *path, const kld_summary *s, const k
 
 /* Writes every record of st as TSV (overwrites). */
 kld_status kld_report_tsv_write(const char *path, const kld_stats *st, kld_error *err);
+/* The same from records read in passes (a merge's). */
+kld_status kld_report_tsv_write_source(const char *path, const kld_record_source *src,
+                                       kld_error *err);
 
 /* Progress line. Totals of 0 mean unknown; the ETA comes from positions when
  * their total is known, else from documents. */

@@ -5,6 +5,7 @@
 #include "report/report_html.h"
 
 #include "common/common.h"
+#include "report/report_html_cap.h"
 
 #include <errno.h>
 #include <math.h>
@@ -67,7 +68,7 @@ static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
         fprintf(f, "</td><td class=\"num\" data-run=\"%lld\" data-key=\"arm_bytes\"", (long long)r->id);
         if (r->arm.bytes >= 0) fprintf(f, " data-value=\"%lld\"", (long long)r->arm.bytes);
         fprintf(f, ">%s</td>", size);
-        num_cell(f, r->id, "arm_bpw", r->arm.bpw, NULL, NAN, 4);
+        num_cell(f, r->id, "arm_bpw", r->arm.bpw, NULL, NAN, 5);
         num_cell(f, r->id, "n_positions", r->has_summary ? (double)s->n_positions : NAN, NULL, NAN, 12);
         num_cell(f, r->id, "kld_mean", s->kld.mean, "kld_se", s->kld.se, 5);
         num_cell(f, r->id, "kld_median", s->kld.median, NULL, NAN, 5);
@@ -184,9 +185,15 @@ static size_t chartjs_len(void) {
     return n;
 }
 
-static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_t n, kld_error *err) {
-    json_t *data = kld_report_html_data(db, rows, n, err);
+/* kl: the KL runs, cap: the capability runs, each in the given order. */
+static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_t n, kld_db_row **kl,
+                             size_t n_kl, kld_db_row **cap, size_t n_cap, kld_error *err) {
+    json_t *data = kld_report_html_data(db, kl, n_kl, err);
     if (!data) return err->status ? err->status : KLD_ERR_NOMEM;
+    if (n_cap && json_object_set_new(data, "cap", kld_report_html_cap_data(cap, n_cap)) != 0) {
+        json_decref(data);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the chart data");
+    }
     bool sweep = json_is_true(json_object_get(data, "sweep"));
     /* JSON_ESCAPE_SLASH: "</script>" cannot occur inside the data block */
     char *js = json_dumps(data, JSON_COMPACT | JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(10));
@@ -212,15 +219,19 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
     esc(f, base_name(rows[0]->ref.path));
     fprintf(f, " · generated %s by kldeval %s from ", when, kld_version());
     esc(f, kld_db_path(db));
-    fputs("</p></header>\n<main>\n<section><h2>Summary</h2>\n", f);
-    summary_table(f, rows, n);
-    fputs("<p class=\"note\">± one standard error of the mean: sqrt(var/(N−1)), var the population "
-          "variance. KLD = KL(reference ‖ arm) per position, in nats.</p></section>\n", f);
-    charts(f, sweep);
+    fputs("</p></header>\n<main>\n", f);
+    if (n_kl) {
+        fputs("<section><h2>Summary</h2>\n", f);
+        summary_table(f, kl, n_kl);
+        fputs("<p class=\"note\">± one standard error of the mean: sqrt(var/(N−1)), var the population "
+              "variance. KLD = KL(reference ‖ arm) per position, in nats.</p></section>\n", f);
+        charts(f, sweep);
+    }
+    if (n_cap) kld_report_html_cap_section(f, cap, n_cap);
     kld_status st = KLD_OK;
-    if (n > 1) {
+    if (n_kl > 1) {
         fputs("<section><h2>Paired comparisons</h2>\n", f);
-        st = comparison_table(f, db, rows, n, err);
+        st = comparison_table(f, db, kl, n_kl, err);
         fputs("<p class=\"note\">Runs that share the corpus, chunking, ctx, reference and token stream are "
               "compared per position: d = KLD(A) − KLD(B) ± the paired standard error; “A closer” is "
               "the share of positions where A's KLD is lower; the sign test is two-sided over the "
@@ -247,7 +258,7 @@ kld_status kld_report_html_write(kld_db *db, const int64_t *ids, size_t n_ids, c
     kld_status st = KLD_OK;
     for (size_t i = 0; i < n_ids && !st; i++) {
         st = kld_db_get(db, ids[i], &rows[i], err);
-        if (!st && !rows[i]->has_summary)
+        if (!st && !rows[i]->has_summary && !rows[i]->cap.present)
             st = kld_fail(err, KLD_ERR_ARG, "run %lld in %s has no statistics (begun, never completed)",
                           (long long)ids[i], kld_db_path(db));
     }
@@ -260,8 +271,19 @@ kld_status kld_report_html_write(kld_db *db, const int64_t *ids, size_t n_ids, c
         if (!(f = fopen(tmp, "w")))
             st = kld_fail(err, KLD_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
     }
+    kld_db_row **kl = st ? NULL : calloc(2 * n_ids, sizeof *kl), **cap = kl ? kl + n_ids : NULL;
+    size_t n_kl = 0, n_cap = 0;
+    if (!st && !kl) {
+        fclose(f);
+        remove(tmp);
+        st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; !st && i < n_ids; i++) {
+        if (rows[i]->cap.present) cap[n_cap++] = rows[i];
+        else kl[n_kl++] = rows[i];
+    }
     if (!st) {
-        st = write_page(f, db, rows, n_ids, err);
+        st = write_page(f, db, rows, n_ids, kl, n_kl, cap, n_cap, err);
         errno = 0;
         bool bad = ferror(f) != 0;
         if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = true;
@@ -272,6 +294,7 @@ kld_status kld_report_html_write(kld_db *db, const int64_t *ids, size_t n_ids, c
         if (st) remove(tmp);
     }
     free(tmp);
+    free(kl);
     for (size_t i = 0; i < n_ids; i++) kld_db_row_free(rows[i]);
     free(rows);
     return st;

@@ -13,7 +13,10 @@
  * (± se); size against mean KLD over all arms; the arms ranked by mean KLD
  * (labelled as the sweep's groups when every run is a sweep); the paired
  * comparisons of every pair (as `kldeval runs compare`); each run's
- * configuration. The data behind the charts is one JSON object in
+ * configuration. Capability runs (kld_db_row.cap.present) are left out of
+ * all of that and get their own section (report_html_cap.c): the per-task
+ * accuracy table and a grouped bar chart, data under "cap". The data behind
+ * the charts is one JSON object in
  * <script type="application/json" id="kld-data">. */
 #ifndef KLD_REPORT_HTML_H
 #define KLD_REPORT_HTML_H

@@ -91,6 +91,7 @@
   const logAxis = (title) => ({ type: 'logarithmic', title: axisTitle(title), ticks: { callback: decades, autoSkip: false, maxRotation: 0 } });
   const charts = [];
   const draw = (id, config) => {
+    if (!document.getElementById(id)) return; /* a section the page does not have */
     try {
       charts.push(new Chart(document.getElementById(id), config));
     } catch (e) {
@@ -182,6 +183,19 @@
     options: { indexAxis: 'y', plugins: { legend: { display: false } },
       scales: { x: { beginAtZero: true, suggestedMax: kldHi * 1.05, title: axisTitle('mean KLD (nats)') } } }
   });
+
+  /* capability runs: accuracy per task, one bar per model (kldRun, kldSide
+   * name the run and the model for the browser test) */
+  if (data.cap) {
+    draw('chart-cap', {
+      type: 'bar',
+      data: { labels: data.cap.tasks, datasets: data.cap.bars.map((b, i) => ({
+        label: b.name, data: b.accuracy, errors: b.errors, errorColor: '#222', kldRun: b.run, kldSide: b.side,
+        backgroundColor: b.side === 'arm' ? fade(color(i)) : color(i) + '99', borderColor: color(i), borderWidth: 1.5 })) },
+      options: { scales: { x: { ticks: { maxRotation: 0, autoSkip: false } },
+        y: { min: 0, suggestedMax: 1, title: axisTitle('accuracy') } } }
+    });
+  }
 
   window.kldCharts = charts;
   document.body.dataset.charts = String(charts.length);

@@ -22,6 +22,17 @@ static void label(FILE *f, const char *text) {
     fputs(": ", f);
 }
 
+/* A model arm's precision after its path: " (policy P, B bits per weight)". */
+static void arm_facts(FILE *f, const json_t *config, const char *which) {
+    const json_t *a = json_object_get(config, which);
+    const json_t *pol = json_object_get(a, "policy"), *bpw = json_object_get(a, "bits_per_weight");
+    if (json_is_number(bpw) && json_is_string(pol))
+        fprintf(f, " (policy %s, %.3f bits per weight)", json_string_value(pol), json_number_value(bpw));
+    else if (json_is_number(bpw))
+        fprintf(f, " (%.3f bits per weight)", json_number_value(bpw));
+    fputc('\n', f);
+}
+
 /* Fixed point keeps digits down to 1e-3; below that (the KLDs of
  * near-lossless arms) and above 1e7, scientific. */
 static bool use_fixed(double x) { return x == 0.0 || (fabs(x) >= 1e-3 && fabs(x) < 1e7); }
@@ -118,8 +129,8 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
             kld_version());
     if (run->partial)
         fprintf(f, "*** PARTIAL RUN: stopped early; the statistics cover only the positions scored ***\n");
-    if (run->ref_label) { label(f, "reference"); fprintf(f, "%s\n", run->ref_label); }
-    if (run->arm_label) { label(f, "arm"); fprintf(f, "%s\n", run->arm_label); }
+    if (run->ref_label) { label(f, "reference"); fprintf(f, "%s", run->ref_label); arm_facts(f, run->config, "ref"); }
+    if (run->arm_label) { label(f, "arm"); fprintf(f, "%s", run->arm_label); arm_facts(f, run->config, "arm"); }
     if (run->corpus_label) { label(f, "corpus"); fprintf(f, "%s\n", run->corpus_label); }
     label(f, "positions");
     fprintf(f, "%llu scored (%llu with a next token) in %llu of %llu documents\n",

@@ -40,6 +40,12 @@
  *                     int32   argmax over the full vocabulary (first index
  *                             on ties; -1 when unknown)
  *                     int32   0 (reserved)
+ * A shard of a dump (kldeval dump --shard K/N) has tokens.bin of every
+ * sequence, the seq files of its own sequences only, and shard.json instead
+ * of manifest.json: the manifest the whole dump will have plus a "shard"
+ * object {k, n, mode ("mod"/"range"), windows (the global sequence indices
+ * it holds), eval_hash (64 hex: the defining inputs), config (the defining
+ * inputs as JSON)}. Readers refuse it; kld_dump_merge assembles the shards.
  * A candidate dump has the same layout; its indices are the teacher's (not
  * its own top-k), its logits are the candidate's at those indices, its
  * logsumexp and argmax (sidecar) are the candidate's own.
@@ -82,6 +88,12 @@ typedef struct kld_dump_meta {
     bool ext;                    /* seq-<i>.ext.bin sidecars present / to be written */
     bool candidate;              /* kind "candidate" (else "teacher") */
     const char *teacher_model, *teacher_corpus_sha256, *teacher_fingerprint, *teacher_created;
+    /* a shard of a dump (writer only): the sequences it holds, ascending,
+     * and its "shard" object as JSON text (written as is; kld_dump_merge
+     * reads k, n, mode, windows, eval_hash and config from it) */
+    const int64_t *held;
+    int64_t n_held;
+    const char *shard_json;
 } kld_dump_meta;
 
 /* n records of one sequence, decoded. The caller allocates the arrays
@@ -170,6 +182,41 @@ kld_status kld_dump_finish(kld_dump_writer *w, kld_error *err);
 /* Closes files and frees; without a successful finish the dump stays
  * resumable. NULL is fine. */
 void kld_dump_writer_free(kld_dump_writer *w);
+
+/* ---- shards (dump_merge.c) ---- */
+
+typedef struct kld_dump_merge_part {
+    const char *dir;          /* borrowed from the caller */
+    uint32_t k;
+    uint64_t n_windows;
+    char created[32];
+} kld_dump_merge_part;
+
+typedef struct kld_dump_merge_info {
+    uint32_t n_shards;
+    char mode[8];             /* "mod" or "range" */
+    char eval_hash[65];
+    int64_t n_seqs, records;
+    int format_version;
+    int32_t top_k;
+    bool candidate;
+    char model[512];
+    kld_dump_merge_part *parts; /* n entries in the order given; free with kld_dump_merge_info_free */
+} kld_dump_merge_info;
+
+/* Assembles the shard directories dirs[0..n) of one dump into the dump
+ * directory out (created; an existing one must be empty): they must share
+ * the evaluation hash, the shard count and mode and the manifest's shape,
+ * hold every sequence exactly once (missing, duplicated and foreign shards
+ * are errors naming them) and have the same tokens.bin. Writes tokens.bin,
+ * every seq-<i>.bin (and sidecar) byte for byte, then manifest.json
+ * atomically: the shards' manifest with "created" the earliest shard's and
+ * an added "merged" object {eval_hash, shards, mode}. */
+kld_status kld_dump_merge(const char *out, const char *const *dirs, size_t n,
+                          kld_dump_merge_info *info, kld_error *err);
+void kld_dump_merge_info_free(kld_dump_merge_info *info);
+/* Whether dir holds a dump shard (shard.json). */
+bool kld_dump_is_shard(const char *dir);
 
 /* Record size in bytes for a format version and k (0 when invalid). */
 uint64_t kld_dump_record_bytes(int format_version, int64_t top_k);

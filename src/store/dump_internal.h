@@ -16,6 +16,7 @@
 #define KLD_DUMPI_MANIFEST "manifest.json"
 #define KLD_DUMPI_PARTIAL "dump.partial.json"
 #define KLD_DUMPI_TOKENS "tokens.bin"
+#define KLD_DUMPI_SHARD "shard.json" /* a shard's manifest (dump.h) */
 #define KLD_DUMPI_MANIFEST_MAX (16u << 20) /* a manifest is a few hundred bytes */
 
 /* DIR/name into buf (KLD_DUMPI_PATH_MAX bytes); DIR was length-checked. */

@@ -122,6 +122,12 @@ kld_status kld_dump_open(const char *dir, int64_t n_vocab_limit, kld_dump **out,
     }
     char path[KLD_DUMPI_PATH_MAX];
     kld_dumpi_path(path, dir, KLD_DUMPI_MANIFEST);
+    if (access(path, F_OK) != 0 && kld_dump_is_shard(dir)) {
+        kld_dump_close(d);
+        return kld_fail(err, KLD_ERR_ARG, "%s: one shard of a dump (%s/%s), not a whole dump: "
+                        "assemble the shards with kldeval merge --dump OUT_DIR SHARD_DIR...", dir,
+                        dir, KLD_DUMPI_SHARD);
+    }
     kld_status st = kld_dumpi_manifest_load(path, &d->root, &d->meta, err);
     if (st) {
         kld_dump_close(d);

@@ -25,6 +25,9 @@ struct kld_dump_writer {
     uint64_t rec_bytes;
     int64_t resume_seq, resume_rec; /* records before this point were on disk already */
     int64_t cur_seq, cur_rec;       /* the next record to write */
+    /* a shard: the sequences it holds (ascending); cur_j indexes cur_seq in them */
+    int64_t *held, n_held, cur_j;
+    bool shard;
     int fd, fd_ext;                 /* files of cur_seq, -1 when closed */
     char path[KLD_DUMPI_PATH_MAX], path_ext[KLD_DUMPI_PATH_MAX];
     uint8_t *buf, *ebuf;
@@ -81,6 +84,23 @@ static kld_status remove_file(const char *path, kld_error *err) {
     if (unlink(path) != 0 && errno != ENOENT)
         return kld_fail(err, KLD_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     return KLD_OK;
+}
+
+/* The j-th sequence the writer writes (n_seqs past the last). */
+static int64_t held_at(const kld_dump_writer *w, int64_t j) {
+    if (!w->shard) return j < w->n_seqs ? j : w->n_seqs;
+    return j < w->n_held ? w->held[j] : w->n_seqs;
+}
+
+static bool is_held(const kld_dump_writer *w, int64_t seq) {
+    if (!w->shard) return true;
+    int64_t lo = 0, hi = w->n_held;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (w->held[mid] < seq) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < w->n_held && w->held[lo] == seq;
 }
 
 /* Whole records present in path (capped at pps); 0 when it is missing. */
@@ -193,7 +213,10 @@ static kld_status find_resume_point(kld_dump_writer *w, kld_error *err) {
     char path[KLD_DUMPI_PATH_MAX], path_ext[KLD_DUMPI_PATH_MAX];
     w->resume_seq = w->n_seqs;
     w->resume_rec = 0;
-    for (int64_t i = 0; i < w->n_seqs; i++) {
+    w->cur_j = -1;
+    int64_t n_write = w->shard ? w->n_held : w->n_seqs;
+    for (int64_t j = 0; j < n_write; j++) {
+        int64_t i = held_at(w, j);
         kld_dumpi_seq_path(path, w->dir, i, false);
         kld_dumpi_seq_path(path_ext, w->dir, i, true);
         kld_status st;
@@ -209,11 +232,13 @@ static kld_status find_resume_point(kld_dump_writer *w, kld_error *err) {
         if (done < w->pps) {
             w->resume_seq = i;
             w->resume_rec = done;
+            w->cur_j = j;
         }
         if ((st = cut_file(path, (uint64_t)done * w->rec_bytes, err))) return st;
         if (w->ext && (st = cut_file(path_ext, (uint64_t)done * KLD_DUMP_EXT_BYTES, err)))
             return st;
     }
+    if (w->cur_j < 0) w->cur_j = n_write;
     return kld_dumpi_fsync_dir(w->dir, err);
 }
 
@@ -237,6 +262,19 @@ static kld_status create_fresh(kld_dump_writer *w, const int32_t *tokens, uint64
     return kld_dumpi_write_json(w->dir, KLD_DUMPI_PARTIAL, w->manifest, err);
 }
 
+/* A shard's manifest carries its "shard" object. */
+static kld_status add_shard(kld_dump_writer *w, const kld_dump_meta *meta, kld_error *err) {
+    if (!meta->held) return KLD_OK;
+    json_error_t je;
+    json_t *o = meta->shard_json ? json_loads(meta->shard_json, JSON_REJECT_DUPLICATES, &je) : NULL;
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return kld_fail(err, KLD_ERR_ARG, "%s: dump meta: shard_json is not a JSON object", w->dir);
+    }
+    json_object_set_new(w->manifest, "shard", o);
+    return KLD_OK;
+}
+
 static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const int32_t *tokens,
                           bool resume, kld_error *err) {
     kld_status st;
@@ -258,9 +296,12 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
     int state = dir_state(w->dir, err, &st);
     if (state < 0) return st;
     char path[KLD_DUMPI_PATH_MAX];
-    kld_dumpi_path(path, w->dir, KLD_DUMPI_MANIFEST);
-    if (state == 2 && access(path, F_OK) == 0)
-        return kld_fail(err, KLD_ERR_ARG, "%s: holds a complete dump (%s exists)", w->dir, path);
+    for (int f = 0; f < 2; f++) {
+        kld_dumpi_path(path, w->dir, f ? KLD_DUMPI_SHARD : KLD_DUMPI_MANIFEST);
+        if (state == 2 && access(path, F_OK) == 0)
+            return kld_fail(err, KLD_ERR_ARG, "%s: holds a complete dump%s (%s exists)", w->dir,
+                            f ? " shard" : "", path);
+    }
 
     kld_dump_meta m = *meta;
     char now[32];
@@ -286,7 +327,14 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
             }
             w->manifest = kld_dumpi_manifest_build(&m);
             if (!w->manifest) st = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", w->dir);
+            else st = add_shard(w, meta, err);
         }
+        /* a shard resumes only as the same shard */
+        if (!st && !json_equal(json_object_get(partial, "shard"), json_object_get(w->manifest, "shard")) &&
+            (json_object_get(partial, "shard") || json_object_get(w->manifest, "shard")))
+            st = kld_fail(err, KLD_ERR_MISMATCH, "%s: shard: the interrupted dump is %s, this run %s",
+                          partial_path, json_object_get(partial, "shard") ? "another shard" : "not a shard",
+                          meta->held ? "a shard" : "not a shard");
         json_decref(partial); /* after the build: m.created may point into it */
         if (st) return st;
         return find_resume_point(w, err);
@@ -302,7 +350,25 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
     }
     w->manifest = kld_dumpi_manifest_build(&m);
     if (!w->manifest) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", w->dir);
+    if ((st = add_shard(w, meta, err))) return st;
     return create_fresh(w, tokens, n_ids, state == 0, err);
+}
+
+/* A shard's sequences: ascending, within the dump, copied. */
+static kld_status copy_held(kld_dump_writer *w, const kld_dump_meta *meta, kld_error *err) {
+    if (!w->shard) return KLD_OK;
+    bool ok = meta->n_held >= 0 && meta->n_held <= meta->n_seqs;
+    for (int64_t j = 0; ok && j < meta->n_held; j++)
+        ok = meta->held[j] >= 0 && meta->held[j] < meta->n_seqs &&
+             (j == 0 || meta->held[j] > meta->held[j - 1]);
+    if (!ok)
+        return kld_fail(err, KLD_ERR_ARG, "%s: dump meta: the shard's sequences must ascend within "
+                        "[0, %lld)", w->dir, (long long)meta->n_seqs);
+    w->n_held = meta->n_held;
+    w->held = malloc((size_t)(meta->n_held ? meta->n_held : 1) * sizeof *w->held);
+    if (!w->held) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", w->dir);
+    memcpy(w->held, meta->held, (size_t)meta->n_held * sizeof *w->held);
+    return KLD_OK;
 }
 
 kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int32_t *tokens,
@@ -333,13 +399,18 @@ kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int
     w->ext = meta->ext;
     w->candidate = meta->candidate;
     w->rec_bytes = kld_dump_record_bytes(meta->format_version, meta->top_k);
+    w->shard = meta->held != NULL;
     if (!w->dir)
         st = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", dir);
-    else
+    else if (!(st = copy_held(w, meta, err)))
         st = prepare(w, meta, tokens, resume, err);
     if (st) {
         kld_dump_writer_free(w);
         return st;
+    }
+    if (!resume) { /* find_resume_point set cur_j otherwise */
+        w->cur_j = 0;
+        w->resume_seq = held_at(w, 0);
     }
     w->cur_seq = w->resume_seq;
     w->cur_rec = w->resume_rec;
@@ -428,6 +499,9 @@ kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t
                         "%s: sequence %lld: records [%lld, %lld + %lld) outside [0, %lld)", w->dir,
                         (long long)seq, (long long)rec0, (long long)rec0, (long long)n,
                         (long long)w->pps);
+    if (!is_held(w, seq))
+        return kld_fail(err, KLD_ERR_ARG, "%s: sequence %lld is not one of the shard's", w->dir,
+                        (long long)seq);
     kld_status st = check_rows(w, seq, rec0, n, rows, err);
     if (st) return st;
     /* records before the resume point are on disk already */
@@ -486,7 +560,7 @@ kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t
             w->failed = true;
             return st;
         }
-        w->cur_seq++;
+        w->cur_seq = held_at(w, ++w->cur_j);
         w->cur_rec = 0;
     }
     return KLD_OK;
@@ -503,7 +577,8 @@ kld_status kld_dump_finish(kld_dump_writer *w, kld_error *err) {
             err, KLD_ERR_ARG,
             "%s: incomplete: sequence %lld has %lld of %lld records (of %lld sequences)", w->dir,
             (long long)w->cur_seq, (long long)w->cur_rec, (long long)w->pps, (long long)w->n_seqs);
-    kld_status st = kld_dumpi_write_json(w->dir, KLD_DUMPI_MANIFEST, w->manifest, err);
+    kld_status st = kld_dumpi_write_json(w->dir, w->shard ? KLD_DUMPI_SHARD : KLD_DUMPI_MANIFEST,
+                                         w->manifest, err);
     if (st) return st;
     char path[KLD_DUMPI_PATH_MAX];
     kld_dumpi_path(path, w->dir, KLD_DUMPI_PARTIAL);
@@ -521,6 +596,7 @@ void kld_dump_writer_free(kld_dump_writer *w) {
     free(w->buf);
     free(w->ebuf);
     kld_dumpi_distinct_free(&w->distinct);
+    free(w->held);
     free(w->dir);
     free(w);
 }

@@ -22,6 +22,7 @@ struct kld_partial {
     char *meta;
     kld_partial_window *windows;
     uint64_t records_read;
+    long records_at; /* file offset of the first record */
 };
 
 bool kld_partial_shard_has(uint32_t k, uint32_t n, uint32_t mode, uint64_t i, uint64_t w) {
@@ -307,6 +308,8 @@ kld_status kld_partial_open(const char *path, kld_partial **out, kld_error *err)
     if (!st) st = verify_checksum(p, (uint64_t)sb.st_size, err);
     if (!st) st = read_head(p, (uint64_t)sb.st_size, err);
     if (!st) st = read_windows(p, err);
+    if (!st && (p->records_at = ftell(p->f)) < 0)
+        st = kld_fail(err, KLD_ERR_IO, "%s: cannot tell the file position: %s", path, strerror(errno));
     if (st) {
         kld_partial_close(p);
         return st;
@@ -337,6 +340,13 @@ kld_status kld_partial_read(kld_partial *p, size_t n, kld_position *out, kld_err
                             r->truncated, r->next_outside);
     }
     p->records_read += n;
+    return KLD_OK;
+}
+
+kld_status kld_partial_rewind(kld_partial *p, kld_error *err) {
+    if (fseek(p->f, p->records_at, SEEK_SET) != 0)
+        return kld_fail(err, KLD_ERR_IO, "%s: cannot seek: %s", p->path, strerror(errno));
+    p->records_read = 0;
     return KLD_OK;
 }
 

@@ -75,6 +75,8 @@ const kld_partial_window *kld_partial_windows(const kld_partial *p);
 const char *kld_partial_path(const kld_partial *p);
 /* Reads the next n records (validated: top-k, flags, padding). */
 kld_status kld_partial_read(kld_partial *p, size_t n, kld_position *out, kld_error *err);
+/* Back to the first record (a merge reads the records in several passes). */
+kld_status kld_partial_rewind(kld_partial *p, kld_error *err);
 void kld_partial_close(kld_partial *p);
 
 /* Whether window i of w windows belongs to shard k of n in mode (0 mod, 1 range). */

@@ -1,8 +1,10 @@
 // check_report.js — opens a kldeval HTML report in Debian's headless
 // Chromium (through playwright-core) and checks it as a reader would see it:
 // every chart drew something, the table numbers equal the database's (from
-// `kldeval runs export --jsonl`), the console shows no error, the page makes
-// no request besides its own file; saves a full-page screenshot.
+// `kldeval runs export --jsonl`), the capability section's table and grouped
+// bar chart equal the database's cap_results (when capability runs are
+// exported), the console shows no error, the page makes no request besides
+// its own file; saves a full-page screenshot.
 // usage: node check_report.js REPORT.html EXPORT.jsonl SCREENSHOT.png
 'use strict';
 const fs = require('fs');
@@ -22,8 +24,11 @@ const check = (ok, what) => {
 };
 
 (async () => {
-  const runs = fs.readFileSync(exportPath, 'utf8').split('\n').filter((l) => l).map((l) => JSON.parse(l));
-  const byId = new Map(runs.map((r) => [r.id, r]));
+  const exported = fs.readFileSync(exportPath, 'utf8').split('\n').filter((l) => l).map((l) => JSON.parse(l));
+  const byId = new Map(exported.map((r) => [r.id, r]));
+  // KL runs fill the summary, the eight KLD charts and the comparisons; capability runs the capability section
+  const runs = exported.filter((r) => r.cap_results === null || r.cap_results === undefined);
+  const capRuns = exported.filter((r) => r.cap_results !== null && r.cap_results !== undefined);
   const url = pathToFileURL(path.resolve(reportPath)).href;
   const browser = await chromium.launch({
     executablePath: process.env.KLD_CHROMIUM || '/usr/bin/chromium',
@@ -56,7 +61,8 @@ const check = (ok, what) => {
       return { id: c.id, chart: !!chart, points: points, inked: inked, w: c.width, h: c.height };
     }));
     const drawn = Number(await page.evaluate(() => document.body.dataset.charts));
-    check(charts.length === 8, 'eight chart canvases (' + charts.length + ')');
+    const wantCharts = (runs.length ? 8 : 0) + (capRuns.length ? 1 : 0);
+    check(charts.length === wantCharts, wantCharts + ' chart canvases (' + charts.length + ')');
     check(drawn === charts.length, 'every chart constructed (' + drawn + ' of ' + charts.length + ')');
     for (const c of charts) {
       check(c.chart && c.points > 0, c.id + ': a chart with data points (' + c.points + ')');
@@ -104,7 +110,86 @@ const check = (ok, what) => {
       if (p.d !== null) paired++;
       check(v !== null && Math.abs(v - diff) <= 1e-5 * Math.abs(diff) + 1e-12, 'pair ' + p.pair + ': ΔKLD ' + v + ' vs ' + diff);
     }
-    check(paired > 0 && paired < pairs.length, 'paired and unpaired comparisons present (' + paired + ' paired)');
+    if (runs.length > 1 && runs.every((r) => r.mode === 'sweep'))
+      check(paired === pairs.length, 'a sweep\'s arms share the teacher: every comparison paired (' + paired + ')');
+    else if (runs.length > 1) check(paired > 0 && paired < pairs.length, 'paired and unpaired comparisons present (' + paired + ' paired)');
+
+    if (capRuns.length) {
+      // the capability table: every cell's value (and se) is the database's, at the path its data-key names
+      const at = (row, key) => key.split('.').reduce((o, k) => (o === null || o === undefined ? undefined : o[k]), row);
+      const capCells = await page.evaluate(() => [...document.querySelectorAll('#cap-table td[data-key]')].map((td) => ({
+        run: Number(td.dataset.run), key: td.dataset.key, value: td.dataset.value, seKey: td.dataset.seKey,
+        se: td.dataset.se, text: td.textContent })));
+      const capShown = new Set(capCells.map((c) => c.run));
+      check(capRuns.every((r) => capShown.has(r.id)) && capShown.size === capRuns.length,
+        'every capability run has rows in the capability table (' + capShown.size + ' of ' + capRuns.length + ')');
+      let capExact = 0, capText = 0, capValues = 0;
+      for (const c of capCells) {
+        const want = at(byId.get(c.run), c.key);
+        if (want === null || want === undefined) {
+          check(c.value === undefined, 'run ' + c.run + ' ' + c.key + ': empty in the database, empty on the page');
+          continue;
+        }
+        capValues++;
+        if (Number(c.value) === want) capExact++;
+        else console.error('run ' + c.run + ' ' + c.key + ': page ' + c.value + ', database ' + want);
+        if (c.seKey) check(Number(c.se) === at(byId.get(c.run), c.seKey), 'run ' + c.run + ' ' + c.seKey + ': page ' + c.se);
+        const m = c.text.match(/^[-+]?[0-9.]+/);
+        if (m && Math.abs(Number(m[0]) - want) <= 5e-5 + 1e-12) capText++;
+        else console.error('run ' + c.run + ' ' + c.key + ': text "' + c.text + '" vs ' + want);
+      }
+      const wantCells = capRuns.reduce((n, r) => n + Object.keys(r.cap_results).reduce((m, t) =>
+        m + ['ref', 'arm', 'paired'].filter((s) => r.cap_results[t][s]).length, 0) + (r.cap_score_arm === null ? 1 : 3), 0);
+      check(capValues === wantCells && capExact === capValues,
+        'capability table values equal the database (' + capExact + ' of ' + capValues + ', ' + wantCells + ' expected)');
+      check(capText === capValues, 'capability table text shows those values (' + capText + ' of ' + capValues + ')');
+
+      // the grouped bar chart: one bar per model per task, heights and error bars from the database
+      const bars = await page.evaluate(() => {
+        const chart = Chart.getChart(document.getElementById('chart-cap'));
+        return chart ? { labels: chart.data.labels, sets: chart.data.datasets.map((d) => ({ run: d.kldRun, side: d.kldSide,
+          data: d.data, errors: d.errors, drawn: chart.getDatasetMeta(chart.data.datasets.indexOf(d)).data.length })) } : null;
+      });
+      const wantSets = capRuns.reduce((n, r) => n + (r.cap_score_arm === null ? 1 : 2), 0);
+      check(bars && bars.sets.length === wantSets, 'chart-cap: one dataset per model (' + (bars ? bars.sets.length : 0) + ' of ' + wantSets + ')');
+      let barsOk = 0, barsAll = 0;
+      for (const set of bars ? bars.sets : []) {
+        const row = byId.get(set.run);
+        check(set.drawn === bars.labels.length, 'chart-cap: run ' + set.run + ' ' + set.side + ' has a bar per task');
+        bars.labels.forEach((task, k) => {
+          const t = row.cap_results[task];
+          const acc = t && t[set.side] ? t[set.side].accuracy : null;
+          const se = !t ? null : set.side === 'arm' ? (t.paired ? t.paired.stderr : null) : (t.ref ? t.ref.stderr : null);
+          barsAll++;
+          // the chart data is written with 10 significant digits
+          const near = (a, b) => (a === null && b === null) || (a !== null && b !== null && Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b)));
+          if (near(set.data[k], acc) && near(set.errors[k], se)) barsOk++;
+          else console.error('chart-cap run ' + set.run + ' ' + set.side + ' ' + task + ': bar ' + set.data[k] + ' ± ' +
+            set.errors[k] + ', database ' + acc + ' ± ' + se);
+        });
+      }
+      check(barsAll > 0 && barsOk === barsAll, 'chart-cap: bars and error bars equal the database (' + barsOk + ' of ' + barsAll + ')');
+      const capCanvas = charts.find((c) => c.id === 'chart-cap');
+      check(capCanvas && capCanvas.inked > 2000, 'chart-cap drawn (' + (capCanvas ? capCanvas.inked : 0) + ' inked pixels)');
+    }
+
+    if (runs.length && runs.every((r) => r.mode === 'sweep')) {
+      // a sweep's report: the ranked chart names the groups, lowest mean KLD first, at the database's values
+      const rank = await page.evaluate(() => {
+        const c = document.getElementById('chart-rank'), chart = Chart.getChart(c);
+        return { title: c.closest('figure').querySelector('h3').textContent, labels: chart.data.labels,
+                 values: chart.data.datasets[0].data };
+      });
+      check(/sweep's groups ranked/.test(rank.title), 'the sweep report titles its ranked group chart: ' + rank.title);
+      const want = [...runs].sort((a, b) => a.kld_mean - b.kld_mean);
+      check(rank.labels.length === want.length, 'chart-rank: one bar per arm (' + rank.labels.length + ')');
+      let ok = 0;
+      want.forEach((r, k) => {
+        if (rank.labels[k] && rank.labels[k].endsWith(r.label) && Math.abs(rank.values[k] - r.kld_mean) <= 1e-9 * r.kld_mean) ok++;
+        else console.error('chart-rank bar ' + k + ': ' + rank.labels[k] + ' ' + rank.values[k] + ' vs ' + r.label + ' ' + r.kld_mean);
+      });
+      check(ok === want.length, 'chart-rank: groups in ranked order at the database\'s KLD (' + ok + ' of ' + want.length + ')');
+    }
 
     check(problems.length === 0, 'no console errors or warnings: ' + problems.join(' | '));
     check(blocked.length === 0, 'no network request: ' + blocked.join(', '));

@@ -1,0 +1,151 @@
+/* moe.c — the mixture-of-experts FFN of one chunk, computed as llama.cpp
+ * c392e50's llm_build_moe_ffn (src/llama.cpp 417-535) computes it (softmax 445,
+ * top-k 465, norm_w 473-481, weights 517, the sum 519-530):
+ *
+ *   logits = gate_inp · x            router, float32 product (the act lever
+ *                                    rounds its input as for any weight)
+ *   p      = softmax(logits)         float32, the sum in double (ggml_soft_max)
+ *   top-k  = ggml_argsort's exchange sort, descending, first k (ties as ggml)
+ *   w      = p[top-k], / their sum when moe_norm_w (sum in double, as
+ *            ggml_sum_rows; then a float division as ggml_div)
+ *   y_i    = down_e · (silu(gate_e · x) * (up_e · x)) * w_i
+ *   out    = ((y_0 + y_1) + y_2) + …     in slot order, float32
+ *   + shared expert (qwen2moe): ffn_shexp(x) · sigmoid(gate_inp_shexp · x),
+ *     the sigmoid as ggml_div(ggml_silu(g), g) (src/llama.cpp 3657, 3650-3672).
+ *
+ * The chunk's rows are grouped by expert, so each expert's matrices are read
+ * once per chunk; each product row depends only on its own input row (gemm.h),
+ * so the logits do not depend on the chunking, and decode runs the same code
+ * with one row. */
+#include "engine/gemm.h"
+#include "engine/internal.h"
+
+#include <math.h>
+
+typedef struct route_job {
+    kld_session *s;
+    int64_t n;
+} route_job;
+
+/* ggml_compute_forward_argsort_f32 (ggml-cpu.c 10874-10892) restricted to the
+ * first k positions: position j ends up holding what the full exchange sort
+ * puts there, since later passes never touch positions < j. */
+static void top_k(const float *p, int64_t n_expert, int64_t k, int32_t *idx, int32_t *out) {
+    for (int64_t j = 0; j < n_expert; j++) idx[j] = (int32_t)j;
+    for (int64_t j = 0; j < k; j++) {
+        for (int64_t m = j + 1; m < n_expert; m++)
+            if (p[idx[j]] < p[idx[m]]) {
+                int32_t t = idx[j];
+                idx[j] = idx[m];
+                idx[m] = t;
+            }
+        out[j] = idx[j];
+    }
+}
+
+static void route_task(void *ctx, int ith, int nth) {
+    const route_job *j = ctx;
+    kld_session *s = j->s;
+    const kld_hparams *hp = &s->model->hp;
+    const int64_t X = hp->n_expert, K = hp->n_expert_used;
+    int64_t b, e;
+    kld_split(j->n, ith, nth, &b, &e);
+    int32_t *idx = s->moe_sort + (int64_t)ith * X;
+    for (int64_t r = b; r < e; r++) {
+        float *p = s->moe_probs + r * X;
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < X; i++) mx = p[i] > mx ? p[i] : mx;
+        double sum = 0;
+        for (int64_t i = 0; i < X; i++) sum += (double)(p[i] = expf(p[i] - mx));
+        const float inv = (float)(1.0 / sum);
+        for (int64_t i = 0; i < X; i++) p[i] *= inv;
+        int32_t *ids = s->moe_ids + r * K;
+        float *w = s->moe_w + r * K;
+        top_k(p, X, K, idx, ids);
+        for (int64_t i = 0; i < K; i++) w[i] = p[ids[i]];
+        if (hp->moe_norm_w) {
+            double ws = 0;
+            for (int64_t i = 0; i < K; i++) ws += (double)w[i];
+            const float wsf = (float)ws;
+            for (int64_t i = 0; i < K; i++) w[i] = w[i] / wsf;
+        }
+    }
+}
+
+typedef struct act_job {
+    kld_session *s;
+    int64_t n, ff;
+} act_job;
+
+static void act_task(void *ctx, int ith, int nth) {
+    const act_job *j = ctx;
+    int64_t b, e;
+    kld_split(j->n, ith, nth, &b, &e);
+    for (int64_t r = b; r < e; r++) {
+        float *g = j->s->gu + r * 2 * j->ff;
+        j->s->kr->silu_mul(g, g + j->ff, j->ff);
+    }
+}
+
+/* gu = [silu(gate·x) * (up·x)] for rows x[0..n), then y = down · gu. */
+static void expert_ffn(kld_session *s, const kld_tensor *gate, const kld_tensor *up,
+                       const kld_tensor *down, int64_t ff, const float *x, int64_t n, float *y) {
+    const int64_t E = s->model->hp.n_embd;
+    kld_forward_gemm(s, gate, n, x, E, s->gu, 2 * ff);
+    kld_forward_gemm(s, up, n, x, E, s->gu + ff, 2 * ff);
+    act_job a = {s, n, ff};
+    kld_pool_run(s->pool, act_task, &a);
+    kld_forward_gemm(s, down, n, s->gu, 2 * ff, y, E);
+}
+
+void kld_moe_ffn(kld_session *s, int64_t il, int64_t n) {
+    const kld_hparams *hp = &s->model->hp;
+    const kld_moe_weights *M = &s->model->w.layers[il].moe;
+    const int64_t E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
+    kld_forward_gemm(s, M->gate_inp, n, s->xn, E, s->moe_probs, X);
+    route_job rj = {s, n};
+    kld_pool_run(s->pool, route_task, &rj);
+
+    /* counting sort of the (row, slot) pairs by expert, rows ascending */
+    int32_t *start = s->moe_count;
+    for (int64_t e = 0; e <= X; e++) start[e] = 0;
+    for (int64_t i = 0; i < n * K; i++) start[s->moe_ids[i] + 1]++;
+    for (int64_t e = 0; e < X; e++) start[e + 1] += start[e];
+    int32_t *fill = s->moe_sort; /* X cursors */
+    for (int64_t e = 0; e < X; e++) fill[e] = start[e];
+    for (int64_t i = 0; i < n * K; i++) s->moe_list[fill[s->moe_ids[i]]++] = (int32_t)i;
+
+    for (int64_t e = 0; e < X; e++) {
+        const int64_t cnt = start[e + 1] - start[e];
+        if (cnt == 0) continue;
+        const int32_t *list = s->moe_list + start[e];
+        for (int64_t j = 0; j < cnt; j++)
+            memcpy(s->moe_x + j * E, s->xn + (list[j] / K) * E, sizeof(float) * (size_t)E);
+        expert_ffn(s, M->gate[e], M->up[e], M->down[e], F, s->moe_x, cnt, s->moe_x);
+        for (int64_t j = 0; j < cnt; j++) {
+            const float w = s->moe_w[list[j]];
+            const float *src = s->moe_x + j * E;
+            float *dst = s->moe_y + (int64_t)list[j] * E; /* row r, slot i: (r·K + i)·E */
+            for (int64_t c = 0; c < E; c++) dst[c] = src[c] * w;
+        }
+    }
+    for (int64_t r = 0; r < n; r++) {
+        float *out = s->tmp + r * E;
+        const float *y = s->moe_y + r * K * E;
+        memcpy(out, y, sizeof(float) * (size_t)E);
+        for (int64_t i = 1; i < K; i++)
+            for (int64_t c = 0; c < E; c++) out[c] = out[c] + y[i * E + c];
+    }
+    if (!M->gate_inp_shexp) return;
+
+    kld_forward_gemm(s, M->gate_inp_shexp, n, s->xn, E, s->moe_sg, 1);
+    expert_ffn(s, M->gate_shexp, M->up_shexp, M->down_shexp, hp->n_ff_shexp, s->xn, n, s->moe_x);
+    for (int64_t r = 0; r < n; r++) {
+        const float g = s->moe_sg[r];
+        /* ggml_div(ggml_silu(g), g); at g = 0 (NaN there) the limit 1/2 */
+        const float gate = g == 0.0f ? 0.5f : (g / (1.0f + expf(-g))) / g;
+        float *out = s->tmp + r * E;
+        const float *sh = s->moe_x + r * E;
+        for (int64_t c = 0; c < E; c++) out[c] = out[c] + sh[c] * gate;
+    }
+}

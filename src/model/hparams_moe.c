@@ -1,0 +1,130 @@
+/* hparams_moe.c — the mixture-of-experts hyper-parameters: GGUF
+ * <arch>.expert_count, expert_used_count, expert_feed_forward_length and
+ * expert_shared_feed_forward_length as llama.cpp c392e50 reads them
+ * (llama-model.cpp 413-432 for the counts and their asserts, 739-740 and
+ * 2140/2147 for the qwen2moe sizes), and the config.json keys of
+ * transformers' Mixtral, Qwen2-MoE, Qwen3-MoE and OLMoE configs. */
+#include "model/hparams_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#define MAX_EXPERTS 256 /* LLAMA_MAX_EXPERTS (llama-hparams.h 9) */
+#define MAX_FF (INT64_C(1) << 24)
+
+/* Key names for messages: the GGUF spellings or the config.json ones. */
+typedef struct moe_keys {
+    const char *count, *used, *ff_exp, *ff_shexp;
+} moe_keys;
+
+/* Checks and defaults shared by both sources. A dense architecture keeps
+ * its dense FFN whatever the keys say (llama.cpp builds no MoE for it). */
+static kld_status check(const char *path, const moe_keys *k, kld_hparams *hp, kld_error *err) {
+    if (hp->n_expert < 0 || hp->n_expert > MAX_EXPERTS)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s = %" PRId64 " is out of range [0, %d]", path,
+                        k->count, hp->n_expert, MAX_EXPERTS);
+    if (hp->n_expert_used < 0 || hp->n_expert_used > hp->n_expert)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s = %" PRId64 " is out of range [%d, %s = %"
+                        PRId64 "]", path, k->used, hp->n_expert_used, hp->n_expert > 0,
+                        k->count, hp->n_expert);
+    if (hp->n_expert > 0 && hp->n_expert_used == 0)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s is missing or 0 while %s = %" PRId64, path,
+                        k->used, k->count, hp->n_expert);
+    if (hp->sw.moe == KLD_MOE_NONE) {
+        hp->n_expert = hp->n_expert_used = hp->n_ff_exp = hp->n_ff_shexp = 0;
+        return KLD_OK;
+    }
+    if (hp->sw.moe == KLD_MOE_ALWAYS && hp->n_expert == 0)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s is missing or 0 (%s is a mixture of experts)",
+                        path, k->count, hp->arch);
+    if (hp->n_expert == 0) return KLD_OK;
+    if (hp->n_ff_exp == 0)
+        hp->n_ff_exp = hp->sw.moe_ff_per_used ? hp->n_ff / hp->n_expert_used : hp->n_ff;
+    if (hp->n_ff_exp < 1 || hp->n_ff_exp > MAX_FF)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s = %" PRId64 " is out of range [1, %" PRId64
+                        "]", path, k->ff_exp, hp->n_ff_exp, MAX_FF);
+    if (hp->sw.moe_shared_expert) {
+        if (hp->n_ff_shexp == 0) hp->n_ff_shexp = hp->n_ff;
+        if (hp->n_ff_shexp < 1 || hp->n_ff_shexp > MAX_FF)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: %s = %" PRId64 " is out of range [1, %"
+                            PRId64 "]", path, k->ff_shexp, hp->n_ff_shexp, MAX_FF);
+    } else {
+        hp->n_ff_shexp = 0;
+    }
+    return KLD_OK;
+}
+
+static kld_status gguf_int(const kld_source *src, const char *key, int64_t *out, kld_error *err) {
+    const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
+    if (!kv) return KLD_OK;
+    if (!kld_gguf_get_int(src->gguf, key, out))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has type %s, expected an integer",
+                        src->path, key, kld_gguf_vtype_name(kv->value.type));
+    return KLD_OK;
+}
+
+kld_status kld_hp_gguf_moe(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    char kc[96], ku[96], kf[96], ks[96];
+    snprintf(kc, sizeof kc, "%s.expert_count", hp->arch);
+    snprintf(ku, sizeof ku, "%s.expert_used_count", hp->arch);
+    snprintf(kf, sizeof kf, "%s.expert_feed_forward_length", hp->arch);
+    snprintf(ks, sizeof ks, "%s.expert_shared_feed_forward_length", hp->arch);
+    kld_status st;
+    if ((st = gguf_int(src, kc, &hp->n_expert, err)) ||
+        (st = gguf_int(src, ku, &hp->n_expert_used, err)))
+        return st;
+    /* llama.cpp reads the expert sizes for qwen2moe / qwen3moe only; mixtral
+     * and olmoe experts are n_ff wide (llama-model.cpp 1555, 2701). */
+    if (hp->sw.moe_ff_per_used && (st = gguf_int(src, kf, &hp->n_ff_exp, err))) return st;
+    if (hp->sw.moe_shared_expert && (st = gguf_int(src, ks, &hp->n_ff_shexp, err))) return st;
+    hp->moe_norm_w = hp->sw.moe_norm_w;
+    moe_keys k = {kc, ku, kf, ks};
+    return check(src->path, &k, hp, err);
+}
+
+/* config.json: the keys of each transformers config class. Variants the
+ * engine does not run (dense layers between sparse ones, clipped qkv) are
+ * errors naming the key. */
+kld_status kld_hp_hf_moe(const json_t *cfg, const char *path, const char *model_type,
+                         kld_hparams *hp, kld_error *err) {
+    const bool mixtral = !strcmp(model_type, "mixtral");
+    const bool qwen_moe = !strcmp(model_type, "qwen2_moe") || !strcmp(model_type, "qwen3_moe");
+    const bool olmoe = !strcmp(model_type, "olmoe");
+    if (!mixtral && !qwen_moe && !olmoe) return KLD_OK;
+    kld_status st;
+    moe_keys k = {mixtral ? "num_local_experts" : "num_experts", "num_experts_per_tok",
+                  qwen_moe ? "moe_intermediate_size" : "intermediate_size",
+                  "shared_expert_intermediate_size"};
+    if ((st = kld_hp_json_int(cfg, path, k.count, true, &hp->n_expert, err)) ||
+        (st = kld_hp_json_int(cfg, path, k.used, true, &hp->n_expert_used, err)))
+        return st;
+    if (qwen_moe) {
+        if ((st = kld_hp_json_int(cfg, path, k.ff_exp, true, &hp->n_ff_exp, err))) return st;
+        if (hp->sw.moe_shared_expert &&
+            (st = kld_hp_json_int(cfg, path, k.ff_shexp, true, &hp->n_ff_shexp, err)))
+            return st;
+        int64_t step = 1;
+        if ((st = kld_hp_json_int(cfg, path, "decoder_sparse_step", false, &step, err))) return st;
+        if (step != 1)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"decoder_sparse_step\" = %" PRId64
+                            " (dense layers between sparse ones) is not supported", path, step);
+        const json_t *mlp_only = json_object_get(cfg, "mlp_only_layers");
+        if (mlp_only && !json_is_null(mlp_only) &&
+            (!json_is_array(mlp_only) || json_array_size(mlp_only) > 0))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"mlp_only_layers\" (dense layers "
+                            "between sparse ones) is not supported", path);
+    } else {
+        hp->n_ff_exp = hp->n_ff;
+    }
+    if (olmoe) {
+        const json_t *clip = json_object_get(cfg, "clip_qkv");
+        if (clip && !json_is_null(clip))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"clip_qkv\" is not supported", path);
+    }
+    /* MixtralSparseMoeBlock always renormalises; the others follow
+     * norm_topk_prob (default false in transformers' configs). */
+    hp->moe_norm_w = mixtral;
+    if (!mixtral && (st = kld_hp_json_bool(cfg, path, "norm_topk_prob", &hp->moe_norm_w, err)))
+        return st;
+    return check(path, &k, hp, err);
+}
