@@ -12,5 +12,5 @@ kld_add_test(NAME test_imatrix_llamacpp SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test
              LABELS quant slow TIMEOUT 600)
 # Hugging Face gemma2 / gemma3 / phi3 → GGUF: tensors, keys, logits, tokenizer
 kld_add_test(NAME test_quant_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_hf.c
-             ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_models.c ${CMAKE_CURRENT_SOURCE_DIR}/test_synth_models.c
+             ${KLD_TEST_FORWARD_SOURCES}
              LABELS quant TIMEOUT 300)

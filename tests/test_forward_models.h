@@ -31,6 +31,10 @@ typedef struct ref_opts {
 float *ref_forward_opts(const char *gguf_path, const ref_opts *o, const int32_t *ids, int64_t n,
                         int64_t *n_vocab);
 
+/* The same for the hybrid recurrent architectures (lfm2), written from
+ * transformers' modeling files (test_ref_hybrid.c); ref_forward calls it. */
+float *ref_forward_hybrid(const char *gguf_path, const int32_t *ids, int64_t n, int64_t *n_vocab);
+
 typedef struct synth_shape {
     const char *arch;     /* "llama", "qwen2", "qwen3", "gemma" or "gemma3" */
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
@@ -57,6 +61,12 @@ typedef struct synth_shape {
     bool hf_bf16;          /* HF copy: 2-D tensors in BF16 */
     const char *hf_tail;   /* HF copy: config.json keys after tie_word_embeddings
                               (", \"k\": v, ..."), instead of the architecture's defaults */
+    /* lfm2 */
+    const char *layer_kinds; /* one letter per layer: 'c' short convolution, 'a' attention */
+    int64_t l_cache;       /* convolution width of the tensors */
+    int64_t l_cache_key;   /* lfm2.shortconv.l_cache written (0: l_cache; -1: none) */
+    const int32_t *kv_array; /* head_count_kv entries to write instead of the kinds' */
+    int n_kv_array;        /* ... this many (0: n_layer) */
     /* mixture of experts ("llama" with n_expert > 0 is Mixtral; "qwen2moe",
      * "olmoe", "qwen3moe" need n_expert) */
     int64_t n_expert, n_expert_used;
@@ -94,6 +104,11 @@ typedef struct tf_cmp {
 } tf_cmp;
 
 tf_cmp tf_compare(const float *ref, const float *b, int64_t rows, int64_t nv);
+
+/* Synthesizes s (its config.json copy when s->hf_tail is set) and checks
+ * that opening it fails with an error containing want1 (and want2). */
+void tf_expect_open_error(const char *label, const synth_shape *s, const char *want1,
+                          const char *want2);
 
 /* Logits [n][*n_vocab] of ids through the engine, fed in chunks of `chunk`
  * on `threads` threads (checks failures; NULL when the model does not open). */

@@ -27,12 +27,6 @@ static void make_ids(int32_t *ids, int64_t n_vocab) {
     }
 }
 
-/* Engine vs reference, chunk invariance and decode == prefill (tf_check_path). */
-static float *check_path(const char *label, const char *path, const char *gguf, const ref_opts *o,
-                         const int32_t *ids) {
-    return tf_check_path(label, path, gguf, o, ids, N_IDS);
-}
-
 typedef struct variant {
     const char *name;
     synth_shape s;
@@ -55,9 +49,9 @@ static void run_variant(const variant *v) {
     make_ids(ids, v->s.n_vocab);
     char label[128];
     snprintf(label, sizeof label, "%s gguf", v->name);
-    float *rg = check_path(label, gguf, gguf, v->gguf_ref, ids);
+    float *rg = tf_check_path(label, gguf, gguf, v->gguf_ref, ids, N_IDS);
     snprintf(label, sizeof label, "%s hf", v->name);
-    float *rh = check_path(label, hf, gguf, v->hf_ref ? v->hf_ref : v->gguf_ref, ids);
+    float *rh = tf_check_path(label, hf, gguf, v->hf_ref ? v->hf_ref : v->gguf_ref, ids, N_IDS);
     if (rg && rh && v->min_hf_gguf_diff > 0) {
         tf_cmp c = tf_compare(rg, rh, N_IDS, v->s.n_vocab);
         printf("%-28s GGUF vs config.json semantics: max|d| %.2e\n", v->name, c.max_abs);
@@ -157,7 +151,7 @@ static void test_dynamic(void) {
     }
     int32_t ids[N_IDS];
     make_ids(ids, s.n_vocab);
-    free(check_path("llama-dynamic hf", hf, gguf, NULL, ids));
+    free(tf_check_path("llama-dynamic hf", hf, gguf, NULL, ids, N_IDS));
     kld_error err = {0};
     kld_model *m = NULL;
     kld_session *ss = NULL;
@@ -171,53 +165,30 @@ static void test_dynamic(void) {
     kld_model_close(m);
 }
 
-/* A model that must not open, with the words its error must contain. */
-static void expect_open_error(const char *label, const synth_shape *s, const char *want1,
-                              const char *want2) {
-    char dir[512], gguf[600], hf[600];
-    snprintf(dir, sizeof dir, "%s/variant-bad-%s", kt_build_dir(), label);
-    mkdir(dir, 0755);
-    snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
-    snprintf(hf, sizeof hf, "%s/hf", dir);
-    mkdir(hf, 0755);
-    const bool gguf_bad = s->hf_tail == NULL; /* else the config.json copy is the bad one */
-    if (!synth_write_gguf(s, gguf) || (!gguf_bad && !synth_write_hf(s, gguf, hf))) {
-        CHECK(false, "synthesize %s", label);
-        return;
-    }
-    kld_error err = {0};
-    kld_model *m = NULL;
-    kld_status st = kld_model_open(gguf_bad ? gguf : hf, NULL, &m, &err);
-    printf("error %-22s %s\n", label, err.msg);
-    CHECK(st != KLD_OK && strstr(err.msg, want1) && (!want2 || strstr(err.msg, want2)),
-          "%s: expected an error naming '%s': %s", label, want1, err.msg);
-    kld_model_close(m);
-}
-
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "llama");
     s.hf_tail = ", \"hidden_act\": \"silu\", \"rope_scaling\": {\"rope_type\": \"ntk-by-parts\", \"factor\": 2.0}";
-    expect_open_error("hf-rope-type", &s, "rope_type", "ntk-by-parts");
+    tf_expect_open_error("hf-rope-type", &s, "rope_type", "ntk-by-parts");
     synth_default(&s, "gemma3");
     s.hf_tail = GEMMA3_TAIL("\"layer_types\": [\"sliding_attention\", \"full_attention\"]", "10000.0");
-    expect_open_error("hf-layer-types", &s, "layer_types", "7 entries");
+    tf_expect_open_error("hf-layer-types", &s, "layer_types", "7 entries");
     synth_default(&s, "gemma3");
     s.hf_tail = GEMMA3_TAIL("\"sliding_window_pattern\": 6, \"layer_types\": [\"sliding_attention\", "
                             "\"chunked_attention\", \"full_attention\", \"full_attention\", "
                             "\"full_attention\", \"full_attention\", \"full_attention\"]", "10000.0");
-    expect_open_error("hf-chunked", &s, "layer_types\"[1]", "chunked_attention");
+    tf_expect_open_error("hf-chunked", &s, "layer_types\"[1]", "chunked_attention");
     /* GGUF: a per-layer pattern of the wrong length, a scaling type outside
      * llama.cpp's table (it asserts on both) */
     static const uint8_t flags[7] = {1, 1, 0, 1, 1, 0, 1};
     synth_default(&s, "gemma3");
     s.pattern_flags = flags;
     s.n_pattern_flags = 3;
-    expect_open_error("gguf-flags", &s, "gemma3.attention.sliding_window_pattern", "3 entries");
+    tf_expect_open_error("gguf-flags", &s, "gemma3.attention.sliding_window_pattern", "3 entries");
     synth_default(&s, "llama");
     s.yarn_factor = 2;
     s.rope_type_name = "dynamic";
-    expect_open_error("gguf-rope-type", &s, "llama.rope.scaling.type", "dynamic");
+    tf_expect_open_error("gguf-rope-type", &s, "llama.rope.scaling.type", "dynamic");
 }
 
 int main(void) {

@@ -40,7 +40,15 @@ void synth_default(synth_shape *s, const char *arch) {
     s->n_vocab = 300;
     s->mat_type = KLD_TYPE_F16;
     s->seed = 7;
-    if (!strcmp(arch, "gemma3")) {
+    if (!strcmp(arch, "lfm2")) {
+        s->n_layer = 6;
+        s->layer_kinds = "ccacca"; /* LFM2-350M's pattern starts the same way */
+        s->head_dim = 16;          /* n_embd / n_head: LFM2's q and output are n_embd wide */
+        s->n_head_kv = 2;
+        s->l_cache = 3;
+        s->rope_base = 1e6;
+        s->tied = true;
+    } else if (!strcmp(arch, "gemma3")) {
         s->n_layer = 7; /* layers 0-4 and 6 slide, layer 5 is global */
         s->n_head_kv = 1;
         s->sliding_window = 8;
@@ -84,6 +92,8 @@ static void add3f(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1,
     }
     uint32_t type = ne1 ? st->s->mat_type : KLD_TYPE_F32;
     const kld_type_info *ti = kld_type_info_get(type);
+    if (ne0 % ti->block_size != 0) /* rows shorter than a block (LFM2's conv kernels) */
+        ti = kld_type_info_get(type = KLD_TYPE_F32);
     uint64_t row_bytes = (uint64_t)(ne0 / ti->block_size) * (uint64_t)ti->type_size;
     void *data = malloc((size_t)(row_bytes * (uint64_t)rows));
     for (int64_t r = 0; r < rows; r++) ti->quantize_row(f + r * ne0, (uint8_t *)data + r * row_bytes, ne0);
@@ -168,7 +178,18 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
     KEY_U32("block_count", s->n_layer);
     KEY_U32("feed_forward_length", s->n_ff);
     KEY_U32("attention.head_count", s->n_head);
-    KEY_U32("attention.head_count_kv", s->n_head_kv);
+    const bool lfm2 = !strcmp(s->arch, "lfm2");
+    if (lfm2) { /* one entry per layer, 0 for a convolution layer */
+        int32_t kv[64];
+        const int nkv = s->n_kv_array > 0 ? s->n_kv_array : (int)s->n_layer;
+        for (int il = 0; il < nkv && il < 64; il++)
+            kv[il] = s->kv_array ? s->kv_array[il] : s->layer_kinds[il] == 'c' ? 0 : (int32_t)s->n_head_kv;
+        snprintf(k, sizeof k, "%s.attention.head_count_kv", arch);
+        kld_gguf_writer_set_arr_i32(w, k, kv, (uint64_t)nkv);
+        if (s->l_cache_key >= 0) KEY_U32("shortconv.l_cache", s->l_cache_key ? s->l_cache_key : s->l_cache);
+    } else {
+        KEY_U32("attention.head_count_kv", s->n_head_kv);
+    }
     KEY_U32("attention.key_length", s->head_dim);
     KEY_U32("attention.value_length", s->head_dim);
     KEY_F32("attention.layer_norm_rms_epsilon", 1e-6);
@@ -232,12 +253,18 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             st.ok = false;
         }
     }
-    add(&st, "output_norm.weight", E, 0, 1, 0.1);
+    add(&st, lfm2 ? "token_embd_norm.weight" : "output_norm.weight", E, 0, 1, 0.1);
     if (!s->tied) add(&st, "output.weight", E, s->n_vocab, 0, 2.0 / sqrt((double)E));
     for (int64_t il = 0; il < s->n_layer; il++) {
         char n[96];
 #define T(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, (int)il), n)
         add(&st, T("attn_norm.weight"), E, 0, 1, 0.1);
+        if (lfm2 && s->layer_kinds[il] == 'c') {
+            add(&st, T("shortconv.conv.weight"), s->l_cache, E, 0, 0.6);
+            add(&st, T("shortconv.in_proj.weight"), E, 3 * E, 0, 1 / sqrt((double)E));
+            add(&st, T("shortconv.out_proj.weight"), E, E, 0, 1 / sqrt((double)E));
+            goto ffn;
+        }
         add(&st, T("attn_q.weight"), E, nq, 0, 1 / sqrt((double)E));
         add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
         add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
@@ -254,6 +281,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         }
         add(&st, T("attn_output.weight"), nq, E, 0, 1 / sqrt((double)nq));
         if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
+    ffn:
         add(&st, T("ffn_norm.weight"), E, 0, 1, 0.1);
         if (s->n_expert > 0) {
             add_moe(&st, il);
@@ -275,10 +303,26 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
 
 /* ---- Hugging Face copy ---- */
 
+/* LFM2's names, from llama.cpp's gguf-py tensor_mapping.py ("# lfm2" rows). */
+static const char *const lfm2_map[][2] = {
+    {"attn_norm.weight", "operator_norm.weight"},
+    {"ffn_norm.weight", "ffn_norm.weight"},
+    {"ffn_gate.weight", "feed_forward.w1.weight"},
+    {"ffn_up.weight", "feed_forward.w3.weight"},
+    {"ffn_down.weight", "feed_forward.w2.weight"},
+    {"attn_output.weight", "self_attn.out_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_layernorm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_layernorm.weight"},
+    {"shortconv.conv.weight", "conv.conv.weight"},
+    {"shortconv.in_proj.weight", "conv.in_proj.weight"},
+    {"shortconv.out_proj.weight", "conv.out_proj.weight"},
+};
+
 static bool hf_name(const synth_shape *s, const char *gguf, char *out, size_t cap) {
     /* Gemma 2/3 call the pre-FFN norm pre_feedforward_layernorm */
     const bool gemma = !strcmp(s->arch, "gemma3") || !strcmp(s->arch, "gemma2");
-    const bool phi3 = !strcmp(s->arch, "phi3");
+    const bool phi3 = !strcmp(s->arch, "phi3"), lfm2 = !strcmp(s->arch, "lfm2");
+    if (lfm2 && !strcmp(gguf, "token_embd_norm.weight")) return snprintf(out, cap, "model.embedding_norm.weight"), true;
     if (!strcmp(gguf, "token_embd.weight")) return snprintf(out, cap, "model.embed_tokens.weight"), true;
     if (!strcmp(gguf, "output_norm.weight")) return snprintf(out, cap, "model.norm.weight"), true;
     if (!strcmp(gguf, "output.weight")) return snprintf(out, cap, "lm_head.weight"), true;
@@ -302,6 +346,8 @@ static bool hf_name(const synth_shape *s, const char *gguf, char *out, size_t ca
         {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
     };
     const char *rest = gguf + used, *hf = NULL;
+    for (size_t i = 0; lfm2 && !hf && i < sizeof lfm2_map / sizeof lfm2_map[0]; i++)
+        if (!strcmp(lfm2_map[i][0], rest)) hf = lfm2_map[i][1];
     const bool mixtral = !strcmp(s->arch, "llama") && s->n_expert > 0;
     char kind[8];
     int e = -1, used2 = 0;
@@ -373,7 +419,10 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
         elem[i] = bf ? 2 : 4;
         uint64_t bytes = (uint64_t)n * elem[i];
         const char *dt = bf ? "BF16" : "F32";
-        if (t->n_dims == 1 && strstr(t->name, "ffn_gate_inp_shexp")) /* HF: a [1, n_embd] Linear */
+        if (strstr(t->name, "shortconv.conv")) /* nn.Conv1d weight [out, in / groups, L] */
+            hl += (size_t)snprintf(header + hl, (1 << 20) - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRId64 ",1,%" PRId64 "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
+                                   hl > 1 ? "," : "", name, dt, t->ne[1], t->ne[0], off, off + bytes);
+        else if (t->n_dims == 1 && strstr(t->name, "ffn_gate_inp_shexp")) /* HF: a [1, n_embd] Linear */
             hl += (size_t)snprintf(header + hl, (1 << 20) - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[1,%" PRId64 "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
                                    hl > 1 ? "," : "", name, dt, t->ne[0], off, off + bytes);
         else if (t->n_dims == 1)
@@ -427,7 +476,22 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
         if (!strcmp(s->arch, "qwen2moe"))
             fprintf(f, ", \"shared_expert_intermediate_size\": %" PRId64, s->n_ff_shexp);
     }
-    if (s->hf_tail)
+    if (!strcmp(s->arch, "lfm2")) {
+        /* Lfm2Config keys; block_ff_dim 1.5·n_ff comes back to n_ff through
+         * block_auto_adjust_ff_dim (int(2/3·ff), rounded up to 16) */
+        fprintf(f, ", \"norm_eps\": 1e-06, \"tie_embedding\": %s, \"block_ff_dim\": %" PRId64
+                   ", \"block_auto_adjust_ff_dim\": true, \"block_ffn_dim_multiplier\": 1.0"
+                   ", \"block_multiple_of\": 16, \"conv_L_cache\": %" PRId64,
+                s->tied ? "true" : "false", s->n_ff * 3 / 2, s->l_cache);
+        if (s->hf_tail) { /* instead of conv_bias and layer_types */
+            fprintf(f, "%s}\n", s->hf_tail);
+        } else {
+            fprintf(f, ", \"conv_bias\": false, \"layer_types\": [");
+            for (int64_t il = 0; il < s->n_layer; il++)
+                fprintf(f, "%s\"%s\"", il ? ", " : "", s->layer_kinds[il] == 'c' ? "conv" : "full_attention");
+            fprintf(f, "]}\n");
+        }
+    } else if (s->hf_tail)
         fprintf(f, "%s}\n", s->hf_tail);
     else if (!strcmp(s->arch, "gemma3"))
         fprintf(f, ", \"hidden_activation\": \"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": %" PRId64

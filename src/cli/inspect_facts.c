@@ -97,6 +97,14 @@ static json_t *hparams_json(const kld_source *src) {
     if (hp.attn_softcap > 0) json_object_set_new(o, "attn_softcap", json_real(hp.attn_softcap));
     if (hp.final_softcap > 0) json_object_set_new(o, "final_softcap", json_real(hp.final_softcap));
     if (hp.sliding_window > 0) json_object_set_new(o, "sliding_window", json_integer(hp.sliding_window));
+    if (hp.n_layer_attn < hp.n_layer) { /* hybrids: "a" attention, "c" short convolution per layer */
+        char kinds[KLD_MAX_LAYER + 1];
+        for (int64_t il = 0; il < hp.n_layer; il++)
+            kinds[il] = kld_hparams_layer_kind(&hp, il) == KLD_LAYER_SHORTCONV ? 'c' : 'a';
+        kinds[hp.n_layer] = '\0';
+        json_object_set_new(o, "layer_kinds", json_string(kinds));
+        json_object_set_new(o, "shortconv_l_cache", json_integer(hp.shortconv_l_cache));
+    }
     if (hp.n_expert > 0) {
         json_object_set_new(o, "n_expert", json_integer(hp.n_expert));
         json_object_set_new(o, "n_expert_used", json_integer(hp.n_expert_used));
@@ -136,11 +144,12 @@ static json_t *plan_json(const inspect_options *opt) {
     if (!st) st = kld_mem_plan_compute_levers(m, ctx, chunk, opt->threads, &lv, &p, &err);
     kld_model_close(m);
     if (st) return json_pack("{s:s}", "error", err.msg);
-    return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
+    return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
                      "max_chunk", (json_int_t)p.max_chunk, "threads", p.n_threads, "weights_bytes",
                      (json_int_t)p.weights_bytes, "model_bytes", (json_int_t)p.model_bytes,
                      "kv_bytes", (json_int_t)p.kv_bytes, "kv_token_bytes",
-                     (json_int_t)p.kv_token_bytes, "kv_type", p.kv_desc, "act_bytes", (json_int_t)p.act_bytes,
+                     (json_int_t)p.kv_token_bytes, "kv_type", p.kv_desc, "recurrent_bytes",
+                     (json_int_t)p.recurrent_bytes, "act_bytes", (json_int_t)p.act_bytes,
                      "scratch_bytes", (json_int_t)p.scratch_bytes, "arena_bytes",
                      (json_int_t)p.arena_bytes, "logits_bytes", (json_int_t)p.logits_bytes);
 }
@@ -220,6 +229,11 @@ static void print_hparams(FILE *out, const json_t *hp) {
     sc = json_object_get(hp, "final_softcap");
     if (sc) fprintf(out, " final_softcap=%g", json_real_value(sc));
     fputc('\n', out);
+    const json_t *kinds = json_object_get(hp, "layer_kinds");
+    if (kinds)
+        fprintf(out, "%-14s %s (a attention, c short convolution of width %" JSON_INTEGER_FORMAT ")\n",
+                "layers", json_string_value(kinds),
+                json_integer_value(json_object_get(hp, "shortconv_l_cache")));
 }
 
 static void print_value(FILE *out, const json_t *v) {
@@ -267,11 +281,15 @@ static void print_plan(FILE *out, const json_t *p) {
     static const char *rows[][2] = {{"weights_bytes", "weights (mmapped)"},
                                     {"model_bytes", "norms/biases (f32)"},
                                     {"kv_bytes", "KV cache"},
+                                    {"recurrent_bytes", "recurrent state"},
                                     {"act_bytes", "activations"},
                                     {"scratch_bytes", "per-thread scratch"},
                                     {"arena_bytes", "session arena total"},
                                     {"logits_bytes", "logits per chunk"}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        /* only hybrid models have a recurrent state */
+        if (!strcmp(rows[i][0], "recurrent_bytes") && !json_integer_value(json_object_get(p, rows[i][0])))
+            continue;
         fprintf(out, "  %-22s %12s", rows[i][1],
                 kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, rows[i][0])), b, sizeof b));
         if (!strcmp(rows[i][0], "kv_bytes"))

@@ -162,10 +162,11 @@ typedef struct kld_mem_plan {
     uint64_t weights_bytes;   /* memory-mapped weight data (not allocated) */
     uint64_t model_bytes;     /* float32 norms/biases/RoPE tables owned by the model */
     uint64_t kv_bytes;        /* K and V cache in its lever types, all layers */
-    uint64_t kv_token_bytes;  /* K and V bytes of one position, all layers */
+    uint64_t kv_token_bytes;  /* K and V bytes of one position, all attention layers */
+    uint64_t recurrent_bytes; /* recurrent layers' state (LFM2 convolution inputs), f32 */
     uint64_t act_bytes;       /* per-chunk activations */
     uint64_t scratch_bytes;   /* per-thread GEMM panels, attention rows and dequantized K/V */
-    uint64_t arena_bytes;     /* kv + act + scratch: the one allocation of a session */
+    uint64_t arena_bytes;     /* kv + recurrent + act + scratch: the one allocation of a session */
     uint64_t logits_bytes;    /* one chunk of logits, max_chunk × n_vocab float32 (caller's buffer) */
     char kv_desc[512];        /* "f32" or the lever's K/V maps ("kv=q8_0") */
 } kld_mem_plan;
@@ -202,7 +203,8 @@ kld_status kld_session_create_opts(kld_model *model, const kld_session_opts *opt
 void kld_session_free(kld_session *s);
 const kld_levers *kld_session_levers(const kld_session *s);
 
-/* Empties the cache: the next token goes to position 0. */
+/* Empties the cache and zeroes the recurrent state: the next token goes
+ * to position 0 of a new sequence. */
 void kld_session_reset(kld_session *s);
 /* Positions already in the cache. */
 int64_t kld_session_pos(const kld_session *s);

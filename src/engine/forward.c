@@ -195,13 +195,13 @@ void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const floa
 
 /* ---- the layer and the chunk ---- */
 
-static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, int64_t n,
-                          int64_t pos) {
+/* Attention block: s->xn → s->tmp (before the output bias). */
+static void attention_forward(kld_session *s, kld_session *const *rows, int64_t il, int64_t n,
+                              int64_t pos) {
     const kld_hparams *hp = &s->model->hp;
     const kld_layer_weights *L = &s->model->w.layers[il];
     const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim,
-                  nk = hp->n_head_kv * hp->head_dim, ff2 = 2 * hp->n_ff;
-    run_pass(s, rows, PASS_ATTN_NORM, il, 0, n, pos);
+                  nk = hp->n_head_kv * hp->head_dim;
     if (L->attn_qkv) {
         kld_forward_gemm(s, L->attn_qkv, n, s->xn, E, s->qkv, s->ld_qkv);
     } else {
@@ -212,6 +212,20 @@ static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, 
     run_pass(s, rows, PASS_QKV, il, 0, n, pos);
     kld_attention(s, rows, il, n, pos);
     kld_forward_gemm(s, L->attn_output, n, s->attn, hp->n_head * hp->head_dim_v, s->tmp, E);
+}
+
+static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, int64_t n,
+                          int64_t pos) {
+    const kld_hparams *hp = &s->model->hp;
+    const kld_layer_weights *L = &s->model->w.layers[il];
+    const int64_t E = hp->n_embd, ff2 = 2 * hp->n_ff;
+    run_pass(s, rows, PASS_ATTN_NORM, il, 0, n, pos);
+    /* the position mixer of this layer's kind (hparams.layer_kind); a batched
+     * decode step never reaches a recurrent layer (kld_session_decode_batch) */
+    switch (kld_hparams_layer_kind(hp, il)) {
+    case KLD_LAYER_SHORTCONV: kld_shortconv_forward(s, il, n); break;
+    case KLD_LAYER_ATTN: attention_forward(s, rows, il, n, pos); break;
+    }
     run_pass(s, rows, PASS_ATTN_OUT, il, 0, n, pos);
     if (kld_hparams_is_moe(hp)) {
         kld_moe_ffn(s, il, n);

@@ -20,6 +20,7 @@
 typedef struct kld_layer_vecs {
     const float *attn_norm, *ffn_norm, *attn_post_norm, *ffn_post_norm, *q_norm, *k_norm;
     const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down;
+    const float *conv;         /* short-convolution kernel [n_embd][L] (LFM2) */
 } kld_layer_vecs;
 
 struct kld_model {
@@ -59,6 +60,12 @@ kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *
                                   int n_threads, bool announce, kld_error *err);
 void kld_model_quant_free(struct kld_model_quant *q);
 
+/* One recurrent layer's state (NULL parts for layers without it): the
+ * short convolution's last L - 1 inputs B·x, [L - 1][n_embd], oldest first. */
+typedef struct kld_rec_layer {
+    float *conv;
+} kld_rec_layer;
+
 struct kld_session {
     kld_model *model;
     kld_levers lv;
@@ -80,6 +87,10 @@ struct kld_session {
     float *scratch;            /* per-thread GEMM panels / attention rows */
     size_t scratch_stride;     /* floats per thread */
     int64_t ld_qkv;            /* n_head·hd + n_kv·(hd + hd_v) */
+    kld_rec_layer *recl;       /* n_layer entries */
+    float *rec_state;          /* every layer's recurrent state (zeroed by reset) */
+    uint64_t rec_state_floats;
+    float *rec_act;            /* recurrent blocks' per-chunk activations */
     kld_matmul_observer observe; /* kld_session_observe, or NULL */
     const struct kld_lora *lora[2]; /* the model's adapter, then the lora= lever's */
     int n_lora;
@@ -141,6 +152,13 @@ void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const floa
 /* The mixture-of-experts FFN of layer il for chunk rows [0, n) (moe.c):
  * reads s->xn, writes s->tmp. */
 void kld_moe_ffn(kld_session *s, int64_t il, int64_t n);
+
+/* LFM2 short-convolution block (shortconv.c): s->xn rows [0, n) → s->tmp,
+ * advancing layer il's convolution state by n inputs. */
+void kld_shortconv_forward(kld_session *s, int64_t il, int64_t n);
+/* Floats of its per-chunk activations and of one layer's state. */
+uint64_t kld_shortconv_act_floats(const kld_hparams *hp, int64_t max_chunk);
+uint64_t kld_shortconv_state_floats(const kld_hparams *hp);
 
 /* kld_levers_check without opening the lora= adapter (the session opens it). */
 kld_status kld_levers_check_layout(const kld_levers *l, const kld_model *model, kld_error *err);

@@ -53,9 +53,11 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
         const kld_layer_weights *L = &w->layers[il];
         const kld_tensor *vecs[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm,
                                     L->ffn_post_norm, L->attn_q_norm, L->attn_k_norm, L->bq, L->bk,
-                                    L->bv, L->bqkv, L->bo, L->b_gate, L->b_up, L->b_down};
+                                    L->bv, L->bqkv, L->bo, L->b_gate, L->b_up, L->b_down,
+                                    L->shortconv_conv};
         const kld_tensor *mats[] = {L->attn_q, L->attn_k, L->attn_v, L->attn_qkv, L->attn_output,
-                                    L->ffn_gate, L->ffn_up, L->ffn_down};
+                                    L->ffn_gate, L->ffn_up, L->ffn_down, L->shortconv_in_proj,
+                                    L->shortconv_out_proj};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
             total += padded(vecs[i]);
             m->weights_bytes += tensor_bytes(vecs[i]);
@@ -92,7 +94,8 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
             (s = load_vec(&vl, L->bq, 0, &v->bq)) || (s = load_vec(&vl, L->bk, 0, &v->bk)) ||
             (s = load_vec(&vl, L->bv, 0, &v->bv)) || (s = load_vec(&vl, L->bqkv, 0, &bqkv)) ||
             (s = load_vec(&vl, L->bo, 0, &v->bo)) || (s = load_vec(&vl, L->b_gate, 0, &v->b_gate)) ||
-            (s = load_vec(&vl, L->b_up, 0, &bup)) || (s = load_vec(&vl, L->b_down, 0, &v->b_down)))
+            (s = load_vec(&vl, L->b_up, 0, &bup)) || (s = load_vec(&vl, L->b_down, 0, &v->b_down)) ||
+            (s = load_vec(&vl, L->shortconv_conv, 0, &v->conv)))
             break;
         if (bqkv) { /* fused [q; k; v] bias */
             v->bq = bqkv;

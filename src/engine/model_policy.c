@@ -80,7 +80,9 @@ static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
                  {&L->attn_k, "attn_k.weight"}, {&L->attn_v, "attn_v.weight"},
                  {&L->attn_qkv, "attn_qkv.weight"}, {&L->attn_output, "attn_output.weight"},
                  {&L->ffn_norm, "ffn_norm.weight"}, {&L->ffn_gate, "ffn_gate.weight"},
-                 {&L->ffn_up, "ffn_up.weight"}, {&L->ffn_down, "ffn_down.weight"}};
+                 {&L->ffn_up, "ffn_up.weight"}, {&L->ffn_down, "ffn_down.weight"},
+                 {&L->shortconv_in_proj, "shortconv.in_proj.weight"},
+                 {&L->shortconv_out_proj, "shortconv.out_proj.weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             char name[96];
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);

@@ -1,6 +1,7 @@
 /* session.c — the memory plan and the session's single arena: KV cache,
- * per-chunk activations, RoPE tables and per-thread scratch are carved out
- * of one allocation made at creation, so evaluation never allocates. */
+ * recurrent state, per-chunk activations, RoPE tables and per-thread
+ * scratch are carved out of one allocation made at creation, so
+ * evaluation never allocates. Only attention layers have a KV cache. */
 #include "engine/gemm.h"
 #include "engine/internal.h"
 #include "engine/lora.h"
@@ -51,6 +52,7 @@ static uint64_t kv_scheme_floats(const kld_hparams *hp, uint32_t type, uint64_t 
 static uint64_t kv_layer_floats(const kld_model *m, const kld_levers *lv, int64_t n_ctx,
                                 int64_t ldk, int64_t il, bool v, bool *overflow) {
     const kld_hparams *hp = &m->hp;
+    if (kld_hparams_layer_kind(hp, il) != KLD_LAYER_ATTN) return 0;
     const uint32_t type = kld_kv_map_type(v ? &lv->kv_v : &lv->kv_k, il);
     const uint64_t hd = (uint64_t)(v ? hp->head_dim_v : hp->head_dim);
     uint64_t n = 0;
@@ -73,7 +75,7 @@ static uint64_t kv_token_bytes(const kld_model *m, const kld_levers *lv) {
     const kld_hparams *hp = &m->hp;
     uint64_t total = 0;
     for (int64_t il = 0; il < hp->n_layer; il++)
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < 2 && kld_hparams_layer_kind(hp, il) == KLD_LAYER_ATTN; v++) {
             const uint32_t t = kld_kv_map_type(v ? &lv->kv_v : &lv->kv_k, il);
             const int64_t hd = v ? hp->head_dim_v : hp->head_dim;
             total += (uint64_t)hp->n_head_kv * kld_kv_row_bytes(t, hd);
@@ -89,10 +91,28 @@ static bool kv_typed(const kld_model *m, const kld_levers *lv) {
     return false;
 }
 
+/* Floats (64-byte aligned) of layer il's recurrent state. */
+static uint64_t rec_layer_floats(const kld_hparams *hp, int64_t il) {
+    uint64_t n = 0;
+    if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV) n = kld_shortconv_state_floats(hp);
+    return (n + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
+}
+
+/* Floats of the recurrent blocks' per-chunk activations (the largest kind's). */
+static uint64_t rec_act_floats(const kld_hparams *hp, int64_t max_chunk) {
+    uint64_t n = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV) {
+            n = kld_shortconv_act_floats(hp, max_chunk);
+            break;
+        }
+    return n;
+}
+
 typedef struct layout {
-    uint64_t kv, ar, aux, x, xn, qkv, attn, tmp, gu, rope0, rope1, rope_ff, scratch;
+    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, gu, rope0, rope1, rope_ff, scratch;
     uint64_t moe_probs, moe_ids, moe_w, moe_list, moe_count, moe_sort, moe_x, moe_y, moe_sg;
-    uint64_t kv_floats, act_floats, scratch_floats, total_floats;
+    uint64_t kv_floats, rec_floats, act_floats, scratch_floats, total_floats;
     size_t scratch_stride, aux_stride;
     int64_t ldk, ld_qkv, ar_ld;
 } layout;
@@ -120,6 +140,10 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
         for (int v = 0; v < 2; v++)
             take(&z, kv_layer_floats(m, lv, n_ctx, L->ldk, il, v, &z.overflow), 1, 1);
     L->kv_floats = z.floats;
+    L->rec = z.floats;
+    for (int64_t il = 0; il < hp->n_layer; il++) take(&z, rec_layer_floats(hp, il), 1, 1);
+    L->rec_floats = z.floats - L->rec;
+    L->rec_act = take(&z, rec_act_floats(hp, max_chunk), 1, 1);
     L->x = take(&z, C, E, 1);
     L->xn = take(&z, C, E, 1);
     L->qkv = take(&z, C, (uint64_t)L->ld_qkv, 1);
@@ -148,7 +172,7 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     if (hp->n_head * hp->head_dim_v > kin) kin = hp->n_head * hp->head_dim_v;
     L->ar_ld = lv->act == KLD_ACT_F32 ? 0 : (kin + 15) & ~(int64_t)15;
     L->ar = take(&z, C, (uint64_t)L->ar_ld, 1);
-    L->act_floats = z.floats - L->kv_floats;
+    L->act_floats = z.floats - L->kv_floats - L->rec_floats;
     uint64_t attn_rows = 0;
     if (!kld_mul_u64(KLD_ATTN_QB, (uint64_t)L->ldk, &attn_rows)) z.overflow = true;
     /* Widest weight row: the small-M (decode) path holds 16 whole rows. */
@@ -198,6 +222,7 @@ static void fill_plan(const kld_model *m, int64_t n_ctx, int64_t max_chunk, int 
     p->model_bytes = m->vec_bytes;
     p->kv_bytes = L->kv_floats * sizeof(float);
     p->kv_token_bytes = kv_token_bytes(m, lv);
+    p->recurrent_bytes = L->rec_floats * sizeof(float);
     kv_desc(m, lv, p->kv_desc, sizeof p->kv_desc);
     p->act_bytes = L->act_floats * sizeof(float);
     p->scratch_bytes = L->scratch_floats * sizeof(float);
@@ -239,6 +264,9 @@ void kld_mem_plan_print(const kld_mem_plan *p, FILE *f) {
             (int)(strlen(p->kv_desc) < 12 ? 12 - strlen(p->kv_desc) : 1), "",
             kld_format_bytes(p->kv_bytes, b, sizeof b),
             kld_format_bytes(p->kv_token_bytes, t, sizeof t));
+    if (p->recurrent_bytes)
+        fprintf(f, "  recurrent state       %s (f32, fixed per sequence)\n",
+                kld_format_bytes(p->recurrent_bytes, b, sizeof b));
     fprintf(f, "  activations           %s\n", kld_format_bytes(p->act_bytes, b, sizeof b));
     fprintf(f, "  per-thread scratch    %s\n", kld_format_bytes(p->scratch_bytes, b, sizeof b));
     fprintf(f, "  session arena total   %s\n", kld_format_bytes(p->arena_bytes, b, sizeof b));
@@ -282,10 +310,12 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     kld_session *s = calloc(1, sizeof *s);
     void *arena = NULL;
     kld_kv_layer *kvl = calloc((size_t)m->hp.n_layer, sizeof *kvl);
-    if (s && kvl) arena = aligned_alloc(64, (size_t)L.total_floats * sizeof(float));
-    if (!s || !arena || !kvl) {
+    kld_rec_layer *recl = calloc((size_t)m->hp.n_layer, sizeof *recl);
+    if (s && kvl && recl) arena = aligned_alloc(64, (size_t)L.total_floats * sizeof(float));
+    if (!s || !arena || !kvl || !recl) {
         free(s);
         free(kvl);
+        free(recl);
         if (own_pool) kld_pool_free(pool);
         char b[32];
         return kld_fail(err, KLD_ERR_NOMEM, "%s: cannot allocate the session arena (%s)",
@@ -324,6 +354,17 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
             k->v_pre = a + off + kv_scheme_floats(&m->hp, k->v_type, (uint64_t)m->hp.head_dim_v, nq, &ovf);
         off += kv_layer_floats(m, levers, n_ctx, L.ldk, il, true, &ovf);
     }
+    s->recl = recl;
+    s->rec_state = a + L.rec;
+    s->rec_state_floats = L.rec_floats;
+    s->rec_act = a + L.rec_act;
+    off = L.rec;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        const uint64_t nf = rec_layer_floats(&m->hp, il);
+        if (nf) recl[il].conv = a + off;
+        off += nf;
+    }
+    memset(s->rec_state, 0, (size_t)L.rec_floats * sizeof(float));
     s->ar = a + L.ar;
     s->ar_ld = L.ar_ld;
     s->attn_aux = a + L.aux;
@@ -411,10 +452,16 @@ void kld_session_free(kld_session *s) {
     free(s->kvl);
     free(s->lora_buf);
     kld_lora_free(s->lora_own);
+    free(s->recl);
     free(s);
 }
 
-void kld_session_reset(kld_session *s) { s->pos = 0; }
+/* The KV cache is overwritten position by position; the recurrent state
+ * is read before it is written, so it starts from zero again. */
+void kld_session_reset(kld_session *s) {
+    s->pos = 0;
+    memset(s->rec_state, 0, (size_t)s->rec_state_floats * sizeof(float));
+}
 void kld_session_use_kernels(kld_session *s, const kld_engine_kernels *kr) { s->kr = kr; }
 int64_t kld_session_pos(const kld_session *s) { return s->pos; }
 const kld_mem_plan *kld_session_plan(const kld_session *s) { return &s->plan; }
@@ -485,6 +532,16 @@ kld_status kld_session_decode_batch(kld_session *const *ss, int64_t n, const int
         if (tokens[r] < 0 || tokens[r] >= hp->n_vocab)
             return kld_fail(err, KLD_ERR_ARG, "batched decode: token of session %" PRId64 ": id %" PRId32
                             " is outside the vocabulary [0, %" PRId64 ")", r, tokens[r], hp->n_vocab);
+    }
+    /* a recurrent layer's state belongs to one session: such models step
+     * each session on its own (the same bits, without the shared products) */
+    bool recurrent = false;
+    for (int64_t il = 0; il < hp->n_layer; il++) recurrent |= kld_hparams_layer_kind(hp, il) != KLD_LAYER_ATTN;
+    if (recurrent && n > 1) {
+        kld_status st = KLD_OK;
+        for (int64_t r = 0; r < n && !st; r++)
+            st = kld_session_decode(ss[r], tokens[r], logits ? logits + r * hp->n_vocab : NULL, err);
+        return st;
     }
     /* one row alone is the ordinary step (the M = 1 products) */
     kld_forward(s, n > 1 ? ss : NULL, tokens, n, logits ? 0 : n, logits);

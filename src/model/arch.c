@@ -2,6 +2,24 @@
  * llama.cpp (c392e50) builds each graph. */
 #include "model/arch.h"
 
+/* LFM2's Hugging Face names (llama.cpp gguf-py tensor_mapping.py, "# lfm2"
+ * rows; the final norm is model.embedding_norm, GGUF token_embd_norm). */
+static const kld_name_map lfm2_hf_names[] = {
+    {"token_embd_norm", "model.embedding_norm"},
+    {"attn_norm", "operator_norm"},
+    {"ffn_norm", "ffn_norm"},
+    {"ffn_gate", "feed_forward.w1"},
+    {"ffn_up", "feed_forward.w3"},
+    {"ffn_down", "feed_forward.w2"},
+    {"attn_output", "self_attn.out_proj"},
+    {"attn_q_norm", "self_attn.q_layernorm"},
+    {"attn_k_norm", "self_attn.k_layernorm"},
+    {"shortconv.conv", "conv.conv"},
+    {"shortconv.in_proj", "conv.in_proj"},
+    {"shortconv.out_proj", "conv.out_proj"},
+    {NULL, NULL},
+};
+
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
     /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
@@ -25,7 +43,23 @@ static const kld_arch_switches arch_table[] = {
     /* qwen3moe (after c392e50, src/models/qwen3moe.cpp): qwen3 attention, norm_w true */
     {"qwen3moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_ff_per_used = true},
+    /* lfm2 (after c392e50; src/models/lfm2.cpp): layers with head_count_kv 0
+     * are short convolutions, the others GQA with q/k norms; NeoX RoPE; a
+     * sliding window (every attention layer) only when the key is given. */
+    {"lfm2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, 0, 0, 0,
+     .moe = KLD_MOE_NONE},
 };
+
+static const kld_arch_hybrid hybrid_table[] = {
+    {"lfm2", KLD_LAYER_SHORTCONV, "token_embd_norm", lfm2_hf_names},
+};
+
+const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {
+    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, NULL, NULL};
+    for (size_t i = 0; i < sizeof hybrid_table / sizeof hybrid_table[0]; i++)
+        if (strcmp(hybrid_table[i].name, name) == 0) return &hybrid_table[i];
+    return &none;
+}
 
 const kld_arch_switches *kld_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof arch_table / sizeof arch_table[0]; i++)
@@ -33,4 +67,6 @@ const kld_arch_switches *kld_arch_find(const char *name) {
     return NULL;
 }
 
-const char *kld_arch_supported(void) { return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe"; }
+const char *kld_arch_supported(void) {
+    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2";
+}

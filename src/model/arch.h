@@ -16,6 +16,20 @@ typedef enum kld_act {
     KLD_ACT_GELU_TANH = 1 /* gelu_tanh(gate) * up (Gemma) */
 } kld_act;
 
+/* What mixes the positions in a layer (the block between the first norm
+ * and the first residual add). Attention keeps a KV cache; the recurrent
+ * kinds keep a fixed-size state per layer in the session. */
+typedef enum kld_layer_kind {
+    KLD_LAYER_ATTN = 0,      /* softmax attention over the KV cache */
+    KLD_LAYER_SHORTCONV = 1  /* LFM2 gated short convolution (src/engine/shortconv.c) */
+} kld_layer_kind;
+
+/* A GGUF name → Hugging Face name pair; per-layer rows are suffixes
+ * ("attn_norm" → "operator_norm"), the others whole base names. */
+typedef struct kld_name_map {
+    const char *gguf;
+    const char *hf;
+} kld_name_map;
 typedef enum kld_moe_kind {
     KLD_MOE_NONE = 0,     /* dense FFN only */
     KLD_MOE_OPTIONAL = 1, /* MoE FFN when <arch>.expert_count > 0 (llama: Mixtral) */
@@ -43,8 +57,20 @@ typedef struct kld_arch_switches {
                                  (qwen2moe, qwen3moe), else to n_ff */
 } kld_arch_switches;
 
+/* The switches of the hybrid recurrent architectures, in a table of their
+ * own (every other architecture gets the all-zero row). */
+typedef struct kld_arch_hybrid {
+    const char *name;
+    kld_layer_kind recurrent_kind; /* the kind of the non-attention layers; ATTN: none */
+    const char *output_norm;  /* GGUF base name of the final norm; NULL: "output_norm" */
+    const kld_name_map *hf_names; /* HF names that differ from the llama family's, {NULL} ended */
+} kld_arch_hybrid;
+
 /* The switches of a GGUF architecture name, or NULL when unsupported. */
 const kld_arch_switches *kld_arch_find(const char *name);
+
+/* The hybrid switches of an architecture name (never NULL). */
+const kld_arch_hybrid *kld_arch_hybrid_find(const char *name);
 
 /* Comma-separated list of supported names (for error messages). */
 const char *kld_arch_supported(void);

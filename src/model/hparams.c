@@ -101,6 +101,7 @@ static kld_status finish(const char *path, kld_hparams *hp, kld_error *err) {
         for (int64_t il = 0; il < hp->n_layer; il++)
             hp->layer_swa[il] = p == 0 || (p > 0 && il % p < p - 1);
     }
+    if ((s = kld_hp_check_recurrent(path, hp, err))) return s;
     bool any_swa = false;
     for (int64_t il = 0; il < hp->n_layer; il++) any_swa |= kld_hparams_layer_swa(hp, il);
     /* YaRN's ramp is computed once, for the model's base and scale. */
@@ -120,6 +121,7 @@ static kld_status set_arch(const char *path, const char *arch, size_t len, kld_h
                         "%s: architecture '%.*s' is not supported (supported: %s)", path,
                         (int)(len > 64 ? 64 : len), arch, kld_arch_supported());
     hp->sw = *sw;
+    hp->hy = *kld_arch_hybrid_find(hp->arch);
     hp->rope_type = sw->rope_type;
     hp->swa_pattern = sw->swa_pattern;
     return KLD_OK;
@@ -217,8 +219,10 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
     if (hp->n_head < 1) return check_range(src->path, gkey(&r, "attention.head_count"), hp->n_head, 1, MAX_DIM, err);
     hp->n_head_kv = hp->n_head;
     hp->head_dim = hp->n_embd / hp->n_head;
-    if ((st = g_int(&r, "attention.head_count_kv", false, &hp->n_head_kv, err)) ||
-        (st = g_int(&r, "attention.key_length", false, &hp->head_dim, err)))
+    /* hybrids give head_count_kv per layer, 0 for the recurrent layers */
+    if (hp->hy.recurrent_kind != KLD_LAYER_ATTN) st = kld_hp_gguf_recurrent(src, hp, err);
+    else st = g_int(&r, "attention.head_count_kv", false, &hp->n_head_kv, err);
+    if (st || (st = g_int(&r, "attention.key_length", false, &hp->head_dim, err)))
         return st;
     hp->head_dim_v = hp->head_dim;
     hp->n_rot = hp->head_dim;
@@ -323,6 +327,7 @@ static const hf_arch hf_archs[] = {
     {"gemma3", "gemma3", true, false},
     {"mixtral", "llama", false, true}, {"qwen2_moe", "qwen2moe", false, false},
     {"qwen3_moe", "qwen3moe", false, false}, {"olmoe", "olmoe", false, false},
+    {"lfm2", "lfm2", true, false},
 };
 
 static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err) {
@@ -342,7 +347,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     if (!ha)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
                         "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
-                        "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe)", path, model_type);
+                        "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe, lfm2)", path, model_type);
     /* A multimodal gemma3 keeps the language model's fields in text_config. */
     if (strcmp(model_type, "gemma3") == 0) {
         const json_t *tc = json_object_get(r.cfg, "text_config");
@@ -354,14 +359,16 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     if (st != KLD_OK) return st;
     if (ha->rotate_half_from_gguf) hp->rope_type = KLD_ROPE_NEOX;
     folder_name(hp->name, sizeof hp->name, src->dir);
+    /* hybrids name some keys their own way (kld_hp_hf_recurrent reads them) */
+    const bool own_keys = hp->hy.recurrent_kind != KLD_LAYER_ATTN;
 
     if ((st = j_int(&r, "hidden_size", true, &hp->n_embd, err)) ||
         (st = j_int(&r, "num_hidden_layers", true, &hp->n_layer, err)) ||
-        (st = j_int(&r, "intermediate_size", true, &hp->n_ff, err)) ||
+        (st = j_int(&r, "intermediate_size", !own_keys, &hp->n_ff, err)) ||
         (st = j_int(&r, "num_attention_heads", true, &hp->n_head, err)) ||
         (st = j_int(&r, "vocab_size", true, &hp->n_vocab, err)) ||
         (st = j_int(&r, "max_position_embeddings", true, &hp->n_ctx_train, err)) ||
-        (st = j_num(&r, "rms_norm_eps", true, &hp->norm_eps, err)) ||
+        (st = j_num(&r, "rms_norm_eps", !own_keys, &hp->norm_eps, err)) ||
         (st = j_num(&r, "rope_theta", false, &hp->rope_freq_base, err)))
         return st;
     if (hp->n_head < 1) return check_range(path, "num_attention_heads", hp->n_head, 1, MAX_DIM, err);
@@ -381,6 +388,9 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     /* transformers ties the head to the embedding when asked, even when
      * the checkpoint also stores lm_head. */
     hp->tied_output = tied;
+    if (hp->n_layer < 1 || hp->n_layer > MAX_LAYER)
+        return check_range(path, "num_hidden_layers", hp->n_layer, 1, MAX_LAYER, err);
+    if ((st = kld_hp_hf_recurrent(r.cfg, path, hp, err))) return st;
 
     if ((st = kld_hp_hf_rope_scaling(r.cfg, path, hp, err))) return st;
 

@@ -55,6 +55,11 @@ typedef struct kld_hparams {
     double embd_scale;      /* multiplies the token embedding (gemma: sqrt(n_embd)); 1 = none */
     double norm_weight_offset; /* added to RMSNorm weights at load (HF Gemma stores w - 1) */
 
+    /* Hybrid recurrent layouts (hparams_recurrent.c). */
+    kld_arch_hybrid hy;     /* the architecture's hybrid switches (copy) */
+    uint8_t layer_kind[KLD_MAX_LAYER]; /* kld_layer_kind of layer il (all ATTN by default) */
+    int64_t n_layer_attn;   /* layers of kind ATTN (the ones with a KV cache) */
+    int64_t shortconv_l_cache; /* LFM2 conv width L (the state keeps L - 1 inputs); 0: none */
     /* Mixture of experts (all 0 for a dense model; see hparams_moe.c). */
     int64_t n_expert;       /* <arch>.expert_count / num_local_experts / num_experts */
     int64_t n_expert_used;  /* <arch>.expert_used_count / num_experts_per_tok */
@@ -67,6 +72,8 @@ typedef struct kld_hparams {
  * missing/out-of-range field is an error naming the key and the file. */
 kld_status kld_hparams_read(const kld_source *src, kld_hparams *hp, kld_error *err);
 
+/* The mixing kind of layer il. */
+kld_layer_kind kld_hparams_layer_kind(const kld_hparams *hp, int64_t il);
 /* True when the layers' FFN is a mixture of experts. */
 static inline bool kld_hparams_is_moe(const kld_hparams *hp) { return hp->n_expert > 0; }
 

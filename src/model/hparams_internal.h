@@ -30,6 +30,17 @@ kld_status kld_hp_gguf_swa(const kld_source *src, kld_hparams *hp, kld_error *er
 kld_status kld_hp_hf_swa(const json_t *cfg, const char *path, const char *model_type,
                          kld_hparams *hp, kld_error *err);
 
+/* Layer kinds and recurrent sizes (hparams_recurrent.c). GGUF: the
+ * per-layer "<arch>.attention.head_count_kv" (0 = recurrent layer) and
+ * "<arch>.shortconv.l_cache"; replaces the plain head_count_kv read. */
+kld_status kld_hp_gguf_recurrent(const kld_source *src, kld_hparams *hp, kld_error *err);
+/* config.json: LFM2's own keys (norm_eps, block_ff_dim and its adjustment,
+ * conv_L_cache, layer_types / full_attn_idxs, tie_embedding); runs after
+ * the common keys. */
+kld_status kld_hp_hf_recurrent(const json_t *cfg, const char *path, kld_hparams *hp,
+                               kld_error *err);
+/* Shared checks once every source is read (counts n_layer_attn). */
+kld_status kld_hp_check_recurrent(const char *path, kld_hparams *hp, kld_error *err);
 /* Mixture-of-experts keys (hparams_moe.c), read and checked after the
  * dense keys: GGUF <arch>.expert_*; config.json num_local_experts /
  * num_experts, num_experts_per_tok, moe_intermediate_size, ... */

@@ -11,12 +11,7 @@
  * whether the architecture has post-norms (Gemma 2/3 call the pre-FFN norm
  * pre_feedforward_layernorm and use post_attention_layernorm for the
  * post-attention norm). */
-typedef struct name_map {
-    const char *gguf;
-    const char *hf;
-} name_map;
-
-static const name_map layer_map[] = {
+static const kld_name_map layer_map[] = {
     {"attn_norm", "input_layernorm"},
     {"attn_q", "self_attn.q_proj"},
     {"attn_k", "self_attn.k_proj"},
@@ -35,7 +30,7 @@ static const name_map layer_map[] = {
  * under block_sparse_moe (gate; experts.E.w1 gate, w2 down, w3 up), the
  * Qwen MoE and OLMoE checkpoints under mlp (gate; experts.E.*_proj;
  * shared_expert.*_proj and shared_expert_gate). */
-static const name_map moe_map[] = {
+static const kld_name_map moe_map[] = {
     {"ffn_gate_inp", "mlp.gate"},
     {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
     {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
@@ -88,13 +83,25 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
     size_t base_len = dot ? (size_t)(dot - gguf_name) : strlen(gguf_name);
     char base[96];
     snprintf(base, sizeof base, "%.*s", (int)(base_len < 95 ? base_len : 95), gguf_name);
+    int il = -1, used = 0;
+    const bool in_layer = sscanf(base, "blk.%d.%n", &il, &used) == 1 && used > 0;
+    /* the architecture's own names first (whole names outside the layers) */
+    for (const kld_name_map *m = hp->hy.hf_names; m && m->gguf; m++) {
+        if (in_layer && !strcmp(m->gguf, base + used)) {
+            snprintf(buf, cap, "%smodel.layers.%d.%s.%s", pre, il, m->hf, kind);
+            return buf;
+        }
+        if (!in_layer && !strcmp(m->gguf, base)) {
+            snprintf(buf, cap, "%s%s.%s", pre, m->hf, kind);
+            return buf;
+        }
+    }
 
     if (strcmp(base, "token_embd") == 0) snprintf(buf, cap, "%smodel.embed_tokens.%s", pre, kind);
     else if (strcmp(base, "output_norm") == 0) snprintf(buf, cap, "%smodel.norm.%s", pre, kind);
     else if (strcmp(base, "output") == 0) snprintf(buf, cap, "%slm_head.%s", pre, kind);
     else {
-        int il = -1, used = 0;
-        if (sscanf(base, "blk.%d.%n", &il, &used) == 1 && used > 0) {
+        if (in_layer) {
             const char *suffix = base + used;
             const char *hf = NULL;
             if (strcmp(suffix, "ffn_norm") == 0)
@@ -124,6 +131,7 @@ typedef struct binder {
     const kld_source *src;
     const kld_hparams *hp;
     kld_error *err;
+    bool squeezed_ok; /* also accept [ne0, 1, ne1] (HF Conv1d weights) */
 } binder;
 
 static void shape_str(char *buf, size_t cap, int n, const int64_t *ne) {
@@ -154,6 +162,9 @@ static kld_status bind3(binder *b, const char *name, int64_t ne0, int64_t ne1, i
     }
     bool ok = t->ne[0] == ne0 && t->ne[1] == (ne1 > 0 ? ne1 : 1) && t->ne[2] == (ne2 > 0 ? ne2 : 1) &&
               t->ne[3] == 1;
+    if (b->squeezed_ok && ne1 > 0 && ne2 <= 0 && t->ne[0] == ne0 && t->ne[1] == 1 &&
+        t->ne[2] == ne1 && t->ne[3] == 1)
+        ok = true;
     if (!ok) {
         shape_str(got, sizeof got, t->n_dims > 0 ? t->n_dims : 1, t->ne);
         return kld_fail(b->err, KLD_ERR_FORMAT,
@@ -264,18 +275,19 @@ void kld_weights_moe_refresh(kld_weights *w) {
     }
 }
 
-static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
-    const kld_hparams *hp = b->hp;
-    const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim, nk = hp->n_head_kv * hp->head_dim;
-    const int64_t nv = hp->n_head_kv * hp->head_dim_v, no = hp->n_head * hp->head_dim_v;
-    char n[64];
-    kld_status s;
+/* Binds suffix of layer il into L->field (the locals n, s of the caller). */
 #define B(field, suffix, ne0, ne1, req)                                                       \
     do {                                                                                      \
         snprintf(n, sizeof n, "blk.%d." suffix, il);                                          \
         if ((s = bind(b, n, (ne0), (ne1), (req), &L->field)) != KLD_OK) return s;             \
     } while (0)
-    B(attn_norm, "attn_norm.weight", E, 0, true);
+
+static kld_status bind_attention(binder *b, int il, kld_layer_weights *L) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim, nk = hp->n_head_kv * hp->head_dim;
+    const int64_t nv = hp->n_head_kv * hp->head_dim_v, no = hp->n_head * hp->head_dim_v;
+    char n[64];
+    kld_status s;
     if (hp->sw.fused_qkv) {
         B(attn_qkv, "attn_qkv.weight", E, nq + nk + nv, true);
         B(bqkv, "attn_qkv.bias", nq + nk + nv, 0, false);
@@ -301,16 +313,42 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
         B(attn_post_norm, "post_attention_norm.weight", E, 0, true);
         B(ffn_post_norm, "post_ffw_norm.weight", E, 0, true);
     }
-    B(ffn_norm, "ffn_norm.weight", E, 0, true);
-    if (kld_hparams_is_moe(hp)) {
-#undef B
-        return bind_moe(b, il, L, w);
+    return KLD_OK;
+}
+
+/* LFM2 (llama.cpp llama_model_lfm2::load_arch_tensors): conv {L, n_embd},
+ * in_proj {n_embd, 3·n_embd}, out_proj {n_embd, n_embd}. */
+static kld_status bind_shortconv(binder *b, int il, kld_layer_weights *L) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd;
+    char n[64];
+    kld_status s;
+    b->squeezed_ok = true;
+    snprintf(n, sizeof n, "blk.%d.shortconv.conv.weight", il);
+    s = bind(b, n, hp->shortconv_l_cache, E, true, &L->shortconv_conv);
+    b->squeezed_ok = false;
+    if (s == KLD_ERR_FORMAT) { /* name the width the shape was derived from */
+        size_t len = strlen(b->err->msg);
+        snprintf(b->err->msg + len, sizeof b->err->msg - len, "; shortconv.l_cache = %" PRId64,
+                 hp->shortconv_l_cache);
     }
-#define B(field, suffix, ne0, ne1, req)                                                       \
-    do {                                                                                      \
-        snprintf(n, sizeof n, "blk.%d." suffix, il);                                          \
-        if ((s = bind(b, n, (ne0), (ne1), (req), &L->field)) != KLD_OK) return s;             \
-    } while (0)
+    if (s != KLD_OK) return s;
+    B(shortconv_in_proj, "shortconv.in_proj.weight", E, 3 * E, true);
+    B(shortconv_out_proj, "shortconv.out_proj.weight", E, E, true);
+    return KLD_OK;
+}
+
+static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd;
+    char n[64];
+    kld_status s;
+    B(attn_norm, "attn_norm.weight", E, 0, true);
+    s = kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV ? bind_shortconv(b, il, L)
+                                                               : bind_attention(b, il, L);
+    if (s != KLD_OK) return s;
+    B(ffn_norm, "ffn_norm.weight", E, 0, true);
+    if (kld_hparams_is_moe(hp)) return bind_moe(b, il, L, w);
     if (hp->sw.fused_gate_up) {
         B(ffn_up, "ffn_up.weight", E, 2 * hp->n_ff, true);
         B(b_up, "ffn_up.bias", 2 * hp->n_ff, 0, false);
@@ -322,17 +360,19 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
     }
     B(ffn_down, "ffn_down.weight", hp->n_ff, E, true);
     B(b_down, "ffn_down.bias", E, 0, false);
-#undef B
     return KLD_OK;
 }
+#undef B
 
 kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
                             kld_error *err) {
     memset(w, 0, sizeof *w);
-    binder b = {src, hp, err};
+    binder b = {src, hp, err, false};
     kld_status s;
+    char onorm[64];
+    snprintf(onorm, sizeof onorm, "%s.weight", hp->hy.output_norm ? hp->hy.output_norm : "output_norm");
     if ((s = bind(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &w->token_embd)) ||
-        (s = bind(&b, "output_norm.weight", hp->n_embd, 0, true, &w->output_norm)))
+        (s = bind(&b, onorm, hp->n_embd, 0, true, &w->output_norm)))
         return s;
     if (hp->tied_output) w->output = w->token_embd;
     else if ((s = bind(&b, "output.weight", hp->n_embd, hp->n_vocab, true, &w->output)))

@@ -33,6 +33,10 @@ typedef struct kld_layer_weights {
     const kld_tensor *ffn_down;    /* [n_ff, n_embd] */
     const kld_tensor *b_gate, *b_up, *b_down; /* optional biases */
     const kld_tensor *ffn_post_norm; /* [n_embd] (post_norms) */
+    /* short-convolution layers (LFM2) instead of the attention tensors */
+    const kld_tensor *shortconv_conv;     /* [L, n_embd] depthwise kernel (HF: [L, 1, n_embd]) */
+    const kld_tensor *shortconv_in_proj;  /* [n_embd, 3·n_embd]: rows B, C, x */
+    const kld_tensor *shortconv_out_proj; /* [n_embd, n_embd] */
     kld_moe_weights moe;           /* n_expert > 0 (then ffn_gate/up/down are NULL) */
 } kld_layer_weights;
 

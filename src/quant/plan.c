@@ -33,7 +33,8 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
-/* llama_model_quantize_impl's test for tensors it quantizes at all. */
+/* llama_model_quantize_impl's test for tensors it quantizes at all
+ * (LFM2's shortconv.conv kernels as the llama.cpp that added LFM2). */
 static bool eligible(const char *name, const kld_tensor *t) {
     int dims = 0;
     for (int d = 0; d < KLD_MAX_DIMS; d++)
@@ -41,7 +42,7 @@ static bool eligible(const char *name, const kld_tensor *t) {
     return ends_with(name, "weight") && dims >= 2 && !strstr(name, "_norm.weight") &&
            !strstr(name, "ffn_gate_inp.weight") && strcmp(name, "position_embd.weight") &&
            strcmp(name, "token_types.weight") && !strstr(name, "ssm_conv1d.weight") &&
-           !strstr(name, "attn_rel_b.weight");
+           !strstr(name, "shortconv.conv.weight") && !strstr(name, "attn_rel_b.weight");
 }
 
 static bool rule_matches(const kld_policy_rule *r, const char *name, bool has_output) {

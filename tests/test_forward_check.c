@@ -1,0 +1,148 @@
+/* test_forward_check.c — the comparisons every forward test makes (see
+ * test_forward_models.h: tf_*): logit rows against each other, the engine
+ * against the float64 reference in one pass, in chunks and decoding, and
+ * models that must not open. */
+#include "test_forward_models.h"
+
+#include "engine/engine.h"
+#include "testlib.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+/* ---- comparing logit rows ---- */
+
+int64_t tf_argmax(const float *x, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+double tf_lse(const float *x, int64_t n) {
+    double mx = x[tf_argmax(x, n)], s = 0;
+    for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    return mx + log(s);
+}
+
+tf_cmp tf_compare(const float *ref, const float *b, int64_t rows, int64_t nv) {
+    tf_cmp c = {0, 0, 0};
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = ref + r * nv, *y = b + r * nv;
+        double lx = tf_lse(x, nv), ly = tf_lse(y, nv), k = 0;
+        for (int64_t i = 0; i < nv; i++) {
+            double d = fabs((double)x[i] - (double)y[i]);
+            if (!(d <= c.max_abs)) c.max_abs = d; /* NaN propagates */
+            double a = (double)x[i] - lx;
+            k += exp(a) * (a - ((double)y[i] - ly));
+        }
+        c.mean_kld += k / (double)rows;
+        c.same_argmax += tf_argmax(x, nv) == tf_argmax(y, nv);
+    }
+    return c;
+}
+
+float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t chunk,
+                        int threads, int64_t *n_vocab) {
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_status st = kld_model_open(path, NULL, &m, &err);
+    CHECK_OK(st, err);
+    if (st != KLD_OK) return NULL;
+    *n_vocab = kld_model_hparams(m)->n_vocab;
+    kld_session *s = NULL;
+    st = kld_session_create(m, n + 8, chunk, threads, &s, &err);
+    CHECK_OK(st, err);
+    float *logits = malloc((size_t)(n * *n_vocab) * sizeof(float));
+    for (int64_t i = 0; st == KLD_OK && i < n; i += chunk) {
+        int64_t c = n - i < chunk ? n - i : chunk;
+        st = kld_session_eval(s, ids + i, c, logits + i * *n_vocab, &err);
+        CHECK_OK(st, err);
+    }
+    kld_session_free(s);
+    kld_model_close(m);
+    return logits;
+}
+
+/* ---- engine vs reference on one path ---- */
+
+/* Logits of a prefill of `prefill` tokens followed by one-token decode steps. */
+static float *decode_logits(const char *path, const int32_t *ids, int64_t n_ids, int64_t prefill,
+                            int64_t nv) {
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_session *s = NULL;
+    float *out = malloc(sizeof(float) * (size_t)(n_ids * nv));
+    kld_status st = kld_model_open(path, NULL, &m, &err);
+    if (st == KLD_OK) st = kld_session_create(m, n_ids + 8, n_ids, 2, &s, &err);
+    if (st == KLD_OK) st = kld_session_eval(s, ids, prefill, out, &err);
+    for (int64_t i = prefill; st == KLD_OK && i < n_ids; i++)
+        st = kld_session_decode(s, ids[i], out + i * nv, &err);
+    CHECK_OK(st, err);
+    kld_session_free(s);
+    kld_model_close(m);
+    if (st != KLD_OK) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Engine vs reference, chunk invariance and decode == prefill for one
+ * model path; returns the reference logits (caller frees) or NULL. */
+float *tf_check_path(const char *label, const char *path, const char *gguf, const ref_opts *o,
+                     const int32_t *ids, int64_t n_ids) {
+    int64_t nv = 0, nv2 = 0;
+    float *ref = ref_forward_opts(gguf, o, ids, n_ids, &nv);
+    float *eng = tf_engine_logits(path, ids, n_ids, n_ids, 2, &nv2);
+    if (!ref || !eng || nv != nv2) {
+        CHECK(false, "%s: reference and engine must both run", label);
+        free(ref);
+        free(eng);
+        return NULL;
+    }
+    tf_cmp c = tf_compare(ref, eng, n_ids, nv);
+    printf("%-28s engine vs reference: max|d| %.2e argmax %d/%d\n", label, c.max_abs,
+           c.same_argmax, (int)n_ids);
+    CHECK(c.max_abs <= 1e-3, "%s: engine vs reference max |d| %g", label, c.max_abs);
+    CHECK(c.same_argmax == n_ids, "%s: argmax %d/%d", label, c.same_argmax, (int)n_ids);
+    static const int64_t chunks[] = {1, 7};
+    for (int i = 0; i < 2; i++) {
+        float *part = tf_engine_logits(path, ids, n_ids, chunks[i], 2, &nv2);
+        CHECK(part && memcmp(part, eng, sizeof(float) * (size_t)(n_ids * nv)) == 0,
+              "%s: chunks of %" PRId64 " must equal one pass", label, chunks[i]);
+        free(part);
+    }
+    float *dec = decode_logits(path, ids, n_ids, 17, nv);
+    CHECK(dec && memcmp(dec, eng, sizeof(float) * (size_t)(n_ids * nv)) == 0,
+          "%s: prefill 17 + decode must equal one pass", label);
+    free(dec);
+    free(eng);
+    return ref;
+}
+
+/* A model that must not open, with the words its error must contain. */
+void tf_expect_open_error(const char *label, const synth_shape *s, const char *want1,
+                          const char *want2) {
+    char dir[512], gguf[600], hf[600];
+    snprintf(dir, sizeof dir, "%s/variant-bad-%s", kt_build_dir(), label);
+    mkdir(dir, 0755);
+    snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
+    snprintf(hf, sizeof hf, "%s/hf", dir);
+    mkdir(hf, 0755);
+    const bool gguf_bad = s->hf_tail == NULL; /* else the config.json copy is the bad one */
+    if (!synth_write_gguf(s, gguf) || (!gguf_bad && !synth_write_hf(s, gguf, hf))) {
+        CHECK(false, "synthesize %s", label);
+        return;
+    }
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_status st = kld_model_open(gguf_bad ? gguf : hf, NULL, &m, &err);
+    printf("error %-22s %s\n", label, err.msg);
+    CHECK(st != KLD_OK && strstr(err.msg, want1) && (!want2 || strstr(err.msg, want2)),
+          "%s: expected an error naming '%s': %s", label, want1, err.msg);
+    kld_model_close(m);
+}

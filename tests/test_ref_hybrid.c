@@ -1,0 +1,212 @@
+/* test_ref_hybrid.c — the float64 reference forward of the hybrid
+ * recurrent architectures, written from transformers' modeling files and
+ * independent of src/engine and src/model: whole-prefix recompute, no
+ * state carried between calls, GGUF tensors read directly.
+ *
+ * LFM2 (transformers models/lfm2/modeling_lfm2.py):
+ *   Lfm2DecoderLayer: h = x + mixer(operator_norm(x)); out = h + MLP(ffn_norm(h))
+ *   Lfm2ShortConv.slow_forward: BCx = in_proj(h); B, C, x = chunk(3); Bx = B·x;
+ *     conv = Conv1d(groups = hidden, kernel L, padding L - 1)(Bx)[:seqlen]; out_proj(C·conv)
+ *   Lfm2Attention: q/k_layernorm per head (RMSNorm) before rotate-half RoPE, GQA softmax
+ *   Lfm2MLP: w2(silu(w1 h) · w3 h);  Lfm2Model: embedding_norm at the end; tied head. */
+#include "test_forward_models.h"
+
+#include "io/gguf.h"
+#include "tensor/types.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct href {
+    const kld_gguf *g;
+    char arch[32];
+} href;
+
+static int64_t hkey(const href *r, const char *suffix, int64_t dflt) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", r->arch, suffix);
+    int64_t v = dflt;
+    kld_gguf_get_int(r->g, k, &v);
+    return v;
+}
+
+static double hkey_f(const href *r, const char *suffix, double dflt) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", r->arch, suffix);
+    double v = dflt;
+    kld_gguf_get_float(r->g, k, &v);
+    return v;
+}
+
+/* Tensor `name` (printf format with the layer) as doubles, ne[0] fastest. */
+static double *tensor_d(const href *r, const char *fmt, int64_t il) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, (int)il);
+    const kld_tensor *t = kld_gguf_find_tensor(r->g, name);
+    if (!t) return NULL;
+    const int64_t n = kld_tensor_nelements(t);
+    float *f = malloc(sizeof(float) * (size_t)n);
+    double *d = malloc(sizeof(double) * (size_t)n);
+    kld_type_info_get(t->type)->to_float_ref(t->data, f, n);
+    for (int64_t i = 0; i < n; i++) d[i] = f[i];
+    free(f);
+    return d;
+}
+
+static void rms_d(const double *x, const double *w, double *y, int64_t n, double eps) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    const double s = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * s * w[i];
+}
+
+/* nn.Linear: y[t][o] = Σ_i x[t][i] W[o][i]. */
+static void linear_d(const double *x, const double *W, double *y, int64_t rows, int64_t in, int64_t out) {
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t o = 0; o < out; o++) {
+            double acc = 0;
+            for (int64_t i = 0; i < in; i++) acc += x[t * in + i] * W[o * in + i];
+            y[t * out + o] = acc;
+        }
+}
+
+/* Lfm2ShortConv on h [n][E] → out [n][E]. */
+static void lfm2_conv(const href *r, int64_t il, const double *h, double *out, int64_t n, int64_t E,
+                      int64_t L) {
+    double *win = tensor_d(r, "blk.%d.shortconv.in_proj.weight", il);
+    double *wout = tensor_d(r, "blk.%d.shortconv.out_proj.weight", il);
+    double *k = tensor_d(r, "blk.%d.shortconv.conv.weight", il); /* Conv1d weight [E][1][L] */
+    double *bcx = malloc(sizeof(double) * (size_t)(n * 3 * E));
+    double *y = malloc(sizeof(double) * (size_t)(n * E));
+    linear_d(h, win, bcx, n, E, 3 * E);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < E; c++) {
+            /* zero padding L - 1 on the left, first seqlen outputs kept */
+            double acc = 0;
+            for (int64_t j = 0; j < L; j++) {
+                const int64_t src = t + j - (L - 1);
+                if (src < 0) continue;
+                const double bx = bcx[src * 3 * E + c] * bcx[src * 3 * E + 2 * E + c];
+                acc += k[c * L + j] * bx;
+            }
+            y[t * E + c] = bcx[t * 3 * E + E + c] * acc;
+        }
+    linear_d(y, wout, out, n, E, E);
+    free(win), free(wout), free(k), free(bcx), free(y);
+}
+
+/* Lfm2Attention on h [n][E] → out [n][E]. */
+static void lfm2_attn(const href *r, int64_t il, const double *h, double *out, int64_t n, int64_t E,
+                      int64_t H, int64_t KV, int64_t HD, double eps, double theta) {
+    const int64_t nq = H * HD, nk = KV * HD;
+    double *wq = tensor_d(r, "blk.%d.attn_q.weight", il), *wk = tensor_d(r, "blk.%d.attn_k.weight", il);
+    double *wv = tensor_d(r, "blk.%d.attn_v.weight", il), *wo = tensor_d(r, "blk.%d.attn_output.weight", il);
+    double *qn = tensor_d(r, "blk.%d.attn_q_norm.weight", il), *kn = tensor_d(r, "blk.%d.attn_k_norm.weight", il);
+    double *q = malloc(sizeof(double) * (size_t)(n * nq)), *k = malloc(sizeof(double) * (size_t)(n * nk));
+    double *v = malloc(sizeof(double) * (size_t)(n * nk)), *o = malloc(sizeof(double) * (size_t)(n * nq));
+    double *p = malloc(sizeof(double) * (size_t)n);
+    linear_d(h, wq, q, n, E, nq);
+    linear_d(h, wk, k, n, E, nk);
+    linear_d(h, wv, v, n, E, nk);
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t hh = 0; hh < H + KV; hh++) {
+            double *x = hh < H ? q + t * nq + hh * HD : k + t * nk + (hh - H) * HD;
+            rms_d(x, hh < H ? qn : kn, x, HD, eps);
+            /* rotate_half: (x1, x2) → (x1 cos − x2 sin, x2 cos + x1 sin), inv_freq = θ^(−2i/d) */
+            for (int64_t i = 0; i < HD / 2; i++) {
+                const double a = (double)t * pow(theta, -2.0 * (double)i / (double)HD);
+                const double x1 = x[i], x2 = x[i + HD / 2];
+                x[i] = x1 * cos(a) - x2 * sin(a);
+                x[i + HD / 2] = x2 * cos(a) + x1 * sin(a);
+            }
+        }
+    }
+    for (int64_t hh = 0; hh < H; hh++) {
+        const int64_t g = hh / (H / KV); /* repeat_kv */
+        for (int64_t t = 0; t < n; t++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t s = 0; s <= t; s++) {
+                double d = 0;
+                for (int64_t i = 0; i < HD; i++) d += q[t * nq + hh * HD + i] * k[s * nk + g * HD + i];
+                p[s] = d / sqrt((double)HD);
+                if (p[s] > mx) mx = p[s];
+            }
+            for (int64_t s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+            for (int64_t i = 0; i < HD; i++) {
+                double acc = 0;
+                for (int64_t s = 0; s <= t; s++) acc += p[s] / sum * v[s * nk + g * HD + i];
+                o[t * nq + hh * HD + i] = acc;
+            }
+        }
+    }
+    linear_d(o, wo, out, n, nq, E);
+    free(wq), free(wk), free(wv), free(wo), free(qn), free(kn), free(q), free(k), free(v), free(o), free(p);
+}
+
+static float *lfm2_forward(const href *r, const int32_t *ids, int64_t n, int64_t *n_vocab) {
+    const int64_t E = hkey(r, "embedding_length", 0), NL = hkey(r, "block_count", 0);
+    const int64_t H = hkey(r, "attention.head_count", 0), FF = hkey(r, "feed_forward_length", 0);
+    const int64_t HD = E / H, L = hkey(r, "shortconv.l_cache", 3);
+    const double eps = hkey_f(r, "attention.layer_norm_rms_epsilon", 1e-5);
+    const double theta = hkey_f(r, "rope.freq_base", 1e6);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", r->arch);
+    const kld_gguf_value *kv_arr = kld_gguf_get_arr(r->g, key);
+    const kld_tensor *te = kld_gguf_find_tensor(r->g, "token_embd.weight");
+    const int64_t V = te->ne[1];
+    *n_vocab = V;
+    double *emb = tensor_d(r, "token_embd.weight", 0);
+    double *x = malloc(sizeof(double) * (size_t)(n * E)), *h = malloc(sizeof(double) * (size_t)(n * E));
+    double *o = malloc(sizeof(double) * (size_t)(n * E));
+    double *g = malloc(sizeof(double) * (size_t)(n * FF)), *u = malloc(sizeof(double) * (size_t)(n * FF));
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < E; i++) x[t * E + i] = emb[(int64_t)ids[t] * E + i];
+    for (int64_t il = 0; il < NL; il++) {
+        /* config.layer_types[il] == "conv" ⇔ head_count_kv[il] == 0 */
+        int64_t kv = hkey(r, "attention.head_count_kv", H);
+        if (kv_arr) kld_gguf_arr_int(kv_arr, (uint64_t)il, &kv);
+        double *on = tensor_d(r, "blk.%d.attn_norm.weight", il), *fn = tensor_d(r, "blk.%d.ffn_norm.weight", il);
+        for (int64_t t = 0; t < n; t++) rms_d(x + t * E, on, h + t * E, E, eps);
+        if (kv == 0) lfm2_conv(r, il, h, o, n, E, L);
+        else lfm2_attn(r, il, h, o, n, E, H, kv, HD, eps, theta);
+        for (int64_t i = 0; i < n * E; i++) x[i] += o[i];
+        for (int64_t t = 0; t < n; t++) rms_d(x + t * E, fn, h + t * E, E, eps);
+        double *w1 = tensor_d(r, "blk.%d.ffn_gate.weight", il), *w3 = tensor_d(r, "blk.%d.ffn_up.weight", il);
+        double *w2 = tensor_d(r, "blk.%d.ffn_down.weight", il);
+        linear_d(h, w1, g, n, E, FF);
+        linear_d(h, w3, u, n, E, FF);
+        for (int64_t i = 0; i < n * FF; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+        linear_d(g, w2, o, n, FF, E);
+        for (int64_t i = 0; i < n * E; i++) x[i] += o[i];
+        free(on), free(fn), free(w1), free(w3), free(w2);
+    }
+    double *en = tensor_d(r, "token_embd_norm.weight", 0);
+    double *head = tensor_d(r, "output.weight", 0);
+    for (int64_t t = 0; t < n; t++) rms_d(x + t * E, en, h + t * E, E, eps);
+    double *lg = malloc(sizeof(double) * (size_t)(n * V));
+    linear_d(h, head ? head : emb, lg, n, E, V);
+    float *out = malloc(sizeof(float) * (size_t)(n * V));
+    for (int64_t i = 0; i < n * V; i++) out[i] = (float)lg[i];
+    free(emb), free(x), free(h), free(o), free(g), free(u), free(en), free(head), free(lg);
+    return out;
+}
+
+float *ref_forward_hybrid(const char *gguf_path, const int32_t *ids, int64_t n, int64_t *n_vocab) {
+    kld_error err = {0};
+    kld_gguf *g = NULL;
+    if (kld_gguf_open(gguf_path, &g, &err) != KLD_OK) {
+        fprintf(stderr, "ref_forward_hybrid: %s\n", err.msg);
+        return NULL;
+    }
+    href r = {.g = g};
+    kld_str a = {0};
+    kld_gguf_get_str(g, "general.architecture", &a);
+    snprintf(r.arch, sizeof r.arch, "%.*s", (int)a.len, a.ptr);
+    float *out = NULL;
+    if (!strcmp(r.arch, "lfm2")) out = lfm2_forward(&r, ids, n, n_vocab);
+    else fprintf(stderr, "ref_forward_hybrid: unknown architecture %s\n", r.arch);
+    kld_gguf_close(g);
+    return out;
+}
