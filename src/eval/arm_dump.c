@@ -99,6 +99,8 @@ static json_t *dump_desc(const char *dir, const kld_dump_meta *m) {
     json_object_set_new(o, "tokenizer_fingerprint",
                         m->tokenizer_fingerprint ? json_string(m->tokenizer_fingerprint) : json_null());
     json_object_set_new(o, "model_sha256", m->model_sha256 ? json_string(m->model_sha256) : json_null());
+    /* the levers the dump's model ran with (a dump without the key predates them: reference) */
+    json_object_set_new(o, "levers", json_string(m->levers ? m->levers : "reference"));
     return o;
 }
 

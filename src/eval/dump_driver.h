@@ -34,6 +34,7 @@ typedef struct kld_dump_result {
     double elapsed_s, forward_s;
     bool partial;              /* stopped early: the dump is resumable */
     char windows[256];         /* how the windows were cut */
+    char levers[512];          /* the session's levers, as kld_levers_format writes them */
 } kld_dump_result;
 
 void kld_dump_config_defaults(kld_dump_config *c);
