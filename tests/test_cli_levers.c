@@ -117,6 +117,103 @@ static void test_errors(void) {
     CHECK(run("generate -m " M " --ids 1,2 -n 3 --lever kv=q4_0,act=q8") == 0, "generate with levers");
 }
 
+/* `dump --lever` records the canonical levers in manifest.json, in the run
+ * database (dumps and llama.cpp base files), in `kl --reference-logits`'s
+ * report and JSON config; --resume refuses other levers. */
+static void test_dump_levers(void) {
+    char dir[512], base[512], json[512], db[512], path[600], args[3072];
+    snprintf(dir, sizeof dir, "%s/cli_levers_dump", kt_build_dir());
+    snprintf(base, sizeof base, "%s/cli_levers_base.kld", kt_build_dir());
+    snprintf(json, sizeof json, "%s/cli_levers_dump.json", kt_build_dir());
+    snprintf(db, sizeof db, "%s/cli_levers.sqlite", kt_build_dir());
+    snprintf(args, sizeof args, "rm -rf '%s' '%s' '%s'", dir, base, db);
+    CHECK(system(args) == 0, "clean %s", dir);
+#define DUMP_ARGS "--ids-file " KT_SHARED "/oracle/rand-llama/corpus.tokens --ctx 32 --chunks 2 --top-k 16 --quiet"
+    /* spelled out of canonical order: the manifest holds kld_levers_format's form */
+    snprintf(args, sizeof args, "dump -m " M " --out '%s' --lever act=q8,kv=blk:1=f16,q8_0 --db '%s' "
+             DUMP_ARGS, dir, db);
+    CHECK(run(args) == 0 && output_has("levers: kv=blk:1=f16,q8_0,act=q8", NULL), "dump with levers");
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    json_error_t e;
+    json_t *man = json_load_file(path, 0, &e);
+    const char *lv = json_string_value(json_object_get(man, "levers"));
+    CHECK(lv && !strcmp(lv, "kv=blk:1=f16,q8_0,act=q8"), "manifest levers: %s", lv ? lv : "(none)");
+    CHECK(json_integer_value(json_object_get(man, "format_version")) == 1, "still format_version 1");
+    json_decref(man);
+    /* the teacher's levers in the kl report and its JSON config */
+    snprintf(args, sizeof args, "kl --reference-logits '%s' --arm " KT_SHARED
+             "/models/rand-llama/q8_0.gguf --no-db", dir);
+    CHECK(run(args) == 0 && output_has("(levers: kv=blk:1=f16,q8_0,act=q8)", NULL),
+          "the text report names the dump's levers");
+    snprintf(args, sizeof args, "kl --reference-logits '%s' --arm " KT_SHARED
+             "/models/rand-llama/q8_0.gguf --no-db", dir);
+    json_t *j = run_json(args, json);
+    const json_t *ref = json_object_get(json_object_get(j, "config"), "ref");
+    lv = json_string_value(json_object_get(ref, "levers"));
+    CHECK(lv && !strcmp(lv, "kv=blk:1=f16,q8_0,act=q8"), "JSON config.ref.levers: %s", lv ? lv : "(none)");
+    json_decref(j);
+    /* resume: an interrupted dump (manifest.json not yet written, the partial one kept) */
+    snprintf(args, sizeof args, "cp '%s/manifest.json' '%s/dump.partial.json' && rm '%s/manifest.json'",
+             dir, dir, dir);
+    CHECK(system(args) == 0, "make the dump look interrupted");
+    snprintf(args, sizeof args, "dump -m " M " --out '%s' --resume --lever kv=q8_0 --no-db " DUMP_ARGS, dir);
+    CHECK(run(args) == 1 && output_has("levers: the interrupted dump was made with "
+                                       "kv=blk:1=f16,q8_0,act=q8, this run with kv=q8_0", NULL),
+          "resume with other levers is refused");
+    snprintf(args, sizeof args, "dump -m " M " --out '%s' --resume --no-db " DUMP_ARGS, dir);
+    CHECK(run(args) == 1 && output_has("this run with reference", "resume with --lever kv=blk:1=f16,q8_0,act=q8"),
+          "resume without the levers is refused");
+    snprintf(args, sizeof args, "dump -m " M " --out '%s' --resume --lever kv=q8_0,kv=blk:1=f16,act=q8 "
+             "--no-db " DUMP_ARGS, dir);
+    CHECK(run(args) == 2 && output_has("sets kv_k a second time", NULL), "a duplicated kv is refused");
+    snprintf(args, sizeof args, "dump -m " M " --out '%s' --resume --lever act=q8,kv=q8_0,blk:1=f16 "
+             "--no-db " DUMP_ARGS, dir);
+    CHECK(run(args) == 0, "resume with the same levers in another spelling");
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    man = json_load_file(path, 0, &e);
+    lv = json_string_value(json_object_get(man, "levers"));
+    CHECK(lv && !strcmp(lv, "kv=blk:1=f16,q8_0,act=q8"), "resumed manifest levers: %s", lv ? lv : "(none)");
+    json_decref(man);
+    /* a llama.cpp base file has no manifest: the run's record keeps the levers */
+    snprintf(args, sizeof args, "dump -m " M " --format llamacpp --out '%s' --lever noise=bf16 --db '%s' "
+             "--ids-file " KT_SHARED "/oracle/rand-llama/corpus.tokens --ctx 32 --chunks 2 --quiet", base, db);
+    CHECK(run(args) == 0, "base file with levers");
+    snprintf(args, sizeof args, "runs show 2 --db '%s'", db);
+    CHECK(run(args) == 0 && output_has("levers noise=bf16", NULL), "the base file's run record "
+          "has its levers");
+    snprintf(args, sizeof args, "runs show 2 --json --db '%s'", db);
+    CHECK(run(args) == 0 && output_has("\"llamacpp-base\"", "\"levers\": \"noise=bf16\""),
+          "run 2 is the base file, its report has the levers");
+    snprintf(args, sizeof args, "runs show 1 --db '%s'", db);
+    CHECK(run(args) == 0 && output_has("levers kv=blk:1=f16,q8_0,act=q8", NULL),
+          "the dump's run record has its levers");
+#undef DUMP_ARGS
+}
+
+/* Flag combinations that make no sense: each names the flags. */
+static void test_bad_combinations(void) {
+    static const struct {
+        const char *args, *names, *also;
+    } bad[] = {
+        {"kl --reference-logits /nonexistent --arm-logits /nonexistent2 --decode", "--decode",
+         "--arm-logits"},
+        {"kl --reference-logits /nonexistent --arm-logits /nonexistent2 --lever act=q8", "--lever",
+         "--arm-logits"},
+        {"kl --reference-logits /nonexistent --arm " M " --ref-lever act=q8", "--ref-lever",
+         "--ref/-m"},
+        {"kl -m " M " --lever act=q8 --prompt-len 4 " IDS, "--prompt-len", "--decode"},
+        {"kl -m " M " --lever attn_block=32 " IDS, "attn_block", "attention=online"},
+        {"kl -m " M " --lever act=q8,act=f16 " IDS, "'act=f16'", "f32, bf16, f16, q8"},
+        {"kl -m " M " --lever kv= " IDS, "kv: empty value", "q8_0"},
+        {"dump -m " M " --out /nonexistent/x --lever kv=blk:0-1=q8_0,blk:1=f16", "overlaps", "blk:0-1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run(bad[i].args);
+        CHECK(rc == 2 && output_has(bad[i].names, bad[i].also), "%s: exit %d (2), names '%s' and '%s'",
+              bad[i].args, rc, bad[i].names, bad[i].also);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_cli_levers KLDEVAL\n");
@@ -125,6 +222,8 @@ int main(int argc, char **argv) {
     kldeval = argv[1];
     snprintf(out_path, sizeof out_path, "%s/cli_levers.out", kt_build_dir());
     test_errors();
+    test_bad_combinations();
+    test_dump_levers();
     test_self_flag();
     return kt_finish();
 }

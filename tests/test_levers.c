@@ -1,7 +1,8 @@
 /* test_levers.c — session levers (engine.h): parsing and its errors; every
  * lever at its reference value gives bit-identical logits (KLD exactly 0)
  * on every shared model, kernels=ref equals simd; the decode path equals
- * prefill; attention=online is within 1e-5 of exact; quantized KV caches
+ * prefill; attention=online is within 1e-5 of exact (measured: bit for
+ * bit) on every shared model; quantized KV caches
  * against llama.cpp's -ctk/-ctv logits and byte-identical to our quantizer;
  * act=q8 against llama.cpp's own logits; the plan shrinks with the cache. */
 #include "engine/internal.h"
@@ -11,6 +12,12 @@
 
 #include <math.h>
 #include <stdlib.h>
+
+/* attention=online against exact, max |dlogit| over every shared model
+ * (the issue's bound). Both take base-2 weights whose rounding does not
+ * depend on the maximum they are taken against and rescale by exact powers
+ * of two (src/engine/attention.c), so measured they agree bit for bit. */
+#define ONLINE_MAX_DLOGIT 1e-5
 
 static const char *const models[] = {
     KT_SHARED "/models/rand-llama/f16.gguf",  KT_SHARED "/models/rand-llama/q4_K_M.gguf",
@@ -65,6 +72,93 @@ static void expect_parse_error(const char *text, const char *must_contain, const
           also ? also : "", err.msg);
 }
 
+/* The bad-input corpus of the lever parser: each string, a token its
+ * message must name and the valid values it must list (NULL: no list). */
+static const struct {
+    const char *text, *names, *lists;
+} bad_levers[] = {
+    /* unknown names and values */
+    {"kvv=q8_0", "'kvv'", "kv, kv_k, kv_v, act"},
+    {"speed=fast", "'speed'", "attention, attn_block, noise"},
+    {"kv=q9_0", "'q9_0'", "q8_0, q4_0"},
+    {"kv=q4_K", "'q4_K'", "iq4_nl"},
+    {"kv_v=blk:0=q3_K,f16", "'q3_K'", "q8_0, q4_0"},
+    {"act=q4", "'q4'", "f32, bf16, f16, q8"},
+    {"kernels=avx9", "'avx9'", "auto, ref, simd"},
+    {"attention=flash", "'flash'", "exact, online"},
+    {"noise=f16", "'f16'", "none, bf16"},
+    /* empty values, items and lists */
+    {"act=", "act: empty value", "f32, bf16, f16, q8"},
+    {"kv=", "kv: empty value", "f32, f16, bf16, q8_0"},
+    {"kv_k=", "kv_k: empty value", "q4_1, q5_0"},
+    {"noise=", "noise: empty value", "none, bf16"},
+    {"attention=online,attn_block=", "attn_block: empty value", "multiple of 16"},
+    {"act=q8,,kv=f16", "empty item", "kv, kv_k, kv_v"},
+    {"act=q8,", "empty item", "NAME=VALUE"},
+    {"", "empty lever list", "kv, kv_k, kv_v"},
+    {"act", "'act'", "NAME=VALUE"},
+    {"act=q8,q4_0", "'q4_0'", "NAME=VALUE"}, /* a bare type only continues kv */
+    /* duplicated keys */
+    {"act=q8,act=f16", "'act=f16' sets it a second time", "f32, bf16, f16, q8"},
+    {"noise=bf16,kernels=ref,noise=none", "'noise=none'", "none, bf16"},
+    {"attention=online,attn_block=32,attn_block=64", "'attn_block=64'", "multiple of 16"},
+    {"kv=q8_0,kv_k=f16", "'kv_k=f16' sets kv_k a second time", "kv sets both"},
+    {"kv_v=q8_0,kv=f16", "'kv=f16' sets kv_v a second time", NULL},
+    {"kv=q8_0,q4_0", "'q4_0' is a second default", "q8_0, q4_0, q4_1"},
+    /* layer ranges: reversed, malformed, overlapping */
+    {"kv=blk:3-1=q8_0", "blk:3-1", "0 <= A <= B"},
+    {"kv=blk:x=q8_0", "blk:x", "blk:A-B"},
+    {"kv=blk:-2=q8_0", "blk:-2", "blk:A-B"},
+    {"kv=blk:1-=q8_0", "blk:1-", "blk:A-B"},
+    {"kv=blk:0-1", "blk:0-1", "blk:A-B=TYPE"},
+    {"kv=blk:0-3=q8_0,blk:2-5=f16", "'blk:2-5=f16' overlaps blk:0-3", NULL},
+    {"kv_k=blk:4=q8_0,blk:1-4=f16,q4_0", "'blk:1-4=f16' overlaps blk:4-4", NULL},
+    {"kv=blk:0=q8_0,blk:0=q8_0", "'blk:0=q8_0' overlaps blk:0-0", NULL},
+    /* block sizes and modes that do not fit together */
+    {"attention=online,attn_block=0", "'0'", "multiple of 16 in 16..4096"},
+    {"attention=online,attn_block=17", "'17'", "multiple of 16 in 16..4096"},
+    {"attention=online,attn_block=8192", "'8192'", "multiple of 16 in 16..4096"},
+    {"attention=online,attn_block=-16", "'-16'", "multiple of 16 in 16..4096"},
+    {"attn_block=32", "attn_block: applies to attention=online", "attention=online,attn_block=N"},
+    {"attention=exact,attn_block=32", "attn_block: applies to attention=online", NULL},
+};
+
+static void test_bad_levers(void) {
+    for (size_t i = 0; i < sizeof bad_levers / sizeof bad_levers[0]; i++)
+        expect_parse_error(bad_levers[i].text, bad_levers[i].names, bad_levers[i].lists);
+    /* still accepted: the order of the rules, and attn_block before attention */
+    kld_levers l;
+    kld_levers_default(&l);
+    kld_error err = {0};
+    CHECK_OK(kld_levers_parse("attn_block=32,attention=online", &l, &err), err);
+    CHECK(l.attn_block == 32 && l.attention == KLD_ATTN_ONLINE, "attn_block before attention");
+    kld_levers_default(&l);
+    CHECK_OK(kld_levers_parse("kv_k=blk:4-5=q8_0,blk:0-3=f16,q4_0,kv_v=f32", &l, &err), err);
+    /* errors that need the model: layers past the last, a block the head size cannot take */
+    static const struct {
+        const char *model, *text, *names, *lists;
+    } bad_for_model[] = {
+        {KT_SHARED "/models/rand-llama/f16.gguf", "kv=blk:0-2=q8_0,f16", "blk:0-2", "blk:0-1"},
+        {KT_SHARED "/models/rand-llama/f16.gguf", "kv_v=blk:2=q8_0", "blk:2-2", "blk:0-1"},
+        {KT_SHARED "/models/stories260K/f32.gguf", "kv_v=q8_0", "kv_v=q8_0", "f32, f16, bf16"},
+        {KT_SHARED "/models/stories260K/f32.gguf", "kv=blk:4=q4_0,f16", "kv=q4_0", "f32, f16, bf16"},
+        {KT_SHARED "/models/rand-qwen2/f16.gguf", "kv_k=q5_1", "kv_k=q5_1", "head size 16"},
+    };
+    for (size_t i = 0; i < sizeof bad_for_model / sizeof bad_for_model[0]; i++) {
+        kld_model *m = NULL;
+        CHECK_OK(kld_model_open(bad_for_model[i].model, NULL, &m, &err), err);
+        if (!m) continue;
+        kld_levers_default(&l);
+        CHECK_OK(kld_levers_parse(bad_for_model[i].text, &l, &err), err);
+        kld_status st = kld_levers_check(&l, m, &err);
+        CHECK(st == KLD_ERR_ARG && strstr(err.msg, bad_for_model[i].names) &&
+                  strstr(err.msg, bad_for_model[i].lists),
+              "%s on %s: message names '%s' and '%s': %s", bad_for_model[i].text,
+              bad_for_model[i].model, bad_for_model[i].names, bad_for_model[i].lists, err.msg);
+        kld_model_close(m);
+    }
+}
+
 static void test_parse(void) {
     kld_levers l;
     kld_levers_default(&l);
@@ -89,20 +183,6 @@ static void test_parse(void) {
     CHECK_OK(kld_levers_parse("kv_k=q8_0,kv_v=q4_1,attention=online,attn_block=32,noise=bf16", &l, &err), err);
     kld_levers_format(&l, buf, sizeof buf);
     CHECK(!strcmp(buf, "kv_k=q8_0,kv_v=q4_1,attention=online,attn_block=32,noise=bf16"), "format: %s", buf);
-    expect_parse_error("kvv=q8_0", "'kvv'", "kv, kv_k, kv_v, act");
-    expect_parse_error("kv=q9_0", "'q9_0'", "q8_0, q4_0");
-    expect_parse_error("kv=q4_K", "'q4_K'", "iq4_nl");
-    expect_parse_error("act=q4", "'q4'", "f32, bf16, f16, q8");
-    expect_parse_error("kernels=avx9", "'avx9'", "auto, ref, simd");
-    expect_parse_error("attention=flash", "'flash'", "exact, online");
-    expect_parse_error("attn_block=17", "'17'", "multiple of 16");
-    expect_parse_error("noise=f16", "'f16'", "none, bf16");
-    expect_parse_error("kv=blk:3-1=q8_0", "blk:3-1", NULL);
-    expect_parse_error("kv=blk:x=q8_0", "blk:x", NULL);
-    expect_parse_error("act", "'act'", "NAME=VALUE");
-    expect_parse_error("act=q8,,kv=f16", "empty item", NULL);
-    expect_parse_error("", "empty", NULL);
-    expect_parse_error("act=q8,q4_0", "'q4_0'", "NAME=VALUE"); /* a bare type only continues kv */
     kld_levers_default(&l);
     CHECK(kld_levers_parse("act=q8,kv=nope", &l, &err) != KLD_OK && l.act == KLD_ACT_F32,
           "a failed parse leaves the levers unchanged");
@@ -143,22 +223,65 @@ static void test_reference_values(void) {
         CHECK(c.max_abs > 0, "%s: %s changes the logits (max |d| %.3g)", models[mi], kvq, c.max_abs);
         free(qp);
         free(qd);
-        /* attention=online within 1e-5 of the exact softmax */
-        /* attention=online against the exact softmax. The issue asks for
-         * 1e-5; measured, even one block covering every key (attn_block
-         * 4096, so only the normalisation order differs) moves these logits
-         * by up to 1.5e-5: the float32 rounding of the exact path itself. */
-        static const char *const onl[] = {"attention=online,attn_block=16", "attention=online"};
-        for (int k = 0; k < 2; k++) {
-            float *on = run(m, ids, 24, 16, onl[k], -1, NULL);
-            c = tf_compare(base, on, 24, nv);
-            printf("%s %s: max |dlogit| %.3g, KLD %.3g\n", models[mi], onl[k], c.max_abs, c.mean_kld);
-            CHECK(c.max_abs <= 2.5e-5 && c.mean_kld <= 1e-10 && c.same_argmax == 24,
-                  "%s: %s max |dlogit| %.3g <= 2.5e-5, KLD %.3g <= 1e-10", models[mi], onl[k],
-                  c.max_abs, c.mean_kld);
-            free(on);
-        }
         free(base);
+        kld_model_close(m);
+    }
+}
+
+/* attention=online against the exact softmax on every shared model, over
+ * the oracle ids (one or two blocks) and a 128-token window of the corpus
+ * (8 blocks of 16, 2 of 64), prefilled in chunks of 48. */
+static void test_online(void) {
+    static const char *const all[][2] = {
+        {"rand-llama/f16.gguf", "rand-llama"},     {"rand-llama/q8_0.gguf", "rand-llama"},
+        {"rand-llama/q4_0.gguf", "rand-llama"},    {"rand-llama/q4_K_M.gguf", "rand-llama"},
+        {"rand-qwen2/f16.gguf", "rand-qwen2"},     {"rand-qwen2/q8_0.gguf", "rand-qwen2"},
+        {"phi3/f16.gguf", "phi3"},                 {"gemma2/f16.gguf", "gemma2"},
+        {"stories260K/q8_0.gguf", "stories260K"},  {"stories260K/f32.gguf", "stories260K"},
+        {"aidreams260K/f32.gguf", "aidreams260K"}, {"aidreams260K/q8_0.gguf", "aidreams260K"}};
+    static const char *const onl[] = {"attention=online,attn_block=16", "attention=online,attn_block=32",
+                                      "attention=online"};
+    for (size_t mi = 0; mi < sizeof all / sizeof all[0]; mi++) {
+        char path[512];
+        snprintf(path, sizeof path, KT_SHARED "/models/%s", all[mi][0]);
+        kld_model *m = NULL;
+        kld_error err = {0};
+        CHECK_OK(kld_model_open(path, NULL, &m, &err), err);
+        if (!m) continue;
+        const int64_t nv = kld_model_hparams(m)->n_vocab;
+        double worst = 0, worst_kld = 0;
+        const char *worst_at = "";
+        for (int w = 0; w < 2; w++) {
+            snprintf(path, sizeof path, KT_SHARED "/oracle/%s/%s", all[mi][1],
+                     w ? "corpus.tokens" : "ids.i32");
+            int64_t n;
+            int32_t *ids = read_ids(path, &n);
+            if (w && n > 128) n = 128;
+            const int64_t chunk = n < 48 ? n : 48;
+            float *base = run(m, ids, n, chunk, NULL, -1, NULL);
+            for (size_t k = 0; k < sizeof onl / sizeof onl[0]; k++) {
+                float *on = run(m, ids, n, chunk, onl[k], -1, NULL);
+                if (!base || !on) {
+                    free(on);
+                    continue;
+                }
+                tf_cmp c = tf_compare(base, on, n, nv);
+                CHECK(c.mean_kld <= 1e-10 && c.same_argmax == n, "%s %s over %s: KLD %.3g, argmax "
+                      "%d/%lld", all[mi][0], onl[k], path, c.mean_kld, c.same_argmax, (long long)n);
+                if (!(c.max_abs <= worst)) {
+                    worst = c.max_abs;
+                    worst_at = onl[k];
+                }
+                if (c.mean_kld > worst_kld) worst_kld = c.mean_kld;
+                free(on);
+            }
+            free(base);
+            free(ids);
+        }
+        printf("online vs exact %-24s max |dlogit| %.3g (%s), mean KLD <= %.3g\n", all[mi][0],
+               worst, worst_at, worst_kld);
+        CHECK(worst <= ONLINE_MAX_DLOGIT, "%s: online max |dlogit| %.3g <= %.3g", all[mi][0], worst,
+              ONLINE_MAX_DLOGIT);
         kld_model_close(m);
     }
 }
@@ -331,7 +454,9 @@ static void test_plan(void) {
 int main(void) {
     kld_kernels_init();
     test_parse();
+    test_bad_levers();
     test_reference_values();
+    test_online();
     test_kv_oracle();
     test_act_q8();
     test_plan();

@@ -240,12 +240,13 @@ int kld_cmd_dump(int argc, char **argv) {
         printf(" (shard %u/%u %s: %llu of %llu windows)", c.shard.k, c.shard.n,
                kld_shard_mode_name(c.shard.mode), (unsigned long long)res.n_windows,
                (unsigned long long)res.n_windows_total);
-    printf(", %llu tokens forwarded in %.2f s (%.1f tokens/s); windows: %s\n",
+    printf(", %llu tokens forwarded in %.2f s (%.1f tokens/s); windows: %s; levers: %s\n",
            (unsigned long long)res.tokens, res.elapsed_s,
-           res.forward_s > 0 ? (double)res.tokens / res.forward_s : 0.0, res.windows);
+           res.forward_s > 0 ? (double)res.tokens / res.forward_s : 0.0, res.windows, res.levers);
     /* the run database keeps dumps beside the runs scored against them */
-    json_t *report = json_pack("{s:{s:s,s:{s:s,s:s},s:s,s:s,s:i,s:i,s:s?,s:I,s:I}}", "config",
-                               "mode", "dump", "ref", "kind", "model", "path", c.model_path, "out",
+    json_t *report = json_pack("{s:{s:s,s:{s:s,s:s,s:s},s:s,s:s,s:i,s:i,s:s?,s:I,s:I}}", "config",
+                               "mode", "dump", "ref", "kind", "model", "path", c.model_path, "levers",
+                               res.levers, "out",
                                c.out, "format", c.llamacpp ? "llamacpp-base" : "dump", "top_k",
                                (int)c.top_k, "format_version", c.format_version, "indices_from",
                                c.indices_from, "records", (json_int_t)res.n_records, "windows_n",

@@ -361,6 +361,15 @@ static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_
 }
 
 /* Runs the evaluation and writes every requested output; used by `kl` and `demo`. */
+/* A dump's label in the report: its directory and the levers its model ran
+ * with (the manifest's "levers", in the run's config). */
+static const char *dump_label(char *buf, size_t size, const char *dir, const json_t *config,
+                              const char *which) {
+    const char *lv = json_string_value(json_object_get(json_object_get(config, which), "levers"));
+    snprintf(buf, size, "%s (levers: %s)", dir, lv ? lv : "unknown");
+    return buf;
+}
+
 int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
     c->stop = &stop_requested;
     if (!o->quiet && kld_progress_enabled(stderr)) c->progress = progress;
@@ -377,11 +386,16 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         return 1;
     }
     const char *ref_label = c->ref_path ? c->ref_path : c->ref_logits ? c->ref_logits : c->llamacpp_base;
+    char ref_dump_label[4096], arm_dump_label[4096];
+    if (c->ref_logits) ref_label = dump_label(ref_dump_label, sizeof ref_dump_label, c->ref_logits, res.config, "ref");
     char self_label[4096];
     if (!c->arm_path && !c->arm_logits)
         snprintf(self_label, sizeof self_label, "%s [%s%s]", c->ref_path,
                  c->arm_levers ? c->arm_levers : "reference", c->decode ? ", decode" : "");
-    const char *arm_label = c->arm_path ? c->arm_path : c->arm_logits ? c->arm_logits : self_label;
+    const char *arm_label = c->arm_path ? c->arm_path
+                            : c->arm_logits ? dump_label(arm_dump_label, sizeof arm_dump_label,
+                                                         c->arm_logits, res.config, "arm")
+                                            : self_label;
     const char *corpus_label = c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
                                : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
                                : "built-in";

@@ -1,15 +1,20 @@
 /* attention.c — causal (optionally sliding-window) softmax attention for
  * one chunk, as blocked matrix products: per (head, block of query rows),
  * S = Q·K^T over the visible key range read in place from the transposed
- * K cache, scale / soft-cap / mask, exact float32 softmax, O = P·V.
- * The key range starts at a multiple of 16, so the softmax's lane sums see
- * every key in the same lane whatever the chunking; masked keys contribute
- * exact zeros. Rows therefore do not depend on chunk size or threads. */
+ * K cache, scale / soft-cap / mask, softmax weights in base 2 against the
+ * row maximum rounded up to a power of two (base2_weights), O = P·V as
+ * float fma chains over the keys in order, then O / sum. attention=exact
+ * takes the row maximum first; attention=online walks key blocks once and
+ * rescales, exactly, by powers of two. Masked keys contribute exact zeros
+ * and every sum runs over the keys in order, so rows do not depend on
+ * chunk size or threads. */
 #include "engine/gemm.h"
 #include "engine/internal.h"
 #include "engine/kv_scheme.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 typedef struct attn_job {
     kld_session *s;
@@ -74,12 +79,78 @@ static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, 
     }
 }
 
-/* attention=online: key blocks of attn_block keys; per query row a running
- * maximum m and sum l, the output rescaled by exp(m_old - m_new) whenever
- * the maximum grows (flash-attention style), divided by l at the end. The
- * block scores and P·V products are float32 like the exact path; the
- * running output and sum are kept in double so the rescaling adds no
- * float32 rounding of its own. */
+/* Softmax weights in base 2 against a power-of-two maximum: with
+ * x = s·log2(e) (in double) = n + f, n = floor(x), the weight of score s
+ * against exponent K is 2^f (a float polynomial of f alone) times 2^(n-K),
+ * an exact scaling. The rounded weights therefore depend on s only, and
+ * against another K they differ by an exact power of two: a product chain
+ * rescaled by 2^(K_old - K_new) is bit for bit the chain taken against
+ * K_new from the start. This is what lets the online softmax agree with
+ * the exact one to the last bit (short of subnormal weights) although it
+ * sees the maximum grow block by block. K = ceil(max x), so every weight
+ * is at most 1 and the largest above 1/2. */
+#define LOG2E_D 1.4426950408889634
+#define LN2_D 0.6931471805599453
+
+static double pow2_exponent(float max_score) {
+    return max_score == -INFINITY ? -INFINITY : ceil((double)max_score * LOG2E_D);
+}
+
+/* x · 2^j for j in [-160, 0]: exact while the result is a normal float,
+ * rounded once below that. */
+static inline float scale_pow2(float x, int j) {
+    float a, b = 1.0f;
+    uint32_t bits;
+    if (j < -126) { /* two steps: x · 2^(j+64) is exact, the last product rounds */
+        bits = (uint32_t)(127 - 64) << 23;
+        memcpy(&b, &bits, 4);
+        j += 64;
+    }
+    bits = (uint32_t)(j + 127) << 23;
+    memcpy(&a, &bits, 4);
+    return x * a * b;
+}
+
+/* The weight of score s against exponent K: 2^(x-K), x = s·log2(e). */
+static inline float base2_weight(float s, double K) {
+    if (s == -INFINITY) return 0.0f;
+    double x = (double)s * LOG2E_D;
+    x = x > 0x1p30 ? 0x1p30 : x < -0x1p30 ? -0x1p30 : x; /* keeps the integer part in range */
+    double n = (double)(int64_t)x;
+    if (n > x) n -= 1; /* floor */
+    const double j = n - K;
+    if (j < -160) return 0.0f; /* past float's subnormals */
+    /* 2^f = e^t, t = f·ln2 in [0, 0.694): Taylor to t^9 (remainder < 1e-8) */
+    const double t = (x - n) * LN2_D;
+    double p = 1.0 / 362880;
+    p = p * t + 1.0 / 40320;
+    p = p * t + 1.0 / 5040;
+    p = p * t + 1.0 / 720;
+    p = p * t + 1.0 / 120;
+    p = p * t + 1.0 / 24;
+    p = p * t + 1.0 / 6;
+    p = p * t + 0.5;
+    p = p * t + 1.0;
+    p = p * t + 1.0;
+    return scale_pow2((float)p, (int)j);
+}
+
+/* row[c] := the weight of row[c] against K (masked keys: 0); returns the
+ * weights' sum in double, in key order. */
+static double base2_weights(float *row, int64_t n, double K) {
+    double sum = 0;
+    for (int64_t c = 0; c < n; c++) {
+        row[c] = base2_weight(row[c], K);
+        sum += row[c];
+    }
+    return sum;
+}
+
+/* attention=online: key blocks of attn_block keys, one pass: per query row
+ * a running maximum (as the exponent k) and sum l, the output O so far
+ * rescaled by 2^(k_old - k_new) whenever a block raises the maximum
+ * (flash-attention style), the block's P·V continuing O's fma chains,
+ * O / l at the end. */
 static void online_block(const attn_job *j, int ith, const float *q, int64_t rows, int64_t p0,
                          int64_t lo, int64_t hi, const float *kt, int64_t ldkt, const float *v,
                          float *out, int64_t ldo) {
@@ -87,13 +158,13 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
     const kld_hparams *hp = &s->model->hp;
     const int64_t hd = hp->head_dim, hdv = hp->head_dim_v, B = s->lv.attn_block;
     float *S = s->scratch + (size_t)ith * s->scratch_stride;
-    /* running state in double (the last ONLINE_AUX floats of the aux rows) */
+    /* running state: the last ONLINE_AUX floats of the aux rows */
     float *aux = s->attn_aux + (size_t)ith * s->attn_aux_stride + s->attn_aux_stride -
                  KLD_ONLINE_AUX_FLOATS(hdv);
-    double *O = (double *)(void *)aux, *l = O + KLD_ATTN_QB * hdv;
-    float *T = (float *)(void *)(l + KLD_ATTN_QB), *m = T + KLD_ATTN_QB * hdv;
+    double *l = (double *)(void *)aux, *k = l + KLD_ATTN_QB;
+    float *O = (float *)(void *)(k + KLD_ATTN_QB);
     for (int64_t r = 0; r < rows; r++) {
-        m[r] = -INFINITY;
+        k[r] = -INFINITY;
         l[r] = 0;
         for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] = 0;
     }
@@ -105,26 +176,22 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
             scores_finish(j, row, nb, b0, p0 + r);
             float bm = -INFINITY;
             for (int64_t c = 0; c < nb; c++) bm = fmaxf(bm, row[c]);
-            const float mn = fmaxf(m[r], bm);
-            if (mn == -INFINITY) { /* every key so far masked */
-                for (int64_t c = 0; c < nb; c++) row[c] = 0;
-                continue;
+            const double kb = pow2_exponent(bm);
+            if (kb > k[r]) {
+                if (k[r] > -INFINITY) { /* exact rescaling of the output and sum so far */
+                    const int shift = k[r] - kb < -160 ? -160 : (int)(k[r] - kb);
+                    l[r] = ldexp(l[r], shift);
+                    for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] = scale_pow2(O[r * hdv + d], shift);
+                }
+                k[r] = kb;
             }
-            const double corr = m[r] == -INFINITY ? 0.0 : exp((double)m[r] - (double)mn);
-            double sum = 0;
-            for (int64_t c = 0; c < nb; c++) {
-                row[c] = row[c] == -INFINITY ? 0.0f : kld_expf_ref(row[c] - mn);
-                sum += row[c];
-            }
-            l[r] = l[r] * corr + sum;
-            m[r] = mn;
-            for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] *= corr;
+            l[r] += base2_weights(row, nb, k[r]);
         }
-        kld_gemm_strided(s->kr, rows, hdv, nb, S, s->ldk, v + (b0 - lo) * hdv, hdv, T, hdv);
-        for (int64_t i = 0; i < rows * hdv; i++) O[i] += T[i];
+        kld_gemm_strided_acc(s->kr, rows, hdv, nb, S, s->ldk, v + (b0 - lo) * hdv, hdv, O, hdv);
     }
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t d = 0; d < hdv; d++) out[r * ldo + d] = (float)(O[r * hdv + d] / l[r]);
+        for (int64_t d = 0; d < hdv; d++)
+            out[r * ldo + d] = l[r] > 0 ? (float)((double)O[r * hdv + d] / l[r]) : 0.0f;
 }
 
 static void attn_task(void *ctx, int ith, int nth) {
@@ -164,15 +231,27 @@ static void attn_task(void *ctx, int ith, int nth) {
             continue;
         }
         kld_gemm_strided(kr, rows, L, hd, q, s->ld_qkv, kt, ldkt, S, s->ldk);
+        /* act=q8, f16 V: llama.cpp's KQ·V product takes float32 softmax
+         * probabilities rounded to f16 */
+        const bool f16_probs = s->lv.act == KLD_ACT_Q8 && cs->kvl[j->il].v_type == KLD_TYPE_F16;
+        double l[KLD_ATTN_QB];
         for (int64_t r = 0; r < rows; r++) {
             float *row = S + r * s->ldk;
             scores_finish(j, row, L, lo, p_first + r);
-            kr->softmax(row, L);
-            /* act=q8, f16 V: llama.cpp's KQ·V product takes the probabilities in f16 */
-            if (s->lv.act == KLD_ACT_Q8 && cs->kvl[j->il].v_type == KLD_TYPE_F16)
+            if (f16_probs) {
+                kr->softmax(row, L);
                 kld_act_round_vec(KLD_ACT_Q8, KLD_TYPE_F16, row, row, L);
+                continue;
+            }
+            float mx = -INFINITY;
+            for (int64_t c = 0; c < L; c++) mx = fmaxf(mx, row[c]);
+            l[r] = base2_weights(row, L, pow2_exponent(mx));
         }
         kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, out, ldo);
+        if (!f16_probs) /* the normalisation last, as the online softmax can only do it */
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t d = 0; d < hdv; d++)
+                    out[r * ldo + d] = l[r] > 0 ? (float)((double)out[r * ldo + d] / l[r]) : 0.0f;
     }
 }
 

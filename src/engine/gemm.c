@@ -149,3 +149,15 @@ void kld_gemm_strided(const kld_engine_kernels *kr, int64_t M, int64_t N, int64_
         }
     }
 }
+
+void kld_gemm_strided_acc(const kld_engine_kernels *kr, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                          int64_t ldc) {
+    for (int64_t n0 = 0; n0 < N; n0 += kr->nr) {
+        const int nr = (int)min64(N - n0, kr->nr);
+        for (int64_t m0 = 0; m0 < M; m0 += kr->mr) {
+            const int mr = (int)min64(M - m0, kr->mr);
+            kr->ukernel(mr, nr, K, A + m0 * lda, lda, B + n0, ldb, C + m0 * ldc + n0, ldc, true);
+        }
+    }
+}

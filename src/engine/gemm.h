@@ -48,4 +48,10 @@ void kld_gemm_strided(const kld_engine_kernels *kr, int64_t M, int64_t N, int64_
                       const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                       int64_t ldc);
 
+/* The same, continuing each output's fma chain from C's value (C += A·B,
+ * one chain over several calls' k ranges in order). */
+void kld_gemm_strided_acc(const kld_engine_kernels *kr, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                          int64_t ldc);
+
 #endif

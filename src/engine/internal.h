@@ -11,9 +11,10 @@
 #include "model/weights.h"
 
 #define KLD_ATTN_QB 24 /* query rows per attention task (4 microkernel row blocks) */
-/* Floats of attention=online state per thread: output and sum in double,
- * the block product T and running maximum in float. */
-#define KLD_ONLINE_AUX_FLOATS(hdv) ((size_t)KLD_ATTN_QB * (size_t)(3 * (hdv) + 3) + 16)
+/* Floats of attention=online state per thread, for a block of query rows:
+ * the unnormalised output (float), the sum and the power-of-two exponent
+ * of the running maximum (double). */
+#define KLD_ONLINE_AUX_FLOATS(hdv) ((size_t)KLD_ATTN_QB * (size_t)((hdv) + 4) + 16)
 
 /* Float32 norms and biases of one layer (NULL when absent). Norm weights
  * already include hparams.norm_weight_offset. */

@@ -57,10 +57,15 @@ static bool parse_layer(const char *p, const char *end, int64_t *out) {
     return true;
 }
 
-/* One item of a KV map: "TYPE" (the default) or "blk:A[-B]=TYPE". */
-static kld_status kv_item(kld_kv_map *m, const char *lever, const char *tok, size_t len,
-                          kld_error *err) {
+/* One item of a KV map: "TYPE" (the default, once) or "blk:A[-B]=TYPE"
+ * (ranges may not overlap: which type a layer gets must not depend on the
+ * order of the rules). *has_default: a default type was given already. */
+static kld_status kv_item(kld_kv_map *m, bool *has_default, const char *lever, const char *tok,
+                          size_t len, kld_error *err) {
     const char *end = tok + len;
+    if (len == 0)
+        return kld_fail(err, KLD_ERR_ARG, "lever %s: empty value (valid: " KV_TYPES ", or "
+                        "blk:A-B=TYPE per layer)", lever);
     if (len >= 4 && !strncmp(tok, "blk:", 4)) {
         const char *eq = memchr(tok, '=', len), *range = tok + 4;
         if (!eq)
@@ -72,6 +77,11 @@ static kld_status kv_item(kld_kv_map *m, const char *lever, const char *tok, siz
             !parse_layer(dash ? dash + 1 : range, eq, &hi) || hi < lo)
             return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s': layer range must be blk:A or "
                             "blk:A-B with 0 <= A <= B", lever, (int)len, tok);
+        for (int i = 0; i < m->n_rules; i++)
+            if (lo <= m->rule[i].hi && m->rule[i].lo <= hi)
+                return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s' overlaps blk:%" PRId64 "-%" PRId64
+                                " (each layer may be named once)", lever, (int)len, tok,
+                                m->rule[i].lo, m->rule[i].hi);
         uint32_t t;
         if (!kv_type_of(eq + 1, (size_t)(end - eq - 1), &t))
             return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s': unknown KV cache type '%.*s' "
@@ -82,79 +92,104 @@ static kld_status kv_item(kld_kv_map *m, const char *lever, const char *tok, siz
         m->rule[m->n_rules++] = (kld_kv_rule){lo, hi, t};
         return KLD_OK;
     }
+    if (*has_default)
+        return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s' is a second default type (give one "
+                        "TYPE and blk:A-B=TYPE rules; valid types: " KV_TYPES ")", lever, (int)len, tok);
     if (!kv_type_of(tok, len, &m->type))
         return kld_fail(err, KLD_ERR_ARG, "lever %s: unknown KV cache type '%.*s' (valid: " KV_TYPES
                         ", or blk:A-B=TYPE per layer)", lever, (int)len, tok);
+    *has_default = true;
     return KLD_OK;
 }
 
-static kld_status simple_lever(kld_levers *l, const char *name, size_t nlen, const char *v,
-                               size_t vlen, kld_error *err) {
-#define IS(s) (nlen == strlen(s) && !strncmp(name, s, nlen))
-    int i;
-    if (IS("act")) {
-        if ((i = enum_of(act_names, 4, v, vlen)) < 0)
-            return kld_fail(err, KLD_ERR_ARG, "lever act: unknown value '%.*s' (valid: f32, bf16, "
-                            "f16, q8)", (int)vlen, v);
-        l->act = (kld_act_round)i;
-    } else if (IS("kernels")) {
-        if ((i = enum_of(kernels_names, 3, v, vlen)) < 0)
-            return kld_fail(err, KLD_ERR_ARG, "lever kernels: unknown value '%.*s' (valid: auto, "
-                            "ref, simd)", (int)vlen, v);
-        l->kernels = (kld_kernels_choice)i;
-    } else if (IS("attention")) {
-        if ((i = enum_of(attn_names, 2, v, vlen)) < 0)
-            return kld_fail(err, KLD_ERR_ARG, "lever attention: unknown value '%.*s' (valid: "
-                            "exact, online)", (int)vlen, v);
-        l->attention = (kld_attn_mode)i;
-    } else if (IS("attn_block")) {
+/* The levers other than the KV maps; `seen` bits are their index + 2
+ * (bits 0 and 1: kv_k, kv_v). */
+static const struct {
+    const char *name, *valid;
+} simple[] = {{"act", "f32, bf16, f16, q8"},
+              {"kernels", "auto, ref, simd"},
+              {"attention", "exact, online"},
+              {"attn_block", "a multiple of 16 in 16..4096"},
+              {"noise", "none, bf16"},
+              {"lora", "ADAPTER[:SCALE] (a GGUF or PEFT LoRA adapter)"},
+              {"kv_config", "the path of an MLX kv_config.json"},
+              {"kv_start", "a position 0..999999999"}};
+enum { LV_ACT, LV_KERNELS, LV_ATTENTION, LV_ATTN_BLOCK, LV_NOISE, LV_LORA, LV_KV_CONFIG, LV_KV_START, LV_N };
+
+static kld_status simple_lever(kld_levers *l, int which, const char *v, size_t vlen,
+                               kld_error *err) {
+    const char *name = simple[which].name, *valid = simple[which].valid;
+    if (vlen == 0)
+        return kld_fail(err, KLD_ERR_ARG, "lever %s: empty value (valid: %s)", name, valid);
+    int i = -1;
+    switch (which) {
+    case LV_ACT:
+        if ((i = enum_of(act_names, 4, v, vlen)) >= 0) l->act = (kld_act_round)i;
+        break;
+    case LV_KERNELS:
+        if ((i = enum_of(kernels_names, 3, v, vlen)) >= 0) l->kernels = (kld_kernels_choice)i;
+        break;
+    case LV_ATTENTION:
+        if ((i = enum_of(attn_names, 2, v, vlen)) >= 0) l->attention = (kld_attn_mode)i;
+        break;
+    case LV_ATTN_BLOCK: {
         int64_t b;
         if (!parse_layer(v, v + vlen, &b) || b < 16 || b > 4096 || b % 16)
-            return kld_fail(err, KLD_ERR_ARG, "lever attn_block: '%.*s' must be a multiple of 16 "
-                            "in 16..4096", (int)vlen, v);
+            return kld_fail(err, KLD_ERR_ARG, "lever attn_block: '%.*s' must be %s", (int)vlen, v,
+                            valid);
         l->attn_block = (int)b;
-    } else if (IS("kv_start")) {
+        return KLD_OK;
+    }
+    case LV_KV_START: {
         int64_t n;
         if (!parse_layer(v, v + vlen, &n))
-            return kld_fail(err, KLD_ERR_ARG, "lever kv_start: '%.*s' must be a position 0..999999999",
-                            (int)vlen, v);
+            return kld_fail(err, KLD_ERR_ARG, "lever kv_start: '%.*s' must be %s", (int)vlen, v, valid);
         l->kv_start = n;
-    } else if (IS("kv_config")) {
+        return KLD_OK;
+    }
+    case LV_KV_CONFIG: {
         char path[4096];
-        if (vlen == 0 || vlen >= sizeof path)
-            return kld_fail(err, KLD_ERR_ARG, "lever kv_config: expected the path of a kv_config.json");
+        if (vlen >= sizeof path)
+            return kld_fail(err, KLD_ERR_ARG, "lever kv_config: expected %s", valid);
         snprintf(path, sizeof path, "%.*s", (int)vlen, v);
         kld_kv_map map;
         kld_status st = kld_kv_config_read(path, &map, err);
         if (st) return st;
         l->kv_k = l->kv_v = map;
-    } else if (IS("noise")) {
-        if (vlen == 4 && !strncmp(v, "none", 4)) l->noise_bf16 = false;
-        else if (vlen == 4 && !strncmp(v, "bf16", 4)) l->noise_bf16 = true;
-        else
-            return kld_fail(err, KLD_ERR_ARG, "lever noise: unknown value '%.*s' (valid: none, "
-                            "bf16)", (int)vlen, v);
-    } else if (IS("lora")) {
+        return KLD_OK;
+    }
+    case LV_LORA: {
         char spec[KLD_LORA_PATH_MAX + 64];
         if (vlen >= sizeof spec)
             return kld_fail(err, KLD_ERR_ARG, "lever lora: value too long (%zu bytes)", vlen);
         snprintf(spec, sizeof spec, "%.*s", (int)vlen, v);
-        kld_status st = kld_lora_spec_split(spec, l->lora_path, sizeof l->lora_path,
-                                            &l->lora_scale, err);
+        kld_status st = kld_lora_spec_split(spec, l->lora_path, sizeof l->lora_path, &l->lora_scale, err);
         if (st) kld_error_prefix(err, "lever lora (lora=ADAPTER[:SCALE])");
         return st;
-    } else {
-        return kld_fail(err, KLD_ERR_ARG, "unknown lever '%.*s' (valid levers: " LEVER_NAMES ")",
-                        (int)nlen, name);
     }
+    default: /* LV_NOISE */
+        if ((i = enum_of((const char *const[]){"none", "bf16"}, 2, v, vlen)) >= 0)
+            l->noise_bf16 = i == 1;
+        break;
+    }
+    if (i < 0)
+        return kld_fail(err, KLD_ERR_ARG, "lever %s: unknown value '%.*s' (valid: %s)", name,
+                        (int)vlen, v, valid);
     return KLD_OK;
-#undef IS
+}
+
+static int simple_of(const char *name, size_t nlen) {
+    for (int i = 0; i < LV_N; i++)
+        if (strlen(simple[i].name) == nlen && !strncmp(simple[i].name, name, nlen)) return i;
+    return -1;
 }
 
 kld_status kld_levers_parse(const char *text, kld_levers *out, kld_error *err) {
     kld_levers l = *out;
     kld_kv_map *cur[2] = {NULL, NULL}; /* the KV maps a continuation item extends */
+    bool has_default[2] = {false, false};
     const char *cur_name = NULL;
+    unsigned seen = 0;
     if (!text || !*text)
         return kld_fail(err, KLD_ERR_ARG, "empty lever list (expected NAME=VALUE; levers: "
                         LEVER_NAMES ")");
@@ -168,30 +203,61 @@ kld_status kld_levers_parse(const char *text, kld_levers *out, kld_error *err) {
         bool is_blk = len >= 4 && !strncmp(p, "blk:", 4);
         kld_status st;
         if (len == 0) {
-            return kld_fail(err, KLD_ERR_ARG, "lever list '%s': empty item", text);
+            return kld_fail(err, KLD_ERR_ARG, "lever list '%s': empty item (expected NAME=VALUE; "
+                            "levers: " LEVER_NAMES ")", text);
         } else if (is_kv) {
             cur[0] = cur[1] = NULL;
             if (nlen == 2 || p[3] == 'k') cur[0] = &l.kv_k;
             if (nlen == 2 || p[3] == 'v') cur[1] = &l.kv_v;
             cur_name = nlen == 2 ? "kv" : p[3] == 'k' ? "kv_k" : "kv_v";
+            for (int i = 0; i < 2; i++) {
+                if (!cur[i]) continue;
+                if (seen & (1u << i))
+                    return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s' sets %s a second time "
+                                    "(kv sets both kv_k and kv_v; give each once)", cur_name,
+                                    (int)len, p, i ? "kv_v" : "kv_k");
+                seen |= 1u << i;
+                *cur[i] = (kld_kv_map){.type = KLD_TYPE_F32};
+                has_default[i] = false;
+            }
             for (int i = 0; i < 2; i++)
-                if (cur[i]) *cur[i] = (kld_kv_map){.type = KLD_TYPE_F32};
-            for (int i = 0; i < 2; i++)
-                if (cur[i] && (st = kv_item(cur[i], cur_name, eq + 1, len - nlen - 1, err)))
+                if (cur[i] && (st = kv_item(cur[i], &has_default[i], cur_name, eq + 1,
+                                            len - nlen - 1, err)))
                     return st;
         } else if ((is_blk || !eq) && cur_name) {
             for (int i = 0; i < 2; i++)
-                if (cur[i] && (st = kv_item(cur[i], cur_name, p, len, err))) return st;
+                if (cur[i] && (st = kv_item(cur[i], &has_default[i], cur_name, p, len, err)))
+                    return st;
         } else if (!eq) {
             return kld_fail(err, KLD_ERR_ARG, "lever '%.*s': expected NAME=VALUE (levers: "
                             LEVER_NAMES ")", (int)len, p);
         } else {
             cur_name = NULL;
-            if ((st = simple_lever(&l, p, nlen, eq + 1, len - nlen - 1, err))) return st;
+            int which = simple_of(p, nlen);
+            if (which < 0)
+                return kld_fail(err, KLD_ERR_ARG, "unknown lever '%.*s' (valid levers: "
+                                LEVER_NAMES ")", (int)nlen, p);
+            if (seen & (1u << (which + 2)))
+                return kld_fail(err, KLD_ERR_ARG, "lever %s: '%.*s' sets it a second time (valid "
+                                "values: %s; give each lever once)", simple[which].name, (int)len,
+                                p, simple[which].valid);
+            seen |= 1u << (which + 2);
+            /* kv_config sets both KV maps, as kv does */
+            if (which == LV_KV_CONFIG) {
+                if (seen & 3u)
+                    return kld_fail(err, KLD_ERR_ARG, "lever kv_config: '%.*s' sets the KV maps a second "
+                                    "time (kv, kv_k, kv_v and kv_config each set them; give one)", (int)len, p);
+                seen |= 3u;
+            }
+            if ((st = simple_lever(&l, which, eq + 1, len - nlen - 1, err))) return st;
         }
         if (!comma) break;
         p = comma + 1;
     }
+    /* the block size only exists for the online softmax */
+    if ((seen & (1u << (LV_ATTN_BLOCK + 2))) && l.attention != KLD_ATTN_ONLINE)
+        return kld_fail(err, KLD_ERR_ARG, "lever attn_block: applies to attention=online only "
+                        "(this list has attention=exact; valid: attention=online,attn_block=N)");
     *out = l;
     return KLD_OK;
 }

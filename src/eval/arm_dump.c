@@ -108,6 +108,8 @@ static json_t *dump_desc(const char *dir, const kld_dump_meta *m) {
         kld_hex_digest(d, hex);
         json_object_set_new(o, "sha256", json_string(hex));
     }
+    /* the levers the dump's model ran with (a dump without the key predates them: reference) */
+    json_object_set_new(o, "levers", json_string(m->levers ? m->levers : "reference"));
     return o;
 }
 

@@ -157,7 +157,7 @@ static kld_status open_dump_writer(dump_state *ds, size_t *first_window, kld_err
                        .model_sha256 = model_sha[0] ? model_sha : NULL,
                        .tokenizer_fingerprint = fp[0] ? fp : NULL,
                        .chunking = kld_chunking_name(pl->chunking), .bos = bos,
-                       .windows = pl->note, .ext = true};
+                       .windows = pl->note, .levers = ds->res->levers, .ext = true};
     if (ds->teacher) {
         const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));
         m.corpus_sha256 = t->corpus_sha256;
@@ -192,13 +192,13 @@ static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) 
     const kld_dump_config *c = ds->c;
     kld_status st = kld_arm_open_model(c->model_path, &ds->model, err);
     if (st) return st;
-    if (c->levers) {
-        kld_levers lv;
-        kld_levers_default(&lv);
-        if ((st = kld_levers_parse(c->levers, &lv, err)) ||
-            (st = kld_arm_model_configure(ds->model, &lv, false, 0, err)))
-            return st;
-    }
+    kld_levers lv;
+    kld_levers_default(&lv);
+    if (c->levers && ((st = kld_levers_parse(c->levers, &lv, err)) ||
+                      (st = kld_arm_model_configure(ds->model, &lv, false, 0, err))))
+        return st;
+    /* the canonical form, so that a resume or a reader compares like with like */
+    kld_levers_format(&lv, ds->res->levers, sizeof ds->res->levers);
     if (c->indices_from) {
         if ((st = kld_arm_open_dump(c->indices_from, ds->model->n_vocab, &ds->teacher, err))) return st;
         const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));

@@ -37,6 +37,7 @@ typedef struct kld_dump_result {
     char windows[256];         /* how the windows were cut */
     uint64_t n_windows_total;  /* the whole plan's (n_windows: this shard's) */
     char eval_hash[65];        /* a shard: the hash of the dump's defining inputs */
+    char levers[512];          /* the session's levers, as kld_levers_format writes them */
 } kld_dump_result;
 
 void kld_dump_config_defaults(kld_dump_config *c);

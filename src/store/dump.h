@@ -16,7 +16,10 @@
  *                   seq-<i>.ext.bin sidecars exist), kind ("teacher" or
  *                   "candidate"), teacher (object: the teacher dump's model,
  *                   corpus_sha256, tokenizer_fingerprint and created, for a
- *                   candidate dump), windows (how windows were cut, prose).
+ *                   candidate dump), windows (how windows were cut, prose),
+ *                   levers (the session levers the model ran with, as
+ *                   kld_levers_format writes them: "reference" or e.g.
+ *                   "kv=q8_0,act=q8"; absent in older dumps: "reference").
  *   dump.partial.json  the same manifest object, written at creation and
  *                   removed by kld_dump_finish: what --resume checks against.
  *   tokens.bin      int32[n_seqs][ctx_len]: the ids each sequence was fed
@@ -85,6 +88,7 @@ typedef struct kld_dump_meta {
     const char *chunking;
     const char *bos;
     const char *windows;
+    const char *levers;          /* canonical lever string; NULL: "reference" */
     bool ext;                    /* seq-<i>.ext.bin sidecars present / to be written */
     bool candidate;              /* kind "candidate" (else "teacher") */
     const char *teacher_model, *teacher_corpus_sha256, *teacher_fingerprint, *teacher_created;

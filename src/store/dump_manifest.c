@@ -148,6 +148,7 @@ static kld_status parse_meta(const mctx *m, const json_t *root, kld_dump_meta *m
         (st = get_str(m, root, "chunking", "chunking", false, false, &meta->chunking)) ||
         (st = get_str(m, root, "bos", "bos", false, false, &meta->bos)) ||
         (st = get_str(m, root, "windows", "windows", false, false, &meta->windows)) ||
+        (st = get_str(m, root, "levers", "levers", false, false, &meta->levers)) ||
         (st = get_bool(m, root, "ext", &meta->ext)))
         return st;
     if (meta->n_vocab > 0 && meta->top_k > meta->n_vocab)
@@ -281,6 +282,7 @@ kld_status kld_dumpi_meta_check(const kld_dump_meta *m, kld_error *err) {
                 {"chunking", m->chunking, false},
                 {"bos", m->bos, false},
                 {"windows", m->windows, false},
+                {"levers", m->levers, false},
                 {"teacher_model", m->teacher_model, false},
                 {"teacher_corpus_sha256", m->teacher_corpus_sha256, true},
                 {"teacher_fingerprint", m->teacher_fingerprint, true},
@@ -327,6 +329,7 @@ json_t *kld_dumpi_manifest_build(const kld_dump_meta *m) {
     put_str(o, "chunking", m->chunking, &ok);
     put_str(o, "bos", m->bos, &ok);
     put_str(o, "windows", m->windows, &ok);
+    put_str(o, "levers", m->levers, &ok);
     if (m->candidate && (m->teacher_model || m->teacher_corpus_sha256 || m->teacher_fingerprint ||
                          m->teacher_created)) {
         json_t *t = json_object();

@@ -164,6 +164,14 @@ static kld_status same_settings(const char *path, const kld_dump_meta *was,
     if (was->ext != now->ext)
         return kld_fail(err, KLD_ERR_MISMATCH, "%s: ext: the interrupted dump has %s, this run %s",
                         path, was->ext ? "true" : "false", now->ext ? "true" : "false");
+    /* a dump made before the levers key knew only the reference */
+    const char *lw = was->levers ? was->levers : "reference", *ln = now->levers ? now->levers : "reference";
+    if (strcmp(lw, ln) != 0)
+        return kld_fail(err, KLD_ERR_MISMATCH,
+                        "%s: levers: the interrupted dump was made with %s, this run with %s "
+                        "(resume %s%s)", path, lw, ln,
+                        strcmp(lw, "reference") ? "with --lever " : "without --lever",
+                        strcmp(lw, "reference") ? lw : "");
     if (was->candidate != now->candidate)
         return kld_fail(
             err, KLD_ERR_MISMATCH, "%s: kind: the interrupted dump is a %s, this run a %s", path,
