@@ -3,6 +3,10 @@
 kld_add_test(NAME test_cap_scorers SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_scorers.c)
 kld_add_test(NAME test_cap_bfcl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_bfcl.c)
 kld_add_test(NAME test_cap_sandbox SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_sandbox.c TIMEOUT 300)
+# Alone: its fork bomb fills nobody's process limit and it counts nobody's
+# processes and /tmp scratch folders, which the other cap tests' HumanEval
+# sandboxes (also run as nobody) would disturb and be disturbed by.
+set_tests_properties(test_cap_sandbox PROPERTIES RUN_SERIAL ON)
 kld_add_test(NAME test_cap_cli SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_cli.c ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cap_cli kldeval)
 kld_add_test(NAME test_cap_chat SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_chat.c)
