@@ -23,17 +23,7 @@ static const char *kldeval;
 static int run_to(const char *args, const char *redirect, char **out) {
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s' %s %s", kldeval, args, redirect);
-    FILE *p = popen(cmd, "r");
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return kt_run_capture(cmd, out);
 }
 
 static int run(const char *args, char **out) { return run_to(args, "2>&1", out); }

@@ -20,16 +20,8 @@ static const char *kldeval;
 static char *run(const char *args, int *status) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", kldeval, args);
-    FILE *p = popen(cmd, "r");
-    size_t cap = 1 << 16, n = 0, got;
-    char *out = malloc(cap);
-    while ((got = fread(out + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (n + 1 == cap) out = realloc(out, cap *= 2);
-    }
-    out[n] = '\0';
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char *out = NULL;
+    *status = kt_run_capture(cmd, &out);
     return out;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 int kt_passed, kt_failed;
 
@@ -81,4 +82,19 @@ char *kt_gunzip_to_build(const char *gz_path) {
     }
     free(cmd);
     return out;
+}
+
+int kt_run_capture(const char *cmd, char **out) {
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    if (!buf) abort();
+    while (p && (got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (n + 1 == cap && !(buf = realloc(buf, cap *= 2))) abort();
+    }
+    buf[n] = '\0';
+    int st = p ? pclose(p) : -1;
+    *out = buf;
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -32,6 +32,10 @@ const char *kt_build_dir(void);
 char *kt_read_file(const char *path, size_t *size);
 /* Writes a buffer to a file; aborts on failure. */
 void kt_write_file(const char *path, const void *data, size_t size);
+/* Runs a shell command line; *out gets everything it wrote to stdout
+ * (malloc'd, NUL-terminated); returns its exit status (-1 when it did not
+ * exit normally). */
+int kt_run_capture(const char *cmd, char **out);
 /* Decompresses a .gz file into the build folder (once) and returns the path
  * of the copy (static buffer per call site not needed: caller frees). */
 char *kt_gunzip_to_build(const char *gz_path);
