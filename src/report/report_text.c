@@ -37,10 +37,10 @@ static void arm_facts(FILE *f, const json_t *config, const char *which) {
 static void corpus_forms(FILE *f, const json_t *config) {
     const json_t *c = json_object_get(config, "corpus");
     const json_t *nt = json_object_get(c, "documents_text"), *nm = json_object_get(c, "documents_messages");
+    const char *tmpl = json_string_value(json_object_get(c, "chat_template"));
     if (json_is_integer(nm) && json_integer_value(nm) > 0 && json_is_integer(nt))
         fprintf(f, " (%lld text + %lld messages documents; chat template: %s)",
-                (long long)json_integer_value(nt), (long long)json_integer_value(nm),
-                json_string_value(json_object_get(c, "chat_template")) ? json_string_value(json_object_get(c, "chat_template")) : "?");
+                (long long)json_integer_value(nt), (long long)json_integer_value(nm), tmpl ? tmpl : "?");
     fputc('\n', f);
 }
 
