@@ -3,7 +3,7 @@
  * tokenizer_config.json strings), each against a rendering derived by hand
  * from the template text; trim_blocks/lstrip_blocks and whitespace
  * control; raise_exception; unsupported constructs are errors naming them. */
-#include "cap/chat.h"
+#include "chat/chat.h"
 #include "testlib.h"
 
 #include <stdlib.h>

@@ -15,7 +15,7 @@
  * exactly up to the closing quote. Items: n spread evenly over each task's
  * data (every (size/n)-th item), so a small n still covers subjects. */
 #include "cap/cap.h"
-#include "cap/chat.h"
+#include "chat/chat.h"
 #include "cap/hashhop.h"
 #include "cap/run.h"
 #include "cap/units.h"
@@ -49,11 +49,9 @@ static kld_status build_prompt(const kld_cap_lm *lm, bool chat, const char *user
         return (*out = kld_strdup(user)) ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }
     json_t *m = json_pack("[{s:s, s:s}]", "role", "user", "content", user);
-    kld_chat_opts o = {.messages = m, .add_generation_prompt = true, .bos_token = lm->bos, .eos_token = lm->eos};
-    kld_status st = kld_chat_render(lm->chat_template, &o, out, err);
+    const kld_chat_template t = {.text = lm->chat_template, .bos = lm->bos, .eos = lm->eos};
+    kld_status st = kld_chat_apply(&t, m, true, out, add_bos, err);
     json_decref(m);
-    /* no doubled BOS: the template may write it itself */
-    *add_bos = st == KLD_OK && !kld_chat_has_bos(*out, lm->bos);
     return st;
 }
 

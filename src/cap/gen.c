@@ -4,44 +4,10 @@
  * ties go to the lower id) and the teacher-forced next-token row MMLU is
  * scored from. */
 #include "cap/run.h"
+#include "chat/chat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-static char *piece_dup(const kld_tokenizer *t, int32_t id) {
-    size_t n = 0;
-    const char *p = id >= 0 ? kld_tok_piece(t, id, &n) : NULL;
-    return p ? kld_strndup(p, n) : kld_strdup("");
-}
-
-/* HF: tokenizer_config.json's "chat_template", a string or a list of
- * {name, template} (the one named "default" is apply_chat_template's). A
- * missing file or key is no template; a malformed file is an error. */
-static kld_status hf_chat_template(const char *dir, char **out, kld_error *err) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return KLD_OK;
-    fclose(f);
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (!j) return kld_fail(err, KLD_ERR_FORMAT, "%s: line %d: %s", path, je.line, je.text);
-    json_t *ct = json_object_get(j, "chat_template");
-    const char *t = json_string_value(ct);
-    size_t i;
-    json_t *e;
-    if (json_is_array(ct))
-        json_array_foreach(ct, i, e) {
-            const char *name = json_string_value(json_object_get(e, "name"));
-            if (name && !strcmp(name, "default")) t = json_string_value(json_object_get(e, "template"));
-        }
-    if (t && !(*out = kld_strdup(t))) {
-        json_decref(j);
-        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    }
-    json_decref(j);
-    return KLD_OK;
-}
 
 kld_status kld_cap_lm_open(const char *path, int threads, int64_t n_ctx, kld_cap_lm *lm, kld_error *err) {
     memset(lm, 0, sizeof *lm);
@@ -57,14 +23,12 @@ kld_status kld_cap_lm_open(const char *path, int threads, int64_t n_ctx, kld_cap
     if (st != KLD_OK) return kld_cap_lm_close(lm), st;
     lm->logits = malloc((size_t)lm->n_vocab * sizeof(float));
     if (!lm->logits) return kld_cap_lm_close(lm), kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    const kld_source *src = kld_model_source(lm->model);
-    kld_str t;
-    if (src->gguf && kld_gguf_get_str(src->gguf, "tokenizer.chat_template", &t))
-        lm->chat_template = kld_strndup(t.ptr, (size_t)t.len);
-    else if (src->dir && (st = hf_chat_template(src->dir, &lm->chat_template, err)) != KLD_OK)
+    kld_chat_template ct;
+    if ((st = kld_chat_template_open(kld_model_source(lm->model), lm->tok, &ct, err)) != KLD_OK)
         return kld_cap_lm_close(lm), st;
-    lm->bos = piece_dup(lm->tok, kld_tok_bos(lm->tok));
-    lm->eos = piece_dup(lm->tok, kld_tok_eos(lm->tok));
+    lm->chat_template = ct.text; /* the lm owns the strings from now on */
+    lm->bos = ct.bos;
+    lm->eos = ct.eos;
     return KLD_OK;
 }
 

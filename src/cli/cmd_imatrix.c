@@ -1,10 +1,13 @@
 /* cmd_imatrix.c — `kldeval imatrix -m MODEL --corpus FILE --ctx N
  * [--chunks N] -o FILE`: llama-imatrix's importance matrix (its file
  * format), from the corpus read as llama-imatrix reads -f (the whole file,
- * one final '\n' dropped, BOS added, special tokens not parsed). */
+ * one final '\n' dropped, BOS added, special tokens not parsed), or a JSONL
+ * corpus read as kl and dump read it (text and chat "messages" lines, each
+ * document tokenized on its own, concatenated). */
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "eval/plan.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 
@@ -14,9 +17,12 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kldeval imatrix -m MODEL (--corpus FILE | --ids-file FILE) --ctx N "
-               "[--chunks N] [--llamacpp | --lever L] -o FILE\n\n"
+               "[--corpus-format F] [--chunks N] [--llamacpp | --lever L] -o FILE\n\n"
                "  -m, --model PATH   the model (MODEL@POLICY too)\n"
                "  --corpus FILE      text, tokenized whole as llama-imatrix -f does\n"
+               "  --corpus-format F  auto (default: .jsonl names are JSONL), text (the file whole), or\n"
+               "                     jsonl: {\"text\": …} and {\"messages\": [{role, content}…]} lines (the\n"
+               "                     latter rendered with the model's chat template), as kl and dump read them\n"
                "  --ids-file FILE    int32 little-endian token ids instead (BOS included)\n"
                "  --ctx N            window length, 16 .. 1048576 (llama-imatrix -c)\n"
                "  --chunks N         at most N windows (default: all; llama-imatrix --chunks)\n"
@@ -61,14 +67,14 @@ static bool read_all(const char *path, char **buf, size_t *len) {
 }
 
 int kld_cmd_imatrix(int argc, char **argv) {
-    const char *model_path = NULL, *corpus = NULL, *ids_file = NULL, *out = NULL;
+    const char *model_path = NULL, *corpus = NULL, *ids_file = NULL, *out = NULL, *format = "auto";
     int64_t ctx = 0, chunks = 0, threads = 0;
     bool quiet = false;
     kld_levers levers;
     kld_levers_default(&levers);
     static const char *const with_value[] = {"-m", "--model", "--corpus", "--ids-file", "--ctx",
                                              "--chunks", "-o", "--out", "--threads", "--lever",
-                                             NULL};
+                                             "--corpus-format", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -88,6 +94,13 @@ int kld_cmd_imatrix(int argc, char **argv) {
             if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = v;
             else if (!strcmp(a, "--corpus")) corpus = v;
             else if (!strcmp(a, "--ids-file")) ids_file = v;
+            else if (!strcmp(a, "--corpus-format")) {
+                if (strcmp(v, "auto") && strcmp(v, "text") && strcmp(v, "jsonl")) {
+                    fprintf(stderr, "kldeval imatrix: --corpus-format expects auto, text or jsonl, got '%s'\n", v);
+                    return 2;
+                }
+                format = v;
+            }
             else if (!strcmp(a, "--lever")) {
                 kld_error e = {0};
                 if (kld_levers_parse(v, &levers, &e)) {
@@ -119,8 +132,20 @@ int kld_cmd_imatrix(int argc, char **argv) {
     kld_imatrix *im = NULL;
     char *text = NULL;
     size_t len = 0;
+    kld_corpus *jc = NULL;
+    size_t cn = corpus ? strlen(corpus) : 0;
+    bool jsonl = corpus && (!strcmp(format, "jsonl") ||
+                            (!strcmp(format, "auto") && cn >= 6 && !strcmp(corpus + cn - 6, ".jsonl")));
     kld_status st = kld_model_open(model_path, NULL, &m, &err);
-    if (!st && corpus) {
+    if (!st && jsonl) {
+        st = kld_corpus_load_text(corpus, "jsonl", &jc, &err);
+        if (!st) st = kld_tok_open_source(kld_model_source(m), &tok, &err);
+        if (!st) st = kld_corpus_chat_with(jc, false, kld_model_source(m), tok, &err);
+        if (!st) st = kld_corpus_encode(jc, tok, &ids, &err);
+        if (!st && !quiet)
+            fprintf(stderr, "imatrix: %s: %zu documents (%zu text, %zu messages), %zu tokens\n", corpus,
+                    jc->n_docs, jc->n_text_docs, jc->n_chat_docs, ids.n);
+    } else if (!st && corpus) {
         if (!read_all(corpus, &text, &len)) {
             fprintf(stderr, "kldeval imatrix: cannot read %s\n", corpus);
             kld_model_close(m);
@@ -153,6 +178,7 @@ int kld_cmd_imatrix(int argc, char **argv) {
                 im->n, im->chunks, (long long)ctx, out);
     if (st) fprintf(stderr, "kldeval imatrix: %s\n", err.msg);
     kld_imatrix_free(im);
+    kld_corpus_free(jc);
     kld_tok_ids_free(&ids);
     kld_tok_free(tok);
     free(text);

@@ -41,18 +41,57 @@ kld_status kld_sha256_file(const char *path, uint8_t out[32], kld_error *err) {
     return KLD_OK;
 }
 
-static kld_status add_doc(kld_corpus *c, const char *text, size_t n, size_t *cap, kld_error *err) {
+static bool grow(void **p, size_t cap, size_t size) {
+    void *q = realloc(*p, cap * size);
+    if (q) *p = q;
+    return q != NULL;
+}
+
+/* A text document (text != NULL) or a conversation (messages, referenced). */
+static kld_status add_doc(kld_corpus *c, const char *text, size_t n, json_t *messages,
+                          size_t line, size_t *cap, kld_error *err) {
     if (c->n_docs == *cap) {
-        *cap = *cap ? 2 * *cap : 64;
-        char **d = realloc(c->docs, *cap * sizeof *d);
-        size_t *l = d ? realloc(c->doc_len, *cap * sizeof *l) : NULL;
-        if (d) c->docs = d;
-        if (!d || !l) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", c->name);
-        c->doc_len = l;
+        size_t nc = *cap ? 2 * *cap : 64;
+        if (!grow((void **)&c->docs, nc, sizeof *c->docs) ||
+            !grow((void **)&c->doc_len, nc, sizeof *c->doc_len) ||
+            !grow((void **)&c->doc_line, nc, sizeof *c->doc_line) ||
+            !grow((void **)&c->messages, nc, sizeof *c->messages) ||
+            !grow((void **)&c->doc_add_bos, nc, sizeof *c->doc_add_bos))
+            return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", c->name);
+        *cap = nc;
     }
-    c->docs[c->n_docs] = kld_strndup(text, n);
-    if (!c->docs[c->n_docs]) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", c->name);
-    c->doc_len[c->n_docs++] = n;
+    size_t d = c->n_docs;
+    c->docs[d] = text ? kld_strndup(text, n) : NULL;
+    if (text && !c->docs[d]) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", c->name);
+    c->doc_len[d] = text ? n : 0;
+    c->doc_line[d] = line;
+    c->messages[d] = messages ? json_incref(messages) : NULL;
+    c->doc_add_bos[d] = true;
+    c->n_docs++;
+    if (messages) c->n_chat_docs++;
+    else c->n_text_docs++;
+    return KLD_OK;
+}
+
+/* A messages field: a non-empty array of objects with string role and
+ * content (other keys pass to the template). */
+static kld_status check_messages(const kld_corpus *c, size_t line_no, const json_t *m,
+                                 kld_error *err) {
+    if (!json_is_array(m) || json_array_size(m) == 0)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: field \"messages\" is not a non-empty array",
+                        c->name, line_no);
+    size_t i;
+    json_t *e;
+    json_array_foreach(m, i, e) {
+        if (!json_is_object(e))
+            return kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: messages[%zu] is not an object", c->name,
+                            line_no, i);
+        static const char *const keys[] = {"role", "content"};
+        for (int k = 0; k < 2; k++)
+            if (!json_is_string(json_object_get(e, keys[k])))
+                return kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: messages[%zu] has no string field \"%s\"",
+                                c->name, line_no, i, keys[k]);
+    }
     return KLD_OK;
 }
 
@@ -75,7 +114,7 @@ static kld_status split_lines(kld_corpus *c, bool jsonl, kld_error *err) {
         if (n == 0) continue;
         if (!jsonl) {
             if (line[0] == '#') continue;
-            kld_status st = add_doc(c, line, n, &cap, err);
+            kld_status st = add_doc(c, line, n, NULL, line_no, &cap, err);
             if (st) return st;
             continue;
         }
@@ -86,13 +125,22 @@ static kld_status split_lines(kld_corpus *c, bool jsonl, kld_error *err) {
             return kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: not a JSON object%s%s", c->name, line_no,
                             o ? "" : ": ", o ? "" : jerr.text);
         }
-        json_t *t = json_object_get(o, "text");
-        if (!json_is_string(t)) {
-            json_decref(o);
-            return kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: no string field \"text\"", c->name,
-                            line_no);
-        }
-        kld_status st = add_doc(c, json_string_value(t), json_string_length(t), &cap, err);
+        json_t *t = json_object_get(o, "text"), *m = json_object_get(o, "messages");
+        kld_status st = KLD_OK;
+        if (t && m)
+            st = kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: both fields \"text\" and \"messages\" "
+                          "(a line is one or the other)", c->name, line_no);
+        else if (!t && !m)
+            st = kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: neither field \"text\" nor \"messages\"",
+                          c->name, line_no);
+        else if (t && !json_is_string(t))
+            st = kld_fail(err, KLD_ERR_FORMAT, "%s:%zu: field \"text\" is not a string", c->name,
+                          line_no);
+        else if (m)
+            st = check_messages(c, line_no, m, err);
+        if (!st)
+            st = t ? add_doc(c, json_string_value(t), json_string_length(t), NULL, line_no, &cap, err)
+                   : add_doc(c, NULL, 0, m, line_no, &cap, err);
         json_decref(o);
         if (st) return st;
     }
@@ -194,9 +242,16 @@ kld_status kld_corpus_load_ids(const char *path, kld_corpus **out, kld_error *er
 
 void kld_corpus_free(kld_corpus *c) {
     if (!c) return;
-    for (size_t i = 0; i < c->n_docs; i++) free(c->docs[i]);
+    for (size_t i = 0; i < c->n_docs; i++) {
+        free(c->docs[i]);
+        json_decref(c->messages[i]);
+    }
     free(c->docs);
     free(c->doc_len);
+    free(c->doc_line);
+    free(c->messages);
+    free(c->doc_add_bos);
+    free(c->chat_origin);
     free(c->whole);
     free(c->ids);
     free(c->name);

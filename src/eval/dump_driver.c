@@ -94,6 +94,12 @@ static kld_status plan_corpus(dump_state *ds, kld_error *err) {
     if (!ds->model->tok && ds->corpus->kind == KLD_CORPUS_TEXT)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: cannot read its tokenizer; use --ids-file",
                         c->model_path);
+    /* conversations rendered with the model's template; the manifest's
+     * "windows" note says so, and tokens.bin fixes the tokens for any reader */
+    if (ds->corpus->kind == KLD_CORPUS_TEXT &&
+        (st = kld_corpus_chat_with(ds->corpus, false, kld_model_source(ds->model->model),
+                                   ds->model->tok, err)))
+        return st;
     kld_plan_opts po = {c->chunking, c->ctx, c->max_docs, c->max_tokens, c->max_chunks,
                         !c->llamacpp, ds->model->n_vocab};
     if ((st = kld_plan_from_corpus(ds->corpus, ds->model->tok, &po, &ds->plan, err))) return st;

@@ -34,7 +34,7 @@ typedef struct kld_dump_result {
     uint64_t tokens;
     double elapsed_s, forward_s;
     bool partial;              /* stopped early: the dump is resumable */
-    char windows[256];         /* how the windows were cut */
+    char windows[1024];        /* how the windows were cut */
     uint64_t n_windows_total;  /* the whole plan's (n_windows: this shard's) */
     char eval_hash[65];        /* a shard: the hash of the dump's defining inputs */
     char levers[512];          /* the session's levers, as kld_levers_format writes them */

@@ -199,6 +199,16 @@ static kld_status open_arms(run_state *rs, kld_kl_result *out, kld_error *err) {
     if (!rs->ref->tok && rs->corpus->kind == KLD_CORPUS_TEXT)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: cannot read its tokenizer; use --ids-file",
                         c->ref_path);
+    /* conversations: rendered with the reference's template; a second model
+     * must render them identically (the plan is tokenized once) */
+    if (rs->corpus->kind == KLD_CORPUS_TEXT &&
+        (st = kld_corpus_chat_with(rs->corpus, false, kld_model_source(rs->ref->model), rs->ref->tok,
+                                   err)))
+        return st;
+    if (rs->corpus->kind == KLD_CORPUS_TEXT && c->arm_path &&
+        (st = kld_corpus_chat_with(rs->corpus, true, kld_model_source(rs->arm->model), rs->arm->tok,
+                                   err)))
+        return st;
     kld_plan_opts po = {c->chunking, c->ctx, c->max_docs, c->max_tokens, c->max_chunks, false,
                         rs->n_vocab};
     if ((st = kld_plan_from_corpus(rs->corpus, rs->ref->tok, &po, &rs->plan, err))) return st;
@@ -216,10 +226,11 @@ static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
     if (rs->corpus) {
         char hex[65];
         kld_hex_digest(rs->corpus->sha256, hex);
-        json_object_set_new(o, "corpus", json_pack("{s:s,s:s,s:s,s:I}", "name", rs->corpus->name,
-                                                   "kind", rs->corpus->kind == KLD_CORPUS_IDS ? "ids" : "text",
-                                                   "sha256", hex, "documents",
-                                                   (json_int_t)rs->pl->docs_total));
+        json_t *co = json_pack("{s:s,s:s,s:s,s:I}", "name", rs->corpus->name, "kind",
+                               rs->corpus->kind == KLD_CORPUS_IDS ? "ids" : "text", "sha256", hex,
+                               "documents", (json_int_t)rs->pl->docs_total);
+        kld_corpus_forms_json(rs->corpus, co);
+        json_object_set_new(o, "corpus", co);
     } else {
         const kld_dump *d = kld_arm_dump(rs->ref);
         json_object_set_new(o, "corpus", json_pack("{s:s,s:s,s:s?,s:I}", "name", rs->ref->path,

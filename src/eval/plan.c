@@ -95,13 +95,28 @@ static kld_status plan_fixed(kld_plan *pl, const kld_plan_opts *o, const char *n
 static kld_status encode_doc(const kld_corpus *c, const kld_tokenizer *tok, size_t d,
                              int64_t max_tokens, kld_tok_ids *ids, kld_error *err) {
     size_t before = ids->n;
-    kld_status st = kld_tok_encode(tok, c->docs[d], c->doc_len[d], KLD_TOK_ADD_SPECIAL, ids, err);
+    if (!c->docs[d])
+        return kld_fail(err, KLD_ERR_ARG, "%s:%zu: field \"messages\": the conversation was not "
+                        "rendered with a chat template", c->name, c->doc_line[d]);
+    /* a rendered conversation holds the template's special tokens as text;
+     * BOS only when the template did not write it (as cap's prompts) */
+    unsigned flags = c->messages && c->messages[d]
+                         ? (c->doc_add_bos[d] ? KLD_TOK_ADD_SPECIAL : 0) | KLD_TOK_PARSE_SPECIAL
+                         : KLD_TOK_ADD_SPECIAL;
+    kld_status st = kld_tok_encode(tok, c->docs[d], c->doc_len[d], flags, ids, err);
     if (st) {
         kld_error_prefix(err, "%s: document %zu", c->name, d + 1);
         return st;
     }
     if (max_tokens > 0 && ids->n - before > (size_t)max_tokens) ids->n = before + (size_t)max_tokens;
     return KLD_OK;
+}
+
+kld_status kld_corpus_encode(const kld_corpus *c, const kld_tokenizer *tok, kld_tok_ids *ids,
+                             kld_error *err) {
+    kld_status st = KLD_OK;
+    for (size_t d = 0; d < c->n_docs && !st; d++) st = encode_doc(c, tok, d, 0, ids, err);
+    return st;
 }
 
 static kld_status keep(kld_plan *pl, kld_tok_ids *ids, kld_error *err) {
@@ -115,6 +130,10 @@ static kld_status plan_text(const kld_corpus *c, const kld_tokenizer *tok,
     kld_tok_ids ids = {0};
     kld_status st = KLD_OK;
     if (o->chunking == KLD_CHUNKING_LLAMACPP) {
+        if (c->n_chat_docs)
+            return kld_fail(err, KLD_ERR_ARG, "%s: llamacpp chunking tokenizes the file whole; its "
+                            "%zu \"messages\" lines need doc or stream chunking", c->name,
+                            c->n_chat_docs);
         /* llama-perplexity reads the whole file, minus its final newline */
         size_t len = c->whole_len;
         if (len && c->whole[len - 1] == '\n') len--;
@@ -176,6 +195,11 @@ kld_status kld_plan_from_corpus(const kld_corpus *c, const kld_tokenizer *tok,
     if (!st && !pl->note[0])
         snprintf(pl->note, sizeof pl->note, "%s: %zu windows of at most %lld tokens",
                  kld_chunking_name(o->chunking), pl->n_windows, (long long)o->ctx);
+    if (!st && c->kind == KLD_CORPUS_TEXT && c->n_chat_docs) {
+        size_t n = strlen(pl->note);
+        snprintf(pl->note + n, sizeof pl->note - n, "; documents: %zu text, %zu messages (chat template: %s)",
+                 c->n_text_docs, c->n_chat_docs, c->chat_origin ? c->chat_origin : "none");
+    }
     if (!st && pl->positions_total == 0)
         st = kld_fail(err, KLD_ERR_ARG, "%s: nothing to score (no tokens)", c->name);
     if (st) kld_plan_free(pl);

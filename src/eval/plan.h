@@ -49,7 +49,7 @@ typedef struct kld_plan {
     int64_t max_len;       /* longest window */
     int32_t **owned;       /* token arrays the plan owns */
     size_t n_owned;
-    char note[256];        /* how the windows were cut, for manifests and reports */
+    char note[1024];       /* how the windows were cut, for manifests and reports */
 } kld_plan;
 
 typedef struct kld_plan_opts {
@@ -66,6 +66,12 @@ typedef struct kld_plan_opts {
  * tok may be NULL for an ids corpus. Errors name the corpus. */
 kld_status kld_plan_from_corpus(const kld_corpus *corpus, const kld_tokenizer *tok,
                                 const kld_plan_opts *opts, kld_plan *plan, kld_error *err);
+
+/* Every document of a text corpus tokenized as the doc and stream chunkings
+ * do (the tokenizer's specials; a rendered conversation with its special
+ * tokens parsed, BOS not doubled), appended to ids one after the other. */
+kld_status kld_corpus_encode(const kld_corpus *c, const kld_tokenizer *tok, kld_tok_ids *ids,
+                             kld_error *err);
 
 /* Appends a window (for plans that saved arms build). tokens must outlive
  * the plan (or be handed over with kld_plan_own). */

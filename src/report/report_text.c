@@ -33,6 +33,17 @@ static void arm_facts(FILE *f, const json_t *config, const char *which) {
     fputc('\n', f);
 }
 
+/* A corpus with conversations: how many documents came from each form. */
+static void corpus_forms(FILE *f, const json_t *config) {
+    const json_t *c = json_object_get(config, "corpus");
+    const json_t *nt = json_object_get(c, "documents_text"), *nm = json_object_get(c, "documents_messages");
+    const char *tmpl = json_string_value(json_object_get(c, "chat_template"));
+    if (json_is_integer(nm) && json_integer_value(nm) > 0 && json_is_integer(nt))
+        fprintf(f, " (%lld text + %lld messages documents; chat template: %s)",
+                (long long)json_integer_value(nt), (long long)json_integer_value(nm), tmpl ? tmpl : "?");
+    fputc('\n', f);
+}
+
 /* Fixed point keeps digits down to 1e-3; below that (the KLDs of
  * near-lossless arms) and above 1e7, scientific. */
 static bool use_fixed(double x) { return x == 0.0 || (fabs(x) >= 1e-3 && fabs(x) < 1e7); }
@@ -131,7 +142,7 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
         fprintf(f, "*** PARTIAL RUN: stopped early; the statistics cover only the positions scored ***\n");
     if (run->ref_label) { label(f, "reference"); fprintf(f, "%s", run->ref_label); arm_facts(f, run->config, "ref"); }
     if (run->arm_label) { label(f, "arm"); fprintf(f, "%s", run->arm_label); arm_facts(f, run->config, "arm"); }
-    if (run->corpus_label) { label(f, "corpus"); fprintf(f, "%s\n", run->corpus_label); }
+    if (run->corpus_label) { label(f, "corpus"); fprintf(f, "%s", run->corpus_label); corpus_forms(f, run->config); }
     label(f, "positions");
     fprintf(f, "%llu scored (%llu with a next token) in %llu of %llu documents\n",
             (unsigned long long)s->n_positions, (unsigned long long)s->n_tokens,

@@ -4,7 +4,7 @@
  * model's answer), or IFEval's 25 verifiers strict and loose plus the
  * text measures (the input is a response). */
 #include "cap/cap.h"
-#include "cap/chat.h"
+#include "chat/chat.h"
 #include "fuzz_common.h"
 
 static const char *const IFEVAL_ITEM =

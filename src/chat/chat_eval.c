@@ -1,7 +1,7 @@
 /* chat_eval.c — the evaluator of chat templates (see chat.h): walks the
  * node tree chat_parse.c builds over jansson values (NULL stands for
  * undefined) and renders the messages. */
-#include "cap/chat_internal.h"
+#include "chat/chat_internal.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -1,10 +1,10 @@
-/* chat_internal.h — internal to src/cap/chat_*.c: the tokens, the renderer
+/* chat_internal.h — internal to src/chat/chat_*.c: the tokens, the renderer
  * state and the node tree that the parser (chat_parse.c) builds and the
  * evaluator (chat_eval.c) walks. */
-#ifndef KLD_CAP_CHAT_INTERNAL_H
-#define KLD_CAP_CHAT_INTERNAL_H
+#ifndef KLD_CHAT_CHAT_INTERNAL_H
+#define KLD_CHAT_CHAT_INTERNAL_H
 
-#include "cap/chat.h"
+#include "chat/chat.h"
 
 typedef enum { T_TEXT, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END, T_NAME, T_STR, T_INT,
                T_FLOAT, T_OP, T_EOF } tok_kind;

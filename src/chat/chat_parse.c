@@ -2,7 +2,7 @@
  * (see chat.h): the lexer splits the template into text and tags (applying
  * -, trim_blocks and lstrip_blocks) and tokenizes the tags; a recursive
  * descent parser builds a node tree with Jinja's precedence. */
-#include "cap/chat_internal.h"
+#include "chat/chat_internal.h"
 
 #include <ctype.h>
 #include <math.h>
