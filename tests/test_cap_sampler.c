@@ -1,7 +1,8 @@
 /* test_cap_sampler.c — sampling for the capability tasks (sampler.c,
  * think.c, gen_batch.c): the filters and the draw on hand-made logits with
  * hand-computed results; the counter-based uniform against SplitMix64's
- * published first output; the sampler text; pass@k on known counts;
+ * published first output; the sampler text; pass@k on known counts and in
+ * the report (hand-made sampled items);
  * thinking stripping on crafted strings; Qwen3's enable_thinking branch of
  * the template; and on stories260K: the same seed gives identical responses
  * for batch 1/4 and threads 1/2, another seed different ones, temperature 0
@@ -10,6 +11,7 @@
  * --sampler/--arm-sampler/--samples reports its samplers and pass@k. */
 #include "cap/chat.h"
 #include "cap/run.h"
+#include "cap/units.h"
 #include "testlib.h"
 
 #include <jansson.h>
@@ -95,6 +97,7 @@ static void test_uniform_and_text(void) {
 }
 
 static double binom(unsigned n, unsigned k) {
+    if (k > n) return 0;
     double r = 1;
     for (unsigned i = 1; i <= k; i++) r = r * (n - k + i) / i;
     return r;
@@ -109,6 +112,28 @@ static void test_pass_at_k(void) {
     CHECK(fabs(kld_cap_pass_at_k(20, 5, 10) - want) < 1e-14 && fabs(want - (1 - 3003.0 / 184756)) < 1e-14,
           "pass@10 of 20 with 5: %.17g vs %.17g", kld_cap_pass_at_k(20, 5, 10), want);
     CHECK(isnan(kld_cap_pass_at_k(5, 1, 10)), "k > n: NaN");
+}
+
+/* The report of sampled HumanEval items: pass@k and the accuracy from
+ * hand-made counts (3 of 10 and 0 of 10, and 20 of 20 for pass@2 of 20). */
+static void test_report(void) {
+    kld_cap_unit u = {.task = "humaneval", .name = "humaneval", .total = 2};
+    u.items[0] = json_pack("[{s:b, s:f, s:i, s:i}, {s:b, s:f, s:i, s:i}]", "correct", 1, "score", 0.3, "n_correct", 3,
+                           "samples", 10, "correct", 0, "score", 0.0, "n_correct", 0, "samples", 10);
+    u.pos[0] = json_pack("[i, i]", 0, 1);
+    json_t *rep = kld_cap_build_report(&u, 1, 1, json_object(), NULL, false, json_object());
+    const json_t *ref = json_object_get(json_object_get(json_object_get(rep, "tasks"), "humaneval"), "ref");
+    const json_t *pk = json_object_get(ref, "pass_at_k");
+    const double want10 = (1 - binom(7, 10) / binom(10, 10) + 0) / 2; /* C(7, 10) = 0: 0.5 */
+    CHECK(fabs(json_real_value(json_object_get(pk, "1")) - 0.15) < 1e-15 &&
+              fabs(json_real_value(json_object_get(pk, "10")) - want10) < 1e-15 && want10 == 0.5 &&
+              fabs(json_real_value(json_object_get(ref, "accuracy")) - 0.15) < 1e-15 &&
+              json_integer_value(json_object_get(ref, "correct")) == 3 &&
+              json_integer_value(json_object_get(ref, "n_responses")) == 20,
+          "report: pass@1 %.17g, pass@10 %.17g, accuracy %.17g", json_real_value(json_object_get(pk, "1")),
+          json_real_value(json_object_get(pk, "10")), json_real_value(json_object_get(ref, "accuracy")));
+    json_decref(rep);
+    kld_cap_units_free(&u, 1);
 }
 
 static void strip_is(const char *in, bool opened, const char *want) {
@@ -304,6 +329,7 @@ int main(int argc, char **argv) {
     test_filters();
     test_uniform_and_text();
     test_pass_at_k();
+    test_report();
     test_thinking();
     test_generation();
     if (argc > 1) test_cli(argv[1]);

@@ -41,7 +41,8 @@ static double item_score(const json_t *items, size_t i) {
 }
 
 /* Accuracy: with samples the mean item score, its standard error the
- * items' sd / sqrt(n), "correct" the correct samples; else the count. */
+ * items' sd / sqrt(n), "correct" the correct responses of n_responses;
+ * else the count of n. */
 static json_t *acc_json(const json_t *items) {
     size_t n = json_array_size(items), correct = 0;
     const json_t *samples = json_object_get(json_array_get(items, 0), "samples");
@@ -58,8 +59,9 @@ static json_t *acc_json(const json_t *items) {
     mean = n ? mean / (double)n : 0;
     for (size_t i = 0; i < n; i++) var += (item_score(items, i) - mean) * (item_score(items, i) - mean);
     const double se = n > 1 ? sqrt(var / (double)(n - 1) / (double)n) : 0;
-    return json_pack("{s:f, s:f, s:I, s:I, s:O}", "accuracy", mean, "stderr", se, "correct", (json_int_t)correct, "n",
-                     (json_int_t)n, "samples", samples);
+    return json_pack("{s:f, s:f, s:I, s:I, s:O, s:I}", "accuracy", mean, "stderr", se, "correct", (json_int_t)correct,
+                     "n", (json_int_t)n, "samples", samples, "n_responses",
+                     (json_int_t)n * json_integer_value(samples));
 }
 
 /* HumanEval with samples: {"1": pass@1, "10": pass@10 when n >= 10}, the

@@ -1,6 +1,8 @@
 /* cap_run.c — `kldeval cap -m MODEL [--arm MODEL]`: generates the tasks'
- * responses on kldeval's engine (greedy, bit-exact), scores them with the
- * same scorers as `cap score`, and pairs the two arms item by item.
+ * responses on kldeval's engine (greedy or seeded sampling, bit-exact),
+ * scores them with the same scorers as `cap score` (without the thinking
+ * block, think.c), and pairs the two arms item by item; --samples N
+ * generates each item N times (an item scores the fraction right).
  *
  * Prompts: the model's chat template (GGUF tokenizer.chat_template) when
  * it has one and --no-chat is not given, else raw completion. MMLU is

@@ -1,5 +1,6 @@
 /* run.h — `kldeval cap -m MODEL [--arm MODEL]`: the capability tasks
- * generated and scored on kldeval's own engine, greedy and bit-exact, for
+ * generated and scored on kldeval's own engine, greedy or sampled
+ * (sampler.h) and bit-exact, for
  * a reference and optionally an arm on the same items, with the paired
  * difference and the Capability_Score (the unweighted mean of the tasks'
  * accuracies). */

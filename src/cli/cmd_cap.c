@@ -212,9 +212,11 @@ static void run_usage(FILE *f) {
 }
 
 static void print_side(FILE *f, const char *label, const json_t *a) {
+    /* with --samples: correct responses of n_responses */
+    const json_t *n = json_object_get(a, "n_responses") ? json_object_get(a, "n_responses") : json_object_get(a, "n");
     fprintf(f, "  %-4s %.4f ± %.4f (%lld/%lld)", label, json_real_value(json_object_get(a, "accuracy")),
            json_real_value(json_object_get(a, "stderr")), (long long)json_integer_value(json_object_get(a, "correct")),
-           (long long)json_integer_value(json_object_get(a, "n")));
+           (long long)json_integer_value(n));
 }
 
 /* HumanEval's pass@k with --samples. */
