@@ -26,10 +26,39 @@ static uint64_t splitmix_ref(uint64_t z) {
     return z ^ (z >> 31);
 }
 
+static int cmp_ref(const void *a, const void *b) {
+    const kld_cap_cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The candidate order equals a comparison sort (logit descending, ties to
+ * the lower id) on logits with many ties, both zeros, infinities and NaN
+ * (as -inf). */
+static void test_order(void) {
+    enum { N = 5000 };
+    static float l[N];
+    static kld_cap_cand c[2 * N], want[N];
+    static double p[N];
+    uint64_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const int r = (int)(x >> 33) % 400;
+        l[i] = r == 0 ? -0.0f : r == 1 ? 0.0f : r == 2 ? -INFINITY : r == 3 ? INFINITY : r == 4 ? NAN : (float)(r - 200) * 0.37f;
+        want[i] = (kld_cap_cand){isnan(l[i]) ? -INFINITY : l[i], i};
+    }
+    qsort(want, N, sizeof *want, cmp_ref);
+    kld_cap_sampler s = {1, 0, 1, 0, 0};
+    kld_cap_sampler_filter(&s, l, N, c, p);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += c[i].id != want[i].id;
+    CHECK(bad == 0, "candidate order: %d of %d positions differ from the comparison sort", bad, N);
+}
+
 static void test_filters(void) {
     /* sorted: id1 (3), id3 (3, the tie after the lower id), id2 (2), id0 (1), id4 (0), id5 (-1) */
     const float l[6] = {1, 3, 2, 3, 0, -1};
-    kld_cap_cand c[6];
+    kld_cap_cand c[12];
     double p[6];
     kld_cap_sampler s = {1, 0, 1, 0, 0};
     size_t m = kld_cap_sampler_filter(&s, l, 6, c, p);
@@ -326,6 +355,7 @@ static void test_cli(const char *kldeval) {
 }
 
 int main(int argc, char **argv) {
+    test_order();
     test_filters();
     test_uniform_and_text();
     test_pass_at_k();

@@ -50,7 +50,8 @@ typedef struct slot {
     int think_tokens;
 } slot;
 
-/* The sampler's scratch (steps run one after another): n_vocab each. */
+/* The sampler's scratch (steps run one after another): 2 n_vocab
+ * candidates, n_vocab probabilities. */
 typedef struct scratch {
     kld_cap_cand *cand;
     double *prob;
@@ -189,7 +190,7 @@ kld_status kld_cap_generate_batch(kld_cap_lm *lm, const kld_cap_gen_item *items,
     bool sampled = false;
     for (size_t i = 0; i < n; i++) sampled |= !kld_cap_sampler_is_greedy(items[i].sampler);
     if (sampled) {
-        q.sc.cand = malloc(nv * sizeof *q.sc.cand);
+        q.sc.cand = malloc(2 * nv * sizeof *q.sc.cand); /* the second half: the sort's */
         q.sc.prob = malloc(nv * sizeof *q.sc.prob);
         if (!q.sc.cand || !q.sc.prob) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }

@@ -121,16 +121,37 @@ double kld_cap_uniform(uint64_t seed, uint64_t item, uint64_t sample, uint64_t s
     return (double)(h >> 11) * 0x1.0p-53;
 }
 
-static int cand_cmp(const void *a, const void *b) {
-    const kld_cap_cand *x = a, *y = b;
-    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+/* The order key of a logit: unsigned, ascending with the logit (-0 as +0,
+ * so the two tie as they compare equal), complemented for descending. */
+static uint32_t desc_key(float f) {
+    uint32_t u;
+    if (f == 0) f = 0; /* -0 → +0 */
+    memcpy(&u, &f, sizeof u);
+    u = (u & 0x80000000u) ? ~u : u | 0x80000000u;
+    return ~u;
+}
+
+/* cand[0..n) by logit descending, ties in their given (ascending id)
+ * order: a stable LSD radix sort, four 8-bit passes through tmp — the
+ * comparison sort's result in O(n), which matters at 150k-token vocabularies. */
+static void sort_desc(kld_cap_cand *cand, kld_cap_cand *tmp, size_t n) {
+    kld_cap_cand *src = cand, *dst = tmp;
+    for (int shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++) count[((desc_key(src[i].logit) >> shift) & 0xFF) + 1]++;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (size_t i = 0; i < n; i++) dst[count[(desc_key(src[i].logit) >> shift) & 0xFF]++] = src[i];
+        kld_cap_cand *t = src;
+        src = dst;
+        dst = t;
+    }
+    /* four passes: the result is back in cand */
 }
 
 size_t kld_cap_sampler_filter(const kld_cap_sampler *s, const float *logits, int64_t n, kld_cap_cand *cand,
                               double *prob) {
     for (int64_t i = 0; i < n; i++) cand[i] = (kld_cap_cand){isnan(logits[i]) ? -INFINITY : logits[i], (int32_t)i};
-    qsort(cand, (size_t)n, sizeof *cand, cand_cmp);
+    sort_desc(cand, cand + n, (size_t)n);
     size_t m = (size_t)n;
     if (s->top_k > 0 && (uint64_t)s->top_k < m) m = (size_t)s->top_k;
     const double l0 = cand[0].logit;

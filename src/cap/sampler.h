@@ -43,11 +43,12 @@ double kld_cap_uniform(uint64_t seed, uint64_t item, uint64_t sample, uint64_t s
 /* Sorts logits[0..n) into cand (descending, ties to the lower id) and
  * applies top-k, top-p, min-p in that order; returns how many candidates
  * survive (>= 1) and their probabilities at the sampler's temperature in
- * prob (normalised, double). cand and prob hold n entries. */
+ * prob (normalised, double). cand holds 2n entries (the second half is
+ * the sort's scratch), prob n. */
 size_t kld_cap_sampler_filter(const kld_cap_sampler *s, const float *logits, int64_t n, kld_cap_cand *cand,
                               double *prob);
 /* The token drawn with uniform u from logits (greedy: the argmax, u unused).
- * cand and prob are scratch of n entries. */
+ * cand (2n entries) and prob (n) are scratch. */
 int32_t kld_cap_sample(const kld_cap_sampler *s, const float *logits, int64_t n, double u, kld_cap_cand *cand,
                        double *prob);
 
