@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     kld_cap_gen_item *items = calloc((size_t)n, sizeof *items);
     char **base = calloc((size_t)n, sizeof *base), **texts = calloc((size_t)n, sizeof *texts);
     const size_t n_open = sizeof openings / sizeof openings[0];
-    for (long long i = 0; i < n; i++) items[i] = (kld_cap_gen_item){openings[i % n_open], true, (int)max_new, NULL};
+    for (long long i = 0; i < n; i++) items[i] = (kld_cap_gen_item){.prompt = openings[i % n_open], .add_bos = true, .max_new = (int)max_new};
     static const int batches[] = {1, 2, 4, 8, 16};
     double base_tps = 0;
     long long tokens = 0;

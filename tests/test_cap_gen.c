@@ -30,7 +30,8 @@ int main(void) {
     static const char *const dot[] = {".", NULL}, *const she[] = {" she", "\n", NULL};
     kld_cap_gen_item items[N_ITEMS];
     for (int i = 0; i < N_ITEMS; i++)
-        items[i] = (kld_cap_gen_item){prompts[i], i % 4 != 3, 3 + (i * 7) % 29, i % 3 == 1 ? dot : i % 3 == 2 ? she : NULL};
+        items[i] = (kld_cap_gen_item){.prompt = prompts[i], .add_bos = i % 4 != 3, .max_new = 3 + (i * 7) % 29,
+                                      .stops = i % 3 == 1 ? dot : i % 3 == 2 ? she : NULL};
     char *ref[N_ITEMS] = {0}, *texts[N_ITEMS];
     kld_error err = {0};
     for (int threads = 1; threads <= 2; threads++) {
@@ -61,7 +62,7 @@ int main(void) {
         /* stopped while running: the done ones are a prefix, the rest NULL */
         kld_cap_gen_item many[64];
         char *mt[64];
-        for (int i = 0; i < 64; i++) many[i] = (kld_cap_gen_item){prompts[i % N_ITEMS], true, 64, NULL};
+        for (int i = 0; i < 64; i++) many[i] = (kld_cap_gen_item){.prompt = prompts[i % N_ITEMS], .add_bos = true, .max_new = 64};
         g_stop = 0;
         pthread_t th;
         pthread_create(&th, NULL, stop_later, NULL);

@@ -2,7 +2,8 @@
  * run database records (src/db): what was run (version, mode, tasks, n,
  * seed, limits, GSM8K mode, the SHA-256 of each task's data files) and on
  * what (each model as a KL run describes its arms, plus its precision
- * policy, the levers of its generation session and bits per weight; for
+ * policy, the levers of its generation session, its sampler and bits per
+ * weight; samples per item, thinking mode and budget; for
  * `cap score` the responses file with its size and SHA-256). It is also
  * what a shard's defining-input hash covers (units.h). Threads are left out: the
  * results do not depend on them (greedy decoding is bit-exact), and the
@@ -117,6 +118,18 @@ json_t *kld_cap_run_config(const kld_cap_run_opts *o, const kld_cap_lm *ref, con
                           (json_int_t)o->n, "seed", seed_json(o->seed), "max_new", (json_int_t)o->max_new,
                           "chat", !o->no_chat, "data", o->data_dir ? o->data_dir : "");
     if (!c) return NULL;
+    /* which sampler produced each side's scores (the arm's override wins) */
+    char buf[256];
+    kld_cap_sampler_format(&o->sampler, buf, sizeof buf);
+    json_object_set_new(json_object_get(c, "ref"), "sampler", json_string(buf));
+    if (arm) {
+        kld_cap_sampler_format(o->has_arm_sampler ? &o->arm_sampler : &o->sampler, buf, sizeof buf);
+        json_object_set_new(json_object_get(c, "arm"), "sampler", json_string(buf));
+    }
+    json_object_set_new(c, "samples", json_integer(o->samples > 1 ? o->samples : 1));
+    json_object_set_new(c, "thinking", json_string(o->thinking == KLD_CAP_THINKING_ON ? "on"
+                                                   : o->thinking == KLD_CAP_THINKING_OFF ? "off" : "default"));
+    json_object_set_new(c, "thinking_budget", json_integer(o->thinking_budget > 0 ? o->thinking_budget : 0));
     json_object_set_new(c, "gsm8k_mode", json_string(o->gsm8k_8shot ? "8shot" : "chat"));
     for (size_t i = 0; i < n_tasks; i++)
         if (!strcmp(tasks[i], "hashhop")) json_object_set_new(c, "hashhop_chars", json_integer((json_int_t)o->hashhop_chars));

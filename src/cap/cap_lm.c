@@ -58,7 +58,7 @@ kld_status kld_cap_open_models(const kld_cap_run_opts *o, kld_cap_lm lm[2], int 
     kld_status st = parse_levers("--ref-lever", o->ref_levers, &ref_l, err);
     if (st == KLD_OK) st = parse_levers("--arm-lever", o->arm_levers, &arm_l, err);
     if (st) return st;
-    const bool self_flag = !o->arm_path && o->arm_levers;
+    const bool self_flag = !o->arm_path && (o->arm_levers || o->has_arm_sampler);
     *n_arms = o->arm_path || self_flag ? 2 : 1;
     st = kld_cap_lm_open(o->ref_path, o->threads, 0, &lm[0], err);
     if (st == KLD_OK) st = kld_cap_lm_set_levers(&lm[0], &ref_l, o->threads, err);

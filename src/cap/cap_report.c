@@ -10,11 +10,16 @@
  * mean of simple_python, simple_java, simple_javascript) and "multiple",
  * so Python's 400 items do not outweigh the other languages. Its standard
  * error (and the paired one) combines the categories' as independent:
- * sqrt(sum w_c^2 se_c^2). "correct" and "n" stay the pooled counts. */
+ * sqrt(sum w_c^2 se_c^2). "correct" and "n" stay the pooled counts.
+ *
+ * With --samples S > 1 an item scores the fraction of its S responses that
+ * were right: accuracies are the mean item score (the mean accuracy over
+ * samples), HumanEval adds pass@1 and (S >= 10) pass@10. */
 #include "cap/cap.h"
 #include "cap/units.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 const char *const kld_cap_bfcl_categories[4] = {"simple_python", "simple_java", "simple_javascript",
@@ -28,15 +33,52 @@ void kld_cap_units_free(kld_cap_unit *u, size_t n) {
         }
 }
 
-static bool item_ok(const json_t *items, size_t i) {
-    return json_is_true(json_object_get(json_array_get(items, i), "correct"));
+/* An item's score: its "score" (the fraction of its samples that were
+ * right, --samples > 1), else 1 or 0 by "correct". */
+static double item_score(const json_t *items, size_t i) {
+    const json_t *r = json_array_get(items, i), *sc = json_object_get(r, "score");
+    return sc ? json_number_value(sc) : json_is_true(json_object_get(r, "correct")) ? 1.0 : 0.0;
 }
 
+/* Accuracy: with samples the mean item score, its standard error the
+ * items' sd / sqrt(n), "correct" the correct responses of n_responses;
+ * else the count of n. */
 static json_t *acc_json(const json_t *items) {
     size_t n = json_array_size(items), correct = 0;
-    for (size_t i = 0; i < n; i++) correct += item_ok(items, i);
-    return json_pack("{s:f, s:f, s:I, s:I}", "accuracy", n ? (double)correct / (double)n : 0.0, "stderr",
-                     kld_cap_stderr(correct, n), "correct", (json_int_t)correct, "n", (json_int_t)n);
+    const json_t *samples = json_object_get(json_array_get(items, 0), "samples");
+    if (!samples) {
+        for (size_t i = 0; i < n; i++) correct += item_score(items, i) == 1.0;
+        return json_pack("{s:f, s:f, s:I, s:I}", "accuracy", n ? (double)correct / (double)n : 0.0, "stderr",
+                         kld_cap_stderr(correct, n), "correct", (json_int_t)correct, "n", (json_int_t)n);
+    }
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < n; i++) {
+        mean += item_score(items, i);
+        correct += (size_t)json_integer_value(json_object_get(json_array_get(items, i), "n_correct"));
+    }
+    mean = n ? mean / (double)n : 0;
+    for (size_t i = 0; i < n; i++) var += (item_score(items, i) - mean) * (item_score(items, i) - mean);
+    const double se = n > 1 ? sqrt(var / (double)(n - 1) / (double)n) : 0;
+    return json_pack("{s:f, s:f, s:I, s:I, s:O, s:I}", "accuracy", mean, "stderr", se, "correct", (json_int_t)correct,
+                     "n", (json_int_t)n, "samples", samples, "n_responses",
+                     (json_int_t)n * json_integer_value(samples));
+}
+
+/* HumanEval with samples: {"1": pass@1, "10": pass@10 when n >= 10}, the
+ * unbiased estimator averaged over the items. */
+static json_t *pass_at_k_json(const json_t *items) {
+    const size_t S = (size_t)json_integer_value(json_object_get(json_array_get(items, 0), "samples"));
+    const size_t n = json_array_size(items);
+    json_t *o = json_object();
+    for (size_t k = 1; k <= S && k <= 10; k += 9) {
+        double sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += kld_cap_pass_at_k(S, (size_t)json_integer_value(json_object_get(json_array_get(items, i), "n_correct")), k);
+        char key[8];
+        snprintf(key, sizeof key, "%zu", k);
+        json_object_set_new(o, key, json_real(n ? sum / (double)n : 0.0));
+    }
+    return o;
 }
 
 /* Paired on the same items (the first min(n_ref, n_arm)). */
@@ -45,14 +87,14 @@ static json_t *paired_json(const json_t *ref, const json_t *arm) {
     size_t n01 = 0, n10 = 0;
     double mean = 0, var = 0;
     for (size_t i = 0; i < n; i++) {
-        int d = (int)item_ok(arm, i) - (int)item_ok(ref, i);
+        const double d = item_score(arm, i) - item_score(ref, i);
         n01 += d > 0;
         n10 += d < 0;
         mean += d;
     }
     mean = n ? mean / (double)n : 0;
     for (size_t i = 0; i < n; i++) {
-        double d = (double)((int)item_ok(arm, i) - (int)item_ok(ref, i)) - mean;
+        double d = item_score(arm, i) - item_score(ref, i) - mean;
         var += d * d;
     }
     double se = n > 1 ? sqrt(var / (double)(n - 1) / (double)n) : 0;
@@ -141,6 +183,8 @@ static json_t *task_json(const kld_cap_unit *u, size_t n, int n_arms) {
     json_t *tj = json_object();
     for (int a = 0; a < n_arms; a++) {
         json_t *side = acc_json(items[a]);
+        if (!strcmp(u[0].task, "humaneval") && json_object_get(side, "samples"))
+            json_object_set_new(side, "pass_at_k", pass_at_k_json(items[a]));
         json_object_set(side, "items", items[a]);
         json_object_set_new(tj, a ? "arm" : "ref", side);
     }

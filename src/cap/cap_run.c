@@ -1,6 +1,8 @@
 /* cap_run.c — `kldeval cap -m MODEL [--arm MODEL]`: generates the tasks'
- * responses on kldeval's engine (greedy, bit-exact), scores them with the
- * same scorers as `cap score`, and pairs the two arms item by item.
+ * responses on kldeval's engine (greedy or seeded sampling, bit-exact),
+ * scores them with the same scorers as `cap score` (without the thinking
+ * block, think.c), and pairs the two arms item by item; --samples N
+ * generates each item N times (an item scores the fraction right).
  *
  * Prompts: the model's chat template (GGUF tokenizer.chat_template) when
  * it has one and --no-chat is not given, else raw completion. MMLU is
@@ -42,16 +44,21 @@ static void took(arm_items *res, size_t i, bool ok) {
     json_array_append_new(res->pos, json_integer((json_int_t)i));
 }
 
-static kld_status build_prompt(const kld_cap_lm *lm, bool chat, const char *user, char **out,
+/* thinking: KLD_CAP_THINKING_ON/OFF pass enable_thinking (Qwen3-style
+ * templates read it), DEFAULT leaves it undefined. */
+static kld_status build_prompt(const kld_cap_lm *lm, bool chat, int thinking, const char *user, char **out,
                                bool *add_bos, kld_error *err) {
     if (!chat || !lm->chat_template) {
         *add_bos = true;
         return (*out = kld_strdup(user)) ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }
     json_t *m = json_pack("[{s:s, s:s}]", "role", "user", "content", user);
+    json_t *extra = thinking == KLD_CAP_THINKING_DEFAULT ? NULL
+                    : json_pack("{s:b}", "enable_thinking", thinking == KLD_CAP_THINKING_ON);
     const kld_chat_template t = {.text = lm->chat_template, .bos = lm->bos, .eos = lm->eos};
-    kld_status st = kld_chat_apply(&t, m, true, out, add_bos, err);
+    kld_status st = kld_chat_apply_vars(&t, m, true, extra, out, add_bos, err);
     json_decref(m);
+    json_decref(extra);
     return st;
 }
 
@@ -59,6 +66,14 @@ static size_t pick(size_t i, size_t n, size_t size) { return n >= size ? i : i *
 
 /* A task's prompts generated together (kld_cap_generate_batch): the shard's
  * items, index[k] the item number of prompt k. */
+/* How one model generates a task's items: its sampler, responses per
+ * item, the thinking budget. */
+typedef struct gen_setup {
+    const kld_cap_sampler *sampler;
+    int samples;
+    int think_budget;
+} gen_setup;
+
 typedef struct gen_batch {
     kld_cap_gen_item *items;
     char **prompts, **texts;
@@ -75,12 +90,37 @@ static kld_status gen_batch_init(gen_batch *g, size_t cap, kld_error *err) {
     return g->items && g->prompts && g->texts && g->index ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
 }
 
-/* Appends item i's prompt (owned by the batch from now on). */
-static void gen_batch_add(gen_batch *g, size_t i, char *prompt, bool add_bos, int max_new,
-                          const char *const *stops) {
-    g->items[g->n] = (kld_cap_gen_item){prompt, add_bos, max_new, stops};
-    g->prompts[g->n] = prompt;
-    g->index[g->n++] = i;
+/* Appends item i's prompt (owned by the batch from now on), its samples
+ * s = 0 .. samples-1 drawn with the keys (key, s). */
+static void gen_batch_add(gen_batch *g, const gen_setup *gs, size_t i, uint64_t key, char *prompt, bool add_bos,
+                          int max_new, const char *const *stops) {
+    for (int s = 0; s < gs->samples; s++) {
+        g->items[g->n] = (kld_cap_gen_item){prompt, add_bos, max_new, stops, gs->sampler, key, (uint64_t)s,
+                                            gs->think_budget};
+        g->prompts[g->n] = s ? NULL : prompt;
+        g->index[g->n++] = i;
+    }
+}
+
+/* The scored text of entry k: the response without its thinking block. */
+static char *scored_text(const gen_batch *g, size_t k) {
+    return kld_cap_strip_thinking(g->texts[k], kld_cap_thinking_open(g->items[k].prompt, false));
+}
+
+/* The record fields of an item's samples (samples > 1): score = c / S,
+ * n_correct, samples, every scored response. */
+static void add_samples(json_t *rec, const gen_batch *g, size_t k0, int samples, size_t c) {
+    if (samples <= 1 || !rec) return;
+    json_t *all = json_array();
+    for (int s = 0; s < samples; s++) {
+        char *t = scored_text(g, k0 + (size_t)s);
+        json_array_append_new(all, json_string(t ? t : ""));
+        free(t);
+    }
+    json_object_set_new(rec, "score", json_real((double)c / samples));
+    json_object_set_new(rec, "n_correct", json_integer((json_int_t)c));
+    json_object_set_new(rec, "samples", json_integer(samples));
+    json_object_set_new(rec, "responses", all);
 }
 
 static kld_status gen_batch_run(gen_batch *g, const kld_cap_run_opts *o, kld_cap_lm *lm, kld_error *err) {
@@ -95,9 +135,37 @@ static void gen_batch_free(gen_batch *g) {
     free(g->items), free(g->prompts), free(g->texts), free(g->index);
 }
 
+/* Scores one response of a data item d (number ix) of task. */
+static kld_status score_text(const kld_cap_run_opts *o, const char *task, const json_t *d, const json_t *answers,
+                             size_t ix, const char *text, bool *ok, kld_error *err) {
+    kld_status st = KLD_OK;
+    *ok = false;
+    if (!strcmp(task, "gsm8k")) {
+        *ok = kld_gsm8k_correct(text, json_string_value(json_object_get(d, "answer")));
+    } else if (!strcmp(task, "ifeval")) {
+        bool f[64];
+        st = kld_ifeval_check(d, text, false, f, 64, err);
+        *ok = st == KLD_OK;
+        for (size_t m = 0; *ok && m < json_array_size(json_object_get(d, "instruction_id_list")); m++) *ok = f[m];
+    } else if (!strcmp(task, "humaneval")) {
+        char *prog = kld_humaneval_program(d, text);
+        kld_sandbox_opts so = {.python = o->python};
+        kld_sandbox_result r;
+        st = prog ? kld_sandbox_run(&so, prog, &r, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        *ok = st == KLD_OK && r.outcome == KLD_SANDBOX_PASSED;
+        free(prog);
+    } else if (!strncmp(task, "bfcl_", 5)) {
+        /* BFCL v4: Java and JavaScript categories name their language; the rest are Python */
+        const char *lang = !strcmp(task, "bfcl_simple_java") ? "java"
+                           : !strcmp(task, "bfcl_simple_javascript") ? "javascript" : "python";
+        st = kld_bfcl_check(d, json_array_get(answers, ix), lang, text, ok, NULL, 0, err);
+    }
+    return st;
+}
+
 /* Runs one task for one model: fills ok[] and appends per-item records. */
-static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char *task, size_t n_items,
-                           arm_items *res, json_t *items, kld_error *err) {
+static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const gen_setup *gs, const char *task,
+                           size_t n_items, arm_items *res, json_t *items, kld_error *err) {
     char path[4096];
     const bool chat = !o->no_chat;
     kld_status st = KLD_OK;
@@ -148,25 +216,31 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         static const char *const quote[] = {"'", NULL};
         res->total = hs.n_queries;
         gen_batch gb;
-        st = gen_batch_init(&gb, hs.n_queries, err);
+        const size_t S = (size_t)gs->samples;
+        st = gen_batch_init(&gb, hs.n_queries * S, err);
         for (size_t q = 0; q < hs.n_queries && st == KLD_OK; q++) {
             if (!take(o, q, res->total)) continue;
             char *qt = kld_hashhop_query_text(&hs, q);
             if (!qt) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-            else gen_batch_add(&gb, q, qt, true, 16 + 4, quote);
+            else gen_batch_add(&gb, gs, q, q, qt, true, 16 + 4, quote);
         }
         if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, err);
-        for (size_t k = 0; k < gb.done && st == KLD_OK; k++) {
-            const size_t q = gb.index[k];
-            const char *text = gb.texts[k];
-            /* the stop string was cut off: put the quote back for the rule */
-            size_t tl = strlen(text);
-            char *withq = malloc(tl + 2);
-            bool ok = withq && (memcpy(withq, text, tl), withq[tl] = '\'', withq[tl + 1] = 0, kld_hashhop_correct(&hs, q, withq));
-            free(withq);
-            took(res, q, ok);
-            json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:b}", "key", hs.keys[q], "target", hs.targets[q],
-                                                   "response", text, "correct", ok));
+        for (size_t k0 = 0; k0 + S <= gb.done && st == KLD_OK; k0 += S) {
+            const size_t q = gb.index[k0];
+            size_t c = 0;
+            for (size_t k = k0; k < k0 + S; k++) {
+                /* the stop string was cut off: put the quote back for the rule */
+                const char *text = gb.texts[k];
+                size_t tl = strlen(text);
+                char *withq = malloc(tl + 2);
+                c += withq && (memcpy(withq, text, tl), withq[tl] = '\'', withq[tl + 1] = 0, kld_hashhop_correct(&hs, q, withq));
+                free(withq);
+            }
+            took(res, q, c > 0);
+            json_t *rec = json_pack("{s:s, s:s, s:s, s:b}", "key", hs.keys[q], "target", hs.targets[q],
+                                    "response", gb.texts[k0], "correct", c > 0);
+            add_samples(rec, &gb, k0, gs->samples, c);
+            json_array_append_new(items, rec);
         }
         gen_batch_free(&gb);
         kld_hashhop_free(&hs);
@@ -180,8 +254,6 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
     else return kld_fail(err, KLD_ERR_ARG, "cap: unknown task '%s' (mmlu, gsm8k, ifeval, humaneval, bfcl)", task);
     if ((st = kld_cap_read_jsonl(path, &data, err))) return st;
     const bool bf = !strncmp(task, "bfcl_", 5);
-    /* BFCL v4: Java and JavaScript categories name their language; the rest are Python */
-    const char *lang = !strcmp(task, "bfcl_simple_java") ? "java" : !strcmp(task, "bfcl_simple_javascript") ? "javascript" : "python";
     if (bf) {
         snprintf(path, sizeof path, "%s/bfcl/possible_answer/BFCL_v4_%s.json", o->data_dir, task + 5);
         if ((st = kld_cap_read_jsonl(path, &answers, err))) return json_decref(data), st;
@@ -195,11 +267,12 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
     static const char *const he_stops[] = {"\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", NULL};
     static const char *const qa_stops[] = {"\n\nQuestion:", NULL};
     static const char *const shot_stops[] = {"\n\nQuestion:", "Question:", NULL};
-    const bool he = !strcmp(task, "humaneval"), gs = !strcmp(task, "gsm8k");
+    const bool he = !strcmp(task, "humaneval"), gsm = !strcmp(task, "gsm8k");
     const bool use_chat = chat && lm->chat_template && !he && !shots8;
     /* every prompt first, then all generated together (--batch in flight), then scored in item order */
     gen_batch gb;
-    if ((st = gen_batch_init(&gb, res->total, err))) {
+    const size_t S = (size_t)gs->samples;
+    if ((st = gen_batch_init(&gb, res->total * S, err))) {
         gen_batch_free(&gb);
         return json_decref(data), json_decref(answers), st;
     }
@@ -208,7 +281,7 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         const json_t *d = json_array_get(data, skip + pick(i, n_items, size));
         char *user = NULL, *prompt = NULL;
         bool add_bos = true;
-        if (gs) {
+        if (gsm) {
             const char *q = json_string_value(json_object_get(d, "question"));
             if (shots8) user = kld_gsm8k_fewshot_prompt(data, KLD_GSM8K_SHOTS, q ? q : "");
             else if (use_chat) user = kld_strdup(q ? q : "");
@@ -232,44 +305,37 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const char
         if (st == KLD_OK && he) {
             if (!(prompt = kld_strdup(user))) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
             add_bos = true;
-        } else if (st == KLD_OK) st = build_prompt(lm, use_chat, user, &prompt, &add_bos, err);
+        } else if (st == KLD_OK) st = build_prompt(lm, use_chat, o->thinking, user, &prompt, &add_bos, err);
         if (st == KLD_OK)
-            gen_batch_add(&gb, i, prompt, add_bos, o->max_new,
-                          he ? he_stops : shots8 ? shot_stops : gs && !use_chat ? qa_stops : NULL);
+            gen_batch_add(&gb, gs, i, skip + pick(i, n_items, size), prompt, add_bos, o->max_new,
+                          he ? he_stops : shots8 ? shot_stops : gsm && !use_chat ? qa_stops : NULL);
         else
             free(prompt);
         free(user);
     }
     if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, err);
-    for (size_t k = 0; k < gb.done && st == KLD_OK; k++) {
-        const size_t i = gb.index[k], ix = skip + pick(i, n_items, size);
+    for (size_t k0 = 0; k0 + S <= gb.done && st == KLD_OK; k0 += S) {
+        const size_t i = gb.index[k0], ix = skip + pick(i, n_items, size);
         const json_t *d = json_array_get(data, ix);
-        const char *text = gb.texts[k];
-        bool ok = false;
-        json_t *rec = NULL;
-        if (gs) {
-            ok = kld_gsm8k_correct(text, json_string_value(json_object_get(d, "answer")));
-        } else if (!strcmp(task, "ifeval")) {
-            bool f[64];
-            st = kld_ifeval_check(d, text, false, f, 64, err);
-            ok = st == KLD_OK;
-            for (size_t m = 0; ok && m < json_array_size(json_object_get(d, "instruction_id_list")); m++) ok = f[m];
-        } else if (he) {
-            char *prog = kld_humaneval_program(d, text);
-            kld_sandbox_opts so = {.python = o->python};
-            kld_sandbox_result r;
-            st = prog ? kld_sandbox_run(&so, prog, &r, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-            ok = st == KLD_OK && r.outcome == KLD_SANDBOX_PASSED;
-            free(prog);
-        } else if (bf) {
-            st = kld_bfcl_check(d, json_array_get(answers, ix), lang, text, &ok, NULL, 0, err);
+        size_t c = 0;
+        char *first = NULL;
+        for (size_t k = k0; k < k0 + S && st == KLD_OK; k++) {
+            char *text = scored_text(&gb, k);
+            bool ok = false;
+            st = text ? score_text(o, task, d, answers, ix, text, &ok, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+            c += ok;
+            if (k == k0) first = text;
+            else free(text);
         }
         if (st == KLD_OK) {
-            rec = json_pack("{s:I, s:s, s:b}", "item", (json_int_t)ix, "response", text, "correct", ok);
+            json_t *rec = json_pack("{s:I, s:s, s:b}", "item", (json_int_t)ix, "response", first, "correct", c > 0);
+            if (rec && strcmp(first, gb.texts[k0])) json_object_set_new(rec, "raw_response", json_string(gb.texts[k0]));
             if (rec && bf) json_object_set_new(rec, "category", json_string(task + 5));
+            add_samples(rec, &gb, k0, gs->samples, c);
             if (rec) json_array_append_new(items, rec);
-            took(res, i, ok);
+            took(res, i, c > 0);
         }
+        free(first);
     }
     gen_batch_free(&gb);
     json_decref(data);
@@ -328,6 +394,7 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
     if (!o.data_dir) o.data_dir = "../shared/capability";
     if (o.n <= 0) o.n = 10;
     if (o.max_new <= 0) o.max_new = 128;
+    if (o.samples <= 0) o.samples = 1;
     if (!o.tasks) o.tasks = "all";
     static const char *const all[] = {"mmlu", "gsm8k", "ifeval", "humaneval", "bfcl", "hashhop", NULL};
     for (const char *p = o.tasks; strcmp(o.tasks, "all") && *p;) { /* every listed name is known */
@@ -362,7 +429,9 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
             for (int a = 0; a < n_arms && st == KLD_OK; a++) {
                 arm_items res = {0};
                 u->items[a] = json_array();
-                st = run_task(&o, &lm[a], u->name, (size_t)o.n, &res, u->items[a], err);
+                const gen_setup gs = {a == 1 && o.has_arm_sampler ? &o.arm_sampler : &o.sampler, o.samples,
+                                      o.thinking_budget};
+                st = run_task(&o, &lm[a], &gs, u->name, (size_t)o.n, &res, u->items[a], err);
                 u->pos[a] = res.pos;
                 u->total = res.total;
                 free(res.ok);

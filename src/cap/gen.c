@@ -79,7 +79,7 @@ kld_status kld_cap_next_logits(kld_cap_lm *lm, const char *prompt, bool add_bos,
 
 kld_status kld_cap_generate(kld_cap_lm *lm, const char *prompt, bool add_bos, int max_new,
                             const char *const *stops, char **text, kld_error *err) {
-    const kld_cap_gen_item it = {prompt, add_bos, max_new, stops};
+    const kld_cap_gen_item it = {.prompt = prompt, .add_bos = add_bos, .max_new = max_new, .stops = stops};
     size_t done = 0;
     *text = NULL;
     return kld_cap_generate_batch(lm, &it, 1, 1, NULL, text, &done, err);

@@ -5,7 +5,18 @@
  * whose weight products run once with M = B rows instead of B times with
  * M = 1. The engine gives each row the bits of its session's own step
  * (test_engine_batch), so the texts do not depend on the batch size or
- * on which prompts share a step; ties go to the lower id. */
+ * on which prompts share a step; ties go to the lower id. A sampled item
+ * (sampler.c) draws step g's token with kld_cap_uniform(seed, item,
+ * sample, g), a function of the item's keys alone, so sampling keeps that
+ * independence.
+ *
+ * Thinking budget: while the text (after a prompt that may itself leave a
+ * "<think>" open) is inside a thinking block, each generated token counts;
+ * when think_budget have been counted the next tokens are not drawn but
+ * forced: the tokens of KLD_CAP_THINK_CLOSE ("\n</think>\n\n"), one per
+ * step (they count against max_new; a SentencePiece tokenizer's dummy
+ * prefix may add a space before them), after which generation goes on as
+ * usual. One close is forced per response; a later block is not bounded. */
 #include "cap/run.h"
 
 #include <stdint.h>
@@ -32,28 +43,54 @@ typedef struct slot {
     int g;                /* tokens taken */
     int32_t next;         /* the token to decode next */
     float *logits;        /* this slot's next-token row */
+    kld_tok_ids force;    /* tokens forced in place of draws (the thinking close) */
+    size_t force_at;
+    bool prompt_open;     /* the prompt leaves a thinking block open */
+    bool think_closed;    /* the close was forced */
+    int think_tokens;
 } slot;
 
-static int32_t argmax(const float *x, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i; /* strict: ties keep the lower id */
-    return (int32_t)b;
+/* The sampler's scratch (steps run one after another): 2 n_vocab
+ * candidates, n_vocab probabilities. */
+typedef struct scratch {
+    kld_cap_cand *cand;
+    double *prob;
+} scratch;
+
+/* Counts a token inside the thinking block and forces its close when the
+ * budget is spent. */
+static kld_status think_budget(kld_cap_lm *lm, slot *sl, const kld_cap_gen_item *it, kld_error *err) {
+    if (it->think_budget <= 0 || sl->think_closed || !kld_cap_thinking_open(sl->out, sl->prompt_open))
+        return KLD_OK;
+    if (++sl->think_tokens < it->think_budget) return KLD_OK;
+    sl->think_closed = true;
+    sl->force.n = sl->force_at = 0;
+    return kld_tok_encode(lm->tok, KLD_CAP_THINK_CLOSE, strlen(KLD_CAP_THINK_CLOSE), KLD_TOK_PARSE_SPECIAL,
+                          &sl->force, err);
 }
 
-/* One greedy step from sl->logits: *more is true when the item goes on
+/* One step from sl->logits: *more is true when the item goes on
  * (sl->next is to be decoded), false when its text is final. */
-static kld_status step(kld_cap_lm *lm, slot *sl, const kld_cap_gen_item *it, bool *more, kld_error *err) {
+static kld_status step(kld_cap_lm *lm, slot *sl, const kld_cap_gen_item *it, const scratch *sc, bool *more,
+                       kld_error *err) {
     *more = false;
     if (sl->g >= it->max_new || kld_session_pos(sl->s) >= lm->n_ctx) return KLD_OK;
-    const int32_t next = argmax(sl->logits, lm->n_vocab);
-    if (next == kld_tok_eos(lm->tok)) return KLD_OK;
+    int32_t next;
+    if (sl->force_at < sl->force.n) {
+        next = sl->force.ids[sl->force_at++];
+    } else {
+        const kld_cap_sampler *sp = it->sampler;
+        const double u = kld_cap_sampler_is_greedy(sp) ? 0 : kld_cap_uniform(sp->seed, it->item, it->sample, (uint64_t)sl->g);
+        next = kld_cap_sample(sp, sl->logits, lm->n_vocab, u, sc->cand, sc->prob);
+        if (next == kld_tok_eos(lm->tok)) return KLD_OK;
+    }
     if (!kld_tok_ids_append(&sl->gen, &next, 1)) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     free(sl->out);
     sl->out = NULL;
     size_t out_len = 0;
     kld_status st = kld_tok_decode(lm->tok, sl->gen.ids, sl->gen.n, KLD_TOK_SKIP_SPECIAL, &sl->out, &out_len, err);
     if (st != KLD_OK) return st;
+    if ((st = think_budget(lm, sl, it, err)) != KLD_OK) return st;
     for (int k = 0; it->stops && it->stops[k]; k++) {
         const char *hit = it->stops[k][0] ? strstr(sl->out, it->stops[k]) : NULL;
         if (hit) {
@@ -74,6 +111,7 @@ static kld_status finish(slot *sl, char **texts, kld_error *err) {
     sl->out = NULL;
     sl->item = SIZE_MAX;
     sl->gen.n = 0;
+    sl->force.n = sl->force_at = 0;
     return texts[i] ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
 }
 
@@ -83,6 +121,7 @@ typedef struct sched {
     size_t n, next_item;
     volatile int *stop;
     char **texts;
+    scratch sc;
 } sched;
 
 /* Starts waiting items on the free slot sl until one goes on (or none
@@ -99,8 +138,12 @@ static kld_status fill(sched *q, slot *sl, kld_error *err) {
         sl->item = i;
         sl->g = 0;
         sl->gen.n = 0;
+        sl->force.n = sl->force_at = 0;
+        sl->think_closed = false;
+        sl->think_tokens = 0;
+        sl->prompt_open = it->think_budget > 0 && kld_cap_thinking_open(it->prompt, false);
         bool more = false;
-        if ((st = step(q->lm, sl, it, &more, err)) != KLD_OK) return st;
+        if ((st = step(q->lm, sl, it, &q->sc, &more, err)) != KLD_OK) return st;
         if (!more && (st = finish(sl, q->texts, err)) != KLD_OK) return st;
     }
     return KLD_OK;
@@ -143,7 +186,14 @@ kld_status kld_cap_generate_batch(kld_cap_lm *lm, const kld_cap_gen_item *items,
         sl[b].logits = rows + (size_t)b * nv;
     }
     float *out = rows + (size_t)batch * nv;
-    sched q = {lm, items, n, 0, stop, texts};
+    sched q = {lm, items, n, 0, stop, texts, {NULL, NULL}};
+    bool sampled = false;
+    for (size_t i = 0; i < n; i++) sampled |= !kld_cap_sampler_is_greedy(items[i].sampler);
+    if (sampled) {
+        q.sc.cand = malloc(2 * nv * sizeof *q.sc.cand); /* the second half: the sort's */
+        q.sc.prob = malloc(nv * sizeof *q.sc.prob);
+        if (!q.sc.cand || !q.sc.prob) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
     for (int b = 0; b < batch && st == KLD_OK; b++) st = fill(&q, &sl[b], err);
     kld_session *ss[BATCH_MAX];
     int32_t tok[BATCH_MAX];
@@ -163,7 +213,7 @@ kld_status kld_cap_generate_batch(kld_cap_lm *lm, const kld_cap_gen_item *items,
         for (int r = 0; r < k && st == KLD_OK; r++) {
             slot *x = &sl[who[r]];
             bool more = false;
-            st = step(lm, x, &items[x->item], &more, err);
+            st = step(lm, x, &items[x->item], &q.sc, &more, err);
             if (st == KLD_OK && !more) st = finish(x, texts, err);
             if (st == KLD_OK && !more) st = fill(&q, x, err);
         }
@@ -171,8 +221,11 @@ kld_status kld_cap_generate_batch(kld_cap_lm *lm, const kld_cap_gen_item *items,
     for (int b = 0; b < batch; b++) {
         free(sl[b].out);
         kld_tok_ids_free(&sl[b].gen);
+        kld_tok_ids_free(&sl[b].force);
     }
     free(rows);
+    free(q.sc.cand);
+    free(q.sc.prob);
     if (st != KLD_OK) {
         for (size_t i = 0; i < n; i++) free(texts[i]), texts[i] = NULL;
         return st;

@@ -1,11 +1,13 @@
 /* run.h — `kldeval cap -m MODEL [--arm MODEL]`: the capability tasks
- * generated and scored on kldeval's own engine, greedy and bit-exact, for
+ * generated and scored on kldeval's own engine, greedy or sampled
+ * (sampler.h) and bit-exact, for
  * a reference and optionally an arm on the same items, with the paired
  * difference and the Capability_Score (the unweighted mean of the tasks'
  * accuracies). */
 #ifndef KLD_CAP_RUN_H
 #define KLD_CAP_RUN_H
 
+#include "cap/sampler.h"
 #include "common/common.h"
 #include "engine/engine.h"
 #include "eval/plan.h"
@@ -58,6 +60,10 @@ typedef struct kld_cap_gen_item {
     bool add_bos;
     int max_new;
     const char *const *stops;
+    const kld_cap_sampler *sampler; /* NULL or temperature 0: greedy */
+    uint64_t item, sample;          /* the draw's keys: kld_cap_uniform(seed, item, sample, step) */
+    int think_budget;               /* > 0: tokens a thinking block may take before
+                                       KLD_CAP_THINK_CLOSE is forced (see gen_batch.c) */
 } kld_cap_gen_item;
 
 /* kld_cap_generate for items[0..n) with up to `batch` prompts in flight
@@ -73,6 +79,8 @@ kld_status kld_cap_generate_batch(kld_cap_lm *lm, const kld_cap_gen_item *items,
                                   volatile int *stop, char **texts, size_t *n_done, kld_error *err);
 /* Prompts in flight by default: see gen_batch.c. */
 int kld_cap_default_batch(const kld_cap_lm *lm);
+
+enum { KLD_CAP_THINKING_DEFAULT, KLD_CAP_THINKING_OFF, KLD_CAP_THINKING_ON };
 
 typedef struct kld_cap_run_opts {
     const char *ref_path, *arm_path; /* arm may be NULL */
@@ -92,6 +100,13 @@ typedef struct kld_cap_run_opts {
     const char *data_dir;
     const char *python;
     volatile int *stop;    /* Ctrl-C: keep the items done */
+    kld_cap_sampler sampler;     /* the generation tasks' sampler (zeroed: greedy) */
+    kld_cap_sampler arm_sampler; /* the arm's own (--arm-sampler) when has_arm_sampler; alone
+                                    (no --arm, no arm levers) it makes a self-flag arm */
+    bool has_arm_sampler;
+    int samples;           /* responses per generated item (<= 1: one) */
+    int thinking;          /* KLD_CAP_THINKING_*: enable_thinking for the chat template */
+    int thinking_budget;   /* > 0: tokens of a thinking block before its close is forced */
     size_t hashhop_chars;  /* set by kld_cap_run */
     bool quiet;
 } kld_cap_run_opts;

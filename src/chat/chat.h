@@ -60,5 +60,10 @@ void kld_chat_template_close(kld_chat_template *t);
  * with it. Tokenize *out with special tokens parsed. */
 kld_status kld_chat_apply(const kld_chat_template *t, const json_t *messages,
                           bool add_generation_prompt, char **out, bool *add_bos, kld_error *err);
+/* The same with extra template variables (e.g. {"enable_thinking": false};
+ * NULL: none). */
+kld_status kld_chat_apply_vars(const kld_chat_template *t, const json_t *messages,
+                               bool add_generation_prompt, const json_t *extra, char **out,
+                               bool *add_bos, kld_error *err);
 
 #endif

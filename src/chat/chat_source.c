@@ -73,14 +73,20 @@ void kld_chat_template_close(kld_chat_template *t) {
     memset(t, 0, sizeof *t);
 }
 
-kld_status kld_chat_apply(const kld_chat_template *t, const json_t *messages,
-                          bool add_generation_prompt, char **out, bool *add_bos, kld_error *err) {
+kld_status kld_chat_apply_vars(const kld_chat_template *t, const json_t *messages,
+                               bool add_generation_prompt, const json_t *extra, char **out,
+                               bool *add_bos, kld_error *err) {
     *out = NULL;
     if (!t->text) return kld_fail(err, KLD_ERR_ARG, "the model has no chat template");
     kld_chat_opts o = {.messages = messages, .add_generation_prompt = add_generation_prompt,
-                       .bos_token = t->bos, .eos_token = t->eos};
+                       .bos_token = t->bos, .eos_token = t->eos, .extra = extra};
     kld_status st = kld_chat_render(t->text, &o, out, err);
     /* no doubled BOS: the template may write it itself */
     *add_bos = st == KLD_OK && !kld_chat_has_bos(*out, t->bos);
     return st;
+}
+
+kld_status kld_chat_apply(const kld_chat_template *t, const json_t *messages,
+                          bool add_generation_prompt, char **out, bool *add_bos, kld_error *err) {
+    return kld_chat_apply_vars(t, messages, add_generation_prompt, NULL, out, add_bos, err);
 }

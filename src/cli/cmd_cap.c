@@ -23,6 +23,21 @@ static void usage(FILE *f) {
             "  --data DIR         the capability data (default ../shared/capability)\n"
             "  --json PATH        also write the JSON report (every accuracy a fraction; '-' = stdout)\n"
             "  --jobs N           HumanEval programs run at once, 1 .. 64 (default 2)\n"
+            "  --sampler S        the generation tasks' sampler (MMLU is scored from logits): greedy\n"
+            "                     (default) or temperature=T,top_k=K,top_p=P,min_p=M,seed=N (keys left\n"
+            "                     out: temperature 1, top_k 0 = off, top_p 1 = off, min_p 0 = off, seed 0);\n"
+            "                     top-k, top-p, min-p filter in that order at temperature 1, then T;\n"
+            "                     temperature=0 is greedy; the same seed gives the same responses on any\n"
+            "                     --threads and --batch\n"
+            "  --arm-sampler S    the arm's sampler (wins over --sampler); without --arm or arm levers:\n"
+            "                     a self-flag arm on -m's weights that differs only in its sampler\n"
+            "  --samples N        responses per generated item, 1 .. 65536 (default 1): scores are the\n"
+            "                     mean accuracy over samples; HumanEval adds pass@1 and (N >= 10) pass@10\n"
+            "  --thinking on|off  pass enable_thinking to the chat template (default: not passed);\n"
+            "                     the <think>...</think> block is removed from responses before scoring\n"
+            "                     (always: the text after the last </think>)\n"
+            "  --thinking-budget N  tokens a thinking block may take, 1 .. 65536; then \"\\n</think>\\n\\n\"\n"
+            "                     is forced in (counting against --max-new) and generation goes on\n"
             "  --python PATH      HumanEval interpreter (default /usr/bin/python3)\n"
             "  --label NAME       label of the run in the run database\n"
             "  --db PATH          record the run in this run database (default: $KLDEVAL_DB, else\n"
@@ -171,6 +186,21 @@ static void run_usage(FILE *f) {
             "  --batch B          prompts generated together, 1 .. 64 (default 8, fewer when their KV\n"
             "                     caches would pass 4 GiB): one weight pass per token for all B; the\n"
             "                     responses are bit-identical for every B\n"
+            "  --sampler S        the generation tasks' sampler (MMLU is scored from logits): greedy\n"
+            "                     (default) or temperature=T,top_k=K,top_p=P,min_p=M,seed=N (keys left\n"
+            "                     out: temperature 1, top_k 0 = off, top_p 1 = off, min_p 0 = off, seed 0);\n"
+            "                     top-k, top-p, min-p filter in that order at temperature 1, then T;\n"
+            "                     temperature=0 is greedy; the same seed gives the same responses on any\n"
+            "                     --threads and --batch\n"
+            "  --arm-sampler S    the arm's sampler (wins over --sampler); without --arm or arm levers:\n"
+            "                     a self-flag arm on -m's weights that differs only in its sampler\n"
+            "  --samples N        responses per generated item, 1 .. 65536 (default 1): scores are the\n"
+            "                     mean accuracy over samples; HumanEval adds pass@1 and (N >= 10) pass@10\n"
+            "  --thinking on|off  pass enable_thinking to the chat template (default: not passed);\n"
+            "                     the <think>...</think> block is removed from responses before scoring\n"
+            "                     (always: the text after the last </think>)\n"
+            "  --thinking-budget N  tokens a thinking block may take, 1 .. 65536; then \"\\n</think>\\n\\n\"\n"
+            "                     is forced in (counting against --max-new) and generation goes on\n"
             "  --python PATH      HumanEval interpreter (default /usr/bin/python3)\n"
             "  --label NAME       label of the run in the run database\n"
             "  --db PATH          record the run in this run database (default: $KLDEVAL_DB, else\n"
@@ -182,12 +212,21 @@ static void run_usage(FILE *f) {
 }
 
 static void print_side(FILE *f, const char *label, const json_t *a) {
+    /* with --samples: correct responses of n_responses */
+    const json_t *n = json_object_get(a, "n_responses") ? json_object_get(a, "n_responses") : json_object_get(a, "n");
     fprintf(f, "  %-4s %.4f ± %.4f (%lld/%lld)", label, json_real_value(json_object_get(a, "accuracy")),
            json_real_value(json_object_get(a, "stderr")), (long long)json_integer_value(json_object_get(a, "correct")),
-           (long long)json_integer_value(json_object_get(a, "n")));
+           (long long)json_integer_value(n));
 }
 
-/* The lever, GSM8K-mode and scale-out flags: 1 taken, 0 bad (reported), -1 not one of them. */
+/* HumanEval's pass@k with --samples. */
+static void print_pass_at_k(FILE *f, const json_t *side) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(side, "pass_at_k"), k, v) fprintf(f, " pass@%s %.4f", k, json_real_value(v));
+}
+
+/* The lever, GSM8K-mode, scale-out, sampler and thinking flags: 1 taken, 0 bad (reported), -1 not one of them. */
 static int parse_cap_extra(const char *a, const char *v, kld_cap_run_opts *o) {
     if (!strcmp(a, "--lever") || !strcmp(a, "--arm-lever") || !strcmp(a, "--ref-lever")) {
         kld_levers l; /* checked now, not after the models have loaded */
@@ -211,6 +250,21 @@ static int parse_cap_extra(const char *a, const char *v, kld_cap_run_opts *o) {
         o->shard.mode = !strcmp(v, "mod") ? KLD_SHARD_MOD : KLD_SHARD_RANGE;
     } else if (!strcmp(a, "--partial")) {
         o->partial_path = v;
+    } else if (!strcmp(a, "--sampler") || !strcmp(a, "--arm-sampler")) {
+        kld_error e = {0};
+        const bool arm = !strcmp(a, "--arm-sampler");
+        if (kld_cap_sampler_parse(v, arm ? &o->arm_sampler : &o->sampler, &e) != KLD_OK)
+            return fprintf(stderr, "kldeval cap: %s: %s\n", a, e.msg), 0;
+        o->has_arm_sampler |= arm;
+    } else if (!strcmp(a, "--samples") || !strcmp(a, "--thinking-budget")) {
+        int64_t x;
+        if (!kld_arg_int(a, v, 1, 65536, &x)) return 0;
+        if (!strcmp(a, "--samples")) o->samples = (int)x;
+        else o->thinking_budget = (int)x;
+    } else if (!strcmp(a, "--thinking")) {
+        if (strcmp(v, "on") && strcmp(v, "off"))
+            return fprintf(stderr, "kldeval cap: --thinking expects on or off, got '%s'\n", v), 0;
+        o->thinking = !strcmp(v, "on") ? KLD_CAP_THINKING_ON : KLD_CAP_THINKING_OFF;
     } else {
         return -1;
     }
@@ -235,11 +289,23 @@ static void print_groups(FILE *f, const json_t *groups) {
 /* The text report of a `cap` run (or a merge of its shards). */
 void kld_cap_print_report(FILE *f, const json_t *rep) {
     const json_t *cfg = json_object_get(rep, "config");
-    fprintf(f, "capability run: ref %s%s%s, n %lld per task, greedy, max %lld new tokens\n",
+    fprintf(f, "capability run: ref %s%s%s, n %lld per task, max %lld new tokens\n",
             json_string_value(json_object_get(rep, "ref")), json_object_get(rep, "arm") ? ", arm " : "",
             json_string_value(json_object_get(rep, "arm")) ? json_string_value(json_object_get(rep, "arm")) : "",
             (long long)json_integer_value(json_object_get(rep, "n")),
             (long long)json_integer_value(json_object_get(rep, "max_new")));
+    /* which sampler produced each side's scores (older reports: greedy) */
+    const char *rs = json_string_value(json_object_get(json_object_get(cfg, "ref"), "sampler"));
+    const char *as = json_string_value(json_object_get(json_object_get(cfg, "arm"), "sampler"));
+    const json_int_t ns = json_integer_value(json_object_get(cfg, "samples"));
+    const char *th = json_string_value(json_object_get(cfg, "thinking"));
+    const json_int_t tb = json_integer_value(json_object_get(cfg, "thinking_budget"));
+    fprintf(f, "sampler: ref %s", rs ? rs : "greedy");
+    if (json_is_object(json_object_get(cfg, "arm"))) fprintf(f, ", arm %s", as ? as : "greedy");
+    fprintf(f, "; %lld sample%s per item; thinking %s", (long long)(ns > 1 ? ns : 1), ns > 1 ? "s" : "",
+            th ? th : "default");
+    if (tb > 0) fprintf(f, ", budget %lld tokens", (long long)tb);
+    fprintf(f, "\n");
     fprintf(f, "levers: ref %s", json_string_value(json_object_get(json_object_get(cfg, "ref"), "levers")));
     if (json_is_object(json_object_get(cfg, "arm")))
         fprintf(f, ", arm %s%s", json_string_value(json_object_get(json_object_get(cfg, "arm"), "levers")),
@@ -252,8 +318,10 @@ void kld_cap_print_report(FILE *f, const json_t *rep) {
     json_object_foreach(json_object_get(rep, "tasks"), k, t) {
         fprintf(f, "%-10s", k);
         print_side(f, "ref", json_object_get(t, "ref"));
+        print_pass_at_k(f, json_object_get(t, "ref"));
         if (json_object_get(t, "arm")) {
             print_side(f, "arm", json_object_get(t, "arm"));
+            print_pass_at_k(f, json_object_get(t, "arm"));
             json_t *p = json_object_get(t, "paired");
             fprintf(f, "  diff %+.4f ± %.4f (arm only %lld, ref only %lld)", json_real_value(json_object_get(p, "diff")),
                     json_real_value(json_object_get(p, "stderr")), (long long)json_integer_value(json_object_get(p, "arm_only_right")),
@@ -277,7 +345,8 @@ static int cap_run(int argc, char **argv) {
     static const char *const with_value[] = {"-m", "--model", "--arm", "--tasks", "--n", "--max-new", "--data",
                                              "--json", "--threads", "--python", "--seed", "--label", "--db",
                                              "--html", "--lever", "--ref-lever", "--arm-lever", "--gsm8k-mode",
-                                             "--shard", "--shard-mode", "--partial", "--batch", NULL};
+                                             "--shard", "--shard-mode", "--partial", "--batch", "--sampler",
+                                             "--arm-sampler", "--samples", "--thinking", "--thinking-budget", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;

@@ -36,7 +36,7 @@ static double jreal(const json_t *o, const char *k) { return json_number_value(j
 static const char *acc_cell(const json_t *a, char *buf, size_t n) {
     if (!a) snprintf(buf, n, "-");
     else snprintf(buf, n, "%.4f ± %.4f (%lld/%lld)", jreal(a, "accuracy"), jreal(a, "stderr"), jint(a, "correct"),
-                  jint(a, "n"));
+                  json_object_get(a, "n_responses") ? jint(a, "n_responses") : jint(a, "n")); /* --samples */
     return buf;
 }
 
@@ -47,6 +47,14 @@ void kld_runs_show_cap(const kld_db_row *r) {
     printf("%-18s: n %lld per task, seed %s, max %lld new tokens, %s s wall\n", "items", (long long)r->cap.n, seed,
            (long long)r->cap.max_new, isfinite(r->wall_s) ? (snprintf(b1, sizeof b1, "%.4g", r->wall_s), b1) : "-");
     bool arm = has_arm(r);
+    /* which sampler produced the scores (reports before samplers: greedy) */
+    const json_t *cfg = json_object_get(r->report, "config");
+    const char *rs = json_string_value(json_object_get(json_object_get(cfg, "ref"), "sampler"));
+    const char *as = json_string_value(json_object_get(json_object_get(cfg, "arm"), "sampler"));
+    const char *th = json_string_value(json_object_get(cfg, "thinking"));
+    printf("%-18s: ref %s", "sampler", rs ? rs : "greedy");
+    if (arm) printf(", arm %s", as ? as : "greedy");
+    printf("; %lld per item; thinking %s\n", jint(cfg, "samples") > 1 ? jint(cfg, "samples") : 1, th ? th : "default");
     printf("%-18s  %-24s", "", "reference");
     if (arm) printf("  %-24s  %s", "arm", "arm − ref ± paired se (arm only, ref only right)");
     printf("\n");
