@@ -8,7 +8,17 @@
  *   Lfm2ShortConv.slow_forward: BCx = in_proj(h); B, C, x = chunk(3); Bx = B·x;
  *     conv = Conv1d(groups = hidden, kernel L, padding L - 1)(Bx)[:seqlen]; out_proj(C·conv)
  *   Lfm2Attention: q/k_layernorm per head (RMSNorm) before rotate-half RoPE, GQA softmax
- *   Lfm2MLP: w2(silu(w1 h) · w3 h);  Lfm2Model: embedding_norm at the end; tied head. */
+ *   Lfm2MLP: w2(silu(w1 h) · w3 h);  Lfm2Model: embedding_norm at the end; tied head.
+ *
+ * Qwen3-Next's gated DeltaNet (transformers models/qwen3_next/modeling_qwen3_next.py,
+ * Qwen3NextGatedDeltaNet with torch_recurrent_gated_delta_rule), between qwen3-style
+ * attention layers with a dense SwiGLU MLP (the synthetic hybrid the engine covers):
+ *   [q; k; v] = silu(Conv1d(groups = C, kernel K, padding K - 1)(in_proj_qkv h)[:seqlen]),
+ *   z = in_proj_z h, [b; a] per q/k head group = in_proj_ba h, beta = sigmoid(b),
+ *   g = −exp(A_log) · softplus(a + dt_bias), q/k repeat_interleave to the v heads,
+ *   q = l2norm(q) / sqrt(d_k), k = l2norm(k)  (l2norm: x · rsqrt(Σx² + 1e-6)),
+ *   S ← S · exp(g);  delta = (v − Σ_k S k) · beta;  S ← S + k ⊗ delta;  o = Σ_k S q,
+ *   Qwen3NextRMSNormGated(o, z) = w · o · rsqrt(mean o² + eps) · silu(z);  out_proj. */
 #include "test_forward_models.h"
 
 #include "io/gguf.h"
@@ -18,6 +28,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#define MAX_REF_HEAD 256 /* DeltaNet head sizes of the synthesized models */
 
 typedef struct href {
     const kld_gguf *g;
@@ -145,10 +157,82 @@ static void lfm2_attn(const href *r, int64_t il, const double *h, double *out, i
     free(wq), free(wk), free(wv), free(wo), free(qn), free(kn), free(q), free(k), free(v), free(o), free(p);
 }
 
-static float *lfm2_forward(const href *r, const int32_t *ids, int64_t n, int64_t *n_vocab) {
+/* Qwen3NextGatedDeltaNet on h [n][E] → out [n][E], from a zero state. */
+static void dn_mixer(const href *r, int64_t il, const double *h, double *out, int64_t n, int64_t E,
+                     double eps) {
+    const int64_t K = hkey(r, "ssm.conv_kernel", 0), hk = hkey(r, "ssm.state_size", 0);
+    const int64_t nk = hkey(r, "ssm.group_count", 0), nv = hkey(r, "ssm.time_step_rank", 0);
+    const int64_t hv = hkey(r, "ssm.inner_size", 0) / nv, rep = nv / nk;
+    const int64_t kd = nk * hk, vd = nv * hv, C = 2 * kd + vd;
+    double *wqkv = tensor_d(r, "blk.%d.attn_qkv.weight", il), *wz = tensor_d(r, "blk.%d.attn_gate.weight", il);
+    double *wba = tensor_d(r, "blk.%d.ssm_beta_alpha.weight", il), *wo = tensor_d(r, "blk.%d.ssm_out.weight", il);
+    double *conv = tensor_d(r, "blk.%d.ssm_conv1d.weight", il), *dt = tensor_d(r, "blk.%d.ssm_dt.bias", il);
+    double *A = tensor_d(r, "blk.%d.ssm_a", il), *nw = tensor_d(r, "blk.%d.ssm_norm.weight", il);
+    double *qkv = malloc(sizeof(double) * (size_t)(n * C)), *cv = malloc(sizeof(double) * (size_t)(n * C));
+    double *z = malloc(sizeof(double) * (size_t)(n * vd)), *ba = malloc(sizeof(double) * (size_t)(n * 2 * nv));
+    double *y = malloc(sizeof(double) * (size_t)(n * vd)), *S = malloc(sizeof(double) * (size_t)(hk * hv));
+    double q[MAX_REF_HEAD], k[MAX_REF_HEAD], dl[MAX_REF_HEAD];
+    linear_d(h, wqkv, qkv, n, E, C);
+    linear_d(h, wz, z, n, E, vd);
+    linear_d(h, wba, ba, n, E, 2 * nv);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t c = 0; c < C; c++) {
+            double acc = 0;
+            for (int64_t j = 0; j < K; j++) {
+                const int64_t src = t + j - (K - 1);
+                if (src >= 0) acc += conv[c * K + j] * qkv[src * C + c];
+            }
+            cv[t * C + c] = acc / (1 + exp(-acc));
+        }
+    for (int64_t hh = 0; hh < nv; hh++) {
+        const int64_t g = hh / rep, j = hh % rep;
+        for (int64_t i = 0; i < hk * hv; i++) S[i] = 0;
+        for (int64_t t = 0; t < n; t++) {
+            double sq = 0, sk = 0;
+            for (int64_t i = 0; i < hk; i++) {
+                q[i] = cv[t * C + g * hk + i];
+                k[i] = cv[t * C + kd + g * hk + i];
+                sq += q[i] * q[i];
+                sk += k[i] * k[i];
+            }
+            for (int64_t i = 0; i < hk; i++) {
+                q[i] = q[i] / sqrt(sq + 1e-6) / sqrt((double)hk);
+                k[i] = k[i] / sqrt(sk + 1e-6);
+            }
+            const double *v = cv + t * C + 2 * kd + hh * hv;
+            const double b = ba[t * 2 * nv + g * 2 * rep + j], a = ba[t * 2 * nv + g * 2 * rep + rep + j];
+            const double beta = 1 / (1 + exp(-b)), gate = A[hh] * log1p(exp(a + dt[hh]));
+            for (int64_t i = 0; i < hk * hv; i++) S[i] *= exp(gate);
+            for (int64_t c = 0; c < hv; c++) {
+                double mem = 0;
+                for (int64_t i = 0; i < hk; i++) mem += S[i * hv + c] * k[i];
+                dl[c] = (v[c] - mem) * beta;
+            }
+            for (int64_t i = 0; i < hk; i++)
+                for (int64_t c = 0; c < hv; c++) S[i * hv + c] += k[i] * dl[c];
+            double *o = y + t * vd + hh * hv, ss = 0;
+            for (int64_t c = 0; c < hv; c++) {
+                double acc = 0;
+                for (int64_t i = 0; i < hk; i++) acc += S[i * hv + c] * q[i];
+                o[c] = acc;
+                ss += acc * acc;
+            }
+            for (int64_t c = 0; c < hv; c++) {
+                const double zz = z[t * vd + hh * hv + c];
+                o[c] = nw[c] * o[c] / sqrt(ss / (double)hv + eps) * zz / (1 + exp(-zz));
+            }
+        }
+    }
+    linear_d(y, wo, out, n, vd, E);
+    free(wqkv), free(wz), free(wba), free(wo), free(conv), free(dt), free(A), free(nw);
+    free(qkv), free(cv), free(z), free(ba), free(y), free(S);
+}
+
+static float *hybrid_forward(const href *r, const int32_t *ids, int64_t n, int64_t *n_vocab) {
     const int64_t E = hkey(r, "embedding_length", 0), NL = hkey(r, "block_count", 0);
     const int64_t H = hkey(r, "attention.head_count", 0), FF = hkey(r, "feed_forward_length", 0);
-    const int64_t HD = E / H, L = hkey(r, "shortconv.l_cache", 3);
+    const bool dn = !strcmp(r->arch, "qwen3next");
+    const int64_t HD = E / H, L = hkey(r, "shortconv.l_cache", 3), interval = hkey(r, "full_attention_interval", 4);
     const double eps = hkey_f(r, "attention.layer_norm_rms_epsilon", 1e-5);
     const double theta = hkey_f(r, "rope.freq_base", 1e6);
     char key[128];
@@ -169,7 +253,8 @@ static float *lfm2_forward(const href *r, const int32_t *ids, int64_t n, int64_t
         if (kv_arr) kld_gguf_arr_int(kv_arr, (uint64_t)il, &kv);
         double *on = tensor_d(r, "blk.%d.attn_norm.weight", il), *fn = tensor_d(r, "blk.%d.ffn_norm.weight", il);
         for (int64_t t = 0; t < n; t++) rms_d(x + t * E, on, h + t * E, E, eps);
-        if (kv == 0) lfm2_conv(r, il, h, o, n, E, L);
+        if (dn && (il + 1) % interval) dn_mixer(r, il, h, o, n, E, eps);
+        else if (kv == 0) lfm2_conv(r, il, h, o, n, E, L);
         else lfm2_attn(r, il, h, o, n, E, H, kv, HD, eps, theta);
         for (int64_t i = 0; i < n * E; i++) x[i] += o[i];
         for (int64_t t = 0; t < n; t++) rms_d(x + t * E, fn, h + t * E, E, eps);
@@ -182,7 +267,7 @@ static float *lfm2_forward(const href *r, const int32_t *ids, int64_t n, int64_t
         for (int64_t i = 0; i < n * E; i++) x[i] += o[i];
         free(on), free(fn), free(w1), free(w3), free(w2);
     }
-    double *en = tensor_d(r, "token_embd_norm.weight", 0);
+    double *en = tensor_d(r, dn ? "output_norm.weight" : "token_embd_norm.weight", 0);
     double *head = tensor_d(r, "output.weight", 0);
     for (int64_t t = 0; t < n; t++) rms_d(x + t * E, en, h + t * E, E, eps);
     double *lg = malloc(sizeof(double) * (size_t)(n * V));
@@ -205,7 +290,7 @@ float *ref_forward_hybrid(const char *gguf_path, const int32_t *ids, int64_t n, 
     kld_gguf_get_str(g, "general.architecture", &a);
     snprintf(r.arch, sizeof r.arch, "%.*s", (int)a.len, a.ptr);
     float *out = NULL;
-    if (!strcmp(r.arch, "lfm2")) out = lfm2_forward(&r, ids, n, n_vocab);
+    if (!strcmp(r.arch, "lfm2") || !strcmp(r.arch, "qwen3next")) out = hybrid_forward(&r, ids, n, n_vocab);
     else fprintf(stderr, "ref_forward_hybrid: unknown architecture %s\n", r.arch);
     kld_gguf_close(g);
     return out;

@@ -224,6 +224,7 @@ static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, 
      * decode step never reaches a recurrent layer (kld_session_decode_batch) */
     switch (kld_hparams_layer_kind(hp, il)) {
     case KLD_LAYER_SHORTCONV: kld_shortconv_forward(s, il, n); break;
+    case KLD_LAYER_DELTANET: kld_deltanet_forward(s, il, n); break;
     case KLD_LAYER_ATTN: attention_forward(s, rows, il, n, pos); break;
     }
     run_pass(s, rows, PASS_ATTN_OUT, il, 0, n, pos);

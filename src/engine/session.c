@@ -95,17 +95,18 @@ static bool kv_typed(const kld_model *m, const kld_levers *lv) {
 static uint64_t rec_layer_floats(const kld_hparams *hp, int64_t il) {
     uint64_t n = 0;
     if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV) n = kld_shortconv_state_floats(hp);
+    if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_DELTANET) n = kld_deltanet_state_floats(hp);
     return (n + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
 }
 
 /* Floats of the recurrent blocks' per-chunk activations (the largest kind's). */
 static uint64_t rec_act_floats(const kld_hparams *hp, int64_t max_chunk) {
-    uint64_t n = 0;
-    for (int64_t il = 0; il < hp->n_layer; il++)
-        if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV) {
-            n = kld_shortconv_act_floats(hp, max_chunk);
-            break;
-        }
+    uint64_t n = 0, k = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV) k = kld_shortconv_act_floats(hp, max_chunk);
+        if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_DELTANET) k = kld_deltanet_act_floats(hp, max_chunk);
+        if (k > n) n = k;
+    }
     return n;
 }
 
@@ -362,6 +363,8 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const uint64_t nf = rec_layer_floats(&m->hp, il);
         if (nf) recl[il].conv = a + off;
+        if (nf && kld_hparams_layer_kind(&m->hp, il) == KLD_LAYER_DELTANET)
+            recl[il].ssm = recl[il].conv + kld_deltanet_conv_floats(&m->hp);
         off += nf;
     }
     memset(s->rec_state, 0, (size_t)L.rec_floats * sizeof(float));

@@ -48,10 +48,17 @@ static const kld_arch_switches arch_table[] = {
      * sliding window (every attention layer) only when the key is given. */
     {"lfm2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, 0, 0, 0,
      .moe = KLD_MOE_NONE},
+    /* qwen3next (src/models/qwen3next.cpp): gated DeltaNet layers between
+     * qwen3-style attention layers (q/k norms, NeoX RoPE). Only the DeltaNet
+     * layers, plain attention and a dense FFN are implemented: the gated
+     * attention and the MoE FFN of the released models are rejected at load. */
+    {"qwen3next", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_NONE},
 };
 
 static const kld_arch_hybrid hybrid_table[] = {
     {"lfm2", KLD_LAYER_SHORTCONV, "token_embd_norm", lfm2_hf_names},
+    {"qwen3next", KLD_LAYER_DELTANET, NULL, NULL},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {
@@ -68,5 +75,5 @@ const kld_arch_switches *kld_arch_find(const char *name) {
 }
 
 const char *kld_arch_supported(void) {
-    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2";
+    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next";
 }

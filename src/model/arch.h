@@ -21,7 +21,8 @@ typedef enum kld_act {
  * kinds keep a fixed-size state per layer in the session. */
 typedef enum kld_layer_kind {
     KLD_LAYER_ATTN = 0,      /* softmax attention over the KV cache */
-    KLD_LAYER_SHORTCONV = 1  /* LFM2 gated short convolution (src/engine/shortconv.c) */
+    KLD_LAYER_SHORTCONV = 1, /* LFM2 gated short convolution (src/engine/shortconv.c) */
+    KLD_LAYER_DELTANET = 2   /* Qwen3-Next gated DeltaNet linear attention (src/engine/deltanet.c) */
 } kld_layer_kind;
 
 /* A GGUF name → Hugging Face name pair; per-layer rows are suffixes

@@ -338,14 +338,47 @@ static kld_status bind_shortconv(binder *b, int il, kld_layer_weights *L) {
     return KLD_OK;
 }
 
+/* Qwen3-Next's DeltaNet layer as llama.cpp's QWEN3NEXT load_arch_tensors
+ * declares it (the fused attn_qkv / attn_gate path; the legacy interleaved
+ * ssm_in of early conversions is not read). */
+static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd, nv = hp->dn_n_v_heads;
+    const int64_t kd = hp->dn_n_k_heads * hp->dn_head_k, vd = nv * hp->dn_head_v, C = 2 * kd + vd;
+    char n[64];
+    kld_status s;
+    B(dn_qkv, "attn_qkv.weight", E, C, true);
+    B(dn_gate, "attn_gate.weight", E, vd, true);
+    b->squeezed_ok = true;
+    snprintf(n, sizeof n, "blk.%d.ssm_conv1d.weight", il);
+    s = bind(b, n, hp->dn_conv, C, true, &L->dn_conv);
+    b->squeezed_ok = false;
+    if (s == KLD_ERR_FORMAT) { /* name the sizes the shape was derived from */
+        size_t len = strlen(b->err->msg);
+        snprintf(b->err->msg + len, sizeof b->err->msg - len, "; ssm.conv_kernel = %" PRId64
+                 ", 2·group_count·state_size + inner_size = %" PRId64, hp->dn_conv, C);
+    }
+    if (s != KLD_OK) return s;
+    B(dn_dt, "ssm_dt.bias", nv, 0, true);
+    snprintf(n, sizeof n, "blk.%d.ssm_a", il); /* no ".weight" suffix in llama.cpp's name */
+    if ((s = bind(b, n, nv, 0, true, &L->dn_a))) return s;
+    B(dn_ba, "ssm_beta_alpha.weight", E, 2 * nv, true);
+    B(dn_norm, "ssm_norm.weight", hp->dn_head_v, 0, true);
+    B(dn_out, "ssm_out.weight", vd, E, true);
+    return KLD_OK;
+}
+
 static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
     const int64_t E = hp->n_embd;
     char n[64];
     kld_status s;
     B(attn_norm, "attn_norm.weight", E, 0, true);
-    s = kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV ? bind_shortconv(b, il, L)
-                                                               : bind_attention(b, il, L);
+    switch (kld_hparams_layer_kind(hp, il)) {
+    case KLD_LAYER_SHORTCONV: s = bind_shortconv(b, il, L); break;
+    case KLD_LAYER_DELTANET: s = bind_deltanet(b, il, L); break;
+    default: s = bind_attention(b, il, L); break;
+    }
     if (s != KLD_OK) return s;
     B(ffn_norm, "ffn_norm.weight", E, 0, true);
     if (kld_hparams_is_moe(hp)) return bind_moe(b, il, L, w);
