@@ -1,7 +1,8 @@
-/* test_forward_deltanet.c — gated-DeltaNet hybrids (the Qwen3-Next layer
- * kind) on small random GGUF models: DeltaNet layers between qwen3-style
- * attention layers with a dense FFN, against the float64 reference of
- * test_ref_hybrid.c (transformers' torch_recurrent_gated_delta_rule),
+/* test_forward_deltanet.c — Qwen3-Next-shaped models on small random GGUFs:
+ * gated-DeltaNet layers between gated-attention layers (q/k norms, partial
+ * RoPE, sigmoid output gate), a dense FFN or routed + shared experts,
+ * against the float64 reference of test_ref_hybrid.c (transformers'
+ * Qwen3Next modules and torch_recurrent_gated_delta_rule),
  * chunk invariance and decode == prefill (bit-identical), thread counts,
  * a reset that clears both states (conv and delta rule), the memory plan,
  * and the errors for missing or misshapen ssm tensors and keys. */
@@ -153,11 +154,20 @@ static void test_errors(void) {
     s.dn_interval = 2;
     s.dn_skip_key = "full_attention_interval";
     tf_expect_open_error("dn-default-interval", &s, "blk.1.attn_qkv.weight", "missing");
-    /* real Qwen3-Next: routed experts (and gated attention) are not implemented */
+    /* the MoE layout needs the shared expert; gated attention twice the q rows */
     synth_default(&s, "qwen3next");
     s.n_expert = 4;
     s.n_expert_used = 2;
-    tf_expect_open_error("dn-moe", &s, "qwen3next.expert_count' = 4", "not supported");
+    s.n_ff_exp = 32;
+    s.n_ff_shexp = 48;
+    s.drop_tensor = "blk.3.ffn_gate_inp_shexp.weight";
+    tf_expect_open_error("dn-moe-shexp", &s, "blk.3.ffn_gate_inp_shexp.weight", "missing");
+    synth_default(&s, "qwen3next");
+    s.bad_shape_tensor = "blk.3.attn_q.weight";
+    tf_expect_open_error("dn-gated-q", &s, "blk.3.attn_q.weight", "expected [64, 128]");
+    synth_default(&s, "qwen3next");
+    s.drop_tensor = "blk.3.post_attention_norm.weight";
+    tf_expect_open_error("dn-ffn-norm", &s, "blk.3.post_attention_norm.weight", "missing");
 }
 
 int main(void) {
@@ -177,6 +187,16 @@ int main(void) {
     w.mat_type = KLD_TYPE_Q8_0;
     w.seed = 13;
     test_forward("qwen3next-alt", &w);
+    /* Qwen3-Next's FFN: routed experts (softmax, top 2 of 4 renormalised) plus the
+     * sigmoid-gated shared expert, in every layer */
+    synth_shape x;
+    synth_default(&x, "qwen3next");
+    x.n_expert = 4;
+    x.n_expert_used = 2;
+    x.n_ff_exp = 32;
+    x.n_ff_shexp = 48;
+    x.seed = 17;
+    test_forward("qwen3next-moe", &x);
     char gguf[600];
     snprintf(gguf, sizeof gguf, "%s/deltanet-qwen3next/model.gguf", kt_build_dir());
     test_reset(gguf, s.n_vocab);

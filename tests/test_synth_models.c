@@ -163,7 +163,7 @@ static void add_moe(synth_tensors *st, int64_t il) {
         }
         free(all);
     }
-    if (strcmp(s->arch, "qwen2moe")) return;
+    if (strcmp(s->arch, "qwen2moe") && strcmp(s->arch, "qwen3next")) return;
     const int64_t S = s->n_ff_shexp;
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp_shexp.weight", (int)il);
     add(st, n, E, 0, 0, 1 / sqrt((double)E));
@@ -210,6 +210,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         DN_KEY("ssm.group_count", s->dn_n_k_heads);
         DN_KEY("ssm.time_step_rank", s->dn_n_v_heads);
         DN_KEY("ssm.inner_size", s->dn_inner_key ? s->dn_inner_key : s->dn_n_v_heads * s->dn_head);
+        KEY_U32("rope.dimension_count", s->head_dim / 2); /* partial_rotary_factor (0.25 in the models) */
 #undef DN_KEY
     }
     KEY_U32("attention.key_length", s->head_dim);
@@ -299,7 +300,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("ssm_out.weight"), vd, E, 0, 1 / sqrt((double)vd));
             goto ffn;
         }
-        add(&st, T("attn_q.weight"), E, nq, 0, 1 / sqrt((double)E));
+        add(&st, T("attn_q.weight"), E, dn ? 2 * nq : nq, 0, 1 / sqrt((double)E)); /* qwen3next: [q; gate] */
         add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
         add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
         if (qwen2) {
@@ -316,7 +317,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         add(&st, T("attn_output.weight"), nq, E, 0, 1 / sqrt((double)nq));
         if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
     ffn:
-        add(&st, T("ffn_norm.weight"), E, 0, 1, 0.1);
+        add(&st, dn ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
         if (s->n_expert > 0) {
             add_moe(&st, il);
         } else {

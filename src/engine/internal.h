@@ -88,6 +88,7 @@ struct kld_session {
     kld_mem_plan plan;
     void *arena;
     float *x, *xn, *qkv, *attn, *tmp, *gu; /* [max_chunk][...] activations */
+    float *qg;                 /* gated attention: [max_chunk][n_head][q; gate], else NULL */
     float *rope_cs[2];         /* [max_chunk][n_rot/2][cos, sin]: full / sliding layers */
     float *rope_ff;            /* [n_rot/2] frequency divisors */
     float *scratch;            /* per-thread GEMM panels / attention rows */

@@ -111,7 +111,7 @@ static uint64_t rec_act_floats(const kld_hparams *hp, int64_t max_chunk) {
 }
 
 typedef struct layout {
-    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, gu, rope0, rope1, rope_ff, scratch;
+    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, qg, gu, rope0, rope1, rope_ff, scratch;
     uint64_t moe_probs, moe_ids, moe_w, moe_list, moe_count, moe_sort, moe_x, moe_y, moe_sg;
     uint64_t kv_floats, rec_floats, act_floats, scratch_floats, total_floats;
     size_t scratch_stride, aux_stride;
@@ -150,6 +150,8 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->qkv = take(&z, C, (uint64_t)L->ld_qkv, 1);
     L->attn = take(&z, C, (uint64_t)(hp->n_head * hp->head_dim_v), 1);
     L->tmp = take(&z, C, E, 1);
+    /* gated attention: attn_q's [q; gate] rows, the gates kept for the output */
+    L->qg = hp->sw.attn_out_gate ? take(&z, C, 2 * (uint64_t)(hp->n_head * hp->head_dim), 1) : 0;
     /* the widest FFN: dense, one routed expert or the shared expert */
     int64_t ff = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
     if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
@@ -171,6 +173,7 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->rope_ff = take(&z, (uint64_t)hp->n_rot / 2, 1, 1);
     int64_t kin = hp->n_embd > ff ? hp->n_embd : ff;
     if (hp->n_head * hp->head_dim_v > kin) kin = hp->n_head * hp->head_dim_v;
+    if (hp->dn_n_v_heads * hp->dn_head_v > kin) kin = hp->dn_n_v_heads * hp->dn_head_v; /* ssm_out's input */
     L->ar_ld = lv->act == KLD_ACT_F32 ? 0 : (kin + 15) & ~(int64_t)15;
     L->ar = take(&z, C, (uint64_t)L->ar_ld, 1);
     L->act_floats = z.floats - L->kv_floats - L->rec_floats;
@@ -377,6 +380,7 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     s->qkv = a + L.qkv;
     s->attn = a + L.attn;
     s->tmp = a + L.tmp;
+    s->qg = m->hp.sw.attn_out_gate ? a + L.qg : NULL;
     s->gu = a + L.gu;
     if (kld_hparams_is_moe(&m->hp)) {
         s->moe_probs = a + L.moe_probs;

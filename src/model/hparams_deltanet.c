@@ -61,14 +61,12 @@ kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_erro
     if (hp->n_layer < 1 || hp->n_layer > KLD_MAX_LAYER)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s.block_count' = %" PRId64 " is out of "
                         "range [1, %d]", src->path, hp->arch, hp->n_layer, KLD_MAX_LAYER);
-    /* the released Qwen3-Next models route every FFN through experts and
-     * gate their attention output; neither is implemented for this layout */
-    snprintf(key, sizeof key, "%s.expert_count", hp->arch);
-    int64_t n_expert = 0;
-    if (kld_gguf_get_int(src->gguf, key, &n_expert) && n_expert > 0)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 ": the MoE FFN and "
-                        "gated attention of Qwen3-Next are not supported (only DeltaNet layers, "
-                        "plain attention and a dense FFN)", src->path, key, n_expert);
+    /* llama.cpp counts the MTP block in block_count and never runs it in the main pass */
+    snprintf(key, sizeof key, "%s.nextn_predict_layers", hp->arch);
+    int64_t nextn = 0;
+    if (kld_gguf_get_int(src->gguf, key, &nextn) && nextn > 0)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 ": multi-token "
+                        "prediction layers are not supported", src->path, key, nextn);
     snprintf(key, sizeof key, "%s.attention.head_count_kv", hp->arch);
     if (kld_gguf_find(src->gguf, key) && !kld_gguf_get_int(src->gguf, key, &hp->n_head_kv))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' must be one integer", src->path, key);
@@ -90,5 +88,13 @@ kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_erro
                         "time_step_rank × state_size = %" PRId64, src->path, hp->arch, inner,
                         hp->dn_n_v_heads * hp->dn_head_k);
     hp->dn_head_v = inner / hp->dn_n_v_heads; /* llama.cpp: head_v_dim = state_size */
+    return KLD_OK;
+}
+
+kld_status kld_hp_check_gated_attn(const char *path, const kld_hparams *hp, kld_error *err) {
+    if (hp->sw.attn_out_gate && hp->head_dim_v != hp->head_dim)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s.attention.value_length = %" PRId64 " differs from "
+                        "key_length = %" PRId64 " (the output gate of %s needs them equal)", path,
+                        hp->arch, hp->head_dim_v, hp->head_dim, hp->arch);
     return KLD_OK;
 }

@@ -292,7 +292,7 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L) {
         B(attn_qkv, "attn_qkv.weight", E, nq + nk + nv, true);
         B(bqkv, "attn_qkv.bias", nq + nk + nv, 0, false);
     } else {
-        B(attn_q, "attn_q.weight", E, nq, true);
+        B(attn_q, "attn_q.weight", E, hp->sw.attn_out_gate ? 2 * nq : nq, true); /* [q; gate] per head */
         B(attn_k, "attn_k.weight", E, nk, true);
         B(attn_v, "attn_v.weight", E, nv, true);
         B(bq, "attn_q.bias", nq, 0, hp->sw.qkv_bias_required);
@@ -380,7 +380,8 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
     default: s = bind_attention(b, il, L); break;
     }
     if (s != KLD_OK) return s;
-    B(ffn_norm, "ffn_norm.weight", E, 0, true);
+    snprintf(n, sizeof n, "blk.%d.%s.weight", il, hp->hy.ffn_norm ? hp->hy.ffn_norm : "ffn_norm");
+    if ((s = bind(b, n, E, 0, true, &L->ffn_norm))) return s;
     if (kld_hparams_is_moe(hp)) return bind_moe(b, il, L, w);
     if (hp->sw.fused_gate_up) {
         B(ffn_up, "ffn_up.weight", E, 2 * hp->n_ff, true);
