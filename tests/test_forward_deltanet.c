@@ -119,6 +119,49 @@ static void test_plan(const char *gguf, const synth_shape *sh) {
     kld_model_close(m);
 }
 
+/* Levers run on these layers (act=q8 rounds ssm_out's input too; kv=f16
+ * types the attention layers' cache) and quantize-on-load rebinds the
+ * DeltaNet matrices; both stay close to the f16 weights. */
+static void test_levers_policy(const char *gguf, int64_t nv) {
+    int32_t ids[N_IDS];
+    make_ids(ids, N_IDS, nv, 987654321);
+    int64_t nv2 = 0;
+    float *ref = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv2);
+    char path[700];
+    snprintf(path, sizeof path, "%s@q8_0", gguf);
+    float *q8 = tf_engine_logits(path, ids, N_IDS, N_IDS, 2, &nv2);
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_session *s = NULL;
+    kld_levers lv;
+    kld_levers_default(&lv);
+    kld_status st = kld_levers_parse("kv=f16,act=q8,attention=online", &lv, &err);
+    if (st == KLD_OK) st = kld_model_open(gguf, NULL, &m, &err);
+    kld_session_opts o = {.n_ctx = N_IDS, .max_chunk = 16, .n_threads = 2, .levers = &lv};
+    if (st == KLD_OK) st = kld_session_create_opts(m, &o, &s, &err);
+    float *lev = malloc(sizeof(float) * (size_t)(N_IDS * nv));
+    for (int64_t i = 0; st == KLD_OK && i < N_IDS; i += 16)
+        st = kld_session_eval(s, ids + i, N_IDS - i < 16 ? N_IDS - i : 16, lev + i * nv, &err);
+    CHECK_OK(st, err);
+    if (st == KLD_OK && ref) {
+        tf_cmp c = tf_compare(ref, lev, N_IDS, nv);
+        printf("qwen3next levers kv=f16,act=q8,attention=online: max|d| %.2e, KLD %.2e\n", c.max_abs, c.mean_kld);
+        CHECK(c.max_abs > 0 && c.mean_kld < 1e-2, "deltanet: levers change the logits a little (%g, %g)",
+              c.max_abs, c.mean_kld);
+    }
+    CHECK(ref && q8, "qwen3next@q8_0 must open and run");
+    if (ref && q8) {
+        tf_cmp c = tf_compare(ref, q8, N_IDS, nv);
+        printf("qwen3next@q8_0 vs f16: max|d| %.2e, KLD %.2e\n", c.max_abs, c.mean_kld);
+        CHECK(c.max_abs > 0 && c.mean_kld < 1e-2, "qwen3next@q8_0: close to the f16 weights (%g)", c.mean_kld);
+    }
+    free(ref);
+    free(q8);
+    free(lev);
+    kld_session_free(s);
+    kld_model_close(m);
+}
+
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "qwen3next");
@@ -201,6 +244,7 @@ int main(void) {
     snprintf(gguf, sizeof gguf, "%s/deltanet-qwen3next/model.gguf", kt_build_dir());
     test_reset(gguf, s.n_vocab);
     test_plan(gguf, &s);
+    test_levers_policy(gguf, s.n_vocab);
     test_errors();
     return kt_finish();
 }
