@@ -162,6 +162,29 @@ static void test_levers_policy(const char *gguf, int64_t nv) {
     kld_model_close(m);
 }
 
+/* attention.recurrent_layers instead of full_attention_interval: the same
+ * layout gives the same bits. */
+static void test_recurrent_flags(void) {
+    static const int32_t flags[4] = {1, 0, 1, 0};
+    synth_shape a, b;
+    synth_default(&a, "qwen3next");
+    a.dn_interval = 2;
+    b = a;
+    b.dn_skip_key = "full_attention_interval";
+    b.dn_recurrent_flags = flags;
+    char ga[600], gb[600];
+    if (!synth("interval-2", &a, ga, sizeof ga) || !synth("flags", &b, gb, sizeof gb)) return;
+    int32_t ids[N_IDS];
+    make_ids(ids, N_IDS, a.n_vocab, 5);
+    int64_t nv = 0;
+    float *la = tf_engine_logits(ga, ids, N_IDS, N_IDS, 2, &nv);
+    float *lb = tf_engine_logits(gb, ids, N_IDS, N_IDS, 2, &nv);
+    CHECK(la && lb && memcmp(la, lb, sizeof(float) * (size_t)(N_IDS * nv)) == 0,
+          "deltanet: recurrent_layers flags must equal the same full_attention_interval layout");
+    free(la);
+    free(lb);
+}
+
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "qwen3next");
@@ -209,6 +232,13 @@ static void test_errors(void) {
     s.bad_shape_tensor = "blk.3.attn_q.weight";
     tf_expect_open_error("dn-gated-q", &s, "blk.3.attn_q.weight", "expected [64, 128]");
     synth_default(&s, "qwen3next");
+    s.dn_nextn = 1;
+    tf_expect_open_error("dn-mtp", &s, "qwen3next.nextn_predict_layers' = 1", "not supported");
+    static const int32_t bad_flags[4] = {1, 2, 1, 0};
+    synth_default(&s, "qwen3next");
+    s.dn_recurrent_flags = bad_flags;
+    tf_expect_open_error("dn-flags", &s, "qwen3next.attention.recurrent_layers'[1]", "flag");
+    synth_default(&s, "qwen3next");
     s.drop_tensor = "blk.3.post_attention_norm.weight";
     tf_expect_open_error("dn-ffn-norm", &s, "blk.3.post_attention_norm.weight", "missing");
 }
@@ -245,6 +275,7 @@ int main(void) {
     test_reset(gguf, s.n_vocab);
     test_plan(gguf, &s);
     test_levers_policy(gguf, s.n_vocab);
+    test_recurrent_flags();
     test_errors();
     return kt_finish();
 }

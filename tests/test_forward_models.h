@@ -73,6 +73,8 @@ typedef struct synth_shape {
                               time_step_rank, state_size (q/k and v head size) */
     int64_t dn_inner_key;  /* ssm.inner_size written (0: n_v_heads · head; error tests) */
     const char *dn_skip_key; /* leave this "<arch>.<suffix>" key out (error tests), or NULL */
+    const int32_t *dn_recurrent_flags; /* write attention.recurrent_layers (n_layer flags), or NULL */
+    int64_t dn_nextn;      /* > 0: write nextn_predict_layers (error tests) */
     /* mixture of experts ("llama" with n_expert > 0 is Mixtral; "qwen2moe",
      * "olmoe", "qwen3moe" need n_expert) */
     int64_t n_expert, n_expert_used;

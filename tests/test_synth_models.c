@@ -212,6 +212,11 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         DN_KEY("ssm.inner_size", s->dn_inner_key ? s->dn_inner_key : s->dn_n_v_heads * s->dn_head);
         KEY_U32("rope.dimension_count", s->head_dim / 2); /* partial_rotary_factor (0.25 in the models) */
 #undef DN_KEY
+        if (s->dn_nextn > 0) KEY_U32("nextn_predict_layers", s->dn_nextn);
+        if (s->dn_recurrent_flags) {
+            snprintf(k, sizeof k, "%s.attention.recurrent_layers", arch);
+            kld_gguf_writer_set_arr_i32(w, k, s->dn_recurrent_flags, (uint64_t)s->n_layer);
+        }
     }
     KEY_U32("attention.key_length", s->head_dim);
     KEY_U32("attention.value_length", s->head_dim);
