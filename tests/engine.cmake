@@ -10,6 +10,8 @@ kld_add_test(NAME test_forward_variants SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test
              ${KLD_TEST_FORWARD_SOURCES})
 kld_add_test(NAME test_forward_hybrid SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_hybrid.c
              ${KLD_TEST_FORWARD_SOURCES})
+kld_add_test(NAME test_forward_deltanet SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_deltanet.c
+             ${KLD_TEST_FORWARD_SOURCES})
 kld_add_test(NAME test_forward_moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_moe.c
              ${KLD_TEST_FORWARD_SOURCES})
 kld_add_test(NAME test_engine_batch SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine_batch.c)

@@ -67,6 +67,14 @@ typedef struct synth_shape {
     int64_t l_cache_key;   /* lfm2.shortconv.l_cache written (0: l_cache; -1: none) */
     const int32_t *kv_array; /* head_count_kv entries to write instead of the kinds' */
     int n_kv_array;        /* ... this many (0: n_layer) */
+    /* qwen3next: gated DeltaNet layers; layer il attends iff (il + 1) % dn_interval == 0 */
+    int64_t dn_interval;   /* written as full_attention_interval (-1: not written, default 4) */
+    int64_t dn_conv, dn_n_k_heads, dn_n_v_heads, dn_head; /* ssm.conv_kernel, group_count,
+                              time_step_rank, state_size (q/k and v head size) */
+    int64_t dn_inner_key;  /* ssm.inner_size written (0: n_v_heads · head; error tests) */
+    const char *dn_skip_key; /* leave this "<arch>.<suffix>" key out (error tests), or NULL */
+    const int32_t *dn_recurrent_flags; /* write attention.recurrent_layers (n_layer flags), or NULL */
+    int64_t dn_nextn;      /* > 0: write nextn_predict_layers (error tests) */
     /* mixture of experts ("llama" with n_expert > 0 is Mixtral; "qwen2moe",
      * "olmoe", "qwen3moe" need n_expert) */
     int64_t n_expert, n_expert_used;

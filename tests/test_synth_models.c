@@ -48,6 +48,17 @@ void synth_default(synth_shape *s, const char *arch) {
         s->l_cache = 3;
         s->rope_base = 1e6;
         s->tied = true;
+    } else if (!strcmp(arch, "qwen3next")) {
+        s->n_layer = 4; /* three DeltaNet layers, then attention (full_attention_interval 4) */
+        s->dn_interval = 4;
+        s->head_dim = 16;
+        s->n_head_kv = 2;
+        s->dn_conv = 4;
+        s->dn_n_k_heads = 2;
+        s->dn_n_v_heads = 4;
+        s->dn_head = 16;
+        s->rope_base = 1e7;
+        s->tied = true;
     } else if (!strcmp(arch, "gemma3")) {
         s->n_layer = 7; /* layers 0-4 and 6 slide, layer 5 is global */
         s->n_head_kv = 1;
@@ -152,7 +163,7 @@ static void add_moe(synth_tensors *st, int64_t il) {
         }
         free(all);
     }
-    if (strcmp(s->arch, "qwen2moe")) return;
+    if (strcmp(s->arch, "qwen2moe") && strcmp(s->arch, "qwen3next")) return;
     const int64_t S = s->n_ff_shexp;
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp_shexp.weight", (int)il);
     add(st, n, E, 0, 0, 1 / sqrt((double)E));
@@ -189,6 +200,23 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         if (s->l_cache_key >= 0) KEY_U32("shortconv.l_cache", s->l_cache_key ? s->l_cache_key : s->l_cache);
     } else {
         KEY_U32("attention.head_count_kv", s->n_head_kv);
+    }
+    const bool dn = !strcmp(s->arch, "qwen3next");
+    if (dn) {
+#define DN_KEY(suffix, v) if (!s->dn_skip_key || strcmp(s->dn_skip_key, suffix)) KEY_U32(suffix, v)
+        if (s->dn_interval > 0) DN_KEY("full_attention_interval", s->dn_interval);
+        DN_KEY("ssm.conv_kernel", s->dn_conv);
+        DN_KEY("ssm.state_size", s->dn_head);
+        DN_KEY("ssm.group_count", s->dn_n_k_heads);
+        DN_KEY("ssm.time_step_rank", s->dn_n_v_heads);
+        DN_KEY("ssm.inner_size", s->dn_inner_key ? s->dn_inner_key : s->dn_n_v_heads * s->dn_head);
+        KEY_U32("rope.dimension_count", s->head_dim / 2); /* partial_rotary_factor (0.25 in the models) */
+#undef DN_KEY
+        if (s->dn_nextn > 0) KEY_U32("nextn_predict_layers", s->dn_nextn);
+        if (s->dn_recurrent_flags) {
+            snprintf(k, sizeof k, "%s.attention.recurrent_layers", arch);
+            kld_gguf_writer_set_arr_i32(w, k, s->dn_recurrent_flags, (uint64_t)s->n_layer);
+        }
     }
     KEY_U32("attention.key_length", s->head_dim);
     KEY_U32("attention.value_length", s->head_dim);
@@ -265,7 +293,19 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("shortconv.out_proj.weight"), E, E, 0, 1 / sqrt((double)E));
             goto ffn;
         }
-        add(&st, T("attn_q.weight"), E, nq, 0, 1 / sqrt((double)E));
+        if (dn && (il + 1) % (s->dn_interval > 0 ? s->dn_interval : 4)) {
+            const int64_t kd = s->dn_n_k_heads * s->dn_head, nv = s->dn_n_v_heads, vd = nv * s->dn_head;
+            add(&st, T("attn_qkv.weight"), E, 2 * kd + vd, 0, 1 / sqrt((double)E));
+            add(&st, T("attn_gate.weight"), E, vd, 0, 1 / sqrt((double)E));
+            add(&st, T("ssm_conv1d.weight"), s->dn_conv, 2 * kd + vd, 0, 0.5);
+            add(&st, T("ssm_dt.bias"), nv, 0, 0, 0.5);
+            add(&st, T("ssm_a"), nv, 0, -0.8, 0.2); /* −exp(A_log): negative, so the decay is < 1 */
+            add(&st, T("ssm_beta_alpha.weight"), E, 2 * nv, 0, 1 / sqrt((double)E));
+            add(&st, T("ssm_norm.weight"), s->dn_head, 0, 1, 0.1);
+            add(&st, T("ssm_out.weight"), vd, E, 0, 1 / sqrt((double)vd));
+            goto ffn;
+        }
+        add(&st, T("attn_q.weight"), E, dn ? 2 * nq : nq, 0, 1 / sqrt((double)E)); /* qwen3next: [q; gate] */
         add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
         add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
         if (qwen2) {
@@ -282,7 +322,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         add(&st, T("attn_output.weight"), nq, E, 0, 1 / sqrt((double)nq));
         if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
     ffn:
-        add(&st, T("ffn_norm.weight"), E, 0, 1, 0.1);
+        add(&st, dn ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
         if (s->n_expert > 0) {
             add_moe(&st, il);
         } else {

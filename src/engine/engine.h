@@ -163,7 +163,7 @@ typedef struct kld_mem_plan {
     uint64_t model_bytes;     /* float32 norms/biases/RoPE tables owned by the model */
     uint64_t kv_bytes;        /* K and V cache in its lever types, all layers */
     uint64_t kv_token_bytes;  /* K and V bytes of one position, all attention layers */
-    uint64_t recurrent_bytes; /* recurrent layers' state (LFM2 convolution inputs), f32 */
+    uint64_t recurrent_bytes; /* recurrent layers' state (LFM2 conv inputs; DeltaNet conv inputs + S), f32 */
     uint64_t act_bytes;       /* per-chunk activations */
     uint64_t scratch_bytes;   /* per-thread GEMM panels, attention rows and dequantized K/V */
     uint64_t arena_bytes;     /* kv + recurrent + act + scratch: the one allocation of a session */

@@ -202,8 +202,17 @@ static void attention_forward(kld_session *s, kld_session *const *rows, int64_t 
     const kld_layer_weights *L = &s->model->w.layers[il];
     const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim,
                   nk = hp->n_head_kv * hp->head_dim;
+    const int64_t hd = hp->head_dim;
     if (L->attn_qkv) {
         kld_forward_gemm(s, L->attn_qkv, n, s->xn, E, s->qkv, s->ld_qkv);
+    } else if (s->qg) { /* [q; gate] per head (qwen3next): q to the usual place */
+        kld_forward_gemm(s, L->attn_q, n, s->xn, E, s->qg, 2 * nq);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t h = 0; h < hp->n_head; h++)
+                memcpy(s->qkv + r * s->ld_qkv + h * hd, s->qg + r * 2 * nq + h * 2 * hd,
+                       (size_t)hd * sizeof(float));
+        kld_forward_gemm(s, L->attn_k, n, s->xn, E, s->qkv + nq, s->ld_qkv);
+        kld_forward_gemm(s, L->attn_v, n, s->xn, E, s->qkv + nq + nk, s->ld_qkv);
     } else {
         kld_forward_gemm(s, L->attn_q, n, s->xn, E, s->qkv, s->ld_qkv);
         kld_forward_gemm(s, L->attn_k, n, s->xn, E, s->qkv + nq, s->ld_qkv);
@@ -211,6 +220,13 @@ static void attention_forward(kld_session *s, kld_session *const *rows, int64_t 
     }
     run_pass(s, rows, PASS_QKV, il, 0, n, pos);
     kld_attention(s, rows, il, n, pos);
+    if (s->qg) /* output gate: attn ⊙ sigmoid(gate) (value_length == key_length) */
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t h = 0; h < hp->n_head; h++) {
+                float *o = s->attn + r * nq + h * hd;
+                const float *g = s->qg + r * 2 * nq + h * 2 * hd + hd;
+                for (int64_t d = 0; d < hd; d++) o[d] *= 1.0f / (1.0f + expf(-g[d]));
+            }
     kld_forward_gemm(s, L->attn_output, n, s->attn, hp->n_head * hp->head_dim_v, s->tmp, E);
 }
 
@@ -224,6 +240,7 @@ static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, 
      * decode step never reaches a recurrent layer (kld_session_decode_batch) */
     switch (kld_hparams_layer_kind(hp, il)) {
     case KLD_LAYER_SHORTCONV: kld_shortconv_forward(s, il, n); break;
+    case KLD_LAYER_DELTANET: kld_deltanet_forward(s, il, n); break;
     case KLD_LAYER_ATTN: attention_forward(s, rows, il, n, pos); break;
     }
     run_pass(s, rows, PASS_ATTN_OUT, il, 0, n, pos);

@@ -22,6 +22,9 @@ typedef struct kld_layer_vecs {
     const float *attn_norm, *ffn_norm, *attn_post_norm, *ffn_post_norm, *q_norm, *k_norm;
     const float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down;
     const float *conv;         /* short-convolution kernel [n_embd][L] (LFM2) */
+    const float *dn_conv;      /* DeltaNet conv kernel [C][conv_kernel] (Qwen3-Next) */
+    const float *dn_dt, *dn_a; /* [v heads]: dt bias, −exp(A_log) */
+    const float *dn_norm;      /* [head_v] gated RMSNorm weight */
 } kld_layer_vecs;
 
 struct kld_model {
@@ -62,9 +65,11 @@ kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *
 void kld_model_quant_free(struct kld_model_quant *q);
 
 /* One recurrent layer's state (NULL parts for layers without it): the
- * short convolution's last L - 1 inputs B·x, [L - 1][n_embd], oldest first. */
+ * short convolution's last L - 1 inputs B·x, [L - 1][n_embd], oldest first;
+ * for DeltaNet the conv's last K - 1 inputs [K - 1][C], then S. */
 typedef struct kld_rec_layer {
     float *conv;
+    float *ssm;                /* DeltaNet: [v head][head_k][head_v] state matrices S */
 } kld_rec_layer;
 
 struct kld_session {
@@ -83,6 +88,7 @@ struct kld_session {
     kld_mem_plan plan;
     void *arena;
     float *x, *xn, *qkv, *attn, *tmp, *gu; /* [max_chunk][...] activations */
+    float *qg;                 /* gated attention: [max_chunk][n_head][q; gate], else NULL */
     float *rope_cs[2];         /* [max_chunk][n_rot/2][cos, sin]: full / sliding layers */
     float *rope_ff;            /* [n_rot/2] frequency divisors */
     float *scratch;            /* per-thread GEMM panels / attention rows */
@@ -160,6 +166,13 @@ void kld_shortconv_forward(kld_session *s, int64_t il, int64_t n);
 /* Floats of its per-chunk activations and of one layer's state. */
 uint64_t kld_shortconv_act_floats(const kld_hparams *hp, int64_t max_chunk);
 uint64_t kld_shortconv_state_floats(const kld_hparams *hp);
+
+/* Qwen3-Next gated DeltaNet block (deltanet.c): s->xn rows [0, n) → s->tmp,
+ * advancing layer il's conv state and delta-rule state by n tokens. */
+void kld_deltanet_forward(kld_session *s, int64_t il, int64_t n);
+uint64_t kld_deltanet_act_floats(const kld_hparams *hp, int64_t max_chunk);
+uint64_t kld_deltanet_conv_floats(const kld_hparams *hp); /* conv part of the state */
+uint64_t kld_deltanet_state_floats(const kld_hparams *hp); /* conv + S */
 
 /* kld_levers_check without opening the lora= adapter (the session opens it). */
 kld_status kld_levers_check_layout(const kld_levers *l, const kld_model *model, kld_error *err);

@@ -54,10 +54,10 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
         const kld_tensor *vecs[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm,
                                     L->ffn_post_norm, L->attn_q_norm, L->attn_k_norm, L->bq, L->bk,
                                     L->bv, L->bqkv, L->bo, L->b_gate, L->b_up, L->b_down,
-                                    L->shortconv_conv};
+                                    L->shortconv_conv, L->dn_conv, L->dn_dt, L->dn_a, L->dn_norm};
         const kld_tensor *mats[] = {L->attn_q, L->attn_k, L->attn_v, L->attn_qkv, L->attn_output,
                                     L->ffn_gate, L->ffn_up, L->ffn_down, L->shortconv_in_proj,
-                                    L->shortconv_out_proj};
+                                    L->shortconv_out_proj, L->dn_qkv, L->dn_gate, L->dn_ba, L->dn_out};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
             total += padded(vecs[i]);
             m->weights_bytes += tensor_bytes(vecs[i]);
@@ -95,7 +95,10 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
             (s = load_vec(&vl, L->bv, 0, &v->bv)) || (s = load_vec(&vl, L->bqkv, 0, &bqkv)) ||
             (s = load_vec(&vl, L->bo, 0, &v->bo)) || (s = load_vec(&vl, L->b_gate, 0, &v->b_gate)) ||
             (s = load_vec(&vl, L->b_up, 0, &bup)) || (s = load_vec(&vl, L->b_down, 0, &v->b_down)) ||
-            (s = load_vec(&vl, L->shortconv_conv, 0, &v->conv)))
+            (s = load_vec(&vl, L->shortconv_conv, 0, &v->conv)) ||
+            (s = load_vec(&vl, L->dn_conv, 0, &v->dn_conv)) ||
+            (s = load_vec(&vl, L->dn_dt, 0, &v->dn_dt)) || (s = load_vec(&vl, L->dn_a, 0, &v->dn_a)) ||
+            (s = load_vec(&vl, L->dn_norm, 0, &v->dn_norm)))
             break;
         if (bqkv) { /* fused [q; k; v] bias */
             v->bq = bqkv;

@@ -82,7 +82,9 @@ static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
                  {&L->ffn_norm, "ffn_norm.weight"}, {&L->ffn_gate, "ffn_gate.weight"},
                  {&L->ffn_up, "ffn_up.weight"}, {&L->ffn_down, "ffn_down.weight"},
                  {&L->shortconv_in_proj, "shortconv.in_proj.weight"},
-                 {&L->shortconv_out_proj, "shortconv.out_proj.weight"}};
+                 {&L->shortconv_out_proj, "shortconv.out_proj.weight"},
+                 {&L->dn_qkv, "attn_qkv.weight"}, {&L->dn_gate, "attn_gate.weight"},
+                 {&L->dn_ba, "ssm_beta_alpha.weight"}, {&L->dn_out, "ssm_out.weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             char name[96];
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);

@@ -95,22 +95,23 @@ static bool kv_typed(const kld_model *m, const kld_levers *lv) {
 static uint64_t rec_layer_floats(const kld_hparams *hp, int64_t il) {
     uint64_t n = 0;
     if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV) n = kld_shortconv_state_floats(hp);
+    if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_DELTANET) n = kld_deltanet_state_floats(hp);
     return (n + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
 }
 
 /* Floats of the recurrent blocks' per-chunk activations (the largest kind's). */
 static uint64_t rec_act_floats(const kld_hparams *hp, int64_t max_chunk) {
-    uint64_t n = 0;
-    for (int64_t il = 0; il < hp->n_layer; il++)
-        if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV) {
-            n = kld_shortconv_act_floats(hp, max_chunk);
-            break;
-        }
+    uint64_t n = 0, k = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV) k = kld_shortconv_act_floats(hp, max_chunk);
+        if (kld_hparams_layer_kind(hp, il) == KLD_LAYER_DELTANET) k = kld_deltanet_act_floats(hp, max_chunk);
+        if (k > n) n = k;
+    }
     return n;
 }
 
 typedef struct layout {
-    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, gu, rope0, rope1, rope_ff, scratch;
+    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, qg, gu, rope0, rope1, rope_ff, scratch;
     uint64_t moe_probs, moe_ids, moe_w, moe_list, moe_count, moe_sort, moe_x, moe_y, moe_sg;
     uint64_t kv_floats, rec_floats, act_floats, scratch_floats, total_floats;
     size_t scratch_stride, aux_stride;
@@ -149,6 +150,8 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->qkv = take(&z, C, (uint64_t)L->ld_qkv, 1);
     L->attn = take(&z, C, (uint64_t)(hp->n_head * hp->head_dim_v), 1);
     L->tmp = take(&z, C, E, 1);
+    /* gated attention: attn_q's [q; gate] rows, the gates kept for the output */
+    L->qg = hp->sw.attn_out_gate ? take(&z, C, 2 * (uint64_t)(hp->n_head * hp->head_dim), 1) : 0;
     /* the widest FFN: dense, one routed expert or the shared expert */
     int64_t ff = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
     if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
@@ -170,6 +173,7 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->rope_ff = take(&z, (uint64_t)hp->n_rot / 2, 1, 1);
     int64_t kin = hp->n_embd > ff ? hp->n_embd : ff;
     if (hp->n_head * hp->head_dim_v > kin) kin = hp->n_head * hp->head_dim_v;
+    if (hp->dn_n_v_heads * hp->dn_head_v > kin) kin = hp->dn_n_v_heads * hp->dn_head_v; /* ssm_out's input */
     L->ar_ld = lv->act == KLD_ACT_F32 ? 0 : (kin + 15) & ~(int64_t)15;
     L->ar = take(&z, C, (uint64_t)L->ar_ld, 1);
     L->act_floats = z.floats - L->kv_floats - L->rec_floats;
@@ -362,6 +366,8 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const uint64_t nf = rec_layer_floats(&m->hp, il);
         if (nf) recl[il].conv = a + off;
+        if (nf && kld_hparams_layer_kind(&m->hp, il) == KLD_LAYER_DELTANET)
+            recl[il].ssm = recl[il].conv + kld_deltanet_conv_floats(&m->hp);
         off += nf;
     }
     memset(s->rec_state, 0, (size_t)L.rec_floats * sizeof(float));
@@ -374,6 +380,7 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     s->qkv = a + L.qkv;
     s->attn = a + L.attn;
     s->tmp = a + L.tmp;
+    s->qg = m->hp.sw.attn_out_gate ? a + L.qg : NULL;
     s->gu = a + L.gu;
     if (kld_hparams_is_moe(&m->hp)) {
         s->moe_probs = a + L.moe_probs;

@@ -48,14 +48,22 @@ static const kld_arch_switches arch_table[] = {
      * sliding window (every attention layer) only when the key is given. */
     {"lfm2", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, 0, 0, 0,
      .moe = KLD_MOE_NONE},
+    /* qwen3next (src/models/qwen3next.cpp): gated DeltaNet layers between
+     * gated-attention layers (q/k norms, NeoX RoPE, sigmoid output gate from
+     * attn_q); softmax-routed experts renormalised (build_moe_ffn norm_w true)
+     * plus the sigmoid-gated shared expert; a dense FFN without expert_count. */
+    {"qwen3next", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_OPTIONAL, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
+     .attn_out_gate = true},
 };
 
 static const kld_arch_hybrid hybrid_table[] = {
-    {"lfm2", KLD_LAYER_SHORTCONV, "token_embd_norm", lfm2_hf_names},
+    {"lfm2", KLD_LAYER_SHORTCONV, "token_embd_norm", lfm2_hf_names, NULL},
+    {"qwen3next", KLD_LAYER_DELTANET, NULL, NULL, "post_attention_norm"},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {
-    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, NULL, NULL};
+    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, NULL, NULL, NULL};
     for (size_t i = 0; i < sizeof hybrid_table / sizeof hybrid_table[0]; i++)
         if (strcmp(hybrid_table[i].name, name) == 0) return &hybrid_table[i];
     return &none;
@@ -68,5 +76,5 @@ const kld_arch_switches *kld_arch_find(const char *name) {
 }
 
 const char *kld_arch_supported(void) {
-    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2";
+    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next";
 }

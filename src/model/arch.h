@@ -21,7 +21,8 @@ typedef enum kld_act {
  * kinds keep a fixed-size state per layer in the session. */
 typedef enum kld_layer_kind {
     KLD_LAYER_ATTN = 0,      /* softmax attention over the KV cache */
-    KLD_LAYER_SHORTCONV = 1  /* LFM2 gated short convolution (src/engine/shortconv.c) */
+    KLD_LAYER_SHORTCONV = 1, /* LFM2 gated short convolution (src/engine/shortconv.c) */
+    KLD_LAYER_DELTANET = 2   /* Qwen3-Next gated DeltaNet linear attention (src/engine/deltanet.c) */
 } kld_layer_kind;
 
 /* A GGUF name → Hugging Face name pair; per-layer rows are suffixes
@@ -53,6 +54,8 @@ typedef struct kld_arch_switches {
     kld_moe_kind moe;         /* mixture-of-experts FFN: never, when expert_count > 0, always */
     bool moe_norm_w;          /* the top-k router weights are renormalised to sum 1 (mixtral, qwen3moe) */
     bool moe_shared_expert;   /* plus a shared expert gated by sigmoid(ffn_gate_inp_shexp · x) (qwen2moe) */
+    bool attn_out_gate;       /* attn_q rows are [q; gate] per head; the attention output is
+                                 multiplied by sigmoid(gate) before attn_output (qwen3next) */
     bool moe_ff_per_used;     /* expert_feed_forward_length defaults to n_ff / expert_used_count
                                  (qwen2moe, qwen3moe), else to n_ff */
 } kld_arch_switches;
@@ -64,6 +67,7 @@ typedef struct kld_arch_hybrid {
     kld_layer_kind recurrent_kind; /* the kind of the non-attention layers; ATTN: none */
     const char *output_norm;  /* GGUF base name of the final norm; NULL: "output_norm" */
     const kld_name_map *hf_names; /* HF names that differ from the llama family's, {NULL} ended */
+    const char *ffn_norm;     /* GGUF suffix of the pre-FFN norm; NULL: "ffn_norm" */
 } kld_arch_hybrid;
 
 /* The switches of a GGUF architecture name, or NULL when unsupported. */

@@ -101,7 +101,8 @@ static kld_status finish(const char *path, kld_hparams *hp, kld_error *err) {
         for (int64_t il = 0; il < hp->n_layer; il++)
             hp->layer_swa[il] = p == 0 || (p > 0 && il % p < p - 1);
     }
-    if ((s = kld_hp_check_recurrent(path, hp, err))) return s;
+    if ((s = kld_hp_check_recurrent(path, hp, err)) || (s = kld_hp_check_gated_attn(path, hp, err)))
+        return s;
     bool any_swa = false;
     for (int64_t il = 0; il < hp->n_layer; il++) any_swa |= kld_hparams_layer_swa(hp, il);
     /* YaRN's ramp is computed once, for the model's base and scale. */

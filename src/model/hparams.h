@@ -60,6 +60,12 @@ typedef struct kld_hparams {
     uint8_t layer_kind[KLD_MAX_LAYER]; /* kld_layer_kind of layer il (all ATTN by default) */
     int64_t n_layer_attn;   /* layers of kind ATTN (the ones with a KV cache) */
     int64_t shortconv_l_cache; /* LFM2 conv width L (the state keeps L - 1 inputs); 0: none */
+    /* gated DeltaNet layers (Qwen3-Next; hparams_deltanet.c), 0 without them */
+    int64_t dn_conv;        /* ssm.conv_kernel: causal conv width over [q; k; v] */
+    int64_t dn_n_k_heads;   /* ssm.group_count: q/k heads */
+    int64_t dn_n_v_heads;   /* ssm.time_step_rank: v heads (a multiple of the q/k heads) */
+    int64_t dn_head_k;      /* ssm.state_size: q/k head size */
+    int64_t dn_head_v;      /* ssm.inner_size / v heads: v head size */
     /* Mixture of experts (all 0 for a dense model; see hparams_moe.c). */
     int64_t n_expert;       /* <arch>.expert_count / num_local_experts / num_experts */
     int64_t n_expert_used;  /* <arch>.expert_used_count / num_experts_per_tok */

@@ -34,6 +34,11 @@ kld_status kld_hp_hf_swa(const json_t *cfg, const char *path, const char *model_
  * per-layer "<arch>.attention.head_count_kv" (0 = recurrent layer) and
  * "<arch>.shortconv.l_cache"; replaces the plain head_count_kv read. */
 kld_status kld_hp_gguf_recurrent(const kld_source *src, kld_hparams *hp, kld_error *err);
+/* The same for gated-DeltaNet hybrids (hparams_deltanet.c): layer kinds
+ * from full_attention_interval, the ssm.* sizes, one head_count_kv. */
+kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_error *err);
+/* Gated attention (sw.attn_out_gate) needs value_length == key_length. */
+kld_status kld_hp_check_gated_attn(const char *path, const kld_hparams *hp, kld_error *err);
 /* config.json: LFM2's own keys (norm_eps, block_ff_dim and its adjustment,
  * conv_L_cache, layer_types / full_attn_idxs, tie_embedding); runs after
  * the common keys. */

@@ -292,7 +292,7 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L) {
         B(attn_qkv, "attn_qkv.weight", E, nq + nk + nv, true);
         B(bqkv, "attn_qkv.bias", nq + nk + nv, 0, false);
     } else {
-        B(attn_q, "attn_q.weight", E, nq, true);
+        B(attn_q, "attn_q.weight", E, hp->sw.attn_out_gate ? 2 * nq : nq, true); /* [q; gate] per head */
         B(attn_k, "attn_k.weight", E, nk, true);
         B(attn_v, "attn_v.weight", E, nv, true);
         B(bq, "attn_q.bias", nq, 0, hp->sw.qkv_bias_required);
@@ -338,16 +338,50 @@ static kld_status bind_shortconv(binder *b, int il, kld_layer_weights *L) {
     return KLD_OK;
 }
 
+/* Qwen3-Next's DeltaNet layer as llama.cpp's QWEN3NEXT load_arch_tensors
+ * declares it (the fused attn_qkv / attn_gate path; the legacy interleaved
+ * ssm_in of early conversions is not read). */
+static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd, nv = hp->dn_n_v_heads;
+    const int64_t kd = hp->dn_n_k_heads * hp->dn_head_k, vd = nv * hp->dn_head_v, C = 2 * kd + vd;
+    char n[64];
+    kld_status s;
+    B(dn_qkv, "attn_qkv.weight", E, C, true);
+    B(dn_gate, "attn_gate.weight", E, vd, true);
+    b->squeezed_ok = true;
+    snprintf(n, sizeof n, "blk.%d.ssm_conv1d.weight", il);
+    s = bind(b, n, hp->dn_conv, C, true, &L->dn_conv);
+    b->squeezed_ok = false;
+    if (s == KLD_ERR_FORMAT) { /* name the sizes the shape was derived from */
+        size_t len = strlen(b->err->msg);
+        snprintf(b->err->msg + len, sizeof b->err->msg - len, "; ssm.conv_kernel = %" PRId64
+                 ", 2·group_count·state_size + inner_size = %" PRId64, hp->dn_conv, C);
+    }
+    if (s != KLD_OK) return s;
+    B(dn_dt, "ssm_dt.bias", nv, 0, true);
+    snprintf(n, sizeof n, "blk.%d.ssm_a", il); /* no ".weight" suffix in llama.cpp's name */
+    if ((s = bind(b, n, nv, 0, true, &L->dn_a))) return s;
+    B(dn_ba, "ssm_beta_alpha.weight", E, 2 * nv, true);
+    B(dn_norm, "ssm_norm.weight", hp->dn_head_v, 0, true);
+    B(dn_out, "ssm_out.weight", vd, E, true);
+    return KLD_OK;
+}
+
 static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
     const int64_t E = hp->n_embd;
     char n[64];
     kld_status s;
     B(attn_norm, "attn_norm.weight", E, 0, true);
-    s = kld_hparams_layer_kind(hp, il) == KLD_LAYER_SHORTCONV ? bind_shortconv(b, il, L)
-                                                               : bind_attention(b, il, L);
+    switch (kld_hparams_layer_kind(hp, il)) {
+    case KLD_LAYER_SHORTCONV: s = bind_shortconv(b, il, L); break;
+    case KLD_LAYER_DELTANET: s = bind_deltanet(b, il, L); break;
+    default: s = bind_attention(b, il, L); break;
+    }
     if (s != KLD_OK) return s;
-    B(ffn_norm, "ffn_norm.weight", E, 0, true);
+    snprintf(n, sizeof n, "blk.%d.%s.weight", il, hp->hy.ffn_norm ? hp->hy.ffn_norm : "ffn_norm");
+    if ((s = bind(b, n, E, 0, true, &L->ffn_norm))) return s;
     if (kld_hparams_is_moe(hp)) return bind_moe(b, il, L, w);
     if (hp->sw.fused_gate_up) {
         B(ffn_up, "ffn_up.weight", E, 2 * hp->n_ff, true);

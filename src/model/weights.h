@@ -37,6 +37,16 @@ typedef struct kld_layer_weights {
     const kld_tensor *shortconv_conv;     /* [L, n_embd] depthwise kernel (HF: [L, 1, n_embd]) */
     const kld_tensor *shortconv_in_proj;  /* [n_embd, 3·n_embd]: rows B, C, x */
     const kld_tensor *shortconv_out_proj; /* [n_embd, n_embd] */
+    /* gated DeltaNet layers (Qwen3-Next) instead of the attention tensors;
+     * kd = q/k heads × head_k, vd = v heads × head_v, C = 2·kd + vd */
+    const kld_tensor *dn_qkv;      /* attn_qkv [n_embd, C]: rows q (kd), k (kd), v (vd) */
+    const kld_tensor *dn_gate;     /* attn_gate [n_embd, vd]: z of the output gate */
+    const kld_tensor *dn_conv;     /* ssm_conv1d [conv_kernel, C] depthwise causal kernel */
+    const kld_tensor *dn_dt;       /* ssm_dt.bias [v heads] */
+    const kld_tensor *dn_a;        /* ssm_a [v heads] = −exp(A_log) */
+    const kld_tensor *dn_ba;       /* ssm_beta_alpha [n_embd, 2·v heads]: per q/k head, r b then r a */
+    const kld_tensor *dn_norm;     /* ssm_norm [head_v] gated RMSNorm weight */
+    const kld_tensor *dn_out;      /* ssm_out [vd, n_embd] */
     kld_moe_weights moe;           /* n_expert > 0 (then ffn_gate/up/down are NULL) */
 } kld_layer_weights;
 

@@ -1,0 +1,100 @@
+/* hparams_deltanet.c — the layer layout and sizes of gated-DeltaNet hybrids
+ * (Qwen3-Next) as a newer llama.cpp reads them (llama-model.cpp, QWEN3NEXT
+ * load_arch_hparams): "<arch>.ssm.conv_kernel", "ssm.state_size" (q/k and v
+ * head size), "ssm.group_count" (q/k heads), "ssm.time_step_rank" (v heads),
+ * "ssm.inner_size" (v heads × v head size), all required; layer il is a
+ * DeltaNet layer iff (il + 1) % full_attention_interval != 0 (default 4),
+ * or as the per-layer "<arch>.attention.recurrent_layers" flags say. */
+#include "model/hparams_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#define MAX_CONV 64     /* widest convolution accepted (Qwen3-Next uses 4) */
+#define MAX_HEAD 1024   /* largest q/k or v head size accepted (128 in the models) */
+
+static kld_status req_int(const kld_source *src, const kld_hparams *hp, const char *suffix,
+                          int64_t lo, int64_t hi, int64_t *out, kld_error *err) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", hp->arch, suffix);
+    const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
+    if (!kv) return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing", src->path, key);
+    if (!kld_gguf_get_int(src->gguf, key, out))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has type %s, expected an integer",
+                        src->path, key, kld_gguf_vtype_name(kv->value.type));
+    if (*out < lo || *out > hi)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " is out of range [%"
+                        PRId64 ", %" PRId64 "]", src->path, key, *out, lo, hi);
+    return KLD_OK;
+}
+
+static kld_status layer_kinds(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", hp->arch);
+    const kld_gguf_value *arr = kld_gguf_get_arr(src->gguf, key);
+    if (arr) {
+        if ((int64_t)arr->v.arr.n != hp->n_layer)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has %" PRIu64 " entries for %"
+                            PRId64 " layers (block_count)", src->path, key, arr->v.arr.n, hp->n_layer);
+        for (int64_t il = 0; il < hp->n_layer; il++) {
+            int64_t v = 0;
+            if (!kld_gguf_arr_int(arr, (uint64_t)il, &v) || v < 0 || v > 1)
+                return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s'[%" PRId64 "] is not a 0/1 "
+                                "flag", src->path, key, il);
+            hp->layer_kind[il] = (uint8_t)(v ? KLD_LAYER_DELTANET : KLD_LAYER_ATTN);
+        }
+        return KLD_OK;
+    }
+    int64_t interval = 4;
+    snprintf(key, sizeof key, "%s.full_attention_interval", hp->arch);
+    if (kld_gguf_find(src->gguf, key)) {
+        kld_status st = req_int(src, hp, "full_attention_interval", 1, KLD_MAX_LAYER, &interval, err);
+        if (st) return st;
+    }
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        hp->layer_kind[il] = (uint8_t)((il + 1) % interval ? KLD_LAYER_DELTANET : KLD_LAYER_ATTN);
+    return KLD_OK;
+}
+
+kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    char key[160];
+    if (hp->n_layer < 1 || hp->n_layer > KLD_MAX_LAYER)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s.block_count' = %" PRId64 " is out of "
+                        "range [1, %d]", src->path, hp->arch, hp->n_layer, KLD_MAX_LAYER);
+    /* llama.cpp counts the MTP block in block_count and never runs it in the main pass */
+    snprintf(key, sizeof key, "%s.nextn_predict_layers", hp->arch);
+    int64_t nextn = 0;
+    if (kld_gguf_get_int(src->gguf, key, &nextn) && nextn > 0)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 ": multi-token "
+                        "prediction layers are not supported", src->path, key, nextn);
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", hp->arch);
+    if (kld_gguf_find(src->gguf, key) && !kld_gguf_get_int(src->gguf, key, &hp->n_head_kv))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' must be one integer", src->path, key);
+    kld_status st;
+    int64_t inner = 0;
+    if ((st = layer_kinds(src, hp, err)) ||
+        (st = req_int(src, hp, "ssm.conv_kernel", 2, MAX_CONV, &hp->dn_conv, err)) ||
+        (st = req_int(src, hp, "ssm.state_size", 1, MAX_HEAD, &hp->dn_head_k, err)) ||
+        (st = req_int(src, hp, "ssm.group_count", 1, 1 << 12, &hp->dn_n_k_heads, err)) ||
+        (st = req_int(src, hp, "ssm.time_step_rank", 1, 1 << 12, &hp->dn_n_v_heads, err)) ||
+        (st = req_int(src, hp, "ssm.inner_size", 1, INT64_C(1) << 24, &inner, err)))
+        return st;
+    if (hp->dn_n_v_heads % hp->dn_n_k_heads)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s.ssm.time_step_rank' = %" PRId64 " (v "
+                        "heads) is not a multiple of '%s.ssm.group_count' = %" PRId64 " (q/k heads)",
+                        src->path, hp->arch, hp->dn_n_v_heads, hp->arch, hp->dn_n_k_heads);
+    if (inner != hp->dn_n_v_heads * hp->dn_head_k)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s.ssm.inner_size' = %" PRId64 " is not "
+                        "time_step_rank × state_size = %" PRId64, src->path, hp->arch, inner,
+                        hp->dn_n_v_heads * hp->dn_head_k);
+    hp->dn_head_v = inner / hp->dn_n_v_heads; /* llama.cpp: head_v_dim = state_size */
+    return KLD_OK;
+}
+
+kld_status kld_hp_check_gated_attn(const char *path, const kld_hparams *hp, kld_error *err) {
+    if (hp->sw.attn_out_gate && hp->head_dim_v != hp->head_dim)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s.attention.value_length = %" PRId64 " differs from "
+                        "key_length = %" PRId64 " (the output gate of %s needs them equal)", path,
+                        hp->arch, hp->head_dim_v, hp->head_dim, hp->arch);
+    return KLD_OK;
+}
