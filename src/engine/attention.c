@@ -85,10 +85,9 @@ static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, 
  * and against another K it differs by an exact power of two. This is what
  * lets the online softmax agree with the exact one to the last bit. K =
  * ceil(max x), so every weight is at most 1 and the largest above 1/2. */
-#define LOG2E_D 1.4426950408889634
 
 static double pow2_exponent(float max_score) {
-    return max_score == -INFINITY ? -INFINITY : ceil((double)max_score * LOG2E_D);
+    return max_score == -INFINITY ? -INFINITY : ceil((double)max_score * KLD_LOG2E_D);
 }
 
 /* attention=online: key blocks of attn_block keys, one pass: per query row

@@ -74,6 +74,9 @@ void kld_avx512_gemv_f16(const uint16_t *w, int64_t ld, int rows, int64_t kc, co
 
 /* Scalar exp with the kernels' exact arithmetic (for code outside the table). */
 float kld_expf_ref(float x);
+/* log2(e) in double: base2_weights' x = s·log2(e), and attention's K =
+ * ceil(max x) must use the same constant. */
+#define KLD_LOG2E_D 1.4426950408889634
 /* x · 2^j for j in [-160, 0]: exact while the result is a normal float,
  * rounded once below that (the scaling base2_weights applies). */
 float kld_scale_pow2(float x, int j);

@@ -297,12 +297,11 @@ static double sum_exp_avx2(const float *x, int64_t n, float mx) {
  * fma: this file is compiled with -mfma, but in ISO C mode GCC does not
  * contract), one rounding to float, then the two-step power-of-two
  * scaling. Only the sum stays sequential: double addition in index order. */
-#define LOG2E_D 1.4426950408889634
 #define LN2_D 0.6931471805599453
 
 /* Four lanes up to the float 2^f: returns (float)p, *j = (int)(n - K). */
 static inline __m128 base2_poly4(__m128 s, __m256d K, __m128i *j) {
-    const __m256d x = _mm256_mul_pd(_mm256_cvtps_pd(s), _mm256_set1_pd(LOG2E_D));
+    const __m256d x = _mm256_mul_pd(_mm256_cvtps_pd(s), _mm256_set1_pd(KLD_LOG2E_D));
     const __m256d n = _mm256_round_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     const __m256d jd = _mm256_sub_pd(n, K);
     /* !(j >= -160) as INT32_MIN (then j fits int32: -160 <= j <= 0) */

@@ -137,7 +137,6 @@ static double sum_exp_ref(const float *x, int64_t n, float mx) {
  * Every multiply and add below is rounded on its own: this file is built
  * without FMA and in ISO C mode (-std=c17: -ffp-contract=off), and the
  * AVX2 twin uses separate mul/add intrinsics. */
-#define LOG2E_D 1.4426950408889634
 #define LN2_D 0.6931471805599453
 
 float kld_scale_pow2(float x, int j) {
@@ -156,7 +155,7 @@ float kld_scale_pow2(float x, int j) {
 /* The weight of score s against exponent K: 2^(x-K), x = s·log2(e). */
 static float base2_weight(float s, double K) {
     if (s == -INFINITY) return 0.0f;
-    const double x = (double)s * LOG2E_D;
+    const double x = (double)s * KLD_LOG2E_D;
     const double n = floor(x);
     const double j = n - K; /* an integer <= 0 (K >= ceil(x)), -inf or NaN */
     if (!(j >= -160)) return 0.0f; /* past float's subnormals (and +inf - +inf) */
