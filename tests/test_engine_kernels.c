@@ -3,7 +3,8 @@
  * microkernel (strided and packed-tile strides, partial tiles, load/store
  * of C), the panel packing at the set's width, the weight GEMM of every type
  * on both of its paths (small and large M) for 1-3 threads, the strided
- * GEMM, and whole forward passes. Equality is bit for bit: all sets evaluate
+ * GEMM, the base-2 softmax weights (and their sum), and whole forward
+ * passes. Equality is bit for bit: all sets evaluate
  * one fma chain per output element in k order. A set the CPU lacks is
  * reported as not run (the run prints which sets it compared). */
 #include "engine/engine.h"
@@ -196,6 +197,75 @@ static void test_gemm_strided(const kld_engine_kernels *k) {
     free(A), free(B), free(C);
 }
 
+/* One score of a base2_weights test row: mostly ordinary scores near the
+ * row maximum, then -inf (masked keys), huge and tiny magnitudes, and
+ * scores whose weight is subnormal or just past float's subnormals. */
+static float base2_score(float top, bool wild) {
+    const float u = frand(1) * 0.5f + 0.5f; /* [0, 1] */
+    const int kind = (int)(u * 16);
+    switch (kind) {
+    case 0: return -INFINITY;
+    case 1: return !wild ? -INFINITY : frand(1) > 0 ? 3e38f : -3e38f;
+    case 2: return frand(1) > 0 ? 1e-40f : -0.0f;
+    case 3: return wild ? frand(1e12f) : top - 1e12f;
+    case 4: /* x - K in about [-170, -115]: subnormal weights and the -160 cut */
+    case 5: return top + (frand(27.5f) - 142.5f) * 0.6931472f;
+    default: return top + frand(20);
+    }
+}
+
+/* base2_weights of set k equals the reference bit for bit (weights and the
+ * double sum) for rows of every length around the vector width, against
+ * the row's own exponent and larger ones (as the online softmax uses);
+ * the reference itself is within its error bound of 2^(x - K) and its sum
+ * is the weights' sum in index order. */
+static void test_base2_weights(const kld_engine_kernels *ref, const kld_engine_kernels *k) {
+    static const int64_t ns[] = {0, 1, 3, 7, 8, 9, 15, 16, 17, 31, 100, 1000, 2053};
+    /* the last rows: wild (+-3e38, +-1e12); tops past |x| = 2^30 and 2^31 */
+    static const float tops[] = {0.0f, 5.5f, -40.0f, 90.0f, -1e9f, -3e9f, 1e11f, 0.0f};
+    static const double dK[] = {0, 1, 37, 140, 1000};
+    enum { NMAX = 2053 };
+    float *s = malloc(sizeof(float) * NMAX), *w0 = malloc(sizeof(float) * NMAX),
+          *w1 = malloc(sizeof(float) * NMAX);
+    int bad_w = 0, bad_sum = 0, bad_acc = 0, bad_order = 0, rows = 0, subnormal = 0, zeros = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof tops / sizeof tops[0]; b++)
+            for (size_t d = 0; d < sizeof dK / sizeof dK[0]; d++) {
+                const int64_t n = ns[a];
+                float mx = -INFINITY;
+                for (int64_t i = 0; i < n; i++) {
+                    s[i] = base2_score(tops[b], b == 7);
+                    mx = fmaxf(mx, s[i]);
+                }
+                /* attention's pow2_exponent; an all -inf row keeps K = -inf */
+                const double K = mx == -INFINITY ? -INFINITY : ceil((double)mx * 1.4426950408889634) + dK[d];
+                memcpy(w0, s, sizeof(float) * (size_t)n);
+                memcpy(w1, s, sizeof(float) * (size_t)n);
+                const double sum0 = ref->base2_weights(w0, n, K), sum1 = k->base2_weights(w1, n, K);
+                bad_w += memcmp(w0, w1, sizeof(float) * (size_t)n) != 0;
+                bad_sum += memcmp(&sum0, &sum1, sizeof sum0) != 0;
+                double seq = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    seq += w0[i];
+                    const double x = (double)s[i] * 1.4426950408889634;
+                    const double want = s[i] == -INFINITY ? 0 : exp2(floor(x) - K) * exp2(x - floor(x));
+                    /* polynomial < 1e-8, float rounding, one subnormal rounding */
+                    bad_acc += !(fabs(w0[i] - want) <= 1e-6 * want + 0x1p-149);
+                    subnormal += w0[i] > 0 && w0[i] < 0x1p-126f;
+                    zeros += w0[i] == 0 && want > 0;
+                }
+                bad_order += memcmp(&seq, &sum0, sizeof seq) != 0;
+                rows++;
+            }
+    CHECK(bad_w == 0, "%s base2_weights: %d of %d rows' weights differ from ref", k->name, bad_w, rows);
+    CHECK(bad_sum == 0, "%s base2_weights: %d of %d rows' sums differ from ref", k->name, bad_sum, rows);
+    CHECK(bad_acc == 0, "ref base2_weights: %d weights off 2^(x-K)", bad_acc);
+    CHECK(bad_order == 0, "ref base2_weights: %d sums are not the weights' sum in index order", bad_order);
+    CHECK(subnormal > 100 && zeros > 100, "base2_weights rows reach too few subnormal (%d) and flushed (%d) weights",
+          subnormal, zeros);
+    free(s), free(w0), free(w1);
+}
+
 /* Whole forward passes (40 tokens: the large-M path; then 3 decode steps:
  * the small-M path) give the reference's logits bit for bit. */
 static void test_forward(const kld_engine_kernels *ref, const kld_engine_kernels *k) {
@@ -250,6 +320,7 @@ int main(void) {
         test_gemv(sets[i]);
         test_gemm_weights(sets[i]);
         test_gemm_strided(sets[i]);
+        test_base2_weights(ref, sets[i]);
         test_forward(ref, sets[i]);
         ran++;
     }
@@ -257,6 +328,7 @@ int main(void) {
     test_pack(ref);
     test_gemm_weights(ref);
     test_gemm_strided(ref);
+    test_base2_weights(ref, ref);
     printf("SIMD sets compared: %d; chosen for this process: %s\n", ran, kld_engine_kernels_get()->name);
     return kt_finish();
 }

@@ -2,7 +2,7 @@
  * one chunk, as blocked matrix products: per (head, block of query rows),
  * S = Q·K^T over the visible key range read in place from the transposed
  * K cache, scale / soft-cap / mask, softmax weights in base 2 against the
- * row maximum rounded up to a power of two (base2_weights), O = P·V as
+ * row maximum rounded up to a power of two (kernels: base2_weights), O = P·V as
  * float fma chains over the keys in order, then O / sum. attention=exact
  * takes the row maximum first; attention=online walks key blocks once and
  * rescales, exactly, by powers of two. Masked keys contribute exact zeros
@@ -79,71 +79,15 @@ static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, 
     }
 }
 
-/* Softmax weights in base 2 against a power-of-two maximum: with
- * x = s·log2(e) (in double) = n + f, n = floor(x), the weight of score s
- * against exponent K is 2^f (a float polynomial of f alone) times 2^(n-K),
- * an exact scaling. The rounded weights therefore depend on s only, and
- * against another K they differ by an exact power of two: a product chain
- * rescaled by 2^(K_old - K_new) is bit for bit the chain taken against
- * K_new from the start. This is what lets the online softmax agree with
- * the exact one to the last bit (short of subnormal weights) although it
- * sees the maximum grow block by block. K = ceil(max x), so every weight
- * is at most 1 and the largest above 1/2. */
-#define LOG2E_D 1.4426950408889634
-#define LN2_D 0.6931471805599453
+/* Softmax weights in base 2 against a power-of-two maximum
+ * (kernels_ref.c, base2_weights): the weight of score s against exponent K
+ * is 2^(s·log2(e) - K), computed so that its rounding depends on s alone
+ * and against another K it differs by an exact power of two. This is what
+ * lets the online softmax agree with the exact one to the last bit. K =
+ * ceil(max x), so every weight is at most 1 and the largest above 1/2. */
 
 static double pow2_exponent(float max_score) {
-    return max_score == -INFINITY ? -INFINITY : ceil((double)max_score * LOG2E_D);
-}
-
-/* x · 2^j for j in [-160, 0]: exact while the result is a normal float,
- * rounded once below that. */
-static inline float scale_pow2(float x, int j) {
-    float a, b = 1.0f;
-    uint32_t bits;
-    if (j < -126) { /* two steps: x · 2^(j+64) is exact, the last product rounds */
-        bits = (uint32_t)(127 - 64) << 23;
-        memcpy(&b, &bits, 4);
-        j += 64;
-    }
-    bits = (uint32_t)(j + 127) << 23;
-    memcpy(&a, &bits, 4);
-    return x * a * b;
-}
-
-/* The weight of score s against exponent K: 2^(x-K), x = s·log2(e). */
-static inline float base2_weight(float s, double K) {
-    if (s == -INFINITY) return 0.0f;
-    double x = (double)s * LOG2E_D;
-    x = x > 0x1p30 ? 0x1p30 : x < -0x1p30 ? -0x1p30 : x; /* keeps the integer part in range */
-    double n = (double)(int64_t)x;
-    if (n > x) n -= 1; /* floor */
-    const double j = n - K;
-    if (j < -160) return 0.0f; /* past float's subnormals */
-    /* 2^f = e^t, t = f·ln2 in [0, 0.694): Taylor to t^9 (remainder < 1e-8) */
-    const double t = (x - n) * LN2_D;
-    double p = 1.0 / 362880;
-    p = p * t + 1.0 / 40320;
-    p = p * t + 1.0 / 5040;
-    p = p * t + 1.0 / 720;
-    p = p * t + 1.0 / 120;
-    p = p * t + 1.0 / 24;
-    p = p * t + 1.0 / 6;
-    p = p * t + 0.5;
-    p = p * t + 1.0;
-    p = p * t + 1.0;
-    return scale_pow2((float)p, (int)j);
-}
-
-/* row[c] := the weight of row[c] against K (masked keys: 0); returns the
- * weights' sum in double, in key order. */
-static double base2_weights(float *row, int64_t n, double K) {
-    double sum = 0;
-    for (int64_t c = 0; c < n; c++) {
-        row[c] = base2_weight(row[c], K);
-        sum += row[c];
-    }
-    return sum;
+    return max_score == -INFINITY ? -INFINITY : ceil((double)max_score * KLD_LOG2E_D);
 }
 
 /* attention=online: key blocks of attn_block keys, one pass: per query row
@@ -181,11 +125,11 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
                 if (k[r] > -INFINITY) { /* exact rescaling of the output and sum so far */
                     const int shift = k[r] - kb < -160 ? -160 : (int)(k[r] - kb);
                     l[r] = ldexp(l[r], shift);
-                    for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] = scale_pow2(O[r * hdv + d], shift);
+                    for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] = kld_scale_pow2(O[r * hdv + d], shift);
                 }
                 k[r] = kb;
             }
-            l[r] += base2_weights(row, nb, k[r]);
+            l[r] += s->kr->base2_weights(row, nb, k[r]);
         }
         kld_gemm_strided_acc(s->kr, rows, hdv, nb, S, s->ldk, v + (b0 - lo) * hdv, hdv, O, hdv);
     }
@@ -245,7 +189,7 @@ static void attn_task(void *ctx, int ith, int nth) {
             }
             float mx = -INFINITY;
             for (int64_t c = 0; c < L; c++) mx = fmaxf(mx, row[c]);
-            l[r] = base2_weights(row, L, pow2_exponent(mx));
+            l[r] = kr->base2_weights(row, L, pow2_exponent(mx));
         }
         kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, out, ldo);
         if (!f16_probs) /* the normalisation last, as the online softmax can only do it */

@@ -2,8 +2,9 @@
  * microkernel, panel packing, and the exp-based row operations. Each entry
  * has a scalar reference (kernels_ref.c), an AVX2/FMA twin (kernels_avx2.c)
  * and, for the GEMM entries, an AVX-512 twin (kernels_avx512.c); all return
- * the same bits: they evaluate the same fused multiply-adds in the same
- * order. Sets differ only in their register tile (mr × nr). */
+ * the same bits: they evaluate the same operations (the same fused
+ * multiply-adds, and no fused ones where the reference has none) in the
+ * same order. Sets differ only in their register tile (mr × nr). */
 #ifndef KLD_ENGINE_KERNELS_H
 #define KLD_ENGINE_KERNELS_H
 
@@ -45,6 +46,11 @@ typedef struct kld_engine_kernels {
     void (*softcap)(float *x, int64_t n, float cap);
     /* sum_i exp(x[i] - mx), each exp in float, summed in 8 double lanes. */
     double (*sum_exp)(const float *x, int64_t n, float mx);
+    /* In place: x[i] = its base-2 softmax weight 2^(x[i]·log2(e) - K)
+     * against the integer exponent K (kernels_ref.c: the exact arithmetic;
+     * -inf gives 0); returns the weights' sum in double, added in index
+     * order. */
+    double (*base2_weights)(float *x, int64_t n, double K);
 } kld_engine_kernels;
 
 /* The set chosen once for this CPU (KLD_KERNELS=ref forces the scalar set). */
@@ -68,5 +74,11 @@ void kld_avx512_gemv_f16(const uint16_t *w, int64_t ld, int rows, int64_t kc, co
 
 /* Scalar exp with the kernels' exact arithmetic (for code outside the table). */
 float kld_expf_ref(float x);
+/* log2(e) in double: base2_weights' x = s·log2(e), and attention's K =
+ * ceil(max x) must use the same constant. */
+#define KLD_LOG2E_D 1.4426950408889634
+/* x · 2^j for j in [-160, 0]: exact while the result is a normal float,
+ * rounded once below that (the scaling base2_weights applies). */
+float kld_scale_pow2(float x, int j);
 
 #endif

@@ -291,7 +291,74 @@ static double sum_exp_avx2(const float *x, int64_t n, float mx) {
     return _mm_cvtsd_f64(_mm_add_sd(b, _mm_unpackhi_pd(b, b)));
 }
 
+/* ---- base-2 softmax weights (base2_weight in kernels_ref.c) ----
+ * Lane for lane the reference's operations: the double multiply, floor
+ * (roundpd, exact like floor()), the polynomial as separate mul and add (no
+ * fma: this file is compiled with -mfma, but in ISO C mode GCC does not
+ * contract), one rounding to float, then the two-step power-of-two
+ * scaling. Only the sum stays sequential: double addition in index order. */
+#define LN2_D 0.6931471805599453
+
+/* Four lanes up to the float 2^f: returns (float)p, *j = (int)(n - K). */
+static inline __m128 base2_poly4(__m128 s, __m256d K, __m128i *j) {
+    const __m256d x = _mm256_mul_pd(_mm256_cvtps_pd(s), _mm256_set1_pd(KLD_LOG2E_D));
+    const __m256d n = _mm256_round_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m256d jd = _mm256_sub_pd(n, K);
+    /* !(j >= -160) as INT32_MIN (then j fits int32: -160 <= j <= 0) */
+    const __m256d far = _mm256_cmp_pd(jd, _mm256_set1_pd(-160), _CMP_NGE_UQ);
+    *j = _mm256_cvttpd_epi32(_mm256_blendv_pd(jd, _mm256_set1_pd(-0x1p31), far));
+    const __m256d t = _mm256_mul_pd(_mm256_sub_pd(x, n), _mm256_set1_pd(LN2_D));
+    __m256d p = _mm256_set1_pd(1.0 / 362880);
+#define STEP(c) p = _mm256_add_pd(_mm256_mul_pd(p, t), _mm256_set1_pd(c))
+    STEP(1.0 / 40320);
+    STEP(1.0 / 5040);
+    STEP(1.0 / 720);
+    STEP(1.0 / 120);
+    STEP(1.0 / 24);
+    STEP(1.0 / 6);
+    STEP(0.5);
+    STEP(1.0);
+    STEP(1.0);
+#undef STEP
+    return _mm256_cvtpd_ps(p);
+}
+
+static inline __m256 base2_weight8(__m256 s, __m256d K) {
+    __m128i jlo, jhi;
+    const __m128 plo = base2_poly4(_mm256_castps256_ps128(s), K, &jlo);
+    const __m128 phi = base2_poly4(_mm256_extractf128_ps(s, 1), K, &jhi);
+    const __m256 p = _mm256_set_m128(phi, plo);
+    __m256i j = _mm256_set_m128i(jhi, jlo);
+    /* -inf scores are among these: their n - K is -inf, or NaN for K = -inf */
+    const __m256i zero = _mm256_cmpeq_epi32(_mm256_set1_epi32(INT32_MIN), j);
+    /* kld_scale_pow2: j < -126 in two steps, 2^(j+64) then 2^-64 */
+    const __m256i two = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), j);
+    const __m256 b = _mm256_blendv_ps(_mm256_set1_ps(1.0f), _mm256_set1_ps(0x1p-64f), _mm256_castsi256_ps(two));
+    j = _mm256_add_epi32(j, _mm256_and_si256(two, _mm256_set1_epi32(64)));
+    const __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(j, _mm256_set1_epi32(127)), 23));
+    return _mm256_andnot_ps(_mm256_castsi256_ps(zero), _mm256_mul_ps(_mm256_mul_ps(p, a), b));
+}
+
+static double base2_weights_avx2(float *x, int64_t n, double K) {
+    const __m256d vK = _mm256_set1_pd(K);
+    double sum = 0;
+    float w[8];
+    for (int64_t i = 0; i < n; i += 8) {
+        const int64_t m = n - i < 8 ? n - i : 8;
+        if (m == 8) {
+            _mm256_storeu_ps(w, base2_weight8(_mm256_loadu_ps(x + i), vK));
+            memcpy(x + i, w, sizeof w);
+        } else { /* the tail through a buffer padded with -inf */
+            for (int c = 0; c < 8; c++) w[c] = c < m ? x[i + c] : -INFINITY;
+            _mm256_storeu_ps(w, base2_weight8(_mm256_loadu_ps(w), vK));
+            memcpy(x + i, w, (size_t)m * sizeof(float));
+        }
+        for (int c = 0; c < m; c++) sum += w[c];
+    }
+    return sum;
+}
+
 const kld_engine_kernels kld_engine_kernels_avx2_table = {
     "avx2", KLD_MR, KLD_NR, ukernel_avx2, pack16_avx2, pack16_avx2, NULL, NULL, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
-    softcap_avx2, sum_exp_avx2,
+    softcap_avx2, sum_exp_avx2, base2_weights_avx2,
 };

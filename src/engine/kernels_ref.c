@@ -1,7 +1,8 @@
 /* kernels_ref.c — scalar reference kernels and the dispatch choice. The
  * arithmetic here is the specification: one fmaf chain per GEMM output
  * element, a Cody-Waite + polynomial exp, sums kept in 8 interleaved lanes
- * and reduced pairwise. kernels_avx2.c performs exactly these operations. */
+ * and reduced pairwise, the base-2 softmax weights in double. kernels_avx2.c
+ * performs exactly these operations. */
 #include "engine/kernels.h"
 
 #include <math.h>
@@ -123,9 +124,68 @@ static double sum_exp_ref(const float *x, int64_t n, float mx) {
     return (a0 + a2) + (a1 + a3);
 }
 
+/* ---- base-2 softmax weights ----
+ * With x = s·log2(e) (in double) = n + f, n = floor(x), the weight of score
+ * s against exponent K is 2^f (a double polynomial of f alone, rounded once
+ * to float) times 2^(n-K), an exact scaling. The rounded weights therefore
+ * depend on s only, and against another K they differ by an exact power of
+ * two: a product chain rescaled by 2^(K_old - K_new) is bit for bit the
+ * chain taken against K_new from the start (short of subnormal weights).
+ * K must be at least ceil(x) of every score (attention passes the row's,
+ * or a larger running one); masked keys (-inf), NaN, and +inf against
+ * K = +inf give 0.
+ * Every multiply and add below is rounded on its own: this file is built
+ * without FMA and in ISO C mode (-std=c17: -ffp-contract=off), and the
+ * AVX2 twin uses separate mul/add intrinsics. */
+#define LN2_D 0.6931471805599453
+
+float kld_scale_pow2(float x, int j) {
+    float a, b = 1.0f;
+    uint32_t bits;
+    if (j < -126) { /* two steps: x · 2^(j+64) is exact, the last product rounds */
+        bits = (uint32_t)(127 - 64) << 23;
+        memcpy(&b, &bits, 4);
+        j += 64;
+    }
+    bits = (uint32_t)(j + 127) << 23;
+    memcpy(&a, &bits, 4);
+    return x * a * b;
+}
+
+/* The weight of score s against exponent K: 2^(x-K), x = s·log2(e). */
+static float base2_weight(float s, double K) {
+    if (s == -INFINITY) return 0.0f;
+    const double x = (double)s * KLD_LOG2E_D;
+    const double n = floor(x);
+    const double j = n - K; /* an integer <= 0 (K >= ceil(x)), -inf or NaN */
+    if (!(j >= -160)) return 0.0f; /* past float's subnormals (and +inf - +inf) */
+    /* 2^f = e^t, t = f·ln2 in [0, 0.694): Taylor to t^9 (remainder < 1e-8) */
+    const double t = (x - n) * LN2_D;
+    double p = 1.0 / 362880;
+    p = p * t + 1.0 / 40320;
+    p = p * t + 1.0 / 5040;
+    p = p * t + 1.0 / 720;
+    p = p * t + 1.0 / 120;
+    p = p * t + 1.0 / 24;
+    p = p * t + 1.0 / 6;
+    p = p * t + 0.5;
+    p = p * t + 1.0;
+    p = p * t + 1.0;
+    return kld_scale_pow2((float)p, (int)j);
+}
+
+static double base2_weights_ref(float *x, int64_t n, double K) {
+    double sum = 0;
+    for (int64_t c = 0; c < n; c++) {
+        x[c] = base2_weight(x[c], K);
+        sum += x[c];
+    }
+    return sum;
+}
+
 static const kld_engine_kernels ref_table = {
     "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, NULL, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
-    sum_exp_ref,
+    sum_exp_ref, base2_weights_ref,
 };
 
 const kld_engine_kernels *kld_engine_kernels_ref(void) { return &ref_table; }
