@@ -1,5 +1,5 @@
 /* iq_grids.h — the lattice tables of llama.cpp's i-quants (generated into
- * iq_grids.c by tools/gen_iq_grids.py from ggml-common.h). Entry i packs a
+ * iq1_grids.c, iq2_grids.c, iq3_grids.c by tools/gen_iq_grids.py from ggml-common.h). Entry i packs a
  * group of grid values, value j in byte j of the little-endian word, so
  * a row kernel reads an entry's bytes in place (x86 and every target
  * kldeval builds for are little-endian). */
