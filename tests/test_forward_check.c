@@ -146,3 +146,46 @@ void tf_expect_open_error(const char *label, const synth_shape *s, const char *w
           "%s: expected an error naming '%s': %s", label, want1, err.msg);
     kld_model_close(m);
 }
+
+void tf_make_ids(int32_t *ids, int n, int64_t n_vocab, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((x >> 33) % (uint64_t)n_vocab);
+    }
+}
+
+void tf_check_reset(const char *label, const char *gguf, int64_t nv) {
+    int32_t a[24], b[24];
+    tf_make_ids(a, 24, nv, 11);
+    tf_make_ids(b, 24, nv, 22);
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_session *s = NULL;
+    kld_status st = kld_model_open(gguf, NULL, &m, &err);
+    if (st == KLD_OK) st = kld_session_create(m, 64, 24, 2, &s, &err);
+    CHECK_OK(st, err);
+    if (st != KLD_OK) {
+        kld_model_close(m);
+        return;
+    }
+    const size_t bytes = sizeof(float) * (size_t)(24 * nv);
+    float *fresh = malloc(bytes), *again = malloc(bytes);
+    CHECK_OK(kld_session_eval(s, b, 24, fresh, &err), err);
+    kld_session_reset(s);
+    CHECK_OK(kld_session_eval(s, a, 24, again, &err), err);
+    kld_session_reset(s);
+    CHECK_OK(kld_session_eval(s, b, 24, again, &err), err);
+    CHECK(memcmp(fresh, again, bytes) == 0, "%s: after a reset the logits must not depend on the "
+          "previous sequence", label);
+    /* without the reset the state of A leaks into B's first positions */
+    kld_session_reset(s);
+    CHECK_OK(kld_session_eval(s, a, 12, NULL, &err), err);
+    CHECK_OK(kld_session_eval(s, b, 1, again, &err), err);
+    CHECK(memcmp(fresh, again, sizeof(float) * (size_t)nv) != 0,
+          "%s: a prefix must change the next logits (the state is read)", label);
+    free(fresh);
+    free(again);
+    kld_session_free(s);
+    kld_model_close(m);
+}

@@ -17,14 +17,6 @@
 
 #define N_IDS 40
 
-static void make_ids(int32_t *ids, int n, int64_t n_vocab, uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < n; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((x >> 33) % (uint64_t)n_vocab);
-    }
-}
-
 static bool synth(const char *name, const synth_shape *s, char *gguf, size_t cap) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/deltanet-%s", kt_build_dir(), name);
@@ -42,7 +34,7 @@ static void test_forward(const char *name, const synth_shape *s) {
     char gguf[600];
     if (!synth(name, s, gguf, sizeof gguf)) return;
     int32_t ids[N_IDS];
-    make_ids(ids, N_IDS, s->n_vocab, 987654321);
+    tf_make_ids(ids, N_IDS, s->n_vocab, 987654321);
     free(tf_check_path(name, gguf, gguf, NULL, ids, N_IDS));
     int64_t nv = 0;
     float *two = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv);
@@ -54,42 +46,6 @@ static void test_forward(const char *name, const synth_shape *s) {
     free(one);
     free(two);
     free(three);
-}
-
-/* After a reset both states are empty again: B after A and a reset == B
- * alone; without the reset A's state changes B's first logits. */
-static void test_reset(const char *gguf, int64_t nv) {
-    int32_t a[24], b[24];
-    make_ids(a, 24, nv, 11);
-    make_ids(b, 24, nv, 22);
-    kld_error err = {0};
-    kld_model *m = NULL;
-    kld_session *s = NULL;
-    kld_status st = kld_model_open(gguf, NULL, &m, &err);
-    if (st == KLD_OK) st = kld_session_create(m, 64, 24, 2, &s, &err);
-    CHECK_OK(st, err);
-    if (st != KLD_OK) {
-        kld_model_close(m);
-        return;
-    }
-    const size_t bytes = sizeof(float) * (size_t)(24 * nv);
-    float *fresh = malloc(bytes), *again = malloc(bytes);
-    CHECK_OK(kld_session_eval(s, b, 24, fresh, &err), err);
-    kld_session_reset(s);
-    CHECK_OK(kld_session_eval(s, a, 24, again, &err), err);
-    kld_session_reset(s);
-    CHECK_OK(kld_session_eval(s, b, 24, again, &err), err);
-    CHECK(memcmp(fresh, again, bytes) == 0, "deltanet: after a reset the logits must not depend on the "
-          "previous sequence");
-    kld_session_reset(s);
-    CHECK_OK(kld_session_eval(s, a, 12, NULL, &err), err);
-    CHECK_OK(kld_session_eval(s, b, 1, again, &err), err);
-    CHECK(memcmp(fresh, again, sizeof(float) * (size_t)nv) != 0,
-          "deltanet: a prefix must change the next logits (the state is read)");
-    free(fresh);
-    free(again);
-    kld_session_free(s);
-    kld_model_close(m);
 }
 
 /* The plan holds, per DeltaNet layer, (K − 1)·C conv floats and nv·hk·hv
@@ -124,7 +80,7 @@ static void test_plan(const char *gguf, const synth_shape *sh) {
  * DeltaNet matrices; both stay close to the f16 weights. */
 static void test_levers_policy(const char *gguf, int64_t nv) {
     int32_t ids[N_IDS];
-    make_ids(ids, N_IDS, nv, 987654321);
+    tf_make_ids(ids, N_IDS, nv, 987654321);
     int64_t nv2 = 0;
     float *ref = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv2);
     char path[700];
@@ -175,7 +131,7 @@ static void test_recurrent_flags(void) {
     char ga[600], gb[600];
     if (!synth("interval-2", &a, ga, sizeof ga) || !synth("flags", &b, gb, sizeof gb)) return;
     int32_t ids[N_IDS];
-    make_ids(ids, N_IDS, a.n_vocab, 5);
+    tf_make_ids(ids, N_IDS, a.n_vocab, 5);
     int64_t nv = 0;
     float *la = tf_engine_logits(ga, ids, N_IDS, N_IDS, 2, &nv);
     float *lb = tf_engine_logits(gb, ids, N_IDS, N_IDS, 2, &nv);
@@ -272,7 +228,7 @@ int main(void) {
     test_forward("qwen3next-moe", &x);
     char gguf[600];
     snprintf(gguf, sizeof gguf, "%s/deltanet-qwen3next/model.gguf", kt_build_dir());
-    test_reset(gguf, s.n_vocab);
+    tf_check_reset("deltanet", gguf, s.n_vocab);
     test_plan(gguf, &s);
     test_levers_policy(gguf, s.n_vocab);
     test_recurrent_flags();

@@ -16,14 +16,6 @@
 
 #define N_IDS 40
 
-static void make_ids(int32_t *ids, int n, int64_t n_vocab, uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < n; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((x >> 33) % (uint64_t)n_vocab);
-    }
-}
-
 static bool synth_pair(const char *name, const synth_shape *s, char *gguf, char *hf, size_t cap) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/hybrid-%s", kt_build_dir(), name);
@@ -42,47 +34,12 @@ static void test_lfm2_forward(const char *name, const synth_shape *s) {
     char gguf[600], hf[600], label[96];
     if (!synth_pair(name, s, gguf, hf, sizeof gguf)) return;
     int32_t ids[N_IDS];
-    make_ids(ids, N_IDS, s->n_vocab, 987654321);
+    tf_make_ids(ids, N_IDS, s->n_vocab, 987654321);
     snprintf(label, sizeof label, "%s gguf", name);
     float *rg = tf_check_path(label, gguf, gguf, NULL, ids, N_IDS);
     snprintf(label, sizeof label, "%s hf", name);
     free(tf_check_path(label, hf, gguf, NULL, ids, N_IDS));
     free(rg);
-}
-
-/* After a reset the state is empty again: B after A and a reset == B alone. */
-static void test_reset(const char *gguf, int64_t nv) {
-    int32_t a[24], b[24];
-    make_ids(a, 24, nv, 11);
-    make_ids(b, 24, nv, 22);
-    kld_error err = {0};
-    kld_model *m = NULL;
-    kld_session *s = NULL;
-    kld_status st = kld_model_open(gguf, NULL, &m, &err);
-    if (st == KLD_OK) st = kld_session_create(m, 64, 24, 2, &s, &err);
-    CHECK_OK(st, err);
-    if (st != KLD_OK) {
-        kld_model_close(m);
-        return;
-    }
-    float *fresh = malloc(sizeof(float) * (size_t)(24 * nv)), *again = malloc(sizeof(float) * (size_t)(24 * nv));
-    CHECK_OK(kld_session_eval(s, b, 24, fresh, &err), err);
-    kld_session_reset(s);
-    CHECK_OK(kld_session_eval(s, a, 24, again, &err), err);
-    kld_session_reset(s);
-    CHECK_OK(kld_session_eval(s, b, 24, again, &err), err);
-    CHECK(memcmp(fresh, again, sizeof(float) * (size_t)(24 * nv)) == 0,
-          "lfm2: after a reset the logits must not depend on the previous sequence");
-    /* without the reset the state of A leaks into B's first positions */
-    kld_session_reset(s);
-    CHECK_OK(kld_session_eval(s, a, 12, NULL, &err), err);
-    CHECK_OK(kld_session_eval(s, b, 1, again, &err), err);
-    CHECK(memcmp(fresh, again, sizeof(float) * (size_t)nv) != 0,
-          "lfm2: a prefix must change the next logits (the state is read)");
-    free(fresh);
-    free(again);
-    kld_session_free(s);
-    kld_model_close(m);
 }
 
 /* The plan holds the convolution state ((L - 1)·n_embd floats per conv
@@ -124,7 +81,7 @@ static void test_plan(const char *gguf, const synth_shape *sh) {
  * layers, q8 activations, online softmax) run and stay close. */
 static void test_threads_levers(const char *gguf, int64_t nv) {
     int32_t ids[N_IDS];
-    make_ids(ids, N_IDS, nv, 987654321);
+    tf_make_ids(ids, N_IDS, nv, 987654321);
     int64_t nv2 = 0;
     float *two = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv2);
     float *one = tf_engine_logits(gguf, ids, N_IDS, 7, 1, &nv2);
@@ -164,7 +121,7 @@ static void test_threads_levers(const char *gguf, int64_t nv) {
  * as stored (llama.cpp's quantize skips shortconv.conv.weight). */
 static void test_policy(const char *gguf, int64_t nv) {
     int32_t ids[N_IDS];
-    make_ids(ids, N_IDS, nv, 987654321);
+    tf_make_ids(ids, N_IDS, nv, 987654321);
     char path[700];
     snprintf(path, sizeof path, "%s@q8_0", gguf);
     int64_t nv2 = 0;
@@ -226,7 +183,7 @@ static void test_errors(void) {
     char gguf[600], hf[600];
     if (synth_pair("lfm2-idxs", &s, gguf, hf, sizeof gguf)) {
         int32_t ids[N_IDS];
-        make_ids(ids, N_IDS, s.n_vocab, 5);
+        tf_make_ids(ids, N_IDS, s.n_vocab, 5);
         free(tf_check_path("lfm2-idxs hf", hf, gguf, NULL, ids, N_IDS));
     }
 }
@@ -247,7 +204,7 @@ int main(void) {
     test_lfm2_forward("lfm2-wide", &w);
     char gguf[600];
     snprintf(gguf, sizeof gguf, "%s/hybrid-lfm2/model.gguf", kt_build_dir());
-    test_reset(gguf, s.n_vocab);
+    tf_check_reset("lfm2", gguf, s.n_vocab);
     test_threads_levers(gguf, s.n_vocab);
     test_policy(gguf, s.n_vocab);
     test_plan(gguf, &s);

@@ -102,6 +102,11 @@ bool synth_write_hf(const synth_shape *s, const char *gguf_path, const char *dir
 
 /* ---- comparing logit rows (shared by the forward tests) ---- */
 
+/* n token ids below n_vocab from a seeded LCG. */
+void tf_make_ids(int32_t *ids, int n, int64_t n_vocab, uint64_t seed);
+/* A recurrent model's session: a reset forgets the previous sequence, and
+ * without one the state of a prefix changes the next logits. */
+void tf_check_reset(const char *label, const char *gguf, int64_t nv);
 int64_t tf_argmax(const float *x, int64_t n); /* first index on ties */
 double tf_lse(const float *x, int64_t n);     /* log-sum-exp in double */
 
