@@ -55,7 +55,7 @@ static void run(const char *set, const kld_engine_kernels *kr, const shape *sh, 
     float *scratch = aligned_alloc(64, sizeof(float) * stride * (size_t)threads);
     kld_pool *pool = kld_pool_create(threads);
     double *g = malloc(sizeof(double) * (size_t)reps);
-    const int inner = M == 1 ? 20 : 1;
+    const int inner = M > 1 ? 1 : N < 1024 ? 400 : 20;
     kld_gemm_weights(pool, kr, &W, M, A, K, C, N, scratch, stride); /* warm-up */
     for (int r = 0; r < reps; r++) {
         double t = cpu_now();
@@ -119,6 +119,8 @@ int main(int argc, char **argv) {
     if (reps < 1 || threads < 1) return fprintf(stderr, "bench_gemm: --reps and --threads must be >= 1\n"), 2;
     kld_kernels_init();
     const shape pre = {"prefill", 512, 2048, 2048}, dec = {"decode", 1, 2048, 5632};
+    /* the decode kernel alone: 128 rows stay in L2, so memory bandwidth does not bound it */
+    const shape dec_l2 = {"decodeL2", 1, 2048, 128};
     const kld_engine_kernels *sets[3] = {kld_engine_kernels_ref(), kld_engine_kernels_avx2(),
                                          kld_engine_kernels_avx512()};
     static const uint32_t types[] = {KLD_TYPE_F32, KLD_TYPE_F16, KLD_TYPE_Q8_0, KLD_TYPE_Q4_0,
@@ -131,5 +133,8 @@ int main(int argc, char **argv) {
     for (int si = 0; si < 3; si++)
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
             if (sets[si]) run(sets[si]->name, sets[si], &dec, types[t], threads, si ? reps : 1);
+    for (int si = 0; si < 3; si++)
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+            if (sets[si]) run(sets[si]->name, sets[si], &dec_l2, types[t], threads, si ? reps : 1);
     return 0;
 }

@@ -92,34 +92,30 @@ static void gemm_small_task(void *ctx, int ith, int nth) {
     }
 }
 
-/* One activation row on a set with gemv entries: per panel of nr weight
- * rows and k-block, the kernel reads f32 / f16 rows in place; block types
- * are dequantized into a small row buffer (L1) first. */
+/* One activation row on a set with a gemv entry: per panel of gemv_rows
+ * weight rows and k-block of KLD_GEMV_KC, every row (any type, f32 too) is
+ * converted into a buffer of stride KLD_GEMV_LD first. Reading the rows in
+ * place would put all of them at the same offset modulo 4 KiB (row sizes
+ * are powers of two), where they evict each other from L1; each row's
+ * k-block is also one long sequential read, which the prefetchers follow. */
 static void gemv_task(void *ctx, int ith, int nth) {
     const gemm_job *j = ctx;
-    const int nr = j->kr->nr;
+    const int nr = j->kr->gemv_rows;
     const int64_t n_panels = (j->N + nr - 1) / nr;
     int64_t pb, pe;
     kld_split(n_panels, ith, nth, &pb, &pe);
     float *tmp = j->scratch + (size_t)ith * j->scratch_stride;
     const uint8_t *base = (const uint8_t *)j->W->data;
-    const uint32_t type = j->W->type;
     for (int64_t p = pb; p < pe; p++) {
         const int rows = (int)min64(j->N - p * nr, nr);
         const uint8_t *w = base + (uint64_t)(p * nr) * j->row_bytes;
         float *y = j->C + p * nr;
-        for (int64_t kb = 0; kb < j->K; kb += KLD_GEMM_KC) {
-            const int64_t kc = min64(j->K - kb, KLD_GEMM_KC);
-            if (type == KLD_TYPE_F32) {
-                j->kr->gemv_f32((const float *)(const void *)w + kb, j->K, rows, kc, j->A + kb, y, kb > 0);
-            } else if (type == KLD_TYPE_F16) {
-                j->kr->gemv_f16((const uint16_t *)(const void *)w + kb, j->K, rows, kc, j->A + kb, y, kb > 0);
-            } else {
-                const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
-                for (int r = 0; r < rows; r++)
-                    j->ti->to_float(w + (uint64_t)r * j->row_bytes + off, tmp + (int64_t)r * KLD_GEMM_LDA, kc);
-                j->kr->gemv_f32(tmp, KLD_GEMM_LDA, rows, kc, j->A + kb, y, kb > 0);
-            }
+        for (int64_t kb = 0; kb < j->K; kb += KLD_GEMV_KC) {
+            const int64_t kc = min64(j->K - kb, KLD_GEMV_KC);
+            const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
+            for (int r = 0; r < rows; r++)
+                j->ti->to_float(w + (uint64_t)r * j->row_bytes + off, tmp + (int64_t)r * KLD_GEMV_LD, kc);
+            j->kr->gemv_f32(tmp, KLD_GEMV_LD, rows, kc, j->A + kb, y, kb > 0);
         }
     }
 }
@@ -134,7 +130,7 @@ void kld_gemm_weights(kld_pool *pool, const kld_engine_kernels *kr, const kld_te
     };
     j.row_bytes = (uint64_t)(j.K / ti->block_size) * (uint64_t)ti->type_size;
     if (M <= 0) return;
-    const bool gemv = M == 1 && kr->gemv_f32 && kr->gemv_f16;
+    const bool gemv = M == 1 && kr->gemv_f32;
     kld_pool_run(pool, gemv ? gemv_task : M < KLD_GEMM_SMALL_M ? gemm_small_task : gemm_task, &j);
 }
 

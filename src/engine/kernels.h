@@ -30,13 +30,14 @@ typedef struct kld_engine_kernels {
      * with nr = this->nr (the weight GEMM's panel). */
     void (*pack_panel)(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
     /* One activation row (decode), or NULL (then the ukernel does it):
-     * y[n] (n < rows <= nr) = the fma chain over k < kc of a[k] · w[n*ld + k]
+     * y[n] (n < rows <= gemv_rows) = the fma chain over k < kc of a[k] · w[n*ld + k]
      * from y[n] when `load`, else from 0 — the ukernel's chain for mr = 1,
-     * read straight from f32 or f16 weight rows (no packed panel). */
+     * read from f32 rows (no packed panel). */
     void (*gemv_f32)(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
                      bool load);
-    void (*gemv_f16)(const uint16_t *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
-                     bool load);
+    /* Weight rows one gemv call handles (rows <= this; 0 without a gemv
+     * entry): more rows than nr give more independent fma chains. */
+    int gemv_rows;
     /* In place: x = exp(x - max) / sum (entries of -inf become 0). */
     void (*softmax)(float *x, int64_t n);
     /* In place on gate: g = act(g) * up. */
@@ -69,8 +70,6 @@ void kld_avx512_ukernel(int mr, int nr, int64_t kc, const float *A, int64_t lda,
 void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
 void kld_avx512_gemv_f32(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
                          bool load);
-void kld_avx512_gemv_f16(const uint16_t *w, int64_t ld, int rows, int64_t kc, const float *a,
-                         float *y, bool load);
 
 /* Scalar exp with the kernels' exact arithmetic (for code outside the table). */
 float kld_expf_ref(float x);

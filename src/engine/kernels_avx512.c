@@ -169,20 +169,17 @@ void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float
 
 /* y[n] (n < rows <= 32) = fma chain over k < kc of a[k] · w[n*ld + k], from
  * y[n] when `load`, else from 0: the microkernel's chain for mr = 1 (fmaf is
- * symmetric in its factors), computed straight from the weight rows — f32
- * or f16 (HALF) — by 16×16 register transposes, with no packed panel. */
-static inline __attribute__((always_inline)) void gemv_tpl(const bool HALF, const bool FULL,
-                                                           const void *w, int64_t ld, int rows,
-                                                           int64_t kc, const float *a, float *y,
-                                                           bool load) {
+ * symmetric in its factors), computed straight from f32 weight rows by
+ * 16×16 register transposes, with no packed panel. */
+static inline __attribute__((always_inline)) void gemv_tpl(const bool FULL, const float *w,
+                                                           int64_t ld, int rows, int64_t kc,
+                                                           const float *a, float *y, bool load) {
     const __mmask16 m0 = FULL || rows >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rows) - 1);
     const __mmask16 m1 = FULL || rows >= 32 ? (__mmask16)0xFFFF
                                             : rows <= 16 ? 0 : (__mmask16)((1u << (rows - 16)) - 1);
     __m512 acc[2];
     acc[0] = load ? _mm512_maskz_loadu_ps(m0, y) : _mm512_setzero_ps();
     acc[1] = load ? _mm512_maskz_loadu_ps(m1, y + 16) : _mm512_setzero_ps();
-    const float *wf = w;
-    const uint16_t *wh = w;
     int64_t k = 0;
     for (; k + 16 <= kc; k += 16) {
 #pragma GCC unroll 2
@@ -191,11 +188,7 @@ static inline __attribute__((always_inline)) void gemv_tpl(const bool HALF, cons
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++) {
                 const int64_t row = g * 16 + i;
-                if (FULL || row < rows)
-                    r[i] = HALF ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(wh + row * ld + k)))
-                                : _mm512_loadu_ps(wf + row * ld + k);
-                else
-                    r[i] = _mm512_setzero_ps();
+                r[i] = FULL || row < rows ? _mm512_loadu_ps(w + row * ld + k) : _mm512_setzero_ps();
             }
             transpose16(r);
 #pragma GCC unroll 16
@@ -207,8 +200,7 @@ static inline __attribute__((always_inline)) void gemv_tpl(const bool HALF, cons
         _mm512_storeu_ps(buf, acc[0]);
         _mm512_storeu_ps(buf + 16, acc[1]);
         for (int n = 0; n < rows; n++)
-            for (int64_t kk = k; kk < kc; kk++)
-                buf[n] = fmaf(a[kk], HALF ? _cvtsh_ss(wh[n * ld + kk]) : wf[n * ld + kk], buf[n]);
+            for (int64_t kk = k; kk < kc; kk++) buf[n] = fmaf(a[kk], w[n * ld + kk], buf[n]);
         acc[0] = _mm512_loadu_ps(buf);
         acc[1] = _mm512_loadu_ps(buf + 16);
     }
@@ -216,25 +208,14 @@ static inline __attribute__((always_inline)) void gemv_tpl(const bool HALF, cons
     _mm512_mask_storeu_ps(y + 16, m1, acc[1]);
 }
 
-static void gemv_f32_full(const void *w, int64_t ld, int rows, int64_t kc, const float *a, float *y, bool load) {
-    gemv_tpl(false, true, w, ld, rows, kc, a, y, load);
+static void gemv_full(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y, bool load) {
+    gemv_tpl(true, w, ld, rows, kc, a, y, load);
 }
-static void gemv_f32_part(const void *w, int64_t ld, int rows, int64_t kc, const float *a, float *y, bool load) {
-    gemv_tpl(false, false, w, ld, rows, kc, a, y, load);
-}
-static void gemv_f16_full(const void *w, int64_t ld, int rows, int64_t kc, const float *a, float *y, bool load) {
-    gemv_tpl(true, true, w, ld, rows, kc, a, y, load);
-}
-static void gemv_f16_part(const void *w, int64_t ld, int rows, int64_t kc, const float *a, float *y, bool load) {
-    gemv_tpl(true, false, w, ld, rows, kc, a, y, load);
+static void gemv_part(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y, bool load) {
+    gemv_tpl(false, w, ld, rows, kc, a, y, load);
 }
 
 void kld_avx512_gemv_f32(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
                          bool load) {
-    (rows == NR ? gemv_f32_full : gemv_f32_part)(w, ld, rows, kc, a, y, load);
-}
-
-void kld_avx512_gemv_f16(const uint16_t *w, int64_t ld, int rows, int64_t kc, const float *a,
-                         float *y, bool load) {
-    (rows == NR ? gemv_f16_full : gemv_f16_part)(w, ld, rows, kc, a, y, load);
+    (rows == NR ? gemv_full : gemv_part)(w, ld, rows, kc, a, y, load);
 }

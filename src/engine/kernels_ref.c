@@ -184,7 +184,7 @@ static double base2_weights_ref(float *x, int64_t n, double K) {
 }
 
 static const kld_engine_kernels ref_table = {
-    "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, NULL, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
+    "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, 0, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
     sum_exp_ref, base2_weights_ref,
 };
 
@@ -207,7 +207,7 @@ static void avx512_fill(void) {
     avx512_table.ukernel = kld_avx512_ukernel;
     avx512_table.pack_panel = kld_avx512_pack32;
     avx512_table.gemv_f32 = kld_avx512_gemv_f32;
-    avx512_table.gemv_f16 = kld_avx512_gemv_f16;
+    avx512_table.gemv_rows = 32;
 }
 
 const kld_engine_kernels *kld_engine_kernels_avx512(void) {
