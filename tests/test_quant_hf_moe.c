@@ -6,8 +6,8 @@
  * that GGUF's tensors exactly (names, types, shapes, bytes), the keys
  * llama.cpp's converter writes with its values (and not the ones it
  * omits), and logits equal to the HF directory's and the GGUF's bit for
- * bit; converting at q8_0 must give the bytes of quantizing that GGUF at
- * q8_0, with the 3-D experts quantized and routers / kernels kept in
+ * bit; converting at q8_0 or q4_K_M must give the bytes of quantizing that
+ * GGUF with the same policy, with the 3-D experts quantized and routers / kernels kept in
  * float32 (also from a BF16 checkpoint at f16). A norm_topk_prob the GGUF
  * cannot carry is refused. */
 #include "testlib.h"
@@ -199,13 +199,17 @@ static void run_family(const family *f) {
     }
     free(lh), free(lo), free(ls);
 
-    /* quantized: the converted file's tensors are quantize(source GGUF)'s */
-    CHECK_OK(kld_quantize_file(dir, q_hf, "q8_0", &o, NULL, &err), err);
-    CHECK_OK(kld_quantize_file(src, q_src, "q8_0", &o, NULL, &err), err);
-    char what[96];
-    snprintf(what, sizeof what, "%s q8_0 (vs quantizing the source GGUF)", f->label);
-    same_tensors(q_hf, q_src, what);
-    q8_types(q_hf, f, &s);
+    /* quantized: the converted file's tensors are quantize(source GGUF)'s
+     * (q4_K_M: the recipe's per-layer ffn_down choice applies to ffn_down_exps) */
+    static const char *const policies[] = {"q8_0", "q4_K_M"};
+    for (int p = 0; p < 2; p++) {
+        CHECK_OK(kld_quantize_file(dir, q_hf, policies[p], &o, NULL, &err), err);
+        CHECK_OK(kld_quantize_file(src, q_src, policies[p], &o, NULL, &err), err);
+        char what[96];
+        snprintf(what, sizeof what, "%s %s (vs quantizing the source GGUF)", f->label, policies[p]);
+        same_tensors(q_hf, q_src, what);
+        if (p == 0) q8_types(q_hf, f, &s);
+    }
     remove(out), remove(q_hf), remove(q_src), remove(split);
 }
 
