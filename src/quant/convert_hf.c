@@ -4,7 +4,8 @@
  * GGUF tensor names, q/k rows permuted back from rotate-half order where
  * the GGUF architecture rotates interleaved pairs (llama), the
  * hyper-parameter keys, and the tokenizer (tokens, types, BOS/EOS; merges
- * for byte-level BPE, whose merges come from tokenizer.json). */
+ * for byte-level BPE, whose merges come from tokenizer.json). Stacked
+ * experts: convert_hf_moe.c; LFM2's convolutions: convert_hf_lfm2.c. */
 #include "io/gguf_writer.h"
 #include "model/rope.h"
 #include "model/weights.h"
@@ -70,7 +71,7 @@ static void list_moe(int64_t il, const kld_moe_weights *X, int64_t n_expert, tab
 }
 
 /* The weight table in GGUF order and names (llama.cpp's tensor map). */
-static void list(const kld_weights *w, bool tied, table *tb) {
+static void list(const kld_weights *w, const kld_hparams *hp, table *tb) {
     add(tb, w->token_embd, "token_embd.weight");
     for (int64_t il = 0; il < w->n_layer; il++) {
         const kld_layer_weights *L = &w->layers[il];
@@ -87,7 +88,10 @@ static void list(const kld_weights *w, bool tied, table *tb) {
                  {L->ffn_norm, "ffn_norm.weight"},       {L->ffn_gate, "ffn_gate.weight"},
                  {L->b_gate, "ffn_gate.bias"},           {L->ffn_up, "ffn_up.weight"},
                  {L->b_up, "ffn_up.bias"},               {L->ffn_down, "ffn_down.weight"},
-                 {L->b_down, "ffn_down.bias"},           {L->ffn_post_norm, "post_ffw_norm.weight"}};
+                 {L->b_down, "ffn_down.bias"},           {L->ffn_post_norm, "post_ffw_norm.weight"},
+                 {L->shortconv_conv, "shortconv.conv.weight"},
+                 {L->shortconv_in_proj, "shortconv.in_proj.weight"},
+                 {L->shortconv_out_proj, "shortconv.out_proj.weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             char name[96];
             snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
@@ -95,8 +99,10 @@ static void list(const kld_weights *w, bool tied, table *tb) {
         }
         list_moe(il, &L->moe, w->n_expert, tb);
     }
-    add(tb, w->output_norm, "output_norm.weight");
-    if (!tied) add(tb, w->output, "output.weight");
+    char onorm[64]; /* LFM2's final norm is token_embd_norm */
+    snprintf(onorm, sizeof onorm, "%s.weight", hp->hy.output_norm ? hp->hy.output_norm : "output_norm");
+    add(tb, w->output_norm, onorm);
+    if (!hp->tied_output) add(tb, w->output, "output.weight");
 }
 
 /* Rotate-half rows → interleaved pairs (llama.cpp's permute): GGUF row
@@ -308,7 +314,7 @@ kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tens
     kld_status s = kld_weights_bind(src, hp, &wt, err);
     if (s) return s;
     table tb = {out, 0, false};
-    list(&wt, hp->tied_output, &tb);
+    list(&wt, hp, &tb);
     kld_weights_free(&wt);
     if (tb.oom) {
         kld_hf_tensors_free(out);
@@ -323,8 +329,10 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
     kld_status s = kld_hf_check_convertible(src, hp, err);
     if (s) return s;
     if ((s = kld_hf_list(src, hp, out, err))) return s;
+    s = kld_hf_moe_stack(out, hp, err);
+    kld_hf_shortconv_squeeze(out);
     table tb = {out, out->n, false};
-    s = add_rope_factors(src, hp, &tb, err);
+    if (!s) s = add_rope_factors(src, hp, &tb, err);
     const bool permute = hp->rope_type != hp->sw.rope_type; /* HF rotate-half, GGUF interleaved */
     for (size_t k = 0; !s && !tb.oom && permute && k < out->n; k++) {
         const char *nm = out->names[k];
@@ -334,15 +342,16 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
         else if (strstr(nm, "attn_q.bias") || strstr(nm, "attn_k.bias"))
             s = kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: permuting q/k biases is not written yet", src->path);
     }
-    /* vectors (norms, biases) are float32 in GGUF, as llama.cpp's converter
-     * writes them; Gemma's norms (every name ending in norm.weight) become
+    /* vectors (norms, biases) and routers are float32 in GGUF, as llama.cpp's
+     * converter writes them; Gemma's norms (every name ending in norm.weight) become
      * 1 + w, added in float32 as transformers' Gemma RMSNorm does */
     const float norm_offset = (float)hp->norm_weight_offset;
     for (size_t k = 0; !s && !tb.oom && k < out->n; k++) {
         kld_tensor *t = &out->tensors[k];
         const size_t len = strlen(out->names[k]);
         const bool shift = norm_offset != 0 && len >= 11 && !strcmp(out->names[k] + len - 11, "norm.weight");
-        if (t->ne[1] > 1 || (t->type == KLD_TYPE_F32 && !shift)) continue;
+        if ((t->ne[1] > 1 && !kld_hf_keeps_f32(out->names[k])) || (t->type == KLD_TYPE_F32 && !shift))
+            continue;
         const kld_type_info *ti = kld_type_info_get(t->type);
         int64_t n = kld_tensor_nelements(t);
         float *f = malloc((size_t)n * sizeof *f);

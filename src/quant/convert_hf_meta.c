@@ -1,7 +1,8 @@
 /* convert_hf_meta.c — the hyper-parameter keys of a converted Hugging Face
  * checkpoint, per architecture as llama.cpp's convert_hf_to_gguf.py writes
  * them (c392e50 for llama, qwen2, phi3, gemma, gemma2; the later converter
- * for qwen3 and gemma3), and the refusal of what a GGUF of that
+ * for qwen3 and gemma3; the expert and LFM2 keys in convert_hf_moe.c and
+ * convert_hf_lfm2.c), and the refusal of what a GGUF of that
  * architecture cannot carry (a window llama.cpp's graph would not apply, a
  * query scale it would not use), so that the converted file reads back as
  * the checkpoint does. */
@@ -32,17 +33,17 @@ static double gguf_attn_scale(const kld_hparams *hp) {
 }
 
 kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err) {
-    static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3"};
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
+                                        "qwen2moe", "qwen3moe", "olmoe", "lfm2"};
     bool known = false;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(hp->arch, archs[i]);
     if (!known)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
-                        "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3 are)",
+                        "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, "
+                        "qwen2moe, qwen3moe, olmoe, lfm2 are)",
                         src->path, hp->arch);
-    /* convert_hf_to_gguf.py stacks the experts into ffn_*_exps; that is not written here */
-    if (kld_hparams_is_moe(hp))
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face mixture of experts "
-                        "(%" PRId64 " experts) to GGUF is not written yet", src->path, hp->n_expert);
+    kld_status s = kld_hf_moe_check(src, hp, err);
+    if (s) return s;
     /* llama.cpp's converter writes Llama 3's scaling as rope_freqs and
      * Phi-3's LongRoPE as two factor tensors (convert_hf.c) */
     const bool factors = (!strcmp(hp->rope_scaling, "llama3") && !strcmp(hp->arch, "llama")) ||
@@ -111,7 +112,10 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
     }
     if (!strcmp(hp->arch, "gemma2") || hp->attn_softcap > 0) F32("attn_logit_softcapping", hp->attn_softcap);
     if (!strcmp(hp->arch, "gemma2") || hp->final_softcap > 0) F32("final_logit_softcapping", hp->final_softcap);
-    if (hp->sw.swa_pattern >= 0) U32("attention.sliding_window", hp->sliding_window);
+    /* LFM2's converter writes no window (the reader's default: none) */
+    const bool lfm2 = hp->hy.recurrent_kind == KLD_LAYER_SHORTCONV;
+    if (hp->sw.swa_pattern >= 0 && (hp->sliding_window > 0 || !lfm2))
+        U32("attention.sliding_window", hp->sliding_window);
     if (hp->sw.swa_pattern > 0 && hp->sliding_window > 0) {
         /* A layout other than the architecture's default goes into the later
          * llama.cpp's per-layer key (one flag per layer). */
@@ -135,5 +139,7 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
 #undef F32
 #undef U32
 #undef KEY
-    return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (!ok) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    kld_status s = kld_hf_moe_put_hparams(hp, w, err);
+    return s ? s : kld_hf_shortconv_put_hparams(hp, w, err);
 }

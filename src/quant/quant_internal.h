@@ -27,5 +27,16 @@ void kld_hf_tensors_free(kld_hf_tensors *t);
 kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err);
 kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
                               kld_error *err);
+/* convert_hf_moe.c: a renormalisation rule the GGUF cannot carry is
+ * refused; per-expert tensors become stacked blk.N.ffn_*_exps (owned);
+ * the expert keys; the tensors llama.cpp's converter always writes in
+ * float32 (routers, short-convolution kernels). */
+kld_status kld_hf_moe_check(const kld_source *src, const kld_hparams *hp, kld_error *err);
+kld_status kld_hf_moe_stack(kld_hf_tensors *o, const kld_hparams *hp, kld_error *err);
+kld_status kld_hf_moe_put_hparams(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err);
+bool kld_hf_keeps_f32(const char *name);
+/* convert_hf_lfm2.c: Conv1d kernels squeezed to 2-D; LFM2's layer keys. */
+void kld_hf_shortconv_squeeze(kld_hf_tensors *o);
+kld_status kld_hf_shortconv_put_hparams(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err);
 
 #endif
