@@ -36,7 +36,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *o, const int32_t 
 float *ref_forward_hybrid(const char *gguf_path, const int32_t *ids, int64_t n, int64_t *n_vocab);
 
 typedef struct synth_shape {
-    const char *arch;     /* "llama", "qwen2", "qwen3", "gemma" or "gemma3" */
+    const char *arch;     /* "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", ... */
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
     int64_t sliding_window; /* gemma3 */
     double rope_base, rope_linear; /* rope_linear: factor (0 = none) */
@@ -86,6 +86,11 @@ typedef struct synth_shape {
     int64_t key_used_override; /* > 0: write this expert_used_count instead (error tests) */
     int64_t n_ctx;         /* HF copy: max_position_embeddings (0: 4096) */
     double norm_eps;       /* HF copy: rms_norm_eps (0: 1e-6) */
+    /* gemma2 (post-attention / post-FFN norms, no q/k norms) */
+    double attn_softcap, final_softcap; /* > 0: written as <arch>.*_logit_softcapping */
+    /* tokenizer.ggml.model "no_vocab" + <arch>.vocab_size: the least a GGUF
+     * needs for llama.cpp to load it (the oracle files of tests/data/lcpp-oracle) */
+    bool lcpp_vocab_keys;
 } synth_shape;
 
 void synth_default(synth_shape *s, const char *arch);

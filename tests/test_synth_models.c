@@ -243,6 +243,12 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         KEY_F32("rope.scaling.factor", s->yarn_factor);
         if (s->yarn_orig_ctx > 0) KEY_U32("rope.scaling.original_context_length", s->yarn_orig_ctx);
     }
+    if (s->attn_softcap > 0) KEY_F32("attn_logit_softcapping", s->attn_softcap);
+    if (s->final_softcap > 0) KEY_F32("final_logit_softcapping", s->final_softcap);
+    if (s->lcpp_vocab_keys) {
+        kld_gguf_writer_set_str(w, "tokenizer.ggml.model", "no_vocab");
+        KEY_U32("vocab_size", s->n_vocab);
+    }
     if (s->n_expert > 0) {
         KEY_U32("expert_count", s->n_expert);
         KEY_U32("expert_used_count", s->key_used_override > 0 ? s->key_used_override : s->n_expert_used);
@@ -251,9 +257,10 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
     }
 #undef KEY_U32
 #undef KEY_F32
-    const bool gemma = !strcmp(s->arch, "gemma3"), llama = !strcmp(s->arch, "llama"),
+    const bool gemma = !strcmp(s->arch, "gemma3") || !strcmp(s->arch, "gemma2"),
+               llama = !strcmp(s->arch, "llama"),
                qwen2 = !strcmp(s->arch, "qwen2") || !strcmp(s->arch, "qwen2moe"),
-               olmoe = !strcmp(s->arch, "olmoe");
+               olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3");
     const int64_t E = s->n_embd, nq = s->n_head * s->head_dim, nk = s->n_head_kv * s->head_dim;
     add(&st, "token_embd.weight", E, s->n_vocab, 0, 1);
     if (llama && s->llama3_factor > 0) {
@@ -305,9 +312,13 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("ssm_out.weight"), vd, E, 0, 1 / sqrt((double)vd));
             goto ffn;
         }
-        add(&st, T("attn_q.weight"), E, dn ? 2 * nq : nq, 0, 1 / sqrt((double)E)); /* qwen3next: [q; gate] */
-        add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
-        add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
+        if (phi3) { /* fused [q; k; v] rows, as llama.cpp's phi3 graph requires */
+            add(&st, T("attn_qkv.weight"), E, nq + 2 * nk, 0, 1 / sqrt((double)E));
+        } else {
+            add(&st, T("attn_q.weight"), E, dn ? 2 * nq : nq, 0, 1 / sqrt((double)E)); /* qwen3next: [q; gate] */
+            add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
+            add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
+        }
         if (qwen2) {
             add(&st, T("attn_q.bias"), nq, 0, 0, 0.3);
             add(&st, T("attn_k.bias"), nk, 0, 0, 0.3);
@@ -315,7 +326,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         } else if (olmoe) { /* one norm over the whole q / k row */
             add(&st, T("attn_q_norm.weight"), nq, 0, 1, 0.2);
             add(&st, T("attn_k_norm.weight"), nk, 0, 1, 0.2);
-        } else if (!llama && strcmp(s->arch, "gemma")) { /* qwen3, gemma3 */
+        } else if (!llama && !phi3 && strcmp(s->arch, "gemma") && strcmp(s->arch, "gemma2")) {
+            /* qwen3, gemma3 */
             add(&st, T("attn_q_norm.weight"), s->head_dim, 0, 1, 0.2);
             add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
         }
@@ -325,6 +337,9 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         add(&st, dn ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
         if (s->n_expert > 0) {
             add_moe(&st, il);
+        } else if (phi3) { /* fused [gate; up] */
+            add(&st, T("ffn_up.weight"), E, 2 * s->n_ff, 0, 1 / sqrt((double)E));
+            add(&st, T("ffn_down.weight"), s->n_ff, E, 0, 1 / sqrt((double)s->n_ff));
         } else {
             add(&st, T("ffn_gate.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
             add(&st, T("ffn_up.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));

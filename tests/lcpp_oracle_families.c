@@ -1,0 +1,80 @@
+/* lcpp_oracle_families.c — shapes of the llama.cpp-oracle models (see the
+ * header). Changing one changes the committed files: remake them all. */
+#include "lcpp_oracle_families.h"
+
+#include "tensor/types.h"
+
+const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
+    {"llama", "dense llama, GQA 4/2, untied output, Llama-3 rope_freqs (factor 8)"},
+    {"mixtral", "llama + 4 experts top-2 (merged ffn_*_exps), weights renormalised"},
+    {"qwen2", "q/k/v biases, NeoX rope"},
+    {"qwen2moe", "4 experts top-2, no renormalisation, sigmoid-gated shared expert"},
+    {"olmoe", "4 experts top-2, full-width q/k RMS norms"},
+    {"phi3", "fused qkv and gate/up, sliding window 24 on every layer"},
+    {"gemma", "embd x sqrt(n_embd), GELU, MQA, head_dim 32 != n_embd/n_head"},
+    {"gemma2", "26 layers (c392e50 needs 26/42/46), even layers window 16, softcaps, post-norms"},
+    {"qwen2-yarn", "qwen2 with YaRN factor 4 over original context 64"},
+    {"llama-bf16", "dense llama with bf16 matrices"},
+};
+
+void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
+    const char *n = f->name;
+    const char *arch = !strcmp(n, "mixtral") || !strcmp(n, "llama-bf16") ? "llama"
+                       : !strcmp(n, "qwen2-yarn")                        ? "qwen2"
+                                                                         : n;
+    synth_default(s, arch);
+    s->n_embd = 64;
+    s->n_layer = 2;
+    s->n_head = 4;
+    s->n_head_kv = 2;
+    s->head_dim = 16;
+    s->n_ff = 48;
+    s->n_vocab = LCPP_N_VOCAB;
+    s->mat_type = KLD_TYPE_F32; /* ggml rounds no activation for f32 weights */
+    s->rope_base = 1e4;
+    s->tied = true;
+    s->lcpp_vocab_keys = true;
+    s->seed = 1000 + (uint64_t)(f - lcpp_families);
+    /* llama.cpp's qwen2moe and olmoe require output.weight */
+    if (!strcmp(n, "llama") || !strcmp(n, "qwen2moe") || !strcmp(n, "olmoe")) s->tied = false;
+    if (!strcmp(n, "llama")) { /* Llama-3.x rope_scaling, as rope_freqs.weight */
+        s->llama3_factor = 8;
+        s->llama3_low = 1;
+        s->llama3_high = 4;
+        s->llama3_orig_ctx = 64; /* wavelengths 6.3 .. 2e4: kept, ramped and scaled dims */
+    }
+    if (!strcmp(n, "mixtral") || !strcmp(n, "qwen2moe") || !strcmp(n, "olmoe")) {
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff = 24;
+    }
+    if (!strcmp(n, "qwen2moe")) {
+        s->n_ff_exp = 24;
+        s->n_ff_shexp = 16;
+    }
+    if (!strcmp(n, "olmoe")) s->n_head_kv = 4;
+    if (!strcmp(n, "phi3")) {
+        s->tied = false; /* llama.cpp's phi3 requires output.weight */
+        s->sliding_window = 24;
+    }
+    if (!strcmp(n, "gemma")) {
+        s->n_head_kv = 1;
+        s->head_dim = 32;
+    }
+    if (!strcmp(n, "gemma2")) {
+        s->n_layer = 26;
+        s->n_embd = 16;
+        s->n_head = 2;
+        s->n_head_kv = 1;
+        s->head_dim = 16; /* != n_embd / n_head: the 2B/9B query scale 1/sqrt(head_dim) */
+        s->n_ff = 24;
+        s->sliding_window = 16;
+        s->attn_softcap = 2; /* small enough to bite on these weights */
+        s->final_softcap = 5;
+    }
+    if (!strcmp(n, "qwen2-yarn")) {
+        s->yarn_factor = 4;
+        s->yarn_orig_ctx = 64;
+    }
+    if (!strcmp(n, "llama-bf16")) s->mat_type = KLD_TYPE_BF16;
+}
