@@ -149,6 +149,45 @@ const char *kld_model_adapter(const kld_model *model);
  * adapter_model.safetensors), or NULL. */
 const char *kld_model_adapter_file(const kld_model *model);
 
+/* MODEL[@POLICY]+ADAPTER[:SCALE] as kld_model_open splits it, for the
+ * commands that open the model's file themselves (inspect, quantize):
+ * *model (owned) is the left part, *adapter points into path; both NULL
+ * when path names no adapter (MODEL+ADAPTER@POLICY is an error). */
+kld_status kld_model_split_adapter(const char *path, char **model, const char **adapter,
+                                   kld_error *err);
+/* Binds ADAPTER[:SCALE] to an opened model without one, as MODEL+ADAPTER
+ * does; errors name the adapter's file and tensor (the caller prefixes
+ * the full spec, as kld_model_open does). */
+kld_status kld_model_attach_adapter(kld_model *model, const char *adapter, kld_error *err);
+
+/* What MODEL+ADAPTER's adapter is (lora.c), for `inspect`. */
+typedef struct kld_adapter_facts {
+    const char *spec;          /* "A.gguf:0.5" as given */
+    const char *file;          /* the tensor file */
+    const char *config;        /* PEFT: adapter_config.json; NULL for GGUF */
+    bool peft;
+    bool has_alpha;
+    double alpha;              /* 0 when absent */
+    float user_scale;          /* SCALE (default 1) */
+    int64_t rank_min, rank_max;
+    float scale_min, scale_max; /* SCALE·alpha/r (SCALE without alpha), per pair */
+    size_t n_targets;          /* base weights adapted */
+    uint64_t n_params, stored_bytes; /* A and B as stored */
+    uint64_t file_bytes;       /* on disk (PEFT: both files) */
+    char classes[512];         /* "attn_q 2, attn_k 2, …, output 1" */
+} kld_adapter_facts;
+/* false when the model has no adapter. */
+bool kld_model_adapter_facts(const kld_model *model, kld_adapter_facts *out);
+
+/* `kldeval quantize IN[+ADAPTER[:SCALE]] OUT POLICY` (lora_merge.c): IN
+ * without an adapter is kld_quantize_file; with one, the adapter is
+ * checked as MODEL+ADAPTER checks it and merged into every weight it
+ * targets before the policy converts it (quant.h kld_quant_merge). */
+struct kld_quantize_opts;
+kld_status kld_quantize_merged(const char *in, const char *out_path, const char *policy,
+                               const struct kld_quantize_opts *opts, struct kld_quant_plan *plan_out,
+                               kld_error *err);
+
 /* The GGUF name ("blk.3.ffn_down.weight") of a weight the model binds
  * (as a forward observer sees it), written to buf; NULL when t is not one. */
 const char *kld_model_weight_name(const kld_model *model, const kld_tensor *t, char *buf,
