@@ -161,6 +161,7 @@ kld_status kld_model_split_adapter(const char *path, char **model, const char **
 kld_status kld_model_attach_adapter(kld_model *model, const char *adapter, kld_error *err);
 
 /* What MODEL+ADAPTER's adapter is (lora.c), for `inspect`. */
+#define KLD_ADAPTER_CLASSES 32
 typedef struct kld_adapter_facts {
     const char *spec;          /* "A.gguf:0.5" as given */
     const char *file;          /* the tensor file */
@@ -174,7 +175,9 @@ typedef struct kld_adapter_facts {
     size_t n_targets;          /* base weights adapted */
     uint64_t n_params, stored_bytes; /* A and B as stored */
     uint64_t file_bytes;       /* on disk (PEFT: both files) */
-    char classes[512];         /* "attn_q 2, attn_k 2, …, output 1" */
+    int n_classes;             /* the targets' classes ("attn_q", "output"), first seen first */
+    char class_name[KLD_ADAPTER_CLASSES][32];
+    int class_count[KLD_ADAPTER_CLASSES];
 } kld_adapter_facts;
 /* false when the model has no adapter. */
 bool kld_model_adapter_facts(const kld_model *model, kld_adapter_facts *out);

@@ -306,8 +306,6 @@ bool kld_model_adapter_facts(const kld_model *m, kld_adapter_facts *f) {
                              .user_scale = l->user_scale, .n_targets = l->n,
                              .n_params = l->n_params, .stored_bytes = l->stored_bytes,
                              .file_bytes = file_size(l->file) + file_size(l->config_path)};
-    char seen[64][32];
-    int count[64], n_cls = 0;
     for (size_t i = 0; i < l->n; i++) {
         const kld_lora_pair *p = &l->pairs[i];
         const int64_t r = p->b.ne[0];
@@ -318,19 +316,10 @@ bool kld_model_adapter_facts(const kld_model *m, kld_adapter_facts *f) {
         char c[32];
         weight_class(p->name, c, sizeof c);
         int k = 0;
-        while (k < n_cls && strcmp(seen[k], c)) k++;
-        if (k == n_cls && n_cls < 64) {
-            memcpy(seen[n_cls], c, sizeof c);
-            count[n_cls++] = 0;
-        }
-        if (k < n_cls) count[k]++;
-    }
-    size_t len = 0;
-    for (int k = 0; k < n_cls && len < sizeof f->classes; k++) {
-        int w = snprintf(f->classes + len, sizeof f->classes - len, "%s%s %d", k ? ", " : "",
-                         seen[k], count[k]);
-        if (w < 0) break;
-        len += (size_t)w;
+        while (k < f->n_classes && strcmp(f->class_name[k], c)) k++;
+        if (k == f->n_classes && k < KLD_ADAPTER_CLASSES) /* more classes: the last ones uncounted */
+            memcpy(f->class_name[f->n_classes++], c, sizeof c);
+        if (k < f->n_classes) f->class_count[k]++;
     }
     return true;
 }
