@@ -116,6 +116,8 @@ typedef struct kld_levers {
     int attn_block;
     bool noise_bf16;
     char lora_path[KLD_LORA_PATH_MAX]; /* "" : no lever adapter */
+    char kv_config[KLD_LORA_PATH_MAX]; /* the kv_config= file ("" : none), for messages */
+    int64_t kv_config_last;            /* the last layer it lists */
     float lora_scale;
 } kld_levers;
 
@@ -133,7 +135,8 @@ void kld_levers_format(const kld_levers *l, char *buf, size_t size);
 uint32_t kld_kv_map_type(const kld_kv_map *m, int64_t il);
 /* The K and V map of an MLX kv_config.json (kv_config.c): MLX groups on
  * the layers it lists, f32 elsewhere. Errors name the file, entry and key. */
-kld_status kld_kv_config_read(const char *path, kld_kv_map *out, kld_error *err);
+kld_status kld_kv_config_read(const char *path, kld_kv_map *out, int64_t *last_layer,
+                              kld_error *err);
 /* Whether the levers apply to this model (layer maps within n_layer,
  * head sizes a multiple of the cache type's block). */
 kld_status kld_levers_check(const kld_levers *l, const kld_model *model, kld_error *err);
