@@ -1,8 +1,9 @@
 /* write_gguf.c — `kldeval quantize`'s library half: a GGUF in, the policy's
  * plan applied, a GGUF out with the input's metadata (general.file_type and
  * general.quantization_version re-set last, as llama-quantize does; the
- * quantize.imatrix.* keys when an importance matrix is used) and tensors in
- * llama-quantize's order. Written under a temporary name, then renamed. */
+ * quantize.imatrix.* keys when an importance matrix is used; kldeval.lora.*
+ * when an adapter is merged, delta_merge.c) and tensors in llama-quantize's
+ * order. Written under a temporary name, then renamed. */
 #include "quant/quant_internal.h"
 
 #include <errno.h>
