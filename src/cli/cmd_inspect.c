@@ -13,7 +13,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kldeval inspect PATH [flags]\n\n"
+            "usage: kldeval inspect PATH[@POLICY][+ADAPTER[:SCALE]] [flags]\n\n"
             "PATH is a .gguf file, a .safetensors file, a Hugging Face model directory\n"
             "(config.json + model.safetensors or model.safetensors.index.json) or a llama2.c\n"
             "checkpoint (model.bin, or a directory holding model.bin + tokenizer.bin).\n"
