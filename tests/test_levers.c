@@ -437,6 +437,19 @@ static void test_plan(void) {
     kld_status st = kld_mem_plan_compute_levers(m, 64, 16, 1, &l, &p4, &err);
     CHECK(st == KLD_ERR_ARG && strstr(err.msg, "blk:0-2") && strstr(err.msg, "blk:0-1"),
           "a layer map past the last layer: %s", err.msg);
+    /* a kv_config.json listing layers the model does not have names the file and the layer */
+    char cfg[600], lever[700];
+    snprintf(cfg, sizeof cfg, "%s/kv_config_past.json", kt_build_dir());
+    const char *past = "[{\"layer_idx\": 0, \"bits\": 4, \"group_size\": 64},"
+                       " {\"layer_idx\": 5, \"bits\": 8, \"group_size\": 64}]";
+    kt_write_file(cfg, past, strlen(past));
+    snprintf(lever, sizeof lever, "kv_config=%s", cfg);
+    kld_levers_default(&l);
+    CHECK_OK(kld_levers_parse(lever, &l, &err), err);
+    st = kld_mem_plan_compute_levers(m, 64, 16, 1, &l, &p4, &err);
+    CHECK(st == KLD_ERR_ARG && strstr(err.msg, cfg) && strstr(err.msg, "layer 5") &&
+              strstr(err.msg, "last layer 1"),
+          "kv_config past the last layer names the file and the layer: %s", err.msg);
     kld_model_close(m);
     /* stories260K: head size 8 takes no 32-value block */
     CHECK_OK(kld_model_open(KT_SHARED "/models/stories260K/f32.gguf", NULL, &m, &err), err);

@@ -7,6 +7,7 @@
  * lora= lever (self-flag) equals MODEL+ADAPTER; a missing alpha is
  * llama.cpp's default (scale without alpha/r); malformed adapters fail
  * naming the file and the tensor or key. */
+#include "lora_fixture.h"
 #include "test_forward_models.h"
 #include "testlib.h"
 
@@ -21,177 +22,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#define RANK 4
-#define MAX_T 32
-
-typedef struct lora_t {
-    char name[64];     /* base weight, GGUF name */
-    int64_t in, out, r;
-    float *a, *b;      /* a [r][in], b [out][r], b's rows in GGUF order */
-} lora_t;
-
-typedef struct adapter {
-    int n;
-    lora_t t[MAX_T];
-} adapter;
-
 static synth_shape shape;
 static const char *kldeval;
 static char dir[512];
-
-static uint64_t rng_state;
-static float uniform(void) { /* splitmix64 → [-1, 1) */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
-}
-
-static void add_t(adapter *ad, const char *name, int64_t in, int64_t out, bool zero_b) {
-    lora_t *t = &ad->t[ad->n++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->in = in, t->out = out, t->r = RANK;
-    t->a = malloc(sizeof(float) * (size_t)(RANK * in));
-    t->b = malloc(sizeof(float) * (size_t)(RANK * out));
-    for (int64_t i = 0; i < RANK * in; i++) t->a[i] = 0.3f * uniform();
-    for (int64_t i = 0; i < RANK * out; i++) t->b[i] = zero_b ? 0.0f : 0.05f * uniform();
-}
-
-static void make_adapter(adapter *ad, uint64_t seed, bool zero_b) {
-    memset(ad, 0, sizeof *ad);
-    rng_state = seed;
-    const int64_t E = shape.n_embd, nq = shape.n_head * shape.head_dim,
-                  nk = shape.n_head_kv * shape.head_dim, F = shape.n_ff;
-    for (int il = 0; il < shape.n_layer; il++) {
-        char n[64];
-        static const char *const sfx[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate",
-                                          "ffn_up", "ffn_down"};
-        const int64_t ins[] = {E, E, E, nq, E, E, F}, outs[] = {nq, nk, nk, E, F, F, E};
-        for (int k = 0; k < 7; k++) {
-            snprintf(n, sizeof n, "blk.%d.%s.weight", il, sfx[k]);
-            add_t(ad, n, ins[k], outs[k], zero_b);
-        }
-    }
-    add_t(ad, "output.weight", E, shape.n_vocab, zero_b);
-}
-
-static void free_adapter(adapter *ad) {
-    for (int i = 0; i < ad->n; i++) free(ad->t[i].a), free(ad->t[i].b);
-}
-
-/* ---- the two file forms ---- */
-
-typedef struct gguf_opts {
-    const char *general_type, *arch;
-    bool no_alpha;
-    double alpha;
-} gguf_opts;
-
-static void write_gguf_adapter(const adapter *ad, const gguf_opts *o, const char *path) {
-    kld_gguf_writer *w = kld_gguf_writer_create();
-    kld_gguf_writer_set_str(w, "general.architecture", o->arch ? o->arch : "llama");
-    kld_gguf_writer_set_str(w, "general.type", o->general_type ? o->general_type : "adapter");
-    kld_gguf_writer_set_str(w, "adapter.type", "lora");
-    if (!o->no_alpha) kld_gguf_writer_set_f32(w, "adapter.lora.alpha", (float)o->alpha);
-    kld_error err = {0};
-    for (int i = 0; i < ad->n; i++) {
-        const lora_t *t = &ad->t[i];
-        char n[96];
-        int64_t nea[2] = {t->in, t->r}, neb[2] = {t->r, t->out};
-        snprintf(n, sizeof n, "%s.lora_a", t->name);
-        CHECK_OK(kld_gguf_writer_add_tensor(w, n, KLD_TYPE_F32, 2, nea, t->a,
-                                            (uint64_t)(t->in * t->r) * 4, &err), err);
-        snprintf(n, sizeof n, "%s.lora_b", t->name);
-        CHECK_OK(kld_gguf_writer_add_tensor(w, n, KLD_TYPE_F32, 2, neb, t->b,
-                                            (uint64_t)(t->out * t->r) * 4, &err), err);
-    }
-    CHECK_OK(kld_gguf_writer_write(w, path, &err), err);
-    kld_gguf_writer_free(w);
-}
-
-static void hf_module(const char *gguf, char *out, size_t cap) {
-    int il;
-    char sfx[32];
-    static const char *const map[][2] = {{"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
-                                         {"attn_v", "self_attn.v_proj"}, {"attn_output", "self_attn.o_proj"},
-                                         {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
-                                         {"ffn_down", "mlp.down_proj"}};
-    if (!strcmp(gguf, "output.weight")) {
-        snprintf(out, cap, "lm_head");
-        return;
-    }
-    if (sscanf(gguf, "blk.%d.%31[a-z_]", &il, sfx) == 2)
-        for (size_t k = 0; k < 7; k++)
-            if (!strcmp(sfx, map[k][0])) {
-                snprintf(out, cap, "model.layers.%d.%s", il, map[k][1]);
-                return;
-            }
-    snprintf(out, cap, "%s", gguf);
-}
-
-/* adapter_model.safetensors (torch shapes: A (r, in), B (out, r), q/k rows
- * of B in rotate-half order) + adapter_config.json. */
-static void write_peft(const adapter *ad, const char *config, const char *folder) {
-    mkdir(folder, 0755);
-    json_t *hdr = json_object();
-    uint64_t off = 0;
-    float **bufs = calloc((size_t)ad->n * 2, sizeof *bufs);
-    for (int i = 0; i < ad->n; i++) {
-        const lora_t *t = &ad->t[i];
-        char mod[96], n[160];
-        hf_module(t->name, mod, sizeof mod);
-        bufs[2 * i] = t->a;
-        float *b = malloc(sizeof(float) * (size_t)(t->out * t->r));
-        memcpy(b, t->b, sizeof(float) * (size_t)(t->out * t->r));
-        const bool q = strstr(t->name, "attn_q.") != NULL, k = strstr(t->name, "attn_k.") != NULL;
-        if (q || k) { /* HF row h·hd + j·hd/2 + i holds GGUF row h·hd + 2i + j */
-            const int64_t nh = q ? shape.n_head : shape.n_head_kv, hd = t->out / nh;
-            for (int64_t h = 0; h < nh; h++)
-                for (int64_t ii = 0; ii < hd / 2; ii++)
-                    for (int64_t j = 0; j < 2; j++)
-                        memcpy(b + (h * hd + j * hd / 2 + ii) * t->r, t->b + (h * hd + 2 * ii + j) * t->r,
-                               sizeof(float) * (size_t)t->r);
-        }
-        bufs[2 * i + 1] = b;
-        const uint64_t na = (uint64_t)(t->in * t->r) * 4, nb = (uint64_t)(t->out * t->r) * 4;
-        snprintf(n, sizeof n, "base_model.model.%s.lora_A.weight", mod);
-        json_object_set_new(hdr, n, json_pack("{s:s,s:[I,I],s:[I,I]}", "dtype", "F32", "shape",
-                                              (json_int_t)t->r, (json_int_t)t->in, "data_offsets",
-                                              (json_int_t)off, (json_int_t)(off + na)));
-        off += na;
-        snprintf(n, sizeof n, "base_model.model.%s.lora_B.weight", mod);
-        json_object_set_new(hdr, n, json_pack("{s:s,s:[I,I],s:[I,I]}", "dtype", "F32", "shape",
-                                              (json_int_t)t->out, (json_int_t)t->r, "data_offsets",
-                                              (json_int_t)off, (json_int_t)(off + nb)));
-        off += nb;
-    }
-    char *text = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    size_t hl = strlen(text), padded = (hl + 7) & ~(size_t)7;
-    char path[700];
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", folder);
-    FILE *f = fopen(path, "wb");
-    uint64_t len = padded;
-    fwrite(&len, 8, 1, f);
-    fwrite(text, 1, hl, f);
-    for (size_t i = hl; i < padded; i++) fputc(' ', f);
-    for (int i = 0; i < ad->n; i++) {
-        const lora_t *t = &ad->t[i];
-        fwrite(bufs[2 * i], 4, (size_t)(t->in * t->r), f);
-        fwrite(bufs[2 * i + 1], 4, (size_t)(t->out * t->r), f);
-        free(bufs[2 * i + 1]);
-    }
-    fclose(f);
-    free(bufs);
-    free(text);
-    json_decref(hdr);
-    snprintf(path, sizeof path, "%s/adapter_config.json", folder);
-    kt_write_file(path, config, strlen(config));
-}
-
-static const char peft_config[] =
-    "{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\", "
-    "\"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", \"down_proj\", \"lm_head\"]}";
 
 /* ---- logits ---- */
 
@@ -245,15 +78,7 @@ static void test_merged_reference(const adapter *ad, double scale_eff) {
     /* merged: W + s·B·A in double */
     const char *names[MAX_T];
     double *deltas[MAX_T];
-    for (int i = 0; i < ad->n; i++) {
-        const lora_t *t = &ad->t[i];
-        names[i] = t->name;
-        deltas[i] = calloc((size_t)(t->in * t->out), sizeof(double));
-        for (int64_t o = 0; o < t->out; o++)
-            for (int64_t k = 0; k < t->r; k++)
-                for (int64_t c = 0; c < t->in; c++)
-                    deltas[i][o * t->in + c] += scale_eff * (double)t->b[o * t->r + k] * (double)t->a[k * t->in + c];
-    }
+    lora_ref_deltas(ad, scale_eff, names, deltas);
     ref_opts o = {.n_delta = ad->n, .delta_names = names, .deltas = (const double *const *)deltas};
     float *ref = ref_forward_opts(base_gguf, &o, ids, N_IDS, &rv);
     float *plain = ref_forward(base_gguf, ids, N_IDS, &rv);
@@ -362,14 +187,14 @@ static void test_malformed(adapter *ad) {
     expect_error(p, "arch.gguf", "qwen2");
     /* PEFT: rank 0, rank disagreeing with the tensors, a module outside target_modules */
     snprintf(p, sizeof p, "%s/peft_r0", dir);
-    write_peft(ad, "{\"r\": 0, \"lora_alpha\": 8}", p);
+    write_peft(ad, &shape, "{\"r\": 0, \"lora_alpha\": 8}", p);
     expect_error(p, "adapter_config.json", "\"r\"");
     snprintf(p, sizeof p, "%s/peft_r8", dir);
-    write_peft(ad, "{\"r\": 8, \"lora_alpha\": 8}", p);
+    write_peft(ad, &shape, "{\"r\": 8, \"lora_alpha\": 8}", p);
     expect_error(p, "adapter_model.safetensors", "rank 4");
     snprintf(p, sizeof p, "%s/peft_targets", dir);
     snprintf(cfg, sizeof cfg, "{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\"]}");
-    write_peft(ad, cfg, p);
+    write_peft(ad, &shape, cfg, p);
     expect_error(p, "target_modules", "k_proj");
     expect_error("/nonexistent/adapter.gguf", "/nonexistent/adapter.gguf", "not found");
     /* lever syntax */
@@ -468,11 +293,11 @@ int main(int argc, char **argv) {
     mkdir(base_hf, 0755);
     CHECK(synth_write_hf(&shape, base_gguf, base_hf), "its Hugging Face copy");
     adapter ad, zero;
-    make_adapter(&ad, 11, false);
-    make_adapter(&zero, 11, true);
+    make_adapter(&ad, &shape, 11, false);
+    make_adapter(&zero, &shape, 11, true);
     write_gguf_adapter(&ad, &(gguf_opts){.alpha = 8}, ad_gguf);
     write_gguf_adapter(&zero, &(gguf_opts){.alpha = 8}, zero_gguf);
-    write_peft(&ad, peft_config, ad_peft);
+    write_peft(&ad, &shape, peft_config, ad_peft);
     test_merged_reference(&ad, 8.0 / RANK);
     test_forms_and_lever();
     test_zero_and_alpha(&ad);

@@ -1,4 +1,5 @@
-/* cmd_inspect.c — `kldeval inspect PATH`: what a model file holds. */
+/* cmd_inspect.c — `kldeval inspect PATH[@POLICY][+ADAPTER[:SCALE]]`: what a
+ * model file holds (and what a policy and a LoRA adapter make of it). */
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/inspect_facts.h"
@@ -12,12 +13,16 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kldeval inspect PATH [flags]\n\n"
+            "usage: kldeval inspect PATH[@POLICY][+ADAPTER[:SCALE]] [flags]\n\n"
             "PATH is a .gguf file, a .safetensors file, a Hugging Face model directory\n"
             "(config.json + model.safetensors or model.safetensors.index.json) or a llama2.c\n"
             "checkpoint (model.bin, or a directory holding model.bin + tokenizer.bin).\n"
             "Prints the format and version, architecture and hyper-parameters, parameter count,\n"
-            "bytes and bits per weight, a histogram of tensor types and a tokenizer summary.\n\n"
+            "bytes and bits per weight, a histogram of tensor types and a tokenizer summary.\n"
+            "PATH@POLICY adds the policy's plan (types, bytes; nothing quantized).\n"
+            "PATH[@POLICY]+ADAPTER[:SCALE] adds a LoRA adapter's facts (GGUF adapter or PEFT\n"
+            "folder): its files, form, rank, alpha, scale SCALE*alpha/r, the base weights it\n"
+            "targets by class and its size; a bad adapter is an error, as in kl.\n\n"
             "  --tensors      also print the tensor table (name, type, shape, bytes)\n"
             "  --meta         also print every metadata key (GGUF) / config.json / llama2.c header\n"
             "  --json         print everything as one JSON object instead of text\n"
@@ -53,6 +58,19 @@ static json_t *policy_json(const char *policy, const kld_quant_plan *p) {
                      kld_quant_plan_bpw(p), "bytes", (json_int_t)p->dst_bytes, "stored_bytes",
                      (json_int_t)p->src_bytes, "requantized", p->n_requant, "types", types,
                      "fallbacks", fallbacks);
+}
+
+/* The adapter bound to the base model (without the policy: the policy
+ * keeps every shape, so binding checks the same), or NULL with err set. */
+static json_t *adapter_json(const char *model_path, const char *adapter, kld_error *err) {
+    kld_model *m = NULL;
+    if (kld_model_open(model_path, NULL, &m, err) != KLD_OK) return NULL;
+    json_t *j = NULL;
+    kld_adapter_facts af;
+    if (kld_model_attach_adapter(m, adapter, err) == KLD_OK && kld_model_adapter_facts(m, &af))
+        j = inspect_adapter_json(&af);
+    kld_model_close(m);
+    return j;
 }
 
 int kld_cmd_inspect(int argc, char **argv) {
@@ -110,6 +128,14 @@ int kld_cmd_inspect(int argc, char **argv) {
     opt.path = path;
     kld_source *src;
     kld_error err = {0};
+    /* MODEL[@POLICY]+ADAPTER[:SCALE]: the facts below are the left part's */
+    const char *full = path, *adapter = NULL;
+    char *left = NULL;
+    if (kld_model_split_adapter(path, &left, &adapter, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval inspect: %s\n", err.msg);
+        return 1;
+    }
+    if (left) path = left;
     /* MODEL@POLICY (the engine's rule): the source is the part before '@' */
     struct stat sb;
     const char *at = strrchr(path, '@');
@@ -121,6 +147,15 @@ int kld_cmd_inspect(int argc, char **argv) {
     }
     if (kld_source_open(src_path, &src, &err) != KLD_OK) {
         fprintf(stderr, "kldeval inspect: %s\n", err.msg);
+        free(left);
+        return 1;
+    }
+    json_t *adapter_facts = NULL;
+    if (adapter && !(adapter_facts = adapter_json(src_path, adapter, &err))) {
+        kld_error_prefix(&err, "%s", full); /* as MODEL+ADAPTER's errors read in kl */
+        fprintf(stderr, "kldeval inspect: %s\n", err.msg);
+        kld_source_close(src);
+        free(left);
         return 1;
     }
     /* the policy's plan, without quantizing anything */
@@ -133,6 +168,8 @@ int kld_cmd_inspect(int argc, char **argv) {
             kld_quant_view_open(policy, src, &hp, &view, &err) != KLD_OK) {
             fprintf(stderr, "kldeval inspect: %s@%s: %s\n", src_path, policy, err.msg);
             kld_source_close(src);
+            json_decref(adapter_facts);
+            free(left);
             return 1;
         }
         qplan = &view.plan;
@@ -144,6 +181,7 @@ int kld_cmd_inspect(int argc, char **argv) {
     if (plan_error) fprintf(stderr, "kldeval inspect: memory plan: %s\n", json_string_value(plan_error));
     const int rc = plan_error ? 1 : 0;
     if (qplan) json_object_set_new(facts, "policy", policy_json(policy, qplan));
+    if (adapter_facts) json_object_set_new(facts, "adapter", adapter_facts);
     if (as_json) {
         json_dumpf(facts, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
@@ -154,9 +192,11 @@ int kld_cmd_inspect(int argc, char **argv) {
                    policy);
             kld_quant_plan_print(qplan, stdout);
         }
+        if (adapter_facts) inspect_print_adapter(stdout, adapter_facts);
     }
     json_decref(facts);
     if (qplan) kld_quant_view_close(&view);
     kld_source_close(src);
+    free(left);
     return rc;
 }

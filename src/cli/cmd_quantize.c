@@ -1,16 +1,24 @@
-/* cmd_quantize.c — `kldeval quantize IN OUT POLICY [--imatrix F]`: writes a
- * GGUF with the policy's types (llama-quantize's recipes by default). */
+/* cmd_quantize.c — `kldeval quantize IN[+ADAPTER[:SCALE]] OUT POLICY
+ * [--imatrix F]`: writes a GGUF with the policy's types (llama-quantize's
+ * recipes by default), a LoRA adapter merged first when one is given. */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "engine/engine.h"
 #include "quant/quant.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kldeval quantize IN OUT POLICY [flags]\n\n"
-            "IN is a GGUF model; OUT the GGUF to write (atomically). POLICY is\n"
+            "usage: kldeval quantize IN[+ADAPTER[:SCALE]] OUT POLICY [flags]\n\n"
+            "IN is a GGUF model or a Hugging Face checkpoint; OUT the GGUF to write\n"
+            "(atomically). IN+ADAPTER[:SCALE] merges a LoRA adapter (llama.cpp GGUF adapter or\n"
+            "PEFT folder) first: each weight it targets becomes W + SCALE*(alpha/r)*B*A,\n"
+            "summed in double from the dequantized weight, then quantized by POLICY (keep:\n"
+            "requantized to its stored type); kldeval.lora.* metadata records the merge.\n"
+            "POLICY is\n"
             "BASE[,SELECTOR=TYPE]...: BASE a llama-quantize recipe (%s),\n"
             "a type or keep; SELECTOR head/output, embd/token_embd, blk:A-B, a class\n"
             "(attn_q, attn_k, attn_v, attn_qkv, attn_output, ffn_gate, ffn_up, ffn_down),\n"
@@ -66,11 +74,19 @@ int kld_cmd_quantize(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    const char *inputs[] = {pos[0], o.imatrix_path};
-    if (!kld_arg_output("quantize", "OUT", pos[1], inputs, 2)) return 2;
     kld_error err = {0};
+    char *base = NULL;
+    const char *adapter = NULL;
+    if (kld_model_split_adapter(pos[0], &base, &adapter, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval quantize: %s\n", err.msg);
+        return 2;
+    }
+    const char *inputs[] = {pos[0], o.imatrix_path, base, adapter};
+    const bool out_ok = kld_arg_output("quantize", "OUT", pos[1], inputs, 4);
+    free(base);
+    if (!out_ok) return 2;
     kld_quant_plan summary;
-    kld_status s = kld_quantize_file(pos[0], pos[1], pos[2], &o, &summary, &err);
+    kld_status s = kld_quantize_merged(pos[0], pos[1], pos[2], &o, &summary, &err);
     if (s) {
         fprintf(stderr, "kldeval quantize: %s\n", err.msg);
         return 1;

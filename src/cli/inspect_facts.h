@@ -3,6 +3,7 @@
 #ifndef KLD_CLI_INSPECT_FACTS_H
 #define KLD_CLI_INSPECT_FACTS_H
 
+#include "engine/engine.h"
 #include "io/source.h"
 
 #include <jansson.h>
@@ -24,5 +25,9 @@ json_t *inspect_facts(const kld_source *src, const inspect_options *opt);
 
 /* Prints the facts as aligned text. */
 void inspect_print_text(FILE *f, const json_t *facts);
+
+/* MODEL+ADAPTER: the adapter's facts (inspect_adapter.c), and as text. */
+json_t *inspect_adapter_json(const kld_adapter_facts *a);
+void inspect_print_adapter(FILE *f, const json_t *adapter);
 
 #endif

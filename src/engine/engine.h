@@ -116,6 +116,8 @@ typedef struct kld_levers {
     int attn_block;
     bool noise_bf16;
     char lora_path[KLD_LORA_PATH_MAX]; /* "" : no lever adapter */
+    char kv_config[KLD_LORA_PATH_MAX]; /* the kv_config= file ("" : none), for messages */
+    int64_t kv_config_last;            /* the last layer it lists */
     float lora_scale;
 } kld_levers;
 
@@ -133,7 +135,8 @@ void kld_levers_format(const kld_levers *l, char *buf, size_t size);
 uint32_t kld_kv_map_type(const kld_kv_map *m, int64_t il);
 /* The K and V map of an MLX kv_config.json (kv_config.c): MLX groups on
  * the layers it lists, f32 elsewhere. Errors name the file, entry and key. */
-kld_status kld_kv_config_read(const char *path, kld_kv_map *out, kld_error *err);
+kld_status kld_kv_config_read(const char *path, kld_kv_map *out, int64_t *last_layer,
+                              kld_error *err);
 /* Whether the levers apply to this model (layer maps within n_layer,
  * head sizes a multiple of the cache type's block). */
 kld_status kld_levers_check(const kld_levers *l, const kld_model *model, kld_error *err);
@@ -148,6 +151,48 @@ const char *kld_model_adapter(const kld_model *model);
 /* The file its tensors were read from (the .gguf, or a PEFT folder's
  * adapter_model.safetensors), or NULL. */
 const char *kld_model_adapter_file(const kld_model *model);
+
+/* MODEL[@POLICY]+ADAPTER[:SCALE] as kld_model_open splits it, for the
+ * commands that open the model's file themselves (inspect, quantize):
+ * *model (owned) is the left part, *adapter points into path; both NULL
+ * when path names no adapter (MODEL+ADAPTER@POLICY is an error). */
+kld_status kld_model_split_adapter(const char *path, char **model, const char **adapter,
+                                   kld_error *err);
+/* Binds ADAPTER[:SCALE] to an opened model without one, as MODEL+ADAPTER
+ * does; errors name the adapter's file and tensor (the caller prefixes
+ * the full spec, as kld_model_open does). */
+kld_status kld_model_attach_adapter(kld_model *model, const char *adapter, kld_error *err);
+
+/* What MODEL+ADAPTER's adapter is (lora.c), for `inspect`. */
+#define KLD_ADAPTER_CLASSES 32
+typedef struct kld_adapter_facts {
+    const char *spec;          /* "A.gguf:0.5" as given */
+    const char *file;          /* the tensor file */
+    const char *config;        /* PEFT: adapter_config.json; NULL for GGUF */
+    bool peft;
+    bool has_alpha;
+    double alpha;              /* 0 when absent */
+    float user_scale;          /* SCALE (default 1) */
+    int64_t rank_min, rank_max;
+    float scale_min, scale_max; /* SCALE·alpha/r (SCALE without alpha), per pair */
+    size_t n_targets;          /* base weights adapted */
+    uint64_t n_params, stored_bytes; /* A and B as stored */
+    uint64_t file_bytes;       /* on disk (PEFT: both files) */
+    int n_classes;             /* the targets' classes ("attn_q", "output"), first seen first */
+    char class_name[KLD_ADAPTER_CLASSES][32];
+    int class_count[KLD_ADAPTER_CLASSES];
+} kld_adapter_facts;
+/* false when the model has no adapter. */
+bool kld_model_adapter_facts(const kld_model *model, kld_adapter_facts *out);
+
+/* `kldeval quantize IN[+ADAPTER[:SCALE]] OUT POLICY` (lora_merge.c): IN
+ * without an adapter is kld_quantize_file; with one, the adapter is
+ * checked as MODEL+ADAPTER checks it and merged into every weight it
+ * targets before the policy converts it (quant.h kld_quant_merge). */
+struct kld_quantize_opts;
+kld_status kld_quantize_merged(const char *in, const char *out_path, const char *policy,
+                               const struct kld_quantize_opts *opts, struct kld_quant_plan *plan_out,
+                               kld_error *err);
 
 /* The GGUF name ("blk.3.ffn_down.weight") of a weight the model binds
  * (as a forward observer sees it), written to buf; NULL when t is not one. */

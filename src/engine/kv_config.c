@@ -104,7 +104,8 @@ static kld_status build_map(const char *path, const uint32_t *scheme, int64_t nl
     return st;
 }
 
-kld_status kld_kv_config_read(const char *path, kld_kv_map *out, kld_error *err) {
+kld_status kld_kv_config_read(const char *path, kld_kv_map *out, int64_t *last_layer,
+                              kld_error *err) {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root)
@@ -118,6 +119,7 @@ kld_status kld_kv_config_read(const char *path, kld_kv_map *out, kld_error *err)
     int64_t nl = 0;
     kld_status st = read_entries(path, root, scheme, &nl, err);
     if (!st) st = build_map(path, scheme, nl, out, err);
+    if (!st) *last_layer = nl - 1;
     free(scheme);
     json_decref(root);
     return st;

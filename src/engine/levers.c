@@ -153,9 +153,14 @@ static kld_status simple_lever(kld_levers *l, int which, const char *v, size_t v
             return kld_fail(err, KLD_ERR_ARG, "lever kv_config: expected %s", valid);
         snprintf(path, sizeof path, "%.*s", (int)vlen, v);
         kld_kv_map map;
-        kld_status st = kld_kv_config_read(path, &map, err);
+        int64_t last = 0;
+        kld_status st = kld_kv_config_read(path, &map, &last, err);
         if (st) return st;
         l->kv_k = l->kv_v = map;
+        const size_t n = strlen(path) < sizeof l->kv_config ? strlen(path) : sizeof l->kv_config - 1;
+        memcpy(l->kv_config, path, n); /* only for messages: a longer path is cut */
+        l->kv_config[n] = 0;
+        l->kv_config_last = last;
         return KLD_OK;
     }
     case LV_LORA: {
@@ -362,6 +367,11 @@ kld_status kld_levers_check(const kld_levers *l, const kld_model *model, kld_err
 }
 
 kld_status kld_levers_check_layout(const kld_levers *l, const kld_model *model, kld_error *err) {
+    const int64_t nl = model->hp.n_layer;
+    if (l->kv_config[0] && l->kv_config_last >= nl) /* before the map's blk: rules say it less well */
+        return kld_fail(err, KLD_ERR_ARG, "lever kv_config: %s lists layer %" PRId64 ", past the "
+                        "last layer %" PRId64 " of %s (valid layer_idx: 0-%" PRId64 ")", l->kv_config,
+                        l->kv_config_last, nl - 1, model->src->path, nl - 1);
     const bool same = maps_equal(&l->kv_k, &l->kv_v);
     kld_status st = check_map(&l->kv_k, same ? "kv" : "kv_k", model, model->hp.head_dim, err);
     if (st == KLD_OK) st = check_map(&l->kv_v, same ? "kv" : "kv_v", model, model->hp.head_dim_v, err);

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 kld_status kld_lora_spec_split(const char *spec, char *path, size_t cap, float *scale,
                                kld_error *err) {
@@ -51,6 +52,7 @@ void kld_lora_free(kld_lora *l) {
     free(l->spec);
     free(l->path);
     free(l->file);
+    free(l->config_path);
     free(l);
 }
 
@@ -118,7 +120,7 @@ static kld_status to_f32(const kld_lora_file *f, const kld_tensor *t, kld_tensor
 
 /* B's rows between rotate-half (HF) and interleaved (GGUF) order: GGUF row
  * h·hd + 2i + j is HF row h·hd + j·hd/2 + i (llama.cpp's permute). */
-static bool permute_b(kld_tensor *b, int64_t n_head, bool to_gguf) {
+bool kld_lora_permute_b(kld_tensor *b, int64_t n_head, bool to_gguf) {
     const int64_t r = b->ne[0], rows = b->ne[1], hd = rows / n_head;
     float *src = (float *)b->data, *tmp = malloc((size_t)(r * rows) * sizeof *tmp);
     if (!tmp) return false;
@@ -171,6 +173,7 @@ static kld_status bind_entry(const kld_model *m, const kld_lora_file *f, const w
     if (!st) st = to_f32(f, b, &p->b, err);
     if (st) return st;
     p->w = W;
+    snprintf(p->name, sizeof p->name, "%s", w->gguf);
     /* llama.cpp: alpha ? adapter_scale * alpha / rank : adapter_scale, in float */
     const float alpha = (float)f->alpha;
     p->scale = alpha != 0.0f ? user_scale * alpha / (float)rank : user_scale;
@@ -183,7 +186,7 @@ static kld_status bind_entry(const kld_model *m, const kld_lora_file *f, const w
         if (nh < 1 || b->ne[1] % nh || (b->ne[1] / nh) % 2)
             return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s': %" PRId64 " rows are not %" PRId64
                             " heads of an even size", f->path, b->name, b->ne[1], nh);
-        if (!permute_b(&p->b, nh, f->peft))
+        if (!kld_lora_permute_b(&p->b, nh, f->peft))
             return kld_fail(err, KLD_ERR_NOMEM, "%s: tensor '%s': out of memory", f->path, b->name);
     }
     return KLD_OK;
@@ -213,6 +216,9 @@ kld_status kld_lora_open(const kld_model *m, const char *spec, float scale, kld_
         l->user_scale = scale;
         l->alpha = f.alpha;
         l->has_alpha = f.has_alpha;
+        l->peft = f.peft;
+        if (f.config_path && !(l->config_path = kld_strdup(f.config_path)) && !st)
+            st = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", spec);
     }
     for (size_t i = 0; !st && i < f.n; i++) {
         st = bind_entry(m, &f, &tb, &f.e[i], scale, &l->pairs[l->n], err);
@@ -222,6 +228,8 @@ kld_status kld_lora_open(const kld_model *m, const char *spec, float scale, kld_
                     st = kld_fail(err, KLD_ERR_FORMAT, "%s: two LoRA pairs adapt '%s'", f.path,
                                   f.e[i].base);
             l->n++;
+            l->stored_bytes += f.e[i].a->nbytes + f.e[i].b->nbytes;
+            l->n_params += (uint64_t)(kld_tensor_nelements(f.e[i].a) + kld_tensor_nelements(f.e[i].b));
         } else if (l->pairs[l->n].a.data) {
             l->n++; /* freed with the adapter */
         }
@@ -270,4 +278,48 @@ void kld_lora_apply(kld_session *s, const kld_tensor *W, int64_t n, const float 
             for (int64_t j = 0; j < n_out; j++) c[j] += p->scale * di[j];
         }
     }
+}
+
+/* "blk.3.attn_q.weight" → "attn_q"; "output.weight" → "output". */
+static void weight_class(const char *name, char *out, size_t cap) {
+    const char *s = name;
+    if (!strncmp(s, "blk.", 4)) {
+        const char *dot = strchr(s + 4, '.');
+        if (dot) s = dot + 1;
+    }
+    size_t n = strlen(s);
+    if (name_ends(s, ".weight")) n -= 7;
+    snprintf(out, cap, "%.*s", (int)n, s);
+}
+
+static uint64_t file_size(const char *path) {
+    struct stat sb;
+    return path && stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+bool kld_model_adapter_facts(const kld_model *m, kld_adapter_facts *f) {
+    memset(f, 0, sizeof *f);
+    const kld_lora *l = m->lora;
+    if (!l) return false;
+    *f = (kld_adapter_facts){.spec = l->spec, .file = l->file, .config = l->config_path,
+                             .peft = l->peft, .has_alpha = l->has_alpha, .alpha = l->alpha,
+                             .user_scale = l->user_scale, .n_targets = l->n,
+                             .n_params = l->n_params, .stored_bytes = l->stored_bytes,
+                             .file_bytes = file_size(l->file) + file_size(l->config_path)};
+    for (size_t i = 0; i < l->n; i++) {
+        const kld_lora_pair *p = &l->pairs[i];
+        const int64_t r = p->b.ne[0];
+        if (!i || r < f->rank_min) f->rank_min = r;
+        if (!i || r > f->rank_max) f->rank_max = r;
+        if (!i || p->scale < f->scale_min) f->scale_min = p->scale;
+        if (!i || p->scale > f->scale_max) f->scale_max = p->scale;
+        char c[32];
+        weight_class(p->name, c, sizeof c);
+        int k = 0;
+        while (k < f->n_classes && strcmp(f->class_name[k], c)) k++;
+        if (k == f->n_classes && k < KLD_ADAPTER_CLASSES) /* more classes: the last ones uncounted */
+            memcpy(f->class_name[f->n_classes++], c, sizeof c);
+        if (k < f->n_classes) f->class_count[k]++;
+    }
+    return true;
 }

@@ -43,6 +43,7 @@ void kld_lora_file_close(kld_lora_file *f);
  * model's q/k layout). */
 typedef struct kld_lora_pair {
     const kld_tensor *w;        /* the bound weight */
+    char name[96];              /* its GGUF name */
     kld_tensor a, b;            /* F32, owned data: a [n_in, rank], b [rank, n_out] */
     float scale;                /* SCALE·alpha/rank, as llama.cpp computes it in float */
 } kld_lora_pair;
@@ -51,6 +52,10 @@ typedef struct kld_lora {
     char *spec;                 /* "PATH" or "PATH:SCALE" as given */
     char *path;
     char *file;                 /* the tensor file (kld_lora_file.path) */
+    char *config_path;          /* PEFT: adapter_config.json; NULL for GGUF */
+    bool peft;
+    uint64_t stored_bytes;      /* A and B as stored in the file */
+    uint64_t n_params;
     float user_scale;
     double alpha;
     bool has_alpha;
@@ -65,6 +70,10 @@ typedef struct kld_lora {
 kld_status kld_lora_open(const kld_model *m, const char *path, float scale, kld_lora **out,
                          kld_error *err);
 void kld_lora_free(kld_lora *l);
+
+/* B's rows between rotate-half (HF) and interleaved (GGUF) order, in
+ * place (b: F32, rank values per row); false when out of memory. */
+bool kld_lora_permute_b(kld_tensor *b, int64_t n_head, bool to_gguf);
 
 /* "PATH[:SCALE]": a trailing ':' + number is the scale (default 1). */
 kld_status kld_lora_spec_split(const char *spec, char *path, size_t cap, float *scale,

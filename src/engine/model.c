@@ -140,8 +140,8 @@ static bool exists(const char *p) {
  * last '+' whose left part is a model (or MODEL@POLICY) and whose right
  * part (without :SCALE) exists. *model is the left part (owned), *adapter
  * points at the right part. */
-static kld_status split_adapter(const char *path, char **model, const char **adapter,
-                                kld_error *err) {
+kld_status kld_model_split_adapter(const char *path, char **model, const char **adapter,
+                                   kld_error *err) {
     *model = NULL;
     *adapter = NULL;
     if (exists(path)) return KLD_OK;
@@ -180,12 +180,23 @@ static kld_status split_adapter(const char *path, char **model, const char **ada
     return KLD_OK;
 }
 
+kld_status kld_model_attach_adapter(kld_model *m, const char *adapter, kld_error *err) {
+    if (m->lora) return kld_fail(err, KLD_ERR_ARG, "%s: the model has an adapter already", m->src->path);
+    char apath[KLD_LORA_PATH_MAX];
+    float scale;
+    kld_status s = kld_lora_spec_split(adapter, apath, sizeof apath, &scale, err);
+    if (!s) s = kld_lora_open(m, apath, scale, &m->lora, err);
+    if (!s && !(m->lora->spec = kld_strdup(adapter)))
+        s = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", adapter);
+    return s;
+}
+
 kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_model **out,
                           kld_error *err) {
     *out = NULL;
     char *with_policy = NULL;
     const char *adapter = NULL;
-    kld_status s = split_adapter(path, &with_policy, &adapter, err);
+    kld_status s = kld_model_split_adapter(path, &with_policy, &adapter, err);
     if (s) return s;
     if (with_policy) path = with_policy;
     const char *policy = opts ? opts->policy : NULL;
@@ -206,12 +217,7 @@ kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_mode
                                    opts ? opts->n_threads : 0, policy == at_policy, err);
     if (s == KLD_OK) s = load_vectors(m, err);
     if (s == KLD_OK && adapter) { /* after the policy: it binds the final weights */
-        char apath[KLD_LORA_PATH_MAX];
-        float scale;
-        s = kld_lora_spec_split(adapter, apath, sizeof apath, &scale, err);
-        if (!s) s = kld_lora_open(m, apath, scale, &m->lora, err);
-        if (!s && !(m->lora->spec = kld_strdup(adapter)))
-            s = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+        s = kld_model_attach_adapter(m, adapter, err);
         if (s) kld_error_prefix(err, "%s+%s", path, adapter);
     }
     free(base);

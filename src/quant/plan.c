@@ -252,6 +252,9 @@ void kld_quant_plan_print(const kld_quant_plan *plan, FILE *f) {
             fprintf(f, "requantized    %u tensor(s) requantized from %s (dequantized first)\n",
                     req_from[t], kld_type_name(t, b));
     }
+    if (plan->n_merged)
+        fprintf(f, "merged         %d tensor(s) with the adapter's update W + s·B·A (in double, "
+                "from the dequantized weight)\n", plan->n_merged);
     for (size_t i = 0; i < plan->n; i++) {
         const kld_quant_item *it = &plan->items[i];
         if (!it->fallback) continue;
@@ -260,4 +263,47 @@ void kld_quant_plan_print(const kld_quant_plan *plan, FILE *f) {
                 it->name, it->t->ne[0], kld_type_info_get(it->wanted_type)->block_size,
                 kld_type_name(it->wanted_type, b1), kld_type_name(it->dst_type, b2));
     }
+}
+
+kld_status kld_quant_plan_merge(kld_quant_plan *plan, const kld_quant_merge *m,
+                                const kld_imatrix *im, const kld_quant_delta **per_item,
+                                kld_error *err) {
+    for (size_t i = 0; i < plan->n; i++) per_item[i] = NULL;
+    for (size_t k = 0; m && k < m->n; k++) {
+        const kld_quant_delta *d = &m->d[k];
+        size_t i = 0;
+        while (i < plan->n && strcmp(plan->items[i].name, d->name)) i++;
+        if (i == plan->n)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: the adapter adapts '%s', which is not a "
+                            "tensor of the model being written", m->adapter, d->name);
+        kld_quant_item *it = &plan->items[i];
+        const kld_tensor *t = it->t;
+        if (per_item[i])
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: two updates for '%s'", m->adapter, d->name);
+        if (t->ne[0] != d->n_in || t->ne[1] != d->n_out || t->ne[2] != 1 || t->ne[3] != 1)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: the update of '%s' is [%" PRId64 ", %" PRId64
+                            "], the tensor [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "]",
+                            m->adapter, d->name, d->n_in, d->n_out, t->ne[0], t->ne[1], t->ne[2],
+                            t->ne[3]);
+        const kld_type_info *si = kld_type_info_get(t->type), *di = kld_type_info_get(it->dst_type);
+        char b[16];
+        if (!si || !si->to_float)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': stored type %s cannot be "
+                            "converted to float32 to merge the adapter", d->name,
+                            kld_type_name(t->type, b));
+        if (!di || !di->quantize_row)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': no quantizer for %s", d->name,
+                            kld_type_name(it->dst_type, b));
+        per_item[i] = d;
+        it->merged = true;
+        plan->n_merged++;
+        if (!it->convert) { /* the stored type kept: its data is recomputed all the same */
+            it->convert = true;
+            it->requant = si->is_quantized;
+            plan->n_requant += it->requant;
+            kld_status s = attach_imatrix(im, it, err);
+            if (s) return s;
+        }
+    }
+    return KLD_OK;
 }

@@ -128,6 +128,7 @@ typedef struct kld_quant_item {
     bool convert;             /* dst_type != src_type: new data is computed */
     bool requant;             /* convert from a quantized (not float) type */
     bool fallback;            /* the row-length fallback changed the type */
+    bool merged;              /* a low-rank update is merged in (kld_quant_merge, delta_merge.c) */
     uint32_t wanted_type;     /* the type before the fallback */
     uint64_t dst_bytes;
     const float *imatrix;     /* importance weights (ne0 of them) or NULL */
@@ -138,7 +139,7 @@ typedef struct kld_quant_plan {
     size_t n;
     uint32_t ftype;           /* general.file_type to write */
     uint64_t src_bytes, dst_bytes, n_params;
-    int n_fallback, n_requant;
+    int n_fallback, n_requant, n_merged;
 } kld_quant_plan;
 
 /* Decides every tensor's type. `names` gives the GGUF name of each tensor
@@ -216,10 +217,42 @@ kld_status kld_quant_budget(const char *base, const char *upgrade, const kld_bud
 kld_status kld_quant_tensor(const kld_tensor *t, uint32_t type, const float *qw, int n_threads,
                             void *dst, kld_error *err);
 
+/* MODEL+ADAPTER merged while quantizing (delta_merge.c): weight `name` becomes
+ * W + scale·B·A, W dequantized to float, the update summed in double and
+ * rounded to float once (an update of exactly 0 leaves W's float as it
+ * is), then converted to the planned type like any other tensor. */
+typedef struct kld_quant_delta {
+    const char *name;          /* the weight's GGUF name */
+    int64_t n_in, n_out, rank;
+    const float *a;            /* rank rows of n_in */
+    const float *b;            /* n_out rows of rank, in the written file's row order */
+    float scale;
+} kld_quant_delta;
+
+typedef struct kld_quant_merge {
+    const kld_quant_delta *d;
+    size_t n;
+    const char *adapter;       /* recorded as kldeval.lora.adapter */
+    float scale;               /* SCALE as given: kldeval.lora.scale */
+    bool has_alpha;
+    double alpha;              /* kldeval.lora.alpha when present */
+} kld_quant_merge;
+
+/* Marks the plan's items that m merges into (merged; convert, requant when
+ * the stored type is quantized; importance weights as for any converted
+ * tensor). Every delta must name an item of the plan with its shape;
+ * per_item[i] (plan->n of them) is set to item i's delta or NULL. */
+kld_status kld_quant_plan_merge(kld_quant_plan *plan, const kld_quant_merge *m,
+                                const kld_imatrix *im, const kld_quant_delta **per_item,
+                                kld_error *err);
+/* The merged weight as float32 rows (malloc'd, t's element count). */
+kld_status kld_quant_merged_f32(const kld_tensor *t, const char *name, const kld_quant_delta *d,
+                                float **out, kld_error *err);
+
 /* Progress of a long conversion: called after each tensor. */
 typedef void (*kld_quant_progress_fn)(void *ctx, size_t done, size_t total, const char *name);
 
-/* Reads a GGUF (or Hugging Face directory — not yet), applies the policy and
+/* Reads a GGUF (or a Hugging Face checkpoint), applies the policy and
  * writes a GGUF to out_path atomically: metadata copied, general.file_type
  * and general.quantization_version set, tensors in llama.cpp's order. */
 typedef struct kld_quantize_opts {
@@ -228,6 +261,7 @@ typedef struct kld_quantize_opts {
     kld_quant_progress_fn progress;
     void *progress_ctx;
     FILE *log;                /* per-tensor decisions, or NULL */
+    const kld_quant_merge *merge; /* an adapter to merge (the engine's kld_quantize_merged), or NULL */
 } kld_quantize_opts;
 
 kld_status kld_quantize_file(const char *in_path, const char *out_path, const char *policy,

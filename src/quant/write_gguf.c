@@ -1,8 +1,9 @@
 /* write_gguf.c — `kldeval quantize`'s library half: a GGUF in, the policy's
  * plan applied, a GGUF out with the input's metadata (general.file_type and
  * general.quantization_version re-set last, as llama-quantize does; the
- * quantize.imatrix.* keys when an importance matrix is used) and tensors in
- * llama-quantize's order. Written under a temporary name, then renamed. */
+ * quantize.imatrix.* keys when an importance matrix is used; kldeval.lora.*
+ * when an adapter is merged, delta_merge.c) and tensors in llama-quantize's
+ * order. Written under a temporary name, then renamed. */
 #include "quant/quant_internal.h"
 
 #include <errno.h>
@@ -27,6 +28,38 @@ static kld_status copy_metadata(const kld_gguf *g, kld_gguf_writer *w, kld_error
     return KLD_OK;
 }
 
+/* MODEL+ADAPTER: which adapter was merged, at which scale. */
+static kld_status put_merge_keys(const kld_quant_merge *m, kld_gguf_writer *w, kld_error *err) {
+    if (kld_gguf_writer_set_str(w, "kldeval.lora.adapter", m->adapter) ||
+        kld_gguf_writer_set_f32(w, "kldeval.lora.scale", m->scale) ||
+        kld_gguf_writer_set_u32(w, "kldeval.lora.tensors", (uint32_t)m->n) ||
+        (m->has_alpha && kld_gguf_writer_set_f32(w, "kldeval.lora.alpha", (float)m->alpha)))
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    return KLD_OK;
+}
+
+/* The merged weight at the planned type (float32 as merged, else converted). */
+static kld_status merged_tensor(const kld_quant_item *it, const kld_quant_delta *d, int n_threads,
+                                void **out, kld_error *err) {
+    float *f = NULL;
+    kld_status s = kld_quant_merged_f32(it->t, it->name, d, &f, err);
+    if (s) return s;
+    if (it->dst_type == KLD_TYPE_F32) {
+        *out = f;
+        return KLD_OK;
+    }
+    kld_tensor mt = *it->t;
+    mt.type = KLD_TYPE_F32;
+    mt.data = f;
+    mt.nbytes = (uint64_t)kld_tensor_nelements(&mt) * sizeof(float);
+    if (!(*out = malloc(it->dst_bytes ? it->dst_bytes : 1)))
+        s = kld_fail(err, KLD_ERR_NOMEM, "tensor '%s': out of memory", it->name);
+    else
+        s = kld_quant_tensor(&mt, it->dst_type, it->imatrix, n_threads, *out, err);
+    free(f);
+    return s;
+}
+
 kld_status kld_quantize_file(const char *in_path, const char *out_path, const char *policy,
                              const kld_quantize_opts *opts, kld_quant_plan *plan_out,
                              kld_error *err) {
@@ -38,6 +71,7 @@ kld_status kld_quantize_file(const char *in_path, const char *out_path, const ch
     kld_gguf_writer *w = NULL;
     kld_quant_plan plan = {0};
     void **bufs = NULL;
+    const kld_quant_delta **deltas = NULL;
     char *tmp = NULL;
     kld_hparams hp;
     kld_status s = kld_policy_parse(policy, &pol, err);
@@ -77,12 +111,18 @@ kld_status kld_quantize_file(const char *in_path, const char *out_path, const ch
             kld_gguf_writer_set_i32(w, "quantize.imatrix.chunks_count", im->chunks))
             s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }
-    if (!s && !(bufs = calloc(plan.n ? plan.n : 1, sizeof *bufs)))
+    if (!s && opts->merge) s = put_merge_keys(opts->merge, w, err);
+    if (!s && (!(bufs = calloc(plan.n ? plan.n : 1, sizeof *bufs)) ||
+               !(deltas = calloc(plan.n ? plan.n : 1, sizeof *deltas))))
         s = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (!s && opts->merge) s = kld_quant_plan_merge(&plan, opts->merge, im, deltas, err);
     for (size_t i = 0; !s && i < plan.n; i++) {
         const kld_quant_item *it = &plan.items[i];
         const void *data = it->t->data;
-        if (it->convert) {
+        if (deltas[i]) {
+            s = merged_tensor(it, deltas[i], opts->n_threads, &bufs[i], err);
+            data = bufs[i];
+        } else if (it->convert) {
             if (!(bufs[i] = malloc(it->dst_bytes ? it->dst_bytes : 1))) {
                 s = kld_fail(err, KLD_ERR_NOMEM, "tensor '%s': out of memory", it->name);
                 break;
@@ -92,9 +132,10 @@ kld_status kld_quantize_file(const char *in_path, const char *out_path, const ch
         }
         if (!s && opts->log) {
             char b1[16], b2[16];
-            fprintf(opts->log, "[%4zu/%4zu] %-36s %-7s -> %-7s%s%s\n", i + 1, plan.n, it->name,
+            fprintf(opts->log, "[%4zu/%4zu] %-36s %-7s -> %-7s%s%s%s\n", i + 1, plan.n, it->name,
                     kld_type_name(it->src_type, b1), kld_type_name(it->dst_type, b2),
-                    it->fallback ? " (fallback)" : "", it->imatrix ? " (imatrix)" : "");
+                    it->merged ? " (LoRA merged)" : "", it->fallback ? " (fallback)" : "",
+                    it->imatrix ? " (imatrix)" : "");
         }
         int nd = 1;
         for (int d = 0; d < KLD_MAX_DIMS; d++)
@@ -118,6 +159,7 @@ kld_status kld_quantize_file(const char *in_path, const char *out_path, const ch
     if (!s && opts->log) kld_quant_plan_print(&plan, opts->log);
     for (size_t i = 0; bufs && i < plan.n; i++) free(bufs[i]);
     free(bufs);
+    free(deltas);
     free(tmp);
     kld_gguf_writer_free(w);
     if (plan_out) {
