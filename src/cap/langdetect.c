@@ -221,9 +221,9 @@ static void detect_block(const kld_langdetect *ld, const uint32_t *ngrams, size_
     }
 }
 
-kld_status kld_langdetect_detect(const kld_langdetect *ld, const char *text, size_t len,
-                                 char code[KLD_LANGDETECT_CODE], kld_error *err) {
-    code[0] = '\0';
+kld_status kld_langdetect_probabilities(const kld_langdetect *ld, const char *text, size_t len, double *langprob,
+                                        size_t *n_features, kld_error *err) {
+    *n_features = 0;
     int32_t *v = malloc((len + 1) * sizeof *v);
     if (!v) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     size_t n = 0;
@@ -233,21 +233,33 @@ kld_status kld_langdetect_detect(const kld_langdetect *ld, const char *text, siz
     n = normalize_vi(ld, v, n);
     n = cut_and_clean(v, n);
     uint32_t *ngrams = malloc((3 * n + 1) * sizeof *ngrams);
-    double *work = malloc((3 * ld->n_langs + 1) * sizeof *work);
+    double *work = malloc((2 * ld->n_langs + 1) * sizeof *work);
     if (!ngrams || !work) {
         free(v), free(ngrams), free(work);
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }
-    size_t n_ngrams = extract_ngrams(ld, v, n, ngrams);
-    if (n_ngrams) { /* else langdetect raises "No features in text." */
-        double *langprob = work, *prob = work + ld->n_langs, *factor = work + 2 * ld->n_langs;
-        detect_block(ld, ngrams, n_ngrams, langprob, prob, factor);
+    *n_features = extract_ngrams(ld, v, n, ngrams);
+    if (*n_features) detect_block(ld, ngrams, *n_features, langprob, work, work + ld->n_langs);
+    else
+        for (size_t j = 0; j < ld->n_langs; j++) langprob[j] = 0.0;
+    free(v), free(ngrams), free(work);
+    return KLD_OK;
+}
+
+kld_status kld_langdetect_detect(const kld_langdetect *ld, const char *text, size_t len,
+                                 char code[KLD_LANGDETECT_CODE], kld_error *err) {
+    code[0] = '\0';
+    double *langprob = malloc((ld->n_langs + 1) * sizeof *langprob);
+    if (!langprob) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    size_t n_features;
+    kld_status st = kld_langdetect_probabilities(ld, text, len, langprob, &n_features, err);
+    if (st == KLD_OK && n_features) { /* else langdetect raises "No features in text." */
         /* the first language (in profile order) of the highest probability above 0.1 */
         long best = -1;
         for (size_t j = 0; j < ld->n_langs; j++)
             if (langprob[j] > PROB_THRESHOLD && (best < 0 || langprob[j] > langprob[best])) best = (long)j;
         snprintf(code, KLD_LANGDETECT_CODE, "%s", best >= 0 ? ld->langs[best] : "unknown");
     }
-    free(v), free(ngrams), free(work);
-    return KLD_OK;
+    free(langprob);
+    return st;
 }

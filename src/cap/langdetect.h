@@ -36,6 +36,13 @@ enum { KLD_LANGDETECT_CODE = 16 };
 kld_status kld_langdetect_detect(const kld_langdetect *ld, const char *text, size_t len,
                                  char code[KLD_LANGDETECT_CODE], kld_error *err);
 
+/* What detect() decides from: the number of n-gram features langdetect
+ * extracts (0 where it raises) and every language's mean probability over
+ * the seven trials (langprob has n_langs entries, in profile order; all 0
+ * without features), bit for bit as get_probabilities() computes them. */
+kld_status kld_langdetect_probabilities(const kld_langdetect *ld, const char *text, size_t len, double *langprob,
+                                        size_t *n_features, kld_error *err);
+
 /* ---- shared between langdetect_load.c and langdetect.c ---- */
 
 /* An n-gram of 1-3 code points packed as (cp + 1) per 21-bit slot. */
