@@ -212,9 +212,11 @@ static kld_status load_profile(kld_langdetect *ld, const char *path, triples *t,
     else if (json_string_length(name) == 0 || json_string_length(name) >= KLD_LANGDETECT_CODE)
         st = kld_fail(err, KLD_ERR_FORMAT, "%s: profile name '%s' is empty or longer than %d bytes",
                       path, json_string_value(name), KLD_LANGDETECT_CODE - 1);
-    json_object_foreach(root, key, val) if (st == KLD_OK && strcmp(key, "name") && strcmp(key, "freq") &&
-                                            strcmp(key, "n_words"))
-        st = kld_fail(err, KLD_ERR_FORMAT, "%s: profile format error: unknown field '%s'", path, key);
+    /* LangProfile(**json) takes exactly these three */
+    json_object_foreach(root, key, val) {
+        if (st == KLD_OK && strcmp(key, "name") && strcmp(key, "freq") && strcmp(key, "n_words"))
+            st = kld_fail(err, KLD_ERR_FORMAT, "%s: profile format error: unknown field '%s'", path, key);
+    }
     for (size_t i = 0; st == KLD_OK && i < ld->n_langs; i++)
         if (!strcmp(ld->langs[i], json_string_value(name)))
             st = kld_fail(err, KLD_ERR_FORMAT, "%s: duplicate language profile '%s'", path, ld->langs[i]);
@@ -266,6 +268,7 @@ static kld_status load_profile(kld_langdetect *ld, const char *path, triples *t,
 }
 
 static kld_status build_table(kld_langdetect *ld, triples *t, kld_error *err) {
+    if (t->n >= UINT32_MAX / 2) return kld_fail(err, KLD_ERR_FORMAT, "langdetect profiles: %zu n-grams", t->n);
     qsort(t->v, t->n, sizeof *t->v, cmp_triple);
     size_t n_grams = 0;
     for (size_t i = 0; i < t->n; i++) n_grams += !i || t->v[i].gram != t->v[i - 1].gram;
