@@ -22,3 +22,8 @@ add_dependencies(test_cap_modes kldeval)
 kld_add_test(NAME test_cap_gen SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_gen.c)
 kld_add_test(NAME test_cap_sampler SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_sampler.c ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cap_sampler kldeval)
+# The langdetect port against Debian's python3-langdetect seeded 0 (the
+# interpreter store.cmake also looks for: Debian's, where the package is).
+find_program(KLD_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+kld_add_test(NAME test_cap_langdetect SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_langdetect.c
+             ARGS $<IF:$<BOOL:${KLD_PYTHON3}>,${KLD_PYTHON3},python3>)

@@ -74,8 +74,14 @@ kld_status kld_ifeval_check(const json_t *item, const char *response, bool loose
 size_t kld_ifeval_count_words(const char *text);
 size_t kld_ifeval_count_sentences(const char *text);
 size_t kld_ifeval_count_upper_words(const char *text);
-/* ISO 639-1 code of the text's language ("" when undecided). */
+/* langdetect.detect(text) as langdetect seeded 0 answers it (a profile
+ * name such as "en" or "zh-cn", or "unknown"); "" where langdetect raises
+ * (no features) or its profiles cannot be loaded. Thread-local buffer. */
 const char *kld_ifeval_language(const char *text);
+/* The reference's language test: *yes when langdetect names code or raises
+ * (which instructions.py counts as followed). Errors: the profiles of
+ * python3-langdetect (KLDEVAL_LANGDETECT_DIR) cannot be loaded. */
+kld_status kld_ifeval_language_is(const char *text, const char *code, bool *yes, kld_error *err);
 
 /* ---- BFCL ---- */
 

@@ -67,15 +67,10 @@ static bool starts_with_ci(const char *s, const char *prefix) {
     return ok;
 }
 
-static bool has_letters(const char *s) {
-    return pyre_search("[^\\W\\d_]", 0, s) == 1;
-}
-
-/* langdetect raises on text without letters, which the reference counts as
- * followed. */
-static bool lang_is(const char *s, const char *code) {
-    if (!has_letters(s)) return true;
-    return !strcmp(kld_ifeval_language(s), code);
+static bool lang_is(ctx *c, const char *s, const char *code) {
+    bool yes = false;
+    if (c->st == KLD_OK) c->st = kld_ifeval_language_is(s, code, &yes, c->err);
+    return yes;
 }
 
 typedef struct hl {
@@ -407,9 +402,9 @@ static bool verify(ctx *c, const json_t *item, const char *v) {
         return relation(c, "relation", n, kw_int(c, "frequency"));
     }
     if (!strcmp(id, "keywords:letter_frequency")) return check_letter(c, v);
-    if (!strcmp(id, "language:response_language")) return lang_is(v, kw_str(c, "language"));
-    if (!strcmp(id, "change_case:english_capital")) return py_isupper(v, vlen) && lang_is(v, "en");
-    if (!strcmp(id, "change_case:english_lowercase")) return py_islower(v, vlen) && lang_is(v, "en");
+    if (!strcmp(id, "language:response_language")) return lang_is(c, v, kw_str(c, "language"));
+    if (!strcmp(id, "change_case:english_capital")) return py_isupper(v, vlen) && lang_is(c, v, "en");
+    if (!strcmp(id, "change_case:english_lowercase")) return py_islower(v, vlen) && lang_is(c, v, "en");
     if (!strcmp(id, "change_case:capital_word_frequency"))
         return relation(c, "capital_relation", (long)kld_ifeval_count_upper_words(v),
                         kw_int(c, "capital_frequency"));
