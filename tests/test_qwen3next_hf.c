@@ -9,7 +9,7 @@
  * malformed configs or tensors as errors naming the key or tensor. */
 #include "engine/engine.h"
 #include "io/gguf.h"
-#include "quant/quant.h"
+#include "quant/quant_internal.h"
 #include "synth_qwen3next_hf.h"
 #include "testlib.h"
 
@@ -272,6 +272,54 @@ static void test_errors(const synth_shape *s) {
 #undef EDIT
 }
 
+/* layer_types instead of full_attention_interval gives the same model;
+ * partial_rotary_factor defaults to 0.25 as Qwen3NextConfig's. */
+static void test_config_variants(const synth_shape *s) {
+    char dir[512], gguf[600], hf[600], hf2[700];
+    paths("variants", dir, gguf, hf, sizeof gguf);
+    q3n_hf_opts o = {0};
+    CHECK(synth_write_gguf(s, gguf) && q3n_write_hf(s, gguf, hf, &o), "variants: synthesize");
+    snprintf(hf2, sizeof hf2, "%s/hf-layer-types", dir);
+    mkdir(hf2, 0755);
+    o.edits[0].key = "full_attention_interval";
+    o.edits[1].key = "layer_types";
+    o.edits[1].json = "[\"linear_attention\", \"linear_attention\", \"linear_attention\", \"full_attention\"]";
+    CHECK(q3n_write_hf(s, gguf, hf2, &o), "variants: layer_types copy");
+    same_logits(hf, hf2, s->n_vocab, "HF layer_types vs full_attention_interval");
+    memset(&o, 0, sizeof o);
+    o.edits[0].key = "partial_rotary_factor";
+    snprintf(hf2, sizeof hf2, "%s/hf-no-partial", dir);
+    mkdir(hf2, 0755);
+    CHECK(q3n_write_hf(s, gguf, hf2, &o), "variants: no partial_rotary_factor");
+    kld_error err = {0};
+    kld_model *m = NULL;
+    CHECK_OK(kld_model_open(hf2, NULL, &m, &err), err);
+    if (m) {
+        const kld_hparams *hp = kld_model_hparams(m);
+        CHECK(hp->n_rot == s->head_dim / 4, "partial_rotary_factor defaults to 0.25: n_rot %" PRId64, hp->n_rot);
+        CHECK(hp->norm_weight_offset == 1.0, "HF Qwen3-Next norms are zero-centred");
+        /* a layout no interval gives is written as per-layer flags */
+        kld_hparams h2 = *hp;
+        h2.layer_kind[0] = KLD_LAYER_ATTN;
+        kld_gguf_writer *w = kld_gguf_writer_create();
+        char out[700];
+        snprintf(out, sizeof out, "%s/keys.gguf", dir);
+        CHECK_OK(kld_hf_put_hparams_qwen3next(&h2, w, &err), err);
+        CHECK_OK(kld_gguf_writer_write(w, out, &err), err);
+        kld_gguf_writer_free(w);
+        kld_gguf *g = NULL;
+        CHECK_OK(kld_gguf_open(out, &g, &err), err);
+        const kld_gguf_value *arr = g ? kld_gguf_get_arr(g, "qwen3next.attention.recurrent_layers") : NULL;
+        int64_t f[4] = {-1, -1, -1, -1};
+        for (uint64_t i = 0; arr && i < 4 && i < arr->v.arr.n; i++) kld_gguf_arr_int(arr, i, &f[i]);
+        CHECK(arr && arr->v.arr.n == 4 && f[0] == 0 && f[1] == 1 && f[2] == 1 && f[3] == 0 &&
+              !kld_gguf_find(g, "qwen3next.full_attention_interval"),
+              "layout a,d,d,a: recurrent_layers [0,1,1,0] and no interval key");
+        kld_gguf_close(g);
+        kld_model_close(m);
+    }
+}
+
 int main(void) {
     synth_shape s;
     synth_default(&s, "qwen3next");
@@ -286,6 +334,7 @@ int main(void) {
     x.seed = 17;
     test_hf("moe", &x);
     test_legacy_mtp(&x, x.n_vocab);
+    test_config_variants(&s);
     test_errors(&s);
     return kt_finish();
 }
