@@ -188,8 +188,8 @@ static void test_errors(void) {
     s.bad_shape_tensor = "blk.3.attn_q.weight";
     tf_expect_open_error("dn-gated-q", &s, "blk.3.attn_q.weight", "expected [64, 128]");
     synth_default(&s, "qwen3next");
-    s.dn_nextn = 1;
-    tf_expect_open_error("dn-mtp", &s, "qwen3next.nextn_predict_layers' = 1", "not supported");
+    s.dn_nextn = 4; /* the MTP blocks (read and skipped) must leave a main block */
+    tf_expect_open_error("dn-mtp", &s, "qwen3next.nextn_predict_layers' = 4", "range");
     static const int32_t bad_flags[4] = {1, 2, 1, 0};
     synth_default(&s, "qwen3next");
     s.dn_recurrent_flags = bad_flags;

@@ -100,7 +100,8 @@ static json_t *hparams_json(const kld_source *src) {
     if (hp.n_layer_attn < hp.n_layer) { /* hybrids: "a" attention, "c" short convolution per layer */
         char kinds[KLD_MAX_LAYER + 1];
         for (int64_t il = 0; il < hp.n_layer; il++)
-            kinds[il] = kld_hparams_layer_kind(&hp, il) == KLD_LAYER_SHORTCONV ? 'c' : 'a';
+            kinds[il] = kld_hparams_layer_kind(&hp, il) == KLD_LAYER_SHORTCONV ? 'c'
+                        : kld_hparams_layer_kind(&hp, il) == KLD_LAYER_DELTANET  ? 'd' : 'a';
         kinds[hp.n_layer] = '\0';
         json_object_set_new(o, "layer_kinds", json_string(kinds));
         json_object_set_new(o, "shortconv_l_cache", json_integer(hp.shortconv_l_cache));
@@ -230,7 +231,9 @@ static void print_hparams(FILE *out, const json_t *hp) {
     if (sc) fprintf(out, " final_softcap=%g", json_real_value(sc));
     fputc('\n', out);
     const json_t *kinds = json_object_get(hp, "layer_kinds");
-    if (kinds)
+    if (kinds && strchr(json_string_value(kinds), 'd')) /* Qwen3-Next */
+        fprintf(out, "%-14s %s (a attention, d gated DeltaNet)\n", "layers", json_string_value(kinds));
+    else if (kinds)
         fprintf(out, "%-14s %s (a attention, c short convolution of width %" JSON_INTEGER_FORMAT ")\n",
                 "layers", json_string_value(kinds),
                 json_integer_value(json_object_get(hp, "shortconv_l_cache")));

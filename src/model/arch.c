@@ -20,6 +20,19 @@ static const kld_name_map lfm2_hf_names[] = {
     {NULL, NULL},
 };
 
+/* Qwen3-Next's linear-attention names (transformers' Qwen3NextGatedDeltaNet;
+ * llama.cpp's converter maps them to these GGUF names). in_proj_qkvz is
+ * GGUF ssm_in, rebuilt into attn_qkv / attn_gate at load, and A_log /
+ * dt_bias become ssm_a / ssm_dt.bias (weights_deltanet.c). */
+static const kld_name_map qwen3next_hf_names[] = {
+    {"ssm_in", "linear_attn.in_proj_qkvz"},
+    {"ssm_conv1d", "linear_attn.conv1d"},
+    {"ssm_beta_alpha", "linear_attn.in_proj_ba"},
+    {"ssm_norm", "linear_attn.norm"},
+    {"ssm_out", "linear_attn.out_proj"},
+    {NULL, NULL},
+};
+
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
     /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
@@ -59,7 +72,7 @@ static const kld_arch_switches arch_table[] = {
 
 static const kld_arch_hybrid hybrid_table[] = {
     {"lfm2", KLD_LAYER_SHORTCONV, "token_embd_norm", lfm2_hf_names, NULL},
-    {"qwen3next", KLD_LAYER_DELTANET, NULL, NULL, "post_attention_norm"},
+    {"qwen3next", KLD_LAYER_DELTANET, NULL, qwen3next_hf_names, "post_attention_norm"},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {

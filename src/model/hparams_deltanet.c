@@ -4,7 +4,15 @@
  * head size), "ssm.group_count" (q/k heads), "ssm.time_step_rank" (v heads),
  * "ssm.inner_size" (v heads × v head size), all required; layer il is a
  * DeltaNet layer iff (il + 1) % full_attention_interval != 0 (default 4),
- * or as the per-layer "<arch>.attention.recurrent_layers" flags say. */
+ * or as the per-layer "<arch>.attention.recurrent_layers" flags say.
+ * Multi-token prediction: "<arch>.nextn_predict_layers" = N > 0 means the
+ * last N of block_count blocks are MTP blocks (blk.<n>.nextn.*), which the
+ * main pass never runs — newer llama.cpp's rule for its MTP architectures
+ * (n_layer() = n_layer_all - n_layer_nextn; e.g. llama_model_glm_dsa and
+ * llama_model_mimo2::load_arch_hparams, and the converter's _Qwen35MtpMixin, which extends
+ * block_count); they are left unbound, so the logits are those of the file
+ * without them. llama.cpp's own Qwen3-Next converter drops the mtp.*
+ * tensors instead (Qwen3NextModel.filter_tensors). */
 #include "model/hparams_internal.h"
 
 #include <inttypes.h>
@@ -28,14 +36,15 @@ static kld_status req_int(const kld_source *src, const kld_hparams *hp, const ch
     return KLD_OK;
 }
 
-static kld_status layer_kinds(const kld_source *src, kld_hparams *hp, kld_error *err) {
+/* n_all: block_count (the flags may cover the MTP blocks too) */
+static kld_status layer_kinds(const kld_source *src, kld_hparams *hp, int64_t n_all, kld_error *err) {
     char key[160];
     snprintf(key, sizeof key, "%s.attention.recurrent_layers", hp->arch);
     const kld_gguf_value *arr = kld_gguf_get_arr(src->gguf, key);
     if (arr) {
-        if ((int64_t)arr->v.arr.n != hp->n_layer)
+        if ((int64_t)arr->v.arr.n != n_all && (int64_t)arr->v.arr.n != hp->n_layer)
             return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has %" PRIu64 " entries for %"
-                            PRId64 " layers (block_count)", src->path, key, arr->v.arr.n, hp->n_layer);
+                            PRId64 " layers (block_count)", src->path, key, arr->v.arr.n, n_all);
         for (int64_t il = 0; il < hp->n_layer; il++) {
             int64_t v = 0;
             if (!kld_gguf_arr_int(arr, (uint64_t)il, &v) || v < 0 || v > 1)
@@ -61,18 +70,19 @@ kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_erro
     if (hp->n_layer < 1 || hp->n_layer > KLD_MAX_LAYER)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s.block_count' = %" PRId64 " is out of "
                         "range [1, %d]", src->path, hp->arch, hp->n_layer, KLD_MAX_LAYER);
-    /* llama.cpp counts the MTP block in block_count and never runs it in the main pass */
+    kld_status st;
     snprintf(key, sizeof key, "%s.nextn_predict_layers", hp->arch);
     int64_t nextn = 0;
-    if (kld_gguf_get_int(src->gguf, key, &nextn) && nextn > 0)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 ": multi-token "
-                        "prediction layers are not supported", src->path, key, nextn);
+    const int64_t n_all = hp->n_layer;
+    if (kld_gguf_find(src->gguf, key) &&
+        (st = req_int(src, hp, "nextn_predict_layers", 0, n_all - 1, &nextn, err)))
+        return st;
+    hp->n_layer = n_all - nextn; /* the MTP blocks after them stay unbound */
     snprintf(key, sizeof key, "%s.attention.head_count_kv", hp->arch);
     if (kld_gguf_find(src->gguf, key) && !kld_gguf_get_int(src->gguf, key, &hp->n_head_kv))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' must be one integer", src->path, key);
-    kld_status st;
     int64_t inner = 0;
-    if ((st = layer_kinds(src, hp, err)) ||
+    if ((st = layer_kinds(src, hp, n_all, err)) ||
         (st = req_int(src, hp, "ssm.conv_kernel", 2, MAX_CONV, &hp->dn_conv, err)) ||
         (st = req_int(src, hp, "ssm.state_size", 1, MAX_HEAD, &hp->dn_head_k, err)) ||
         (st = req_int(src, hp, "ssm.group_count", 1, 1 << 12, &hp->dn_n_k_heads, err)) ||

@@ -37,6 +37,10 @@ kld_status kld_hp_gguf_recurrent(const kld_source *src, kld_hparams *hp, kld_err
 /* The same for gated-DeltaNet hybrids (hparams_deltanet.c): layer kinds
  * from full_attention_interval, the ssm.* sizes, one head_count_kv. */
 kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_error *err);
+/* config.json of Qwen3-Next (hparams_deltanet_hf.c): the linear_* sizes,
+ * layer_types / full_attention_interval, partial_rotary_factor's default,
+ * the experts; runs after the common keys. */
+kld_status kld_hp_hf_deltanet(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err);
 /* Gated attention (sw.attn_out_gate) needs value_length == key_length. */
 kld_status kld_hp_check_gated_attn(const char *path, const kld_hparams *hp, kld_error *err);
 /* config.json: LFM2's own keys (norm_eps, block_ff_dim and its adjustment,

@@ -9,7 +9,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#define MAX_EXPERTS 256 /* LLAMA_MAX_EXPERTS (llama-hparams.h 9) */
+#define MAX_EXPERTS 512 /* LLAMA_MAX_EXPERTS: 256 at c392e50, 512 since Qwen3-Next (512 experts) */
 #define MAX_FF (INT64_C(1) << 24)
 
 /* Key names for messages: the GGUF spellings or the config.json ones. */

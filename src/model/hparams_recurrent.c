@@ -148,9 +148,7 @@ static kld_status hf_layer_kinds(const json_t *cfg, const char *path, kld_hparam
 
 kld_status kld_hp_hf_recurrent(const json_t *cfg, const char *path, kld_hparams *hp,
                                kld_error *err) {
-    if (hp->hy.recurrent_kind == KLD_LAYER_DELTANET)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: Qwen3-Next (gated DeltaNet) Hugging Face "
-                        "checkpoints are not supported; convert to GGUF", path);
+    if (hp->hy.recurrent_kind == KLD_LAYER_DELTANET) return kld_hp_hf_deltanet(cfg, path, hp, err);
     if (hp->hy.recurrent_kind != KLD_LAYER_SHORTCONV) return KLD_OK;
     kld_status st;
     bool conv_bias = false;

@@ -339,16 +339,17 @@ static kld_status bind_shortconv(binder *b, int il, kld_layer_weights *L) {
 }
 
 /* Qwen3-Next's DeltaNet layer as llama.cpp's QWEN3NEXT load_arch_tensors
- * declares it (the fused attn_qkv / attn_gate path; the legacy interleaved
- * ssm_in of early conversions is not read). */
-static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L) {
+ * declares it: attn_qkv / attn_gate, or the fused legacy ssm_in and the
+ * Hugging Face tensors rebuilt into them (weights_deltanet.c). */
+static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
     const int64_t E = hp->n_embd, nv = hp->dn_n_v_heads;
     const int64_t kd = hp->dn_n_k_heads * hp->dn_head_k, vd = nv * hp->dn_head_v, C = 2 * kd + vd;
     char n[64];
     kld_status s;
-    B(dn_qkv, "attn_qkv.weight", E, C, true);
-    B(dn_gate, "attn_gate.weight", E, vd, true);
+    if ((s = kld_weights_dn_derive(b->src, hp, il, L, w, b->err))) return s;
+    if (!L->dn_qkv) B(dn_qkv, "attn_qkv.weight", E, C, true);
+    if (!L->dn_gate) B(dn_gate, "attn_gate.weight", E, vd, true);
     b->squeezed_ok = true;
     snprintf(n, sizeof n, "blk.%d.ssm_conv1d.weight", il);
     s = bind(b, n, hp->dn_conv, C, true, &L->dn_conv);
@@ -359,9 +360,9 @@ static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L) {
                  ", 2·group_count·state_size + inner_size = %" PRId64, hp->dn_conv, C);
     }
     if (s != KLD_OK) return s;
-    B(dn_dt, "ssm_dt.bias", nv, 0, true);
+    if (!L->dn_dt) B(dn_dt, "ssm_dt.bias", nv, 0, true);
     snprintf(n, sizeof n, "blk.%d.ssm_a", il); /* no ".weight" suffix in llama.cpp's name */
-    if ((s = bind(b, n, nv, 0, true, &L->dn_a))) return s;
+    if (!L->dn_a && (s = bind(b, n, nv, 0, true, &L->dn_a))) return s;
     B(dn_ba, "ssm_beta_alpha.weight", E, 2 * nv, true);
     B(dn_norm, "ssm_norm.weight", hp->dn_head_v, 0, true);
     B(dn_out, "ssm_out.weight", vd, E, true);
@@ -376,7 +377,7 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
     B(attn_norm, "attn_norm.weight", E, 0, true);
     switch (kld_hparams_layer_kind(hp, il)) {
     case KLD_LAYER_SHORTCONV: s = bind_shortconv(b, il, L); break;
-    case KLD_LAYER_DELTANET: s = bind_deltanet(b, il, L); break;
+    case KLD_LAYER_DELTANET: s = bind_deltanet(b, il, L, w); break;
     default: s = bind_attention(b, il, L); break;
     }
     if (s != KLD_OK) return s;
@@ -439,6 +440,7 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
 }
 
 void kld_weights_free(kld_weights *w) {
+    kld_weights_dn_free(w);
     free(w->layers);
     free(w->expert_slots);
     free(w->expert_views);

@@ -61,6 +61,8 @@ typedef struct kld_weights {
     const kld_tensor **expert_slots; /* n_layer·3·n_expert pointers (moe.gate/up/down), owned */
     kld_tensor *expert_views;      /* the same count of slice views of merged tensors, owned */
     int64_t n_expert;
+    kld_tensor *dn_derived;        /* DeltaNet tensors rebuilt at load (weights_deltanet.c), owned */
+    void **dn_owned;               /* their buffers */
 } kld_weights;
 
 /* Finds and checks every tensor. A missing tensor or a wrong shape is an
@@ -69,6 +71,17 @@ typedef struct kld_weights {
 kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
                             kld_error *err);
 void kld_weights_free(kld_weights *w);
+
+/* Qwen3-Next layer il (weights_deltanet.c): when the source keeps the
+ * projection fused as [q, k, v, z] per q/k head (Hugging Face in_proj_qkvz,
+ * legacy GGUF ssm_in), sets L->dn_qkv and L->dn_gate to split copies (and,
+ * for Hugging Face, L->dn_a = −exp(A_log) and L->dn_dt = dt_bias); leaves
+ * them NULL when the source has today's attn_qkv / attn_gate. */
+kld_status kld_weights_dn_derive(const kld_source *src, const kld_hparams *hp, int il,
+                                 kld_layer_weights *L, kld_weights *w, kld_error *err);
+void kld_weights_dn_free(kld_weights *w);
+/* Whether t is one of those rebuilt tensors (freed with the table). */
+bool kld_weights_dn_owns(const kld_weights *w, const kld_tensor *t);
 
 /* Re-derives the per-expert slice views of every merged 3-D expert tensor
  * (after the merged tensors were replaced, e.g. quantized on load). */

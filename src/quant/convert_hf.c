@@ -315,7 +315,12 @@ kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tens
     if (s) return s;
     table tb = {out, 0, false};
     list(&wt, hp, &tb);
+    if (!tb.oom && hp->hy.recurrent_kind == KLD_LAYER_DELTANET) s = kld_hf_list_qwen3next(&wt, hp, out, err);
     kld_weights_free(&wt);
+    if (s) {
+        kld_hf_tensors_free(out);
+        return s;
+    }
     if (tb.oom) {
         kld_hf_tensors_free(out);
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
@@ -349,7 +354,9 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
     for (size_t k = 0; !s && !tb.oom && k < out->n; k++) {
         kld_tensor *t = &out->tensors[k];
         const size_t len = strlen(out->names[k]);
-        const bool shift = norm_offset != 0 && len >= 11 && !strcmp(out->names[k] + len - 11, "norm.weight");
+        /* not Qwen3-Next's gated ssm_norm (the converter skips linear_attn.norm) */
+        const bool shift = norm_offset != 0 && len >= 11 && !strcmp(out->names[k] + len - 11, "norm.weight") &&
+                           !strstr(out->names[k], "ssm_norm");
         if ((t->ne[1] > 1 && !kld_hf_keeps_f32(out->names[k])) || (t->type == KLD_TYPE_F32 && !shift))
             continue;
         const kld_type_info *ti = kld_type_info_get(t->type);

@@ -34,13 +34,13 @@ static double gguf_attn_scale(const kld_hparams *hp) {
 
 kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
-                                        "qwen2moe", "qwen3moe", "olmoe", "lfm2"};
+                                        "qwen2moe", "qwen3moe", "olmoe", "lfm2", "qwen3next"};
     bool known = false;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(hp->arch, archs[i]);
     if (!known)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
                         "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, "
-                        "qwen2moe, qwen3moe, olmoe, lfm2 are)",
+                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next are)",
                         src->path, hp->arch);
     kld_status s = kld_hf_moe_check(src, hp, err);
     if (s) return s;
@@ -141,5 +141,6 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
 #undef KEY
     if (!ok) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     kld_status s = kld_hf_moe_put_hparams(hp, w, err);
-    return s ? s : kld_hf_shortconv_put_hparams(hp, w, err);
+    if (!s) s = kld_hf_shortconv_put_hparams(hp, w, err);
+    return s ? s : kld_hf_put_hparams_qwen3next(hp, w, err);
 }

@@ -110,9 +110,9 @@ kld_status kld_hf_moe_stack(kld_hf_tensors *o, const kld_hparams *hp, kld_error 
 
 bool kld_hf_keeps_f32(const char *name) {
     /* the converter's always-float32 classes: FFN_GATE_INP, FFN_GATE_INP_SHEXP,
-     * SHORTCONV_CONV (matched on the GGUF name's suffix) */
+     * SHORTCONV_CONV, SSM_CONV1D (matched on the GGUF name's suffix) */
     static const char *const suffixes[] = {".ffn_gate_inp.weight", ".ffn_gate_inp_shexp.weight",
-                                           ".shortconv.conv.weight"};
+                                           ".shortconv.conv.weight", ".ssm_conv1d.weight"};
     const size_t n = strlen(name);
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
         const size_t m = strlen(suffixes[i]);

@@ -4,6 +4,7 @@
 #define KLD_QUANT_INTERNAL_H
 
 #include "io/gguf_writer.h"
+#include "model/weights.h"
 #include "quant/quant.h"
 
 typedef struct kld_hf_tensors {
@@ -38,5 +39,11 @@ bool kld_hf_keeps_f32(const char *name);
 /* convert_hf_lfm2.c: Conv1d kernels squeezed to 2-D; LFM2's layer keys. */
 void kld_hf_shortconv_squeeze(kld_hf_tensors *o);
 kld_status kld_hf_shortconv_put_hparams(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err);
+
+/* convert_hf_qwen3next.c: Qwen3-Next's DeltaNet tensors appended to the
+ * listing (pre-FFN norm renamed); its keys (nothing for other architectures). */
+kld_status kld_hf_list_qwen3next(const kld_weights *w, const kld_hparams *hp, kld_hf_tensors *out,
+                                 kld_error *err);
+kld_status kld_hf_put_hparams_qwen3next(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err);
 
 #endif

@@ -1,0 +1,160 @@
+/* weights_deltanet.c — Qwen3-Next's DeltaNet tensors where the source does
+ * not store them as today's GGUF does, rebuilt once at load into owned
+ * tensors of that layout:
+ *  - the fused projection with [q, k, v, z] interleaved per q/k head: the
+ *    Hugging Face linear_attn.in_proj_qkvz, and early GGUFs' blk.N.ssm_in
+ *    (newer llama.cpp still reads those: src/models/qwen3next.cpp declares
+ *    ssm_in TENSOR_NOT_REQUIRED, "ssm_in is used by legacy GGUF", and splits
+ *    it in its graph's legacy path). Its rows are split into attn_qkv =
+ *    [q of every head; k of every head; v of every head] and attn_gate =
+ *    [z of every head], as convert_hf_to_gguf.py's Qwen3NextModel does
+ *    ("original order: [q, k, v, z] * head_count");
+ *  - Hugging Face A_log → ssm_a = −exp(A_log) (float32), and dt_bias read
+ *    as ssm_dt.bias (the converter's rename to dt_proj.bias).
+ * Rows are copied whole, so any row-based weight type works. */
+#include "model/weights.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { DN_QKV, DN_GATE, DN_A, DN_DT, DN_SLOTS };
+
+static kld_tensor *slot(kld_weights *w, int il, int k) { return &w->dn_derived[(int64_t)il * DN_SLOTS + k]; }
+
+static kld_status alloc_store(const kld_source *src, kld_weights *w, kld_error *err) {
+    if (w->dn_derived) return KLD_OK;
+    const size_t n = (size_t)w->n_layer * DN_SLOTS;
+    w->dn_derived = calloc(n, sizeof *w->dn_derived);
+    w->dn_owned = calloc(n, sizeof *w->dn_owned);
+    if (!w->dn_derived || !w->dn_owned) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    return KLD_OK;
+}
+
+/* [q (hk), k (hk), v (r·hv), z (r·hv)] per q/k head → attn_qkv, attn_gate. */
+static kld_status split_qkvz(const kld_source *src, const kld_hparams *hp, const kld_tensor *t,
+                             int il, kld_weights *w, kld_error *err) {
+    const int64_t nk = hp->dn_n_k_heads, hk = hp->dn_head_k;
+    const int64_t rv = hp->dn_n_v_heads / nk * hp->dn_head_v; /* v (and z) rows per q/k head */
+    const int64_t group = 2 * hk + 2 * rv, rows = nk * group, kd = nk * hk, vd = nk * rv;
+    if (t->n_dims != 2 || t->ne[0] != hp->n_embd || t->ne[1] != rows)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64
+                        "], expected [%" PRId64 ", %" PRId64 "] (ggml order: n_embd × q/k heads %"
+                        PRId64 " · (2·%" PRId64 " + 2·%" PRId64 "))", src->path, t->name, t->ne[0],
+                        t->ne[1], hp->n_embd, rows, nk, hk, rv);
+    const kld_type_info *ti = kld_type_info_get(t->type);
+    if (!ti || !ti->to_float || t->nbytes % (uint64_t)rows)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': weight type %u cannot be split "
+                        "into rows", src->path, t->name, t->type);
+    const uint64_t rb = t->nbytes / (uint64_t)rows;
+    uint8_t *qkv = malloc((size_t)(rb * (uint64_t)(2 * kd + vd)));
+    uint8_t *z = malloc((size_t)(rb * (uint64_t)vd) + 1);
+    if (!qkv || !z) {
+        free(qkv);
+        free(z);
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    }
+    const uint8_t *in = t->data;
+    for (int64_t h = 0; h < nk; h++) {
+        const uint8_t *g = in + (uint64_t)(h * group) * rb;
+        memcpy(qkv + (uint64_t)(h * hk) * rb, g, (size_t)(hk * (int64_t)rb));
+        memcpy(qkv + (uint64_t)(kd + h * hk) * rb, g + (uint64_t)hk * rb, (size_t)(hk * (int64_t)rb));
+        memcpy(qkv + (uint64_t)(2 * kd + h * rv) * rb, g + (uint64_t)(2 * hk) * rb, (size_t)(rv * (int64_t)rb));
+        memcpy(z + (uint64_t)(h * rv) * rb, g + (uint64_t)(2 * hk + rv) * rb, (size_t)(rv * (int64_t)rb));
+    }
+    const int64_t out_rows[2] = {2 * kd + vd, vd};
+    uint8_t *bufs[2] = {qkv, z};
+    for (int k = 0; k < 2; k++) {
+        kld_tensor *o = slot(w, il, k == 0 ? DN_QKV : DN_GATE);
+        *o = *t;
+        o->ne[1] = out_rows[k];
+        o->data = bufs[k];
+        o->nbytes = rb * (uint64_t)out_rows[k];
+        w->dn_owned[(int64_t)il * DN_SLOTS + (k == 0 ? DN_QKV : DN_GATE)] = bufs[k];
+    }
+    return KLD_OK;
+}
+
+/* A Hugging Face per-v-head vector linear_attn.<hf> ([v heads]). */
+static kld_status hf_vector(const kld_source *src, const kld_hparams *hp, const char *base,
+                            const char *hf, const kld_tensor **out, kld_error *err) {
+    char name[300];
+    snprintf(name, sizeof name, "%s%s", base, hf);
+    const kld_tensor *t = kld_source_find(src, name);
+    if (!t)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' is missing (expected shape [%" PRId64
+                        "], linear_num_value_heads)", src->path, name, hp->dn_n_v_heads);
+    const kld_type_info *ti = kld_type_info_get(t->type);
+    if (t->n_dims != 1 || t->ne[0] != hp->dn_n_v_heads || !ti || !ti->to_float)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64
+                        "] or an unusable type, expected [%" PRId64 "] (linear_num_value_heads)",
+                        src->path, name, t->ne[0], t->ne[1], hp->dn_n_v_heads);
+    *out = t;
+    return KLD_OK;
+}
+
+static kld_status hf_a_dt(const kld_source *src, const kld_hparams *hp, const char *qkvz_name,
+                          int il, kld_weights *w, kld_error *err) {
+    char base[300];
+    snprintf(base, sizeof base, "%s", qkvz_name);
+    char *cut = strstr(base, "in_proj_qkvz.weight");
+    if (cut) *cut = '\0'; /* "<prefix>model.layers.N.linear_attn." */
+    const kld_tensor *alog = NULL, *dt = NULL;
+    kld_status s;
+    if ((s = hf_vector(src, hp, base, "A_log", &alog, err)) ||
+        (s = hf_vector(src, hp, base, "dt_bias", &dt, err)))
+        return s;
+    const int64_t n = hp->dn_n_v_heads;
+    float *a = malloc(sizeof *a * (size_t)n);
+    if (!a) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    kld_type_info_get(alog->type)->to_float(alog->data, a, n);
+    for (int64_t i = 0; i < n; i++) a[i] = (float)-exp((double)a[i]);
+    kld_tensor *o = slot(w, il, DN_A);
+    *o = *alog;
+    o->type = KLD_TYPE_F32;
+    o->data = a;
+    o->nbytes = sizeof *a * (uint64_t)n;
+    w->dn_owned[(int64_t)il * DN_SLOTS + DN_A] = a;
+    *slot(w, il, DN_DT) = *dt; /* a view: the values are used as stored */
+    return KLD_OK;
+}
+
+kld_status kld_weights_dn_derive(const kld_source *src, const kld_hparams *hp, int il,
+                                 kld_layer_weights *L, kld_weights *w, kld_error *err) {
+    char n[64], sname[300];
+    snprintf(n, sizeof n, "blk.%d.attn_qkv.weight", il);
+    const bool hf = src->format == KLD_FORMAT_SAFETENSORS;
+    if (!hf && kld_source_find(src, n)) return KLD_OK; /* today's layout */
+    snprintf(n, sizeof n, "blk.%d.ssm_in.weight", il);
+    const char *fused_name = kld_weights_source_name(src, hp, n, sname, sizeof sname);
+    const kld_tensor *fused = kld_source_find(src, fused_name);
+    if (!fused) {
+        if (!hf) return KLD_OK; /* the binder reports attn_qkv missing */
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' is missing (layer %d is a linear-"
+                        "attention layer)", src->path, fused_name, il);
+    }
+    kld_status s = alloc_store(src, w, err);
+    if (!s) s = split_qkvz(src, hp, fused, il, w, err);
+    if (!s && hf) s = hf_a_dt(src, hp, fused_name, il, w, err);
+    if (s) return s;
+    L->dn_qkv = slot(w, il, DN_QKV);
+    L->dn_gate = slot(w, il, DN_GATE);
+    if (hf) {
+        L->dn_a = slot(w, il, DN_A);
+        L->dn_dt = slot(w, il, DN_DT);
+    }
+    return KLD_OK;
+}
+
+void kld_weights_dn_free(kld_weights *w) {
+    for (int64_t i = 0; w->dn_owned && i < w->n_layer * DN_SLOTS; i++) free(w->dn_owned[i]);
+    free(w->dn_owned);
+    free(w->dn_derived);
+    w->dn_owned = NULL;
+    w->dn_derived = NULL;
+}
+
+bool kld_weights_dn_owns(const kld_weights *w, const kld_tensor *t) {
+    return w->dn_derived && t >= w->dn_derived && t < w->dn_derived + w->n_layer * DN_SLOTS;
+}

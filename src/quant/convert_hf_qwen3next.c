@@ -1,0 +1,128 @@
+/* convert_hf_qwen3next.c — the Qwen3-Next part of converting a Hugging
+ * Face checkpoint to GGUF, as llama.cpp's convert_hf_to_gguf.py does it
+ * (Qwen3NextModel over Qwen2MoeModel):
+ *  - tensors: the DeltaNet layers under their GGUF names (in_proj_qkvz split
+ *    into attn_qkv and attn_gate, ssm_a = −exp(A_log), dt_bias as
+ *    ssm_dt.bias, conv1d squeezed to [K, C]: the same tensors the engine's
+ *    loader rebuilds, model/weights_deltanet.c), the pre-FFN norm as
+ *    post_attention_norm, the routed experts stacked into ffn_*_exps
+ *    (Qwen2MoeModel merges them: convert_hf_moe.c does it, and writes the
+ *    expert keys and refuses norm_topk_prob false), the mtp.* tensors left
+ *    out ("ignore MTP layers for now");
+ *  - keys: ssm.conv_kernel, ssm.state_size, ssm.group_count,
+ *    ssm.time_step_rank, ssm.inner_size, full_attention_interval (or, for a
+ *    layer_types list no interval gives, attention.recurrent_layers),
+ *    key/value_length, rope.dimension_count. */
+#include "model/weights.h"
+#include "quant/quant_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static bool append(kld_hf_tensors *o, const kld_tensor *t, const char *name, void *owned) {
+    kld_tensor *nt = realloc(o->tensors, (o->n + 1) * sizeof *nt);
+    if (nt) o->tensors = nt;
+    char **nn = realloc(o->names, (o->n + 1) * sizeof *nn);
+    if (nn) o->names = nn;
+    void **no = realloc(o->owned, (o->n + 1) * sizeof *no);
+    if (no) o->owned = no;
+    char *copy = kld_strdup(name);
+    if (!nt || !nn || !no || !copy) {
+        free(copy);
+        return false;
+    }
+    o->tensors[o->n] = *t;
+    o->names[o->n] = copy;
+    o->owned[o->n++] = owned;
+    return true;
+}
+
+/* t, with its data copied when it lives in the weight table's own store
+ * (which is freed with the table). */
+static bool append_copy(kld_hf_tensors *o, const kld_weights *w, const kld_tensor *t, const char *name) {
+    const bool derived = kld_weights_dn_owns(w, t);
+    void *copy = NULL;
+    kld_tensor v = *t;
+    if (derived && !(copy = malloc(t->nbytes ? t->nbytes : 1))) return false;
+    if (copy) {
+        memcpy(copy, t->data, t->nbytes);
+        v.data = copy;
+    }
+    if (v.n_dims == 3 && v.ne[1] == 1) { /* conv1d [K, 1, C] → [K, C], as the converter squeezes it */
+        v.n_dims = 2;
+        v.ne[1] = v.ne[2];
+        v.ne[2] = 1;
+    }
+    if (!append(o, &v, name, copy)) {
+        free(copy);
+        return false;
+    }
+    return true;
+}
+
+kld_status kld_hf_list_qwen3next(const kld_weights *w, const kld_hparams *hp, kld_hf_tensors *out,
+                                 kld_error *err) {
+    char from[96], to[96];
+    for (int64_t il = 0; il < w->n_layer; il++) {
+        /* the generic listing names the pre-FFN norm ffn_norm */
+        snprintf(from, sizeof from, "blk.%" PRId64 ".ffn_norm.weight", il);
+        snprintf(to, sizeof to, "blk.%" PRId64 ".%s.weight", il, hp->hy.ffn_norm);
+        for (size_t i = 0; i < out->n; i++)
+            if (!strcmp(out->names[i], from)) {
+                char *c = kld_strdup(to);
+                if (!c) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+                free(out->names[i]);
+                out->names[i] = c;
+            }
+        const kld_layer_weights *L = &w->layers[il];
+        const struct {
+            const kld_tensor *t;
+            const char *suffix;
+        } t[] = {{L->dn_qkv, "attn_qkv.weight"},        {L->dn_gate, "attn_gate.weight"},
+                 {L->dn_conv, "ssm_conv1d.weight"},     {L->dn_dt, "ssm_dt.bias"},
+                 {L->dn_a, "ssm_a"},                    {L->dn_ba, "ssm_beta_alpha.weight"},
+                 {L->dn_norm, "ssm_norm.weight"},       {L->dn_out, "ssm_out.weight"}};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            if (!t[i].t) continue;
+            snprintf(to, sizeof to, "blk.%" PRId64 ".%s", il, t[i].suffix);
+            if (!append_copy(out, w, t[i].t, to)) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        }
+    }
+    return KLD_OK;
+}
+
+kld_status kld_hf_put_hparams_qwen3next(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err) {
+    if (hp->hy.recurrent_kind != KLD_LAYER_DELTANET) return KLD_OK;
+    char k[96];
+    bool ok = true;
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", hp->arch, s), k)
+#define U32(s, v) (ok = ok && !kld_gguf_writer_set_u32(w, KEY(s), (uint32_t)(v)))
+    U32("ssm.conv_kernel", hp->dn_conv);
+    U32("ssm.state_size", hp->dn_head_k);
+    U32("ssm.group_count", hp->dn_n_k_heads);
+    U32("ssm.time_step_rank", hp->dn_n_v_heads);
+    U32("ssm.inner_size", hp->dn_n_v_heads * hp->dn_head_v);
+    U32("attention.key_length", hp->head_dim);
+    U32("attention.value_length", hp->head_dim_v);
+    U32("rope.dimension_count", hp->n_rot);
+    /* the converter writes the interval only; a layer_types list that no
+     * interval gives goes into the per-layer flags llama.cpp also reads */
+    int64_t interval = 0;
+    for (int64_t p = 1; p <= hp->n_layer && !interval; p++) {
+        bool same = true;
+        for (int64_t il = 0; il < hp->n_layer; il++)
+            same &= (hp->layer_kind[il] == KLD_LAYER_DELTANET) == ((il + 1) % p != 0);
+        if (same) interval = p;
+    }
+    if (interval) {
+        U32("full_attention_interval", interval);
+    } else {
+        int32_t flags[KLD_MAX_LAYER];
+        for (int64_t il = 0; il < hp->n_layer; il++) flags[il] = hp->layer_kind[il] == KLD_LAYER_DELTANET;
+        ok = ok && !kld_gguf_writer_set_arr_i32(w, KEY("attention.recurrent_layers"), flags, (uint64_t)hp->n_layer);
+    }
+#undef U32
+#undef KEY
+    return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+}

@@ -1,0 +1,27 @@
+/* synth_qwen3next_hf.h — test-only Qwen3-Next copies of a GGUF written by
+ * synth_write_gguf (arch "qwen3next"): its Hugging Face checkpoint, and
+ * GGUFs rewritten with the legacy fused ssm_in or an extra MTP block. */
+#ifndef KLD_TEST_SYNTH_QWEN3NEXT_HF_H
+#define KLD_TEST_SYNTH_QWEN3NEXT_HF_H
+
+#include "test_forward_models.h"
+
+typedef struct q3n_hf_opts {
+    bool bf16;              /* 2-D tensors in BF16 (else F32) */
+    bool mtp;               /* add mtp.* tensors and "num_nextn_predict_layers": 1 */
+    const char *drop;       /* leave out this HF tensor (error tests), or NULL */
+    const char *bad_shape;  /* give this HF tensor one row too many, or NULL */
+    struct {
+        const char *key;
+        const char *json;   /* the new value as JSON text; NULL: delete the key */
+    } edits[8];             /* config.json edits, ended by a NULL key */
+} q3n_hf_opts;
+
+/* Writes dir/model.safetensors and dir/config.json (dir must exist). */
+bool q3n_write_hf(const synth_shape *s, const char *gguf_path, const char *dir, const q3n_hf_opts *opt);
+
+/* Copies the GGUF in to out, with every layer's attn_qkv + attn_gate as
+ * one interleaved ssm_in (legacy_ssm_in) and/or one MTP block appended. */
+bool q3n_rewrite_gguf(const synth_shape *s, const char *in, const char *out, bool legacy_ssm_in, bool mtp);
+
+#endif
