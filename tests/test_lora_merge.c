@@ -298,6 +298,9 @@ static void test_bad(adapter *ad) {
     snprintf(p, sizeof p, "%s/malformed.gguf", dir);
     kt_write_file(p, "GGUF\x03\0\0\0garbage", 15);
     expect_both_fail(p, "malformed.gguf", "malformed.gguf");
+    /* a missing adapter beside an existing base: the adapter is named, not the whole spec */
+    snprintf(p, sizeof p, "%s/no_such_adapter.gguf", dir);
+    expect_both_fail(p, "adapter ", "no_such_adapter.gguf: no such file");
     /* quantize's own form: no @POLICY inside IN */
     char args[4096], *t = NULL;
     snprintf(args, sizeof args, "quantize '%s@q8_0+%s' '%s/x.gguf' f32", base32, ad_gguf, dir);

@@ -77,9 +77,10 @@ int kld_cmd_quantize(int argc, char **argv) {
     kld_error err = {0};
     char *base = NULL;
     const char *adapter = NULL;
-    if (kld_model_split_adapter(pos[0], &base, &adapter, &err) != KLD_OK) {
+    kld_status split = kld_model_split_adapter(pos[0], &base, &adapter, &err);
+    if (split != KLD_OK) { /* a missing adapter fails as a missing IN does */
         fprintf(stderr, "kldeval quantize: %s\n", err.msg);
-        return 2;
+        return split == KLD_ERR_ARG ? 2 : 1;
     }
     const char *inputs[] = {pos[0], o.imatrix_path, base, adapter};
     const bool out_ok = kld_arg_output("quantize", "OUT", pos[1], inputs, 4);

@@ -177,6 +177,23 @@ kld_status kld_model_split_adapter(const char *path, char **model, const char **
                             "MODEL@POLICY+ADAPTER[:SCALE] (the base is quantized, the adapter "
                             "applied on top)", path);
     }
+    /* a model (or MODEL@POLICY) before the last '+' that has one: the part
+     * after it was meant as the adapter, so say that it is missing rather
+     * than that the whole spec is */
+    const char *last = strrchr(path, '+');
+    char *left = last ? kld_strndup(path, (size_t)(last - path)) : NULL;
+    if (last && !left) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+    const char *pol;
+    char *pbase = left ? split_policy(left, &pol) : NULL;
+    const bool model_ok = left && (exists(left) || pbase);
+    free(pbase), free(left);
+    if (model_ok) {
+        char apath[KLD_LORA_PATH_MAX];
+        float scale;
+        kld_status s = kld_lora_spec_split(last + 1, apath, sizeof apath, &scale, err);
+        return s ? s : kld_fail(err, KLD_ERR_IO, "%s: adapter %s: no such file or folder "
+                                "(MODEL[@POLICY]+ADAPTER[:SCALE], SCALE a number)", path, apath);
+    }
     return KLD_OK;
 }
 
