@@ -51,6 +51,15 @@ int main(int argc, char **argv) {
           frac(r, "prompt_loose"), frac(r, "instruction_loose"));
     CHECK(fabs(frac(r, "prompt_strict") - 0.7707948243992606) < 1e-16, "prompt strict as the reference prints it");
     json_decref(r);
+    /* both help texts say where IFEval's langdetect profiles come from */
+    static const char *const helps[] = {"cap score --help", "cap --help"};
+    for (int i = 0; i < 2; i++) {
+        char *help = NULL;
+        const int rc = run(helps[i], &help);
+        CHECK(rc == 0 && help && strstr(help, "KLDEVAL_LANGDETECT_DIR") &&
+              strstr(help, "python3-langdetect"), "%s names KLDEVAL_LANGDETECT_DIR", helps[i]);
+        free(help);
+    }
 
     /* GSM8K: the reference solutions themselves, and two wrong answers */
     json_t *data = NULL;

@@ -352,6 +352,13 @@ static void load_shared(void) {
 kld_status kld_langdetect_shared(const kld_langdetect **out, kld_error *err) {
     pthread_once(&g_once, load_shared);
     *out = g_shared;
-    if (g_shared_st != KLD_OK) return kld_fail(err, g_shared_st, "%s", g_shared_err.msg);
+    /* the message must say what the files are for and where they came from:
+     * a caller only sees it as the reason one IFEval response failed */
+    if (g_shared_st != KLD_OK) {
+        const char *env = getenv("KLDEVAL_LANGDETECT_DIR");
+        return kld_fail(err, g_shared_st, "IFEval language identification reads python3-langdetect's "
+                        "profiles (%s): %s", env && *env ? "from KLDEVAL_LANGDETECT_DIR" :
+                        "install python3-langdetect or set KLDEVAL_LANGDETECT_DIR", g_shared_err.msg);
+    }
     return KLD_OK;
 }

@@ -3,6 +3,7 @@
  * `kldeval cap score` scores a JSON Lines file of responses that something
  * else generated. Both print a text report, and JSON with --json. */
 #include "cap/cap.h"
+#include "cap/langdetect.h"
 #include "cap/run.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -29,7 +30,9 @@ static void usage(FILE *f) {
             "                     $XDG_DATA_HOME/kldeval/runs.sqlite, else ~/.local/share/kldeval/runs.sqlite)\n"
             "  --no-db            do not record the run\n"
             "  -q, --quiet        no warnings\n"
-            "  -h, --help         this text\n");
+            "  -h, --help         this text\n"
+            "IFEval's language verifiers read python3-langdetect's profiles from\n"
+            "$KLDEVAL_LANGDETECT_DIR, else " KLD_LANGDETECT_DIR ".\n");
 }
 
 static void print_acc(const char *label, const json_t *a) {
@@ -193,7 +196,9 @@ static void run_usage(FILE *f) {
             "  --no-db            do not record the run\n"
             "  --html FILE        write the HTML report of this run (see kldeval report)\n"
             "  -q, --quiet        no progress lines\n"
-            "The run is recorded in the run database (mode \"cap\"; see kldeval runs --help).\n");
+            "The run is recorded in the run database (mode \"cap\"; see kldeval runs --help).\n"
+            "IFEval's language verifiers read python3-langdetect's profiles from\n"
+            "$KLDEVAL_LANGDETECT_DIR, else " KLD_LANGDETECT_DIR ".\n");
 }
 
 static void print_side(FILE *f, const char *label, const json_t *a) {
