@@ -19,6 +19,7 @@
 #include "tensor/types.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -263,6 +264,60 @@ static void bf16_types(void) {
     remove(gguf);
 }
 
+/* A checkpoint tensor that is no weight of the model (here an expert past
+ * num_experts) is not written, and the log says so, naming it. */
+static void note_stray_tensor(void) {
+    family f = {.label = "qwen2moe_stray", .arch = "qwen2moe"};
+    synth_shape s;
+    shape_of(&f, &s);
+    s.split_experts = true;
+    char gguf[512], dir[512], st[560], out[512], logp[512];
+    snprintf(gguf, sizeof gguf, "%s/quant_hf_moe_stray.gguf", kt_build_dir());
+    snprintf(dir, sizeof dir, "%s/quant_hf_moe_stray_hf", kt_build_dir());
+    snprintf(st, sizeof st, "%s/model.safetensors", dir);
+    snprintf(out, sizeof out, "%s/quant_hf_moe_stray_out.gguf", kt_build_dir());
+    snprintf(logp, sizeof logp, "%s/quant_hf_moe_stray.log", kt_build_dir());
+    mkdir(dir, 0755);
+    CHECK(synth_write_gguf(&s, gguf) && synth_write_hf(&s, gguf, dir), "stray: synthesize");
+    /* append one F32 [1] tensor: a new header, the old data, 4 bytes */
+    size_t n = 0;
+    char *file = kt_read_file(st, &n);
+    uint64_t hl = 0;
+    if (file && n >= 8) memcpy(&hl, file, 8);
+    json_t *h = file && hl + 8 <= n ? json_loadb(file + 8, (size_t)hl, 0, NULL) : NULL;
+    CHECK(h != NULL, "stray: read %s", st);
+    if (!h) {
+        free(file);
+        return;
+    }
+    const uint64_t data_len = n - 8 - hl;
+    json_object_set_new(h, "model.layers.1.mlp.experts.4.up_proj.weight",
+                        json_pack("{s:s, s:[i], s:[I, I]}", "dtype", "F32", "shape", 1, "data_offsets",
+                                  (json_int_t)data_len, (json_int_t)data_len + 4));
+    char *text = json_dumps(h, JSON_COMPACT);
+    uint64_t nl = strlen(text), pad = (8 - nl % 8) % 8, total = nl + pad;
+    FILE *w = fopen(st, "wb");
+    const float one = 1.0f;
+    bool ok = w && fwrite(&total, 8, 1, w) == 1 && fwrite(text, 1, nl, w) == nl &&
+              fwrite("        ", 1, pad, w) == pad && fwrite(file + 8 + hl, 1, data_len, w) == data_len &&
+              fwrite(&one, 4, 1, w) == 1;
+    if (w && fclose(w) != 0) ok = false;
+    CHECK(ok, "stray: rewrite %s", st);
+    free(text), free(file);
+    json_decref(h);
+    FILE *log = fopen(logp, "w+");
+    kld_error err = {0};
+    kld_quantize_opts o = {.n_threads = 1, .log = log};
+    CHECK_OK(kld_quantize_file(dir, out, "f32", &o, NULL, &err), err);
+    if (log) fclose(log);
+    char *logged = kt_read_file(logp, NULL);
+    CHECK(logged && strstr(logged, "tensor 'model.layers.1.mlp.experts.4.up_proj.weight' is not a weight "
+                           "of qwen2moe: not written") && strstr(logged, "quant_hf_moe_stray_hf"),
+          "stray tensor: the log names the folder and the tensor: %s", logged ? logged : "(no log)");
+    free(logged);
+    remove(out), remove(gguf), remove(logp);
+}
+
 int main(void) {
     kld_kernels_init();
     static const char *const common[] = {"context_length", "block_count", "embedding_length", "feed_forward_length",
@@ -299,5 +354,6 @@ int main(void) {
     for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) run_family(&fams[i]);
     refuse_norm_topk();
     bf16_types();
+    note_stray_tensor();
     return kt_finish();
 }

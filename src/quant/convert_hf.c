@@ -328,12 +328,33 @@ kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tens
     return KLD_OK;
 }
 
+/* A checkpoint tensor that is no weight of the architecture is not written;
+ * llama.cpp's converter would stop at it ("Can not map tensor"), so say
+ * which, rather than drop it unseen. Not noted: what the converter itself
+ * skips (rotary_emb.inv_freq, Qwen3-Next's mtp.*) and the DeltaNet tensors
+ * the table holds as derived copies (linear_attn.*). */
+static void note_unconverted(const kld_source *src, const kld_hparams *hp, const kld_hf_tensors *t,
+                             FILE *log) {
+    size_t n_left = 0;
+    for (size_t i = 0; log && i < src->n_tensors; i++) {
+        const kld_tensor *x = &src->tensors[i];
+        bool used = strstr(x->name, "rotary_emb.inv_freq") || !strncmp(x->name, "mtp.", 4) ||
+                    (hp->hy.recurrent_kind == KLD_LAYER_DELTANET && strstr(x->name, ".linear_attn."));
+        for (size_t k = 0; !used && k < t->n; k++) used = t->tensors[k].name == x->name || t->tensors[k].data == x->data;
+        if (used) continue;
+        if (n_left++ < 8) fprintf(log, "note: %s: tensor '%s' is not a weight of %s: not written\n", src->path,
+                                  x->name, hp->arch);
+    }
+    if (n_left > 8) fprintf(log, "note: %s: %zu tensors in all are not written\n", src->path, n_left);
+}
+
 kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
                           kld_hf_tensors *out, FILE *log, kld_error *err) {
     memset(out, 0, sizeof *out);
     kld_status s = kld_hf_check_convertible(src, hp, err);
     if (s) return s;
     if ((s = kld_hf_list(src, hp, out, err))) return s;
+    note_unconverted(src, hp, out, log);
     s = kld_hf_moe_stack(out, hp, err);
     kld_hf_shortconv_squeeze(out);
     table tb = {out, out->n, false};
