@@ -249,6 +249,8 @@ static void test_errors(const synth_shape *s) {
     expect_error("layer-types-n", s, EDIT("layer_types", "[\"full_attention\"]"), "\"layer_types\"", "4 entries");
     expect_error("interval-0", s, EDIT("full_attention_interval", "0"), "\"full_attention_interval\" = 0", NULL);
     expect_error("bias", s, EDIT("attention_bias", "true"), "\"attention_bias\"", NULL);
+    expect_error("rotary-2", s, EDIT("partial_rotary_factor", "2"), "\"partial_rotary_factor\" = 2", "range");
+    expect_error("rotary-0", s, EDIT("partial_rotary_factor", "0"), "\"partial_rotary_factor\" = 0", "range");
     memset(&o, 0, sizeof o);
     o.drop = "model.layers.1.linear_attn.in_proj_qkvz.weight";
     expect_error("no-qkvz", s, &o, "model.layers.1.linear_attn.in_proj_qkvz.weight", "missing");

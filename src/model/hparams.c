@@ -383,6 +383,9 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     hp->n_rot = hp->head_dim;
     double partial = 1.0;
     if ((st = j_num(&r, "partial_rotary_factor", false, &partial, err))) return st;
+    if (!(partial > 0 && partial <= 1)) /* else the derived n_rot's range error hides the key */
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"partial_rotary_factor\" = %g is out of range (0, 1]",
+                        r.path, partial);
     if (partial != 1.0) hp->n_rot = (int64_t)((double)hp->head_dim * partial);
 
     bool tied = ha->tie_default;
