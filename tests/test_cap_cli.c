@@ -61,6 +61,23 @@ int main(int argc, char **argv) {
         free(help);
     }
 
+    /* an IFEval item answered twice (the reference keeps one response per
+     * prompt) and a file without responses are errors, not 0/0 or a double count */
+    static const struct { const char *name, *text, *want; } bad[] = {
+        {"cap-cli-ifeval-dup.jsonl", "{\"key\": 1000, \"response\": \"a\"}\n{\"key\": 1001, \"response\": "
+         "\"b\"}\n{\"key\": 1000, \"response\": \"c\"}\n", "line 3: IFEval key 1000 was scored already (line 1)"},
+        {"cap-cli-ifeval-empty.jsonl", "\n", "cap-cli-ifeval-empty.jsonl: no responses"},
+    };
+    for (int i = 0; i < 2; i++) {
+        char *bp = tmp_path(bad[i].name), args[1024], *out = NULL;
+        kt_write_file(bp, bad[i].text, strlen(bad[i].text));
+        snprintf(args, sizeof args, "cap score --task ifeval --responses '%s'", bp);
+        const int rc = run(args, &out);
+        CHECK(rc == 1 && out && strstr(out, bad[i].want), "%s: exit 1 naming '%s' (%d): %s", bad[i].name,
+              bad[i].want, rc, out ? out : "");
+        free(out), free(bp);
+    }
+
     /* GSM8K: the reference solutions themselves, and two wrong answers */
     json_t *data = NULL;
     json_error_t je;

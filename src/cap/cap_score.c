@@ -141,18 +141,24 @@ static kld_status score_ifeval(const kld_cap_score_opts *o, const json_t *resp, 
     if (st != KLD_OK) return st;
     json_t *items = json_array();
     size_t p_ok[2] = {0}, i_ok[2] = {0}, n_instr = 0, i;
+    /* the reference keeps one response per prompt: a second line for an
+     * item would count it twice */
+    size_t *seen_at = calloc(json_array_size(data) + 1, sizeof *seen_at);
+    if (!seen_at) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     json_t *r;
     json_array_foreach(resp, i, r) {
+        if (st != KLD_OK) break;
         const char *text;
         if ((st = need_str(o->responses, i + 1, r, "response", &text, err))) break;
         json_t *item = NULL, *key = json_object_get(r, "key");
         const char *prompt = field_str(r, "prompt");
-        size_t j;
+        size_t j, at = 0;
         json_t *d;
         json_array_foreach(data, j, d) {
             if (json_is_integer(key) ? json_equal(key, json_object_get(d, "key"))
                                      : prompt && field_str(d, "prompt") && !strcmp(prompt, field_str(d, "prompt"))) {
                 item = d;
+                at = j;
                 break;
             }
         }
@@ -160,6 +166,7 @@ static kld_status score_ifeval(const kld_cap_score_opts *o, const json_t *resp, 
             /* One line per prompt in the data's order: pair by line (the
              * shipped GPT-4 file's key 2785 carries an older prompt text). */
             item = json_array_get(data, i);
+            at = i;
             if (!o->quiet)
                 fprintf(stderr, "kldeval cap score: %s: line %zu names no IFEval prompt; paired "
                         "by line with key %lld\n", o->responses, i + 1,
@@ -170,6 +177,13 @@ static kld_status score_ifeval(const kld_cap_score_opts *o, const json_t *resp, 
                           o->responses, i + 1);
             break;
         }
+        if (seen_at[at]) {
+            st = kld_fail(err, KLD_ERR_FORMAT, "%s: line %zu: IFEval key %lld was scored already (line %zu)",
+                          o->responses, i + 1, (long long)json_integer_value(json_object_get(item, "key")),
+                          seen_at[at]);
+            break;
+        }
+        seen_at[at] = i + 1;
         bool f[2][64];
         size_t ni = json_array_size(json_object_get(item, "instruction_id_list"));
         json_t *rec = json_pack("{s:O}", "key", json_object_get(item, "key"));
@@ -195,6 +209,7 @@ static kld_status score_ifeval(const kld_cap_score_opts *o, const json_t *resp, 
         }
     }
     json_decref(data);
+    free(seen_at);
     if (st != KLD_OK) return json_decref(items), st;
     size_t n = json_array_size(resp);
     json_object_set_new(rep, "prompt_strict", acc_obj(p_ok[0], n));
@@ -358,6 +373,10 @@ kld_status kld_cap_score(const kld_cap_score_opts *opts, json_t **report, kld_er
     json_t *resp;
     kld_status st = kld_cap_read_jsonl(o.responses, &resp, err);
     if (st != KLD_OK) return st;
+    if (json_array_size(resp) == 0) { /* else every accuracy reads 0 of 0 */
+        json_decref(resp);
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: no responses (the file has no JSON line)", o.responses);
+    }
     json_t *rep = json_pack("{s:s, s:s, s:I}", "task", o.task, "responses", o.responses, "n",
                             (json_int_t)json_array_size(resp));
     if (!strcmp(o.task, "gsm8k")) st = score_gsm8k(&o, resp, rep, err);
