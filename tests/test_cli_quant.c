@@ -49,6 +49,11 @@ int main(int argc, char **argv) {
     CHECK(st == 1 && strstr(o, "'ffn_sideways'") && strstr(o, "valid"),
           "a bad policy exits 1 naming the token: %s", o);
     free(o);
+    o = run("quantize --help", &st);
+    CHECK(st == 0 && strstr(o, "qwen2_moe") && strstr(o, "olmoe") && strstr(o, "lfm2") &&
+          strstr(o, "qwen3_next") && strstr(o, "imatrix=FILE"), "quantize --help names the Hugging Face "
+          "model types it converts and imatrix=FILE: %s", o);
+    free(o);
     snprintf(args, sizeof args, "quantize -q %s/f16.gguf %s/f16.gguf q4_K_M", RL, RL);
     o = run(args, &st);
     CHECK(st == 2, "OUT = IN is refused before any work (%d): %s", st, o);
