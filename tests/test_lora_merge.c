@@ -301,6 +301,42 @@ static void test_bad(adapter *ad) {
     /* a missing adapter beside an existing base: the adapter is named, not the whole spec */
     snprintf(p, sizeof p, "%s/no_such_adapter.gguf", dir);
     expect_both_fail(p, "adapter ", "no_such_adapter.gguf: no such file");
+    /* an adapter on a routed expert of a mixture: the model has the tensor,
+     * kldeval does not adapt it, and the message says so (not "another base?") */
+    synth_shape moe;
+    synth_default(&moe, "qwen2moe");
+    moe.mat_type = KLD_TYPE_F32;
+    moe.n_expert = 4, moe.n_expert_used = 2, moe.n_ff_exp = 64, moe.n_ff_shexp = 96;
+    char moe_base[700];
+    snprintf(moe_base, sizeof moe_base, "%s/moe_base.gguf", dir);
+    CHECK(synth_write_gguf(&moe, moe_base), "synthesized qwen2moe base");
+    static float za[RANK * 64], zb[64 * RANK];
+    adapter ex = {.n = 1};
+    ex.t[0] = (lora_t){"blk.0.ffn_up_exps.weight", moe.n_embd, moe.n_ff_exp, RANK, za, zb};
+    snprintf(p, sizeof p, "%s/experts.gguf", dir);
+    write_gguf_adapter(&ex, &(gguf_opts){.alpha = 8, .arch = "qwen2moe"}, p);
+    /* and a PEFT adapter on one expert of the Hugging Face copy (experts kept apart) */
+    char moe_split[700], moe_hf[700], moe_peft[700];
+    snprintf(moe_split, sizeof moe_split, "%s/moe_split.gguf", dir);
+    snprintf(moe_hf, sizeof moe_hf, "%s/moe_hf", dir);
+    snprintf(moe_peft, sizeof moe_peft, "%s/experts_peft", dir);
+    moe.split_experts = true;
+    mkdir(moe_hf, 0755);
+    CHECK(synth_write_gguf(&moe, moe_split) && synth_write_hf(&moe, moe_split, moe_hf), "its HF copy");
+    adapter exh = ex;
+    snprintf(exh.t[0].name, sizeof exh.t[0].name, "model.layers.0.mlp.experts.0.up_proj");
+    write_peft(&exh, &moe, "{\"r\": 4, \"lora_alpha\": 8}", moe_peft);
+    static const char *const cmds[] = {"inspect '%s+%s'", "quantize '%s+%s' never.gguf f32"};
+    for (int i = 0; i < 4; i++) {
+        char args[4096], *t = NULL;
+        snprintf(args, sizeof args, cmds[i % 2], i < 2 ? moe_base : moe_hf, i < 2 ? p : moe_peft);
+        const int rc = run_text(args, &t);
+        CHECK(rc == 1 && t && strstr(t, i < 2 ? "'blk.0.ffn_up_exps.weight'" : "'model.layers.0.mlp.experts.0.up_proj.weight'") &&
+              strstr(t, "not supported") && strstr(t, "routed experts") && !strstr(t, "another base"),
+              "%s (%s): an expert adapter is refused as unsupported (%d): %s", cmds[i % 2],
+              i < 2 ? "GGUF" : "PEFT", rc, t ? t : "");
+        free(t);
+    }
     /* quantize's own form: no @POLICY inside IN */
     char args[4096], *t = NULL;
     snprintf(args, sizeof args, "quantize '%s@q8_0+%s' '%s/x.gguf' f32", base32, ad_gguf, dir);

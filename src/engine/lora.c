@@ -148,11 +148,20 @@ static kld_status bind_entry(const kld_model *m, const kld_lora_file *f, const w
         if (w)
             return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': LoRA on the token "
                             "embeddings is not supported", f->path, e->a->name);
+        /* the model has it, but it is none of the matrices an adapter binds to */
+        if (kld_source_find(m->src, e->base))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s' adapts '%s' of %s: LoRA on it is "
+                            "not supported (a mixture's routed experts take no adapter)", f->path,
+                            e->a->name, e->base, m->src->path);
         return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' adapts '%s', which is not a weight "
                         "of %s (hint: another base model?)", f->path, e->a->name, e->base,
                         m->src->path);
     }
     const kld_tensor *W = w->t, *a = e->a, *b = e->b;
+    if (W->n_dims > 2)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': base '%s' is a %d-D stack of "
+                        "experts; LoRA on it is not supported (a mixture's routed experts take no "
+                        "adapter)", f->path, a->name, w->gguf, W->n_dims);
     if (W->n_dims != 2 || W->ne[1] < 2)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': base '%s' is a vector; LoRA on "
                         "norms is not supported", f->path, a->name, w->gguf);
