@@ -174,6 +174,15 @@ int main(int argc, char **argv) {
     st = run("cap -m " KT_SHARED "/models/stories260K/f32.gguf --tasks gsm8k,hashhopp", &out);
     CHECK(st == 1 && strstr(out, "unknown task 'hashhopp'"), "unknown task: %d %s", st, out);
     free(out);
+    /* without langdetect's profiles an IFEval run stops before generating anything */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "KLDEVAL_LANGDETECT_DIR=/nonexistent-langdetect '%s' cap --no-db -m " KT_SHARED
+             "/models/stories260K/f32.gguf --tasks gsm8k,ifeval --n 541 --max-new 4 2>&1", kldeval);
+    st = kt_run_capture(cmd, &out);
+    CHECK(st == 1 && out && strstr(out, "/nonexistent-langdetect/utils/messages.properties") &&
+          strstr(out, "python3-langdetect") && !strstr(out, "cap: gsm8k ..."), "no langdetect data: exit 1 "
+          "before any task runs (%d): %s", st, out ? out : "");
+    free(out);
     st = run("cap --tasks gsm8k", &out);
     CHECK(st == 2 && strstr(out, "need -m MODEL"), "no model: %d %s", st, out);
     free(out);

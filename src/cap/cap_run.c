@@ -19,6 +19,7 @@
 #include "cap/cap.h"
 #include "chat/chat.h"
 #include "cap/hashhop.h"
+#include "cap/langdetect.h"
 #include "cap/run.h"
 #include "cap/units.h"
 
@@ -407,9 +408,14 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
                             "bfcl, hashhop)", (int)n, p);
         p += n + (c ? 1 : 0);
     }
+    /* IFEval's language verifiers need langdetect's profiles: say so before
+     * generating for hours, not at the first response they score */
+    const kld_langdetect *ld;
+    kld_status st = task_listed(o.tasks, "ifeval") ? kld_langdetect_shared(&ld, err) : KLD_OK;
+    if (st != KLD_OK) return st;
     int n_arms = 1;
     kld_cap_lm lm[2];
-    kld_status st = kld_cap_open_models(&o, lm, &n_arms, err);
+    st = kld_cap_open_models(&o, lm, &n_arms, err);
     if (st != KLD_OK) return st;
     if (task_listed(o.tasks, "hashhop")) st = hashhop_size(&o, lm, n_arms, err);
     /* the arm's name: its model, or the reference's weights (self-flag) */
