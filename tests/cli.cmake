@@ -1,4 +1,5 @@
 kld_add_test(NAME test_cli_inspect SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_inspect.c
+             ${KLD_TEST_FORWARD_SOURCES}
              ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cli_inspect kldeval)
 kld_add_test(NAME test_cli_kl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_kl.c

@@ -3,6 +3,7 @@
  * flags must fail with a message and a non-zero exit; the read-only block
  * types of tests/data/zoo_iq.gguf appear in the type histogram. */
 #include "testlib.h"
+#include "test_forward_models.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -98,6 +99,47 @@ static void check_model(const expect *e) {
     json_decref(f);
 }
 
+/* Hybrids: the layer pattern, and the kind's own sizes (the DeltaNet
+ * conv and heads; the LFM2 conv width only for LFM2) in text and JSON. */
+static void check_hybrids(void) {
+    static const char *const archs[] = {"qwen3next", "lfm2"};
+    for (int i = 0; i < 2; i++) {
+        synth_shape s;
+        synth_default(&s, archs[i]);
+        char path[512], args[700];
+        snprintf(path, sizeof path, "%s/cli_inspect_%s.gguf", kt_build_dir(), archs[i]);
+        CHECK(synth_write_gguf(&s, path), "%s: synthesize", archs[i]);
+        int status;
+        snprintf(args, sizeof args, "inspect '%s' --json", path);
+        char *out = run(args, &status);
+        json_t *root = json_loads(out ? out : "", 0, NULL), *hp = json_object_get(root, "hparams");
+        json_t *dn = json_object_get(hp, "deltanet");
+        if (i == 0) {
+            CHECK(status == 0 && dn && !json_object_get(hp, "shortconv_l_cache") &&
+                  !strcmp(json_string_value(json_object_get(hp, "layer_kinds")), "ddda") &&
+                  json_integer_value(json_object_get(dn, "conv_kernel")) == s.dn_conv &&
+                  json_integer_value(json_object_get(dn, "n_k_heads")) == s.dn_n_k_heads &&
+                  json_integer_value(json_object_get(dn, "n_v_heads")) == s.dn_n_v_heads &&
+                  json_integer_value(json_object_get(dn, "head_k")) == s.dn_head &&
+                  json_integer_value(json_object_get(dn, "head_v")) == s.dn_head,
+                  "qwen3next --json: layer_kinds and the DeltaNet sizes: %s", out ? out : "");
+        } else {
+            CHECK(status == 0 && !dn && json_integer_value(json_object_get(hp, "shortconv_l_cache")) == s.l_cache,
+                  "lfm2 --json: shortconv_l_cache, no deltanet: %s", out ? out : "");
+        }
+        json_decref(root);
+        free(out);
+        snprintf(args, sizeof args, "inspect '%s'", path);
+        out = run(args, &status);
+        CHECK(status == 0 && out && strstr(out, i == 0 ? "ddda (a attention, d gated DeltaNet: conv 4, 2 q/k "
+                                                          "heads × 16, 4 v heads × 16)"
+                                                        : "ccacca (a attention, c short convolution of width 3)"),
+              "%s: the layers line: %s", archs[i], out ? out : "");
+        free(out);
+        remove(path);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_cli_inspect KLDEVAL\n");
@@ -105,6 +147,7 @@ int main(int argc, char **argv) {
     }
     kldeval = argv[1];
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(&models[i]);
+    check_hybrids();
 
     int status;
     /* the read-only block types: names and sizes from the type table

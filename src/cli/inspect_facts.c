@@ -104,7 +104,12 @@ static json_t *hparams_json(const kld_source *src) {
                         : kld_hparams_layer_kind(&hp, il) == KLD_LAYER_DELTANET  ? 'd' : 'a';
         kinds[hp.n_layer] = '\0';
         json_object_set_new(o, "layer_kinds", json_string(kinds));
-        json_object_set_new(o, "shortconv_l_cache", json_integer(hp.shortconv_l_cache));
+        if (strchr(kinds, 'c')) json_object_set_new(o, "shortconv_l_cache", json_integer(hp.shortconv_l_cache));
+        if (strchr(kinds, 'd'))
+            json_object_set_new(o, "deltanet", json_pack("{s:I, s:I, s:I, s:I, s:I}", "conv_kernel",
+                                (json_int_t)hp.dn_conv, "n_k_heads", (json_int_t)hp.dn_n_k_heads,
+                                "head_k", (json_int_t)hp.dn_head_k, "n_v_heads", (json_int_t)hp.dn_n_v_heads,
+                                "head_v", (json_int_t)hp.dn_head_v));
     }
     if (hp.n_expert > 0) {
         json_object_set_new(o, "n_expert", json_integer(hp.n_expert));
@@ -231,8 +236,16 @@ static void print_hparams(FILE *out, const json_t *hp) {
     if (sc) fprintf(out, " final_softcap=%g", json_real_value(sc));
     fputc('\n', out);
     const json_t *kinds = json_object_get(hp, "layer_kinds");
-    if (kinds && strchr(json_string_value(kinds), 'd')) /* Qwen3-Next */
-        fprintf(out, "%-14s %s (a attention, d gated DeltaNet)\n", "layers", json_string_value(kinds));
+    const json_t *dn = json_object_get(hp, "deltanet");
+    if (kinds && dn) /* Qwen3-Next */
+        fprintf(out, "%-14s %s (a attention, d gated DeltaNet: conv %" JSON_INTEGER_FORMAT ", %"
+                JSON_INTEGER_FORMAT " q/k heads × %" JSON_INTEGER_FORMAT ", %" JSON_INTEGER_FORMAT
+                " v heads × %" JSON_INTEGER_FORMAT ")\n", "layers", json_string_value(kinds),
+                json_integer_value(json_object_get(dn, "conv_kernel")),
+                json_integer_value(json_object_get(dn, "n_k_heads")),
+                json_integer_value(json_object_get(dn, "head_k")),
+                json_integer_value(json_object_get(dn, "n_v_heads")),
+                json_integer_value(json_object_get(dn, "head_v")));
     else if (kinds)
         fprintf(out, "%-14s %s (a attention, c short convolution of width %" JSON_INTEGER_FORMAT ")\n",
                 "layers", json_string_value(kinds),
