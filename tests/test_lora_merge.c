@@ -301,6 +301,18 @@ static void test_bad(adapter *ad) {
     /* a missing adapter beside an existing base: the adapter is named, not the whole spec */
     snprintf(p, sizeof p, "%s/no_such_adapter.gguf", dir);
     expect_both_fail(p, "adapter ", "no_such_adapter.gguf: no such file");
+    /* two adapters in one spec, and an empty one: named, with the spec */
+    static const struct { const char *fmt, *want; } specs[] = {
+        {"inspect '%s+%s+%s'", "one +ADAPTER per model"}, {"quantize -q '%s+%s+%s' never.gguf f32", "one +ADAPTER per model"},
+        {"inspect '%s+'%.0s%.0s", "+: LoRA '': empty adapter path"}};
+    for (int i = 0; i < 3; i++) {
+        char args[4096], *t = NULL;
+        snprintf(args, sizeof args, specs[i].fmt, base32, ad_gguf, ad_gguf);
+        const int rc = run_text(args, &t);
+        CHECK(rc != 0 && t && strstr(t, specs[i].want) && strstr(t, base32), "%s: fails naming '%s' (%d): %s",
+              args, specs[i].want, rc, t ? t : "");
+        free(t);
+    }
     /* an adapter on a routed expert of a mixture: the model has the tensor,
      * kldeval does not adapt it, and the message says so (not "another base?") */
     synth_shape moe;

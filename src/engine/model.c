@@ -191,8 +191,20 @@ kld_status kld_model_split_adapter(const char *path, char **model, const char **
         char apath[KLD_LORA_PATH_MAX];
         float scale;
         kld_status s = kld_lora_spec_split(last + 1, apath, sizeof apath, &scale, err);
-        return s ? s : kld_fail(err, KLD_ERR_IO, "%s: adapter %s: no such file or folder "
-                                "(MODEL[@POLICY]+ADAPTER[:SCALE], SCALE a number)", path, apath);
+        if (s) return kld_error_prefix(err, "%s", path), s;
+        return kld_fail(err, KLD_ERR_IO, "%s: adapter %s: no such file or folder "
+                        "(MODEL[@POLICY]+ADAPTER[:SCALE], SCALE a number)", path, apath);
+    }
+    /* MODEL+A+B: the left part is itself a model with an adapter */
+    if (last) {
+        char *inner = kld_strndup(path, (size_t)(last - path)), *m2 = NULL;
+        const char *a2 = NULL;
+        kld_error e2 = {0};
+        const bool two = inner && kld_model_split_adapter(inner, &m2, &a2, &e2) == KLD_OK && a2;
+        free(inner), free(m2);
+        if (two)
+            return kld_fail(err, KLD_ERR_ARG, "%s: one +ADAPTER per model (kl, dump and cap take a "
+                            "second as --lever lora=ADAPTER[:SCALE])", path);
     }
     return KLD_OK;
 }
