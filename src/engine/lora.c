@@ -151,7 +151,8 @@ static kld_status bind_entry(const kld_model *m, const kld_lora_file *f, const w
         /* the model has it, but it is none of the matrices an adapter binds to */
         if (kld_source_find(m->src, e->base))
             return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s' adapts '%s' of %s: LoRA on it is "
-                            "not supported (a mixture's routed experts take no adapter)", f->path,
+                            "not supported (not on a mixture's routed experts, nor on a tensor split "
+                            "on load such as Qwen3-Next's in_proj_qkvz)", f->path,
                             e->a->name, e->base, m->src->path);
         return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' adapts '%s', which is not a weight "
                         "of %s (hint: another base model?)", f->path, e->a->name, e->base,
