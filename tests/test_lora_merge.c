@@ -301,6 +301,41 @@ static void test_bad(adapter *ad) {
     /* a missing adapter beside an existing base: the adapter is named, not the whole spec */
     snprintf(p, sizeof p, "%s/no_such_adapter.gguf", dir);
     expect_both_fail(p, "adapter ", "no_such_adapter.gguf: no such file");
+    /* an output path that is the spec's model or adapter is refused before
+     * anything is written, also with @POLICY and :SCALE (copies, so a
+     * regression cannot destroy the fixtures) */
+    char cb[700], ca[700], cp[700], cmd[8192];
+    snprintf(cb, sizeof cb, "%s/clobber_base.gguf", dir);
+    snprintf(ca, sizeof ca, "%s/clobber_ad.gguf", dir);
+    snprintf(cp, sizeof cp, "%s/clobber_peft", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && cp '%s' '%s' && rm -rf '%s' && cp -r '%s' '%s'", base32, cb, ad_gguf,
+             ca, cp, ad_peft, cp);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    size_t n_cb = 0, n_ca = 0;
+    char *want_b = kt_read_file(cb, &n_cb), *want_a = kt_read_file(ca, &n_ca);
+    const struct { const char *spec_fmt, *out_fmt; } clob[] = {
+        {"logits -m '%s+%s' --ids 1,2 --out '%s'", "base"}, {"logits -m '%s@q8_0+%s' --ids 1,2 --out '%s'", "base"},
+        {"logits -m '%s+%s:0.5' --ids 1,2 --out '%s'", "adapter"}, {"quantize -q '%s+%s:0.5' '%s' f32", "adapter"},
+        {"quantize -q '%s+%s:0.5' '%s/adapter_config.json' f32", "peft"},
+        {"quantize -q '%s+%s' '%s/adapter_model.safetensors' f32", "peft"}};
+    for (size_t i = 0; i < sizeof clob / sizeof clob[0]; i++) {
+        const bool peft = !strcmp(clob[i].out_fmt, "peft");
+        const char *out = !strcmp(clob[i].out_fmt, "base") ? cb : peft ? cp : ca;
+        char args[4096], *t = NULL;
+        snprintf(args, sizeof args, clob[i].spec_fmt, cb, peft ? cp : ca, out);
+        const int rc = run_text(args, &t);
+        CHECK(rc == 2 && t && (strstr(t, "is the same file as") || strstr(t, "would overwrite")),
+              "%s: refused (%d): %s", args, rc, t ? t : "");
+        free(t);
+    }
+    size_t n1 = 0, n2 = 0;
+    char *got_b = kt_read_file(cb, &n1), *got_a = kt_read_file(ca, &n2);
+    char pc[800];
+    snprintf(pc, sizeof pc, "%s/adapter_config.json", cp);
+    char *cfg = kt_read_file(pc, NULL);
+    CHECK(want_b && got_b && n1 == n_cb && !memcmp(got_b, want_b, n1) && want_a && got_a && n2 == n_ca &&
+          !memcmp(got_a, want_a, n2) && cfg && cfg[0] == '{', "the base, the adapter and its config are intact");
+    free(want_b), free(want_a), free(got_b), free(got_a), free(cfg);
     /* two adapters in one spec, and an empty one: named, with the spec */
     static const struct { const char *fmt, *want; } specs[] = {
         {"inspect '%s+%s+%s'", "one +ADAPTER per model"}, {"quantize -q '%s+%s+%s' never.gguf f32", "one +ADAPTER per model"},

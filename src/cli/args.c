@@ -2,6 +2,7 @@
  * flag values, and the pre-flight check of output paths. */
 #include "cli/args.h"
 #include "common/common.h"
+#include "engine/engine.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -107,11 +108,11 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 /* Files a model folder, a .safetensors file or a llama2.c checkpoint is read
- * together with (config, tokenizer, weight shards). */
+ * together with (config, tokenizer, weight shards; a PEFT adapter's config). */
 static bool model_companion(const char *name) {
     static const char *const names[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
                                         "tokenizer.bin", "model.bin",
-                                        "model.safetensors.index.json", NULL};
+                                        "model.safetensors.index.json", "adapter_config.json", NULL};
     return kld_arg_in(name, names) || ends_with(name, ".safetensors");
 }
 
@@ -140,6 +141,39 @@ static int clobbers(const char *out_canon, const struct stat *out_st, const char
     return hit;
 }
 
+static bool path_exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+/* p without a trailing "<sep>SUFFIX" when p does not exist and the part
+ * before the last sep does (MODEL@POLICY, ADAPTER:SCALE); else p (owned). */
+static char *strip_suffix(const char *p, int sep) {
+    const char *at = strrchr(p, sep);
+    if (!path_exists(p) && at) {
+        char *left = kld_strndup(p, (size_t)(at - p));
+        if (left && path_exists(left)) return left;
+        free(left);
+    }
+    return kld_strdup(p);
+}
+
+/* The files a model spec MODEL[@POLICY][+ADAPTER[:SCALE]] reads: the model
+ * and the adapter, as kld_model_open splits it (parts[1] NULL without one). */
+static void spec_files(const char *input, char *parts[2]) {
+    char *model = NULL;
+    const char *adapter = NULL;
+    kld_error err = {0};
+    parts[0] = parts[1] = NULL;
+    if (kld_model_split_adapter(input, &model, &adapter, &err) == KLD_OK && adapter) {
+        parts[0] = strip_suffix(model, '@');
+        parts[1] = strip_suffix(adapter, ':');
+    } else {
+        parts[0] = strip_suffix(input, '@');
+    }
+    free(model);
+}
+
 bool kld_arg_output(const char *cmd, const char *flag, const char *path,
                     const char *const *inputs, int n_inputs) {
     char why[1024] = "";
@@ -163,10 +197,15 @@ bool kld_arg_output(const char *cmd, const char *flag, const char *path,
     if (!why[0]) {
         char *canon = canonical(path);
         for (int i = 0; canon && i < n_inputs && !why[0]; i++) {
-            const int c = inputs[i] ? clobbers(canon, exists ? &st : NULL, inputs[i]) : 0;
-            if (c == 1) snprintf(why, sizeof why, "is the same file as %s", inputs[i]);
-            if (c == 2) snprintf(why, sizeof why, "would overwrite a file the input %s is read from",
-                                 inputs[i]);
+            char *parts[2] = {NULL, NULL};
+            if (inputs[i]) spec_files(inputs[i], parts); /* MODEL@POLICY+ADAPTER reads two files */
+            for (int k = 0; k < 2 && parts[k] && !why[0]; k++) {
+                const int c = clobbers(canon, exists ? &st : NULL, parts[k]);
+                if (c == 1) snprintf(why, sizeof why, "is the same file as %s", parts[k]);
+                if (c == 2) snprintf(why, sizeof why, "would overwrite a file the input %s is read from",
+                                     parts[k]);
+            }
+            free(parts[0]), free(parts[1]);
         }
         free(canon);
     }
