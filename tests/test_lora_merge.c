@@ -328,6 +328,14 @@ static void test_bad(adapter *ad) {
               "%s: refused (%d): %s", args, rc, t ? t : "");
         free(t);
     }
+    { /* a lever's adapter is an input too */
+        char args[4096], *t = NULL;
+        snprintf(args, sizeof args, "kl -m '%s' --lever lora=%s:0.5 --ids-file '%s/ids.bin' --ctx 9 --no-db "
+                 "--quiet --json '%s'", cb, ca, dir, ca);
+        const int rc = run_text(args, &t);
+        CHECK(rc == 2 && t && strstr(t, "is the same file as"), "%s: refused (%d): %s", args, rc, t ? t : "");
+        free(t);
+    }
     size_t n1 = 0, n2 = 0;
     char *got_b = kt_read_file(cb, &n1), *got_a = kt_read_file(ca, &n2);
     char pc[800];

@@ -320,8 +320,18 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
     }
     /* Output paths are checked before the run, which may take hours, and
      * may not overwrite an input or each other. */
-    const char *files[8] = {c->ref_path, c->arm_path, c->corpus_path, c->ids_path, c->llamacpp_base};
+    const char *files[16] = {c->ref_path, c->arm_path, c->corpus_path, c->ids_path, c->llamacpp_base};
     int n_files = 5;
+    /* the levers' files too (lora=ADAPTER, kv_config=FILE) */
+    static kld_levers lv[2];
+    const char *const lever_text[2] = {c->ref_levers, c->arm_levers};
+    for (int k = 0; k < 2; k++) {
+        kld_error e = {0};
+        kld_levers_default(&lv[k]);
+        if (!lever_text[k] || kld_levers_parse(lever_text[k], &lv[k], &e) != KLD_OK) continue;
+        if (lv[k].lora_path[0]) files[n_files++] = lv[k].lora_path;
+        if (lv[k].kv_config[0]) files[n_files++] = lv[k].kv_config;
+    }
     if (o->db_path && o->no_db) {
         fprintf(stderr, "kldeval kl: give --db or --no-db, not both\n");
         return false;
