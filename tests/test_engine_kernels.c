@@ -100,35 +100,41 @@ static void test_pack(const kld_engine_kernels *k) {
 }
 
 /* The one-row entry (when the set has one) against the chain, for
- * partial row counts and k tails that are not a multiple of 16. */
+ * partial row counts and k tails that are not a multiple of 4. */
 static void test_gemv(const kld_engine_kernels *k) {
     if (!k->gemv_f32) {
         printf("%s: no gemv entry (the ukernel does one row)\n", k->name);
         return;
     }
-    const int64_t ld = 300;
-    float *w = malloc(sizeof(float) * (size_t)(k->gemv_rows * ld)), *a = malloc(sizeof(float) * (size_t)ld);
+    const int R = k->gemv_rows;
+    CHECK(R >= 8 && R <= 64 && R % 8 == 0, "%s: gemv_rows %d", k->name, R);
+    const int64_t kmax = 300;
+    float *w = malloc(sizeof(float) * (size_t)(R * kmax)), *a = malloc(sizeof(float) * (size_t)kmax);
+    float *lay = calloc((size_t)R * KLD_GEMV_LD, sizeof(float));
     float y[64], yi[64];
-    CHECK(k->gemv_rows >= 1 && k->gemv_rows <= 64, "%s: gemv_rows %d", k->name, k->gemv_rows);
-    for (int64_t i = 0; i < k->gemv_rows * ld; i++) w[i] = frand(1);
-    for (int64_t i = 0; i < ld; i++) a[i] = frand(1);
+    for (int64_t i = 0; i < R * kmax; i++) w[i] = frand(1); /* row n: w[n*kmax + k] */
+    for (int64_t i = 0; i < kmax; i++) a[i] = frand(1);
     for (int i = 0; i < 64; i++) yi[i] = frand(3);
-    static const int64_t kcs[] = {0, 1, 3, 15, 16, 37, 256, 300};
+    static const int64_t kcs[] = {0, 1, 3, 4, 15, 16, 37, 256, 300};
     int bad = 0;
-    for (int rows = 1; rows <= k->gemv_rows; rows++)
-        for (size_t b = 0; b < sizeof kcs / sizeof kcs[0]; b++)
+    for (size_t b = 0; b < sizeof kcs / sizeof kcs[0]; b++) {
+        for (int n = 0; n < R; n++)
+            for (int64_t kk = 0; kk < kcs[b]; kk++) lay[n * KLD_GEMV_LD + kk] = w[n * kmax + kk];
+        for (int rows = 1; rows <= R; rows++)
             for (int load = 0; load < 2; load++) {
                 memcpy(y, yi, sizeof y);
-                k->gemv_f32(w, ld, rows, kcs[b], a, y, load);
+                k->gemv_f32(lay, rows, kcs[b], a, y, load);
                 for (int n = 0; n < 64; n++) {
                     float want = yi[n];
                     if (n < rows) {
                         want = load ? yi[n] : 0.0f;
-                        for (int64_t kk = 0; kk < kcs[b]; kk++) want = fmaf(a[kk], w[n * ld + kk], want);
+                        for (int64_t kk = 0; kk < kcs[b]; kk++) want = fmaf(a[kk], w[n * kmax + kk], want);
                     }
                     bad += memcmp(&want, &y[n], 4) != 0;
                 }
             }
+    }
+    free(lay);
     CHECK(bad == 0, "%s gemv: %d values differ from the fma chain (or written outside the rows)", k->name, bad);
     free(w), free(a);
 }

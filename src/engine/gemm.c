@@ -93,29 +93,29 @@ static void gemm_small_task(void *ctx, int ith, int nth) {
 }
 
 /* One activation row on a set with a gemv entry: per panel of gemv_rows
- * weight rows and k-block of KLD_GEMV_KC, every row (any type, f32 too) is
- * converted into a buffer of stride KLD_GEMV_LD first. Reading the rows in
- * place would put all of them at the same offset modulo 4 KiB (row sizes
- * are powers of two), where they evict each other from L1; each row's
- * k-block is also one long sequential read, which the prefetchers follow. */
+ * weight rows and k-block of KLD_GEMV_KC (whole rows for K up to it: one
+ * sequential read of the panel, which the prefetchers follow), each row is
+ * converted to f32 at stride KLD_GEMV_LD (rows missing from the last group
+ * of 8 are zeros). */
 static void gemv_task(void *ctx, int ith, int nth) {
     const gemm_job *j = ctx;
-    const int nr = j->kr->gemv_rows;
-    const int64_t n_panels = (j->N + nr - 1) / nr;
+    const int R = j->kr->gemv_rows;
+    const int64_t n_panels = (j->N + R - 1) / R;
     int64_t pb, pe;
     kld_split(n_panels, ith, nth, &pb, &pe);
-    float *tmp = j->scratch + (size_t)ith * j->scratch_stride;
+    float *panel = j->scratch + (size_t)ith * j->scratch_stride;
     const uint8_t *base = (const uint8_t *)j->W->data;
     for (int64_t p = pb; p < pe; p++) {
-        const int rows = (int)min64(j->N - p * nr, nr);
-        const uint8_t *w = base + (uint64_t)(p * nr) * j->row_bytes;
-        float *y = j->C + p * nr;
+        const int rows = (int)min64(j->N - p * R, R);
+        const uint8_t *w = base + (uint64_t)(p * R) * j->row_bytes;
+        float *y = j->C + p * R;
         for (int64_t kb = 0; kb < j->K; kb += KLD_GEMV_KC) {
             const int64_t kc = min64(j->K - kb, KLD_GEMV_KC);
             const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
             for (int r = 0; r < rows; r++)
-                j->ti->to_float(w + (uint64_t)r * j->row_bytes + off, tmp + (int64_t)r * KLD_GEMV_LD, kc);
-            j->kr->gemv_f32(tmp, KLD_GEMV_LD, rows, kc, j->A + kb, y, kb > 0);
+                j->ti->to_float(w + (uint64_t)r * j->row_bytes + off, panel + r * KLD_GEMV_LD, kc);
+            for (int r = rows; r % 8; r++) memset(panel + r * KLD_GEMV_LD, 0, sizeof(float) * (size_t)kc);
+            j->kr->gemv_f32(panel, rows, kc, j->A + kb, y, kb > 0);
         }
     }
 }

@@ -18,10 +18,6 @@
  * rows: 16 floats more than KC, so that the rows do not share L1 sets. */
 #define KLD_GEMM_LDA (KLD_GEMM_KC + 16)
 
-/* The one-row path's k-block (a multiple of every block size) and buffer
- * stride: rows of KLD_GEMV_KC values 64 bytes apart modulo 4 KiB. */
-#define KLD_GEMV_KC 1024
-#define KLD_GEMV_LD (KLD_GEMV_KC + 16)
 
 /* Floats of per-thread scratch kld_gemm_weights needs: the packed panels of
  * NC columns, the dequantized rows of one panel, one activation tile (the
@@ -29,7 +25,8 @@
 #define KLD_GEMM_SCRATCH_FLOATS                                                          \
     ((size_t)KLD_GEMM_NC * KLD_GEMM_KC + (size_t)KLD_NR_MAX * KLD_GEMM_LDA +           \
      (size_t)KLD_MR_MAX * KLD_GEMM_LDA)
-_Static_assert((size_t)KLD_NR_MAX * KLD_GEMV_LD <= KLD_GEMM_SCRATCH_FLOATS, "gemv buffer fits the scratch");
+_Static_assert((size_t)KLD_NR_MAX * KLD_GEMV_LD <= KLD_GEMM_SCRATCH_FLOATS,
+               "the one-row path's rows fit the scratch");
 
 /* Rows below which each panel is multiplied as soon as it is packed (it
  * stays in L1; decode steps are bound by dequantization and packing). */

@@ -30,12 +30,12 @@ typedef struct kld_engine_kernels {
      * with nr = this->nr (the weight GEMM's panel). */
     void (*pack_panel)(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
     /* One activation row (decode), or NULL (then the ukernel does it):
-     * y[n] (n < rows <= gemv_rows) = the fma chain over k < kc of a[k] · w[n*ld + k]
-     * from y[n] when `load`, else from 0 — the ukernel's chain for mr = 1,
-     * read from f32 rows (no packed panel). */
-    void (*gemv_f32)(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
-                     bool load);
-    /* Weight rows one gemv call handles (rows <= this; 0 without a gemv
+     * y[n] (n < rows <= gemv_rows) = the fma chain over k < kc (<=
+     * KLD_GEMV_KC) of a[k] · w[n*KLD_GEMV_LD + k] from y[n] when `load`,
+     * else from 0 — the ukernel's chain for mr = 1. The stride is a
+     * constant so that every row is one register plus an offset. */
+    void (*gemv_f32)(const float *w, int rows, int64_t kc, const float *a, float *y, bool load);
+    /* Weight rows one gemv call handles (a multiple of 8; 0 without a gemv
      * entry): more rows than nr give more independent fma chains. */
     int gemv_rows;
     /* In place: x = exp(x - max) / sum (entries of -inf become 0). */
@@ -54,6 +54,12 @@ typedef struct kld_engine_kernels {
     double (*base2_weights)(float *x, int64_t n, double K);
 } kld_engine_kernels;
 
+/* The one-row product's k-block (a multiple of every block size) and row
+ * stride: rows 64 bytes apart modulo 4 KiB, so that the rows read side by
+ * side do not evict each other from L1. */
+#define KLD_GEMV_KC 2048
+#define KLD_GEMV_LD (KLD_GEMV_KC + 16)
+
 /* The set chosen once for this CPU (KLD_KERNELS=ref forces the scalar set). */
 const kld_engine_kernels *kld_engine_kernels_get(void);
 const kld_engine_kernels *kld_engine_kernels_ref(void);
@@ -68,8 +74,6 @@ const kld_engine_kernels *kld_engine_kernels_avx512(void);
 void kld_avx512_ukernel(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,
                         int64_t ldb, float *C, int64_t ldc, bool load);
 void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
-void kld_avx512_gemv_f32(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
-                         bool load);
 
 /* Scalar exp with the kernels' exact arithmetic (for code outside the table). */
 float kld_expf_ref(float x);

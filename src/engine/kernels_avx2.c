@@ -193,62 +193,57 @@ static void pack16_avx2(const float *src, int64_t ld, int rows, int64_t kc, floa
 
 /* ---- one activation row (decode) ---- */
 
-/* Columns [k, k+4) of weight rows r and r+4 as one vector [row r | row r+4]
- * (a missing row reads as 0). */
-static inline __attribute__((always_inline)) __m256 gemv_pair(const bool FULL, const float *w,
-                                                              int64_t ld, int rows, int64_t r,
-                                                              int64_t k) {
-    const float *p = w + r * ld + k;
-    const __m128 lo = FULL || r < rows ? _mm_loadu_ps(p) : _mm_setzero_ps();
-    const __m128 hi = FULL || r + 4 < rows ? _mm_loadu_ps(p + 4 * ld) : _mm_setzero_ps();
-    return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
-}
+#define GEMV_ROWS 32 /* four groups of 8 rows: four independent fma chains hide the fma latency */
+_Static_assert(GEMV_ROWS <= KLD_NR_MAX, "the one-row panel fits gemm.c's scratch");
 
-/* acc = the fma chain over columns k..k+3 of rows base..base+7: the pairs
- * transposed 4×4 within each 128-bit lane give one vector per column. */
-static inline __attribute__((always_inline)) __m256 gemv_step4(const bool FULL, const float *w,
-                                                               int64_t ld, int rows,
-                                                               int64_t base, int64_t k,
-                                                               const float *a, __m256 acc) {
-    const __m256 t0 = gemv_pair(FULL, w, ld, rows, base + 0, k);
-    const __m256 t1 = gemv_pair(FULL, w, ld, rows, base + 1, k);
-    const __m256 t2 = gemv_pair(FULL, w, ld, rows, base + 2, k);
-    const __m256 t3 = gemv_pair(FULL, w, ld, rows, base + 3, k);
+/* acc = the fma chain over columns [k, k+4) of the 8 rows at g (stride
+ * KLD_GEMV_LD): the 128-bit halves of rows j and j+4 share a vector, and
+ * 4×4 transposes within the lanes give one vector of 8 rows per column. */
+static inline __attribute__((always_inline)) __m256 gemv_quad(const float *g, const float *a,
+                                                              __m256 acc) {
+#define PAIR(j) _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(g + (j) * KLD_GEMV_LD)), \
+                                     _mm_loadu_ps(g + ((j) + 4) * KLD_GEMV_LD), 1)
+    const __m256 t0 = PAIR(0), t1 = PAIR(1), t2 = PAIR(2), t3 = PAIR(3);
+#undef PAIR
     const __m256d a01 = _mm256_castps_pd(_mm256_unpacklo_ps(t0, t1));
     const __m256d b01 = _mm256_castps_pd(_mm256_unpackhi_ps(t0, t1));
     const __m256d a23 = _mm256_castps_pd(_mm256_unpacklo_ps(t2, t3));
     const __m256d b23 = _mm256_castps_pd(_mm256_unpackhi_ps(t2, t3));
-    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + k + 0), _mm256_castpd_ps(_mm256_unpacklo_pd(a01, a23)), acc);
-    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + k + 1), _mm256_castpd_ps(_mm256_unpackhi_pd(a01, a23)), acc);
-    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + k + 2), _mm256_castpd_ps(_mm256_unpacklo_pd(b01, b23)), acc);
-    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + k + 3), _mm256_castpd_ps(_mm256_unpackhi_pd(b01, b23)), acc);
+    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), _mm256_castpd_ps(_mm256_unpacklo_pd(a01, a23)), acc);
+    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), _mm256_castpd_ps(_mm256_unpackhi_pd(a01, a23)), acc);
+    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), _mm256_castpd_ps(_mm256_unpacklo_pd(b01, b23)), acc);
+    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), _mm256_castpd_ps(_mm256_unpackhi_pd(b01, b23)), acc);
     return acc;
 }
 
-#define GEMV_ROWS 32 /* four groups of 8 rows: four independent fma chains hide the fma latency */
-
-/* y[n] (n < rows <= 32) = the fma chain over k < kc of a[k] · w[n*ld + k],
+/* y[n] (n < rows <= 32) = the fma chain over k < kc of a[k] · w[n*LD + k],
  * from y[n] when `load`, else from 0: the microkernel's chain for mr = 1
- * (fmaf is symmetric in its factors), read straight from the weight rows
- * by in-register transposes instead of through a packed panel. */
-static inline __attribute__((always_inline)) void gemv_tpl(const bool FULL, const float *w,
-                                                           int64_t ld, int rows,
-                                                           int64_t kc, const float *a, float *y,
-                                                           bool load) {
+ * (fmaf is symmetric in its factors). Groups of 8 past `rows` are skipped;
+ * lanes past it within a group are computed (the caller zeroes them) and
+ * dropped. */
+static void gemv_f32_avx2(const float *w, int rows, int64_t kc, const float *a, float *y,
+                          bool load) {
     const __m256i mk0 = lane_mask(rows), mk1 = lane_mask(rows - 8), mk2 = lane_mask(rows - 16),
                   mk3 = lane_mask(rows - 24);
     __m256 acc0 = load ? _mm256_maskload_ps(y, mk0) : _mm256_setzero_ps();
     __m256 acc1 = load ? _mm256_maskload_ps(y + 8, mk1) : _mm256_setzero_ps();
     __m256 acc2 = load ? _mm256_maskload_ps(y + 16, mk2) : _mm256_setzero_ps();
     __m256 acc3 = load ? _mm256_maskload_ps(y + 24, mk3) : _mm256_setzero_ps();
-    const bool g1 = FULL || rows > 8, g2 = FULL || rows > 16, g3 = FULL || rows > 24;
     int64_t k = 0;
-    for (; k + 4 <= kc; k += 4) {
-        acc0 = gemv_step4(FULL, w, ld, rows, 0, k, a, acc0);
-        if (g1) acc1 = gemv_step4(FULL, w, ld, rows, 8, k, a, acc1);
-        if (g2) acc2 = gemv_step4(FULL, w, ld, rows, 16, k, a, acc2);
-        if (g3) acc3 = gemv_step4(FULL, w, ld, rows, 24, k, a, acc3);
-    }
+    const int64_t G = 8 * KLD_GEMV_LD; /* one group of 8 rows */
+    if (rows > 24)
+        for (; k + 4 <= kc; k += 4) {
+            acc0 = gemv_quad(w + k, a + k, acc0);
+            acc1 = gemv_quad(w + G + k, a + k, acc1);
+            acc2 = gemv_quad(w + 2 * G + k, a + k, acc2);
+            acc3 = gemv_quad(w + 3 * G + k, a + k, acc3);
+        }
+    else
+        for (; k + 4 <= kc; k += 4) {
+            acc0 = gemv_quad(w + k, a + k, acc0);
+            if (rows > 8) acc1 = gemv_quad(w + G + k, a + k, acc1);
+            if (rows > 16) acc2 = gemv_quad(w + 2 * G + k, a + k, acc2);
+        }
     if (k < kc) { /* a k tail (kc not a multiple of 4): the same chain, element by element */
         float buf[GEMV_ROWS];
         _mm256_storeu_ps(buf, acc0);
@@ -256,7 +251,7 @@ static inline __attribute__((always_inline)) void gemv_tpl(const bool FULL, cons
         _mm256_storeu_ps(buf + 16, acc2);
         _mm256_storeu_ps(buf + 24, acc3);
         for (int n = 0; n < rows; n++)
-            for (int64_t kk = k; kk < kc; kk++) buf[n] = fmaf(a[kk], w[n * ld + kk], buf[n]);
+            for (int64_t kk = k; kk < kc; kk++) buf[n] = fmaf(a[kk], w[n * KLD_GEMV_LD + kk], buf[n]);
         acc0 = _mm256_loadu_ps(buf);
         acc1 = _mm256_loadu_ps(buf + 8);
         acc2 = _mm256_loadu_ps(buf + 16);
@@ -266,18 +261,6 @@ static inline __attribute__((always_inline)) void gemv_tpl(const bool FULL, cons
     _mm256_maskstore_ps(y + 8, mk1, acc1);
     _mm256_maskstore_ps(y + 16, mk2, acc2);
     _mm256_maskstore_ps(y + 24, mk3, acc3);
-}
-
-static void gemv_full(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y, bool load) {
-    gemv_tpl(true, w, ld, rows, kc, a, y, load);
-}
-static void gemv_part(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y, bool load) {
-    gemv_tpl(false, w, ld, rows, kc, a, y, load);
-}
-
-static void gemv_f32_avx2(const float *w, int64_t ld, int rows, int64_t kc, const float *a, float *y,
-                          bool load) {
-    (rows == GEMV_ROWS ? gemv_full : gemv_part)(w, ld, rows, kc, a, y, load);
 }
 
 /* ---- row operations ---- */

@@ -195,7 +195,8 @@ const kld_engine_kernels *kld_engine_kernels_avx2(void) {
 }
 
 /* The AVX-512 set: its GEMM entries, the AVX2 row operations (the row
- * operations are a few percent of a forward pass). Filled once. */
+ * operations are a few percent of a forward pass) and the AVX2 one-row
+ * product (bound by loads and shuffles, not by the fma width). Filled once. */
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
 static kld_engine_kernels avx512_table;
 
@@ -206,8 +207,6 @@ static void avx512_fill(void) {
     avx512_table.nr = 32;
     avx512_table.ukernel = kld_avx512_ukernel;
     avx512_table.pack_panel = kld_avx512_pack32;
-    avx512_table.gemv_f32 = kld_avx512_gemv_f32;
-    avx512_table.gemv_rows = 32;
 }
 
 const kld_engine_kernels *kld_engine_kernels_avx512(void) {

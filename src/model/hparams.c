@@ -278,6 +278,48 @@ kld_status kld_hp_json_int(const json_t *obj, const char *path, const char *key,
     return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be an integer", path, key);
 }
 
+kld_status kld_hp_json_layer_types(const json_t *cfg, const char *path, int64_t n_layer,
+                                   const char *const *names, const uint8_t *values, int n,
+                                   uint8_t *out, bool *present, kld_error *err) {
+    const json_t *lt = json_object_get(cfg, "layer_types");
+    *present = lt && !json_is_null(lt);
+    if (!*present) return KLD_OK;
+    if (!json_is_array(lt) || (int64_t)json_array_size(lt) != n_layer)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\" must be an array of %" PRId64
+                        " entries (num_hidden_layers), it has %zu", path, n_layer,
+                        json_is_array(lt) ? json_array_size(lt) : (size_t)0);
+    for (int64_t il = 0; il < n_layer; il++) {
+        const char *t = json_string_value(json_array_get(lt, (size_t)il));
+        int i = 0;
+        while (i < n && !(t && !strcmp(t, names[i]))) i++;
+        if (i < n) {
+            out[il] = values[i];
+            continue;
+        }
+        char valid[128] = "";
+        for (int j = 0; j < n; j++)
+            snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s%s", j ? ", " : "", names[j]);
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"layer_types\"[%" PRId64 "] = '%.32s' is "
+                        "not a layer type of this architecture (%s)", path, il, t ? t : "?", valid);
+    }
+    return KLD_OK;
+}
+
+kld_status kld_hp_json_all_sparse(const json_t *cfg, const char *path, kld_error *err) {
+    int64_t step = 1;
+    kld_status st = kld_hp_json_int(cfg, path, "decoder_sparse_step", false, &step, err);
+    if (st) return st;
+    if (step != 1)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"decoder_sparse_step\" = %" PRId64
+                        " (dense layers between sparse ones) is not supported", path, step);
+    const json_t *mlp_only = json_object_get(cfg, "mlp_only_layers");
+    if (mlp_only && !json_is_null(mlp_only) &&
+        (!json_is_array(mlp_only) || json_array_size(mlp_only) > 0))
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"mlp_only_layers\" (dense layers between "
+                        "sparse ones) is not supported", path);
+    return KLD_OK;
+}
+
 kld_status kld_hp_json_num(const json_t *obj, const char *path, const char *key, bool required,
                            double *out, kld_error *err) {
     const json_t *v = json_object_get(obj, key);

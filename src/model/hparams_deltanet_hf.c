@@ -33,26 +33,15 @@ static kld_status req_range(const json_t *cfg, const char *path, const char *key
 /* "layer_types" ("linear_attention" / "full_attention"), else the
  * Qwen3NextConfig default: layer il is linear iff (il + 1) % interval != 0. */
 static kld_status layer_kinds(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err) {
-    const json_t *lt = json_object_get(cfg, "layer_types");
-    if (lt && !json_is_null(lt)) {
-        if (!json_is_array(lt) || (int64_t)json_array_size(lt) != hp->n_layer)
-            return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\" must be an array of %" PRId64
-                            " entries (num_hidden_layers), it has %zu", path, hp->n_layer,
-                            json_is_array(lt) ? json_array_size(lt) : (size_t)0);
-        for (int64_t il = 0; il < hp->n_layer; il++) {
-            const char *t = json_string_value(json_array_get(lt, (size_t)il));
-            if (t && !strcmp(t, "linear_attention")) hp->layer_kind[il] = KLD_LAYER_DELTANET;
-            else if (t && !strcmp(t, "full_attention")) hp->layer_kind[il] = KLD_LAYER_ATTN;
-            else
-                return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\"[%" PRId64 "] = '%.32s' is "
-                                "not a layer type (linear_attention, full_attention)", path, il,
-                                t ? t : "?");
-        }
-        return KLD_OK;
-    }
+    static const char *const names[] = {"linear_attention", "full_attention"};
+    static const uint8_t kinds[] = {KLD_LAYER_DELTANET, KLD_LAYER_ATTN};
+    bool present;
+    kld_status st = kld_hp_json_layer_types(cfg, path, hp->n_layer, names, kinds, 2, hp->layer_kind,
+                                            &present, err);
+    if (st || present) return st;
     int64_t interval = 4;
     if (json_object_get(cfg, "full_attention_interval")) {
-        kld_status st = req_range(cfg, path, "full_attention_interval", 1, KLD_MAX_LAYER, &interval, err);
+        st = req_range(cfg, path, "full_attention_interval", 1, KLD_MAX_LAYER, &interval, err);
         if (st) return st;
     }
     for (int64_t il = 0; il < hp->n_layer; il++)
@@ -79,15 +68,7 @@ static kld_status experts(const json_t *cfg, const char *path, kld_hparams *hp, 
         return st;
     hp->n_ff = hp->n_ff_exp; /* feed_forward_length: unused by the MoE layers */
     if ((st = kld_hp_json_int(cfg, path, "intermediate_size", false, &hp->n_ff, err))) return st;
-    int64_t step = 1;
-    if ((st = kld_hp_json_int(cfg, path, "decoder_sparse_step", false, &step, err))) return st;
-    if (step != 1)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"decoder_sparse_step\" = %" PRId64
-                        " (dense layers between sparse ones) is not supported", path, step);
-    const json_t *mlp_only = json_object_get(cfg, "mlp_only_layers");
-    if (mlp_only && !json_is_null(mlp_only) && (!json_is_array(mlp_only) || json_array_size(mlp_only) > 0))
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"mlp_only_layers\" (dense layers between "
-                        "sparse ones) is not supported", path);
+    if ((st = kld_hp_json_all_sparse(cfg, path, err))) return st;
     hp->moe_norm_w = true; /* Qwen3NextConfig's norm_topk_prob defaults to true */
     return kld_hp_json_bool(cfg, path, "norm_topk_prob", &hp->moe_norm_w, err);
 }

@@ -16,6 +16,15 @@ kld_status kld_hp_json_num(const json_t *obj, const char *path, const char *key,
                            double *out, kld_error *err);
 kld_status kld_hp_json_bool(const json_t *obj, const char *path, const char *key, bool *out,
                             kld_error *err);
+/* config.json "layer_types": when present (*present), out[il] =
+ * values[i] for layer il's name names[i] (n names); any other name is an
+ * error listing the valid ones. */
+kld_status kld_hp_json_layer_types(const json_t *cfg, const char *path, int64_t n_layer,
+                                   const char *const *names, const uint8_t *values, int n,
+                                   uint8_t *out, bool *present, kld_error *err);
+/* Qwen MoE configs: "decoder_sparse_step" other than 1 and a non-empty
+ * "mlp_only_layers" (dense layers between sparse ones) are refused. */
+kld_status kld_hp_json_all_sparse(const json_t *cfg, const char *path, kld_error *err);
 
 /* GGUF "<arch>.rope.scaling.*" (hparams_rope.c); runs after rope.freq_base,
  * rope.dimension_count and context_length are read. */

@@ -103,16 +103,7 @@ kld_status kld_hp_hf_moe(const json_t *cfg, const char *path, const char *model_
         if (hp->sw.moe_shared_expert &&
             (st = kld_hp_json_int(cfg, path, k.ff_shexp, true, &hp->n_ff_shexp, err)))
             return st;
-        int64_t step = 1;
-        if ((st = kld_hp_json_int(cfg, path, "decoder_sparse_step", false, &step, err))) return st;
-        if (step != 1)
-            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"decoder_sparse_step\" = %" PRId64
-                            " (dense layers between sparse ones) is not supported", path, step);
-        const json_t *mlp_only = json_object_get(cfg, "mlp_only_layers");
-        if (mlp_only && !json_is_null(mlp_only) &&
-            (!json_is_array(mlp_only) || json_array_size(mlp_only) > 0))
-            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"mlp_only_layers\" (dense layers "
-                            "between sparse ones) is not supported", path);
+        if ((st = kld_hp_json_all_sparse(cfg, path, err))) return st;
     } else {
         hp->n_ff_exp = hp->n_ff;
     }

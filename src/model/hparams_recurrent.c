@@ -115,22 +115,15 @@ static kld_status hf_ff_dim(const json_t *cfg, const char *path, kld_hparams *hp
  * every layer attends (Lfm2Config). */
 static kld_status hf_layer_kinds(const json_t *cfg, const char *path, kld_hparams *hp,
                                  kld_error *err) {
-    const json_t *lt = json_object_get(cfg, "layer_types");
+    static const char *const names[] = {"conv", "full_attention"};
+    static const uint8_t kinds[] = {KLD_LAYER_SHORTCONV, KLD_LAYER_ATTN};
     const json_t *idx = json_object_get(cfg, "full_attn_idxs");
     for (int64_t il = 0; il < hp->n_layer; il++) hp->layer_kind[il] = KLD_LAYER_ATTN;
-    if (lt && !json_is_null(lt)) {
-        if (!json_is_array(lt) || (int64_t)json_array_size(lt) != hp->n_layer)
-            return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\" must be an array of %" PRId64
-                            " entries (num_hidden_layers), it has %zu", path, hp->n_layer,
-                            json_is_array(lt) ? json_array_size(lt) : (size_t)0);
-        for (int64_t il = 0; il < hp->n_layer; il++) {
-            const char *t = json_string_value(json_array_get(lt, (size_t)il));
-            if (t && !strcmp(t, "conv")) hp->layer_kind[il] = KLD_LAYER_SHORTCONV;
-            else if (!t || strcmp(t, "full_attention"))
-                return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\"[%" PRId64 "] = '%.32s' is "
-                                "not a layer type (conv, full_attention)", path, il, t ? t : "?");
-        }
-    } else if (idx && !json_is_null(idx)) {
+    bool present;
+    kld_status st = kld_hp_json_layer_types(cfg, path, hp->n_layer, names, kinds, 2, hp->layer_kind,
+                                            &present, err);
+    if (st || present) return st;
+    if (idx && !json_is_null(idx)) {
         if (!json_is_array(idx))
             return kld_fail(err, KLD_ERR_FORMAT, "%s: \"full_attn_idxs\" must be an array", path);
         for (int64_t il = 0; il < hp->n_layer; il++) hp->layer_kind[il] = KLD_LAYER_SHORTCONV;

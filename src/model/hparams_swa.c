@@ -104,21 +104,12 @@ kld_status kld_hp_gguf_swa(const kld_source *src, kld_hparams *hp, kld_error *er
  * present, transformers uses it instead of the pattern keys. */
 static kld_status hf_layer_types(const json_t *cfg, const char *path, kld_hparams *hp,
                                  kld_error *err) {
-    const json_t *lt = json_object_get(cfg, "layer_types");
-    if (!lt || json_is_null(lt)) return KLD_OK;
-    if (!json_is_array(lt) || (int64_t)json_array_size(lt) != hp->n_layer)
-        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\" must be an array of %" PRId64
-                        " entries (num_hidden_layers), it has %zu", path, hp->n_layer,
-                        json_is_array(lt) ? json_array_size(lt) : (size_t)0);
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        const char *t = json_string_value(json_array_get(lt, (size_t)il));
-        if (t && !strcmp(t, "sliding_attention")) hp->layer_swa[il] = 1;
-        else if (t && !strcmp(t, "full_attention")) hp->layer_swa[il] = 0;
-        else
-            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"layer_types\"[%" PRId64 "] = '%.32s' "
-                            "is not supported (sliding_attention, full_attention)", path, il,
-                            t ? t : "?");
-    }
+    static const char *const names[] = {"sliding_attention", "full_attention"};
+    static const uint8_t swa[] = {1, 0};
+    bool present;
+    kld_status st = kld_hp_json_layer_types(cfg, path, hp->n_layer, names, swa, 2, hp->layer_swa,
+                                            &present, err);
+    if (st || !present) return st;
     hp->swa_pattern = -2;
     return KLD_OK;
 }
