@@ -1,11 +1,12 @@
 /* bench_gemm.c — the weight GEMM alone (kld_gemm_weights) per kernel set
- * and weight type: a prefill shape (M 512, K 2048, N 2048) and a decode
- * shape (M 1, K 2048, N 5632), one thread by default. Each figure is the
+ * and weight type: a prefill shape (M 512, K 2048, N 2048) and two decode
+ * shapes (M 1, K 2048: N 5632 streams the weights from memory, N 128 keeps
+ * them in cache), one thread by default. Each figure is the
  * median and the best of --reps runs: on a shared machine the best is the
  * closer estimate of what the kernel can do, the median says how busy the
  * machine was.
  *
- * Baselines in the same run: the scalar reference set (decode shape only:
+ * Baselines in the same run: the scalar reference set (decode shapes only:
  * it is slow) and, when an OpenBLAS library can be loaded at run time
  * (libopenblas.so.0; never a build dependency), its cblas_sgemm on the same
  * f32 prefill shape — set OPENBLAS_CORETYPE (e.g. SkylakeX) to force its
