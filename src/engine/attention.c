@@ -119,7 +119,7 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
             float *row = S + r * s->ldk;
             scores_finish(j, row, nb, b0, p0 + r);
             float bm = -INFINITY;
-            for (int64_t c = 0; c < nb; c++) bm = fmaxf(bm, row[c]);
+            for (int64_t c = 0; c < nb; c++) bm = row[c] > bm ? row[c] : bm; /* fmaxf without the libm call */
             const double kb = pow2_exponent(bm);
             if (kb > k[r]) {
                 if (k[r] > -INFINITY) { /* exact rescaling of the output and sum so far */
@@ -188,7 +188,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                 continue;
             }
             float mx = -INFINITY;
-            for (int64_t c = 0; c < L; c++) mx = fmaxf(mx, row[c]);
+            for (int64_t c = 0; c < L; c++) mx = row[c] > mx ? row[c] : mx; /* fmaxf without the libm call */
             l[r] = kr->base2_weights(row, L, pow2_exponent(mx));
         }
         kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, out, ldo);

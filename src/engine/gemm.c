@@ -61,6 +61,10 @@ static void gemm_task(void *ctx, int ith, int nth) {
                 const int rows = (int)min64(j->M - m0, mr);
                 for (int r = 0; r < rows; r++)
                     memcpy(atile + r * KLD_GEMM_LDA, j->A + (m0 + r) * j->lda + kb, sizeof(float) * (size_t)kc);
+                /* the next tile's rows are far apart in A (not in cache): ask for
+                 * them now, while the group's panels are multiplied */
+                for (int64_t r = m0 + mr; r < min64(m0 + 2 * mr, j->M); r++)
+                    for (int64_t k = 0; k < kc; k += 16) __builtin_prefetch(j->A + r * j->lda + kb + k, 0, 3);
                 for (int64_t p = g0; p < g1; p++)
                     j->kr->ukernel(rows, (int)min64(j->N - p * nr, nr), kc, atile, KLD_GEMM_LDA,
                                    packed + (p - g0) * KLD_GEMM_KC * nr, nr,
