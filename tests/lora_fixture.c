@@ -172,3 +172,17 @@ void lora_ref_deltas(const adapter *ad, double scale, const char **names, double
                     deltas[i][o * t->in + c] += scale * (double)t->b[o * t->r + k] * (double)t->a[k * t->in + c];
     }
 }
+
+void write_bad_shape_adapter(adapter *ad, const char *path) {
+    ad->t[9].in--;
+    write_gguf_adapter(ad, &(gguf_opts){.alpha = 8}, path);
+    ad->t[9].in++;
+}
+
+void write_unknown_tensor_adapter(adapter *ad, const char *path) {
+    char saved[64];
+    snprintf(saved, sizeof saved, "%s", ad->t[0].name);
+    snprintf(ad->t[0].name, sizeof ad->t[0].name, "blk.7.attn_q.weight");
+    write_gguf_adapter(ad, &(gguf_opts){.alpha = 8}, path);
+    snprintf(ad->t[0].name, sizeof ad->t[0].name, "%s", saved);
+}

@@ -34,6 +34,11 @@ void make_adapter(adapter *ad, const synth_shape *sh, uint64_t seed, bool zero_b
 void free_adapter(adapter *ad);
 /* llama.cpp's GGUF adapter (general.type adapter, adapter.lora.alpha). */
 void write_gguf_adapter(const adapter *ad, const gguf_opts *o, const char *path);
+/* Malformed GGUF adapters at path (ad restored afterwards): blk.1.attn_v's
+ * A one column short (t[9]); t[0] renamed to blk.7.attn_q.weight, a tensor
+ * the 2-layer test models lack. */
+void write_bad_shape_adapter(adapter *ad, const char *path);
+void write_unknown_tensor_adapter(adapter *ad, const char *path);
 /* A PEFT folder: adapter_model.safetensors (q/k rows of B in rotate-half
  * order) + adapter_config.json holding `config`. */
 void write_peft(const adapter *ad, const synth_shape *sh, const char *config, const char *folder);

@@ -164,18 +164,12 @@ static void test_malformed(adapter *ad) {
     char p[700], cfg[1024];
     /* shape mismatch: A of blk.1.attn_v with one column too few */
     snprintf(p, sizeof p, "%s/bad_shape.gguf", dir);
-    ad->t[9].in--;
-    write_gguf_adapter(ad, &(gguf_opts){.alpha = 8}, p);
-    ad->t[9].in++;
+    write_bad_shape_adapter(ad, p);
     expect_error(p, "bad_shape.gguf", "blk.1.attn_v.weight.lora_a");
     /* unknown base tensor */
     snprintf(p, sizeof p, "%s/unknown.gguf", dir);
-    char saved[64];
-    snprintf(saved, sizeof saved, "%s", ad->t[0].name);
-    snprintf(ad->t[0].name, sizeof ad->t[0].name, "blk.7.attn_q.weight");
-    write_gguf_adapter(ad, &(gguf_opts){.alpha = 8}, p);
+    write_unknown_tensor_adapter(ad, p);
     expect_error(p, "unknown.gguf", "blk.7.attn_q.weight");
-    snprintf(ad->t[0].name, sizeof ad->t[0].name, "%s", saved);
     /* not an adapter */
     snprintf(p, sizeof p, "%s/not_adapter.gguf", dir);
     write_gguf_adapter(ad, &(gguf_opts){.general_type = "model", .alpha = 8}, p);

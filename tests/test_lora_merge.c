@@ -281,16 +281,10 @@ static void expect_both_fail(const char *adapter_path, const char *want1, const 
 static void test_bad(adapter *ad) {
     char p[700];
     snprintf(p, sizeof p, "%s/bad_shape.gguf", dir);
-    ad->t[9].in--; /* blk.1.attn_v's A one column short */
-    write_gguf_adapter(ad, &(gguf_opts){.alpha = 8}, p);
-    ad->t[9].in++;
+    write_bad_shape_adapter(ad, p);
     expect_both_fail(p, "bad_shape.gguf", "blk.1.attn_v.weight.lora_a");
     snprintf(p, sizeof p, "%s/unknown.gguf", dir);
-    char saved[64];
-    snprintf(saved, sizeof saved, "%s", ad->t[0].name);
-    snprintf(ad->t[0].name, sizeof ad->t[0].name, "blk.7.attn_q.weight");
-    write_gguf_adapter(ad, &(gguf_opts){.alpha = 8}, p);
-    snprintf(ad->t[0].name, sizeof ad->t[0].name, "%s", saved);
+    write_unknown_tensor_adapter(ad, p);
     expect_both_fail(p, "unknown.gguf", "blk.7.attn_q.weight");
     snprintf(p, sizeof p, "%s/peft_r0", dir);
     write_peft(ad, &shape, "{\"r\": 0, \"lora_alpha\": 8}", p);
