@@ -17,7 +17,6 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
 static uint64_t splitmix_ref(uint64_t z) {
     z += 0x9E3779B97F4A7C15ull;
@@ -287,17 +286,7 @@ static void test_generation(void) {
 static int run(const char *kldeval, const char *args, char **out) {
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", kldeval, args);
-    FILE *p = popen(cmd, "r");
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return kt_run_capture(cmd, out);
 }
 
 static void test_cli(const char *kldeval) {

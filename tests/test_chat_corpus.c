@@ -20,7 +20,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define HF_MODEL KT_SHARED "/models/rand-llama-hf"
@@ -50,17 +49,7 @@ static const char *DOC2_A = "<s>[user] Hello, who are you?</s>\n[assistant] I am
 static int run(const char *args, char **out) {
     char cmd[16 * P];
     snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", kldeval, args);
-    FILE *p = popen(cmd, "r");
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return kt_run_capture(cmd, out);
 }
 
 /* An HF folder: rand-llama-hf's files linked, plus a tokenizer_config.json

@@ -191,6 +191,20 @@ static kld_status bind(binder *b, const char *name, int64_t ne0, int64_t ne1, bo
     return bind3(b, name, ne0, ne1, 0, required, out);
 }
 
+/* A required convolution kernel {ne0, ne1}, also as HF's squeezed
+ * [ne0, 1, ne1]; a shape error names the sizes (why) it was derived from. */
+static kld_status bind_conv(binder *b, const char *name, int64_t ne0, int64_t ne1,
+                            const kld_tensor **out, const char *why) {
+    b->squeezed_ok = true;
+    const kld_status s = bind(b, name, ne0, ne1, true, out);
+    b->squeezed_ok = false;
+    if (s == KLD_ERR_FORMAT) {
+        const size_t len = strlen(b->err->msg);
+        snprintf(b->err->msg + len, sizeof b->err->msg - len, "; %s", why);
+    }
+    return s;
+}
+
 /* Slice e of a merged [ne0, ne1, n_expert] tensor as a 2-D tensor view
  * (every block type stores whole rows, so a slice is whole rows too). */
 static void slice_view(const kld_tensor *t, int64_t e, kld_tensor *v) {
@@ -323,16 +337,10 @@ static kld_status bind_shortconv(binder *b, int il, kld_layer_weights *L) {
     const int64_t E = hp->n_embd;
     char n[64];
     kld_status s;
-    b->squeezed_ok = true;
+    char why[96];
     snprintf(n, sizeof n, "blk.%d.shortconv.conv.weight", il);
-    s = bind(b, n, hp->shortconv_l_cache, E, true, &L->shortconv_conv);
-    b->squeezed_ok = false;
-    if (s == KLD_ERR_FORMAT) { /* name the width the shape was derived from */
-        size_t len = strlen(b->err->msg);
-        snprintf(b->err->msg + len, sizeof b->err->msg - len, "; shortconv.l_cache = %" PRId64,
-                 hp->shortconv_l_cache);
-    }
-    if (s != KLD_OK) return s;
+    snprintf(why, sizeof why, "shortconv.l_cache = %" PRId64, hp->shortconv_l_cache);
+    if ((s = bind_conv(b, n, hp->shortconv_l_cache, E, &L->shortconv_conv, why))) return s;
     B(shortconv_in_proj, "shortconv.in_proj.weight", E, 3 * E, true);
     B(shortconv_out_proj, "shortconv.out_proj.weight", E, E, true);
     return KLD_OK;
@@ -350,16 +358,11 @@ static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L, kld_wei
     if ((s = kld_weights_dn_derive(b->src, hp, il, L, w, b->err))) return s;
     if (!L->dn_qkv) B(dn_qkv, "attn_qkv.weight", E, C, true);
     if (!L->dn_gate) B(dn_gate, "attn_gate.weight", E, vd, true);
-    b->squeezed_ok = true;
+    char why[128];
     snprintf(n, sizeof n, "blk.%d.ssm_conv1d.weight", il);
-    s = bind(b, n, hp->dn_conv, C, true, &L->dn_conv);
-    b->squeezed_ok = false;
-    if (s == KLD_ERR_FORMAT) { /* name the sizes the shape was derived from */
-        size_t len = strlen(b->err->msg);
-        snprintf(b->err->msg + len, sizeof b->err->msg - len, "; ssm.conv_kernel = %" PRId64
-                 ", 2·group_count·state_size + inner_size = %" PRId64, hp->dn_conv, C);
-    }
-    if (s != KLD_OK) return s;
+    snprintf(why, sizeof why, "ssm.conv_kernel = %" PRId64 ", 2·group_count·state_size + inner_size = %" PRId64,
+             hp->dn_conv, C);
+    if ((s = bind_conv(b, n, hp->dn_conv, C, &L->dn_conv, why))) return s;
     if (!L->dn_dt) B(dn_dt, "ssm_dt.bias", nv, 0, true);
     snprintf(n, sizeof n, "blk.%d.ssm_a", il); /* no ".weight" suffix in llama.cpp's name */
     if (!L->dn_a && (s = bind(b, n, nv, 0, true, &L->dn_a))) return s;
