@@ -12,6 +12,7 @@
 #include "engine/internal.h"
 #include "engine/kernels.h"
 #include "engine/pool.h"
+#include "tensor/kernels.h"
 #include "tensor/types.h"
 #include "testlib.h"
 
@@ -137,6 +138,73 @@ static void test_gemv(const kld_engine_kernels *k) {
     free(lay);
     CHECK(bad == 0, "%s gemv: %d values differ from the fma chain (or written outside the rows)", k->name, bad);
     free(w), free(a);
+}
+
+/* A random finite half (zeros and subnormals included), exponent <= emax. */
+static uint16_t rand_half(int emax) {
+    const uint32_t r = (uint32_t)(frand(1) * 2147483647.0f) ^ (uint32_t)(rng_state >> 17);
+    const uint32_t e = (r >> 10) % (uint32_t)(emax + 1);
+    return (uint16_t)((r & 0x8000u) | e << 10 | (r & 0x3FFu));
+}
+
+/* Rows of `type` with every bit pattern the format allows: random bytes,
+ * with the f16 fields (each block's d, dmin; every value of f16) finite. */
+static void random_rows(uint32_t type, uint8_t *w, size_t bytes) {
+    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)(frand(1) * 127.0f + 128.0f);
+    const kld_type_info *ti = kld_type_info_get(type);
+    if (type == KLD_TYPE_F16)
+        for (size_t i = 0; i + 2 <= bytes; i += 2) kld_store_u16(w + i, rand_half(30));
+    for (size_t b = 0; type != KLD_TYPE_F16 && b + (size_t)ti->type_size <= bytes; b += (size_t)ti->type_size) {
+        if (type == KLD_TYPE_Q4_K) kld_store_u16(w + b, rand_half(17)), kld_store_u16(w + b + 2, rand_half(17));
+        if (type == KLD_TYPE_Q6_K) kld_store_u16(w + b + 208, rand_half(17));
+    }
+}
+
+/* The set's direct one-row kernels (decode straight from the blocks)
+ * against the chain over the reference dequantization: every row count
+ * (rows read from a buffer of exactly that many rows, so that a read past
+ * them shows under ASan; outputs past them untouched), several K, and
+ * block contents with every scale and bit pattern. */
+static void test_gemv_direct(const kld_engine_kernels *k) {
+    static const uint32_t types[] = {KLD_TYPE_F32, KLD_TYPE_F16, KLD_TYPE_BF16, KLD_TYPE_Q8_0, KLD_TYPE_Q4_0,
+                                     KLD_TYPE_Q2_K, KLD_TYPE_Q3_K, KLD_TYPE_Q4_K, KLD_TYPE_Q5_K, KLD_TYPE_Q6_K,
+                                     KLD_TYPE_IQ4_XS};
+    int tested = 0;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const kld_gemv_direct_fn f = k->gemv_direct ? k->gemv_direct(types[t]) : NULL;
+        if (!f) continue;
+        const kld_type_info *ti = kld_type_info_get(types[t]);
+        const int64_t Ks[] = {256, 768, 2048 + 256, ti->block_size == 1 ? 37 : 512, ti->block_size == 1 ? 784 : 256};
+        int bad = 0;
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            const int64_t K = Ks[ki];
+            const uint64_t rb = (uint64_t)(K / ti->block_size) * (uint64_t)ti->type_size;
+            float *a = malloc(sizeof(float) * (size_t)K), *wd = malloc(sizeof(float) * (size_t)K);
+            for (int64_t i = 0; i < K; i++) a[i] = frand(1);
+            for (int rows = 1; rows <= 32; rows += rows < 9 ? 1 : 7) {
+                uint8_t *w = malloc(rb * (uint64_t)rows);
+                random_rows(types[t], w, rb * (uint64_t)rows);
+                float y[40];
+                for (int i = 0; i < 40; i++) y[i] = -7.0f;
+                f(w, rb, rows, K, a, y);
+                for (int n = 0; n < 40; n++) {
+                    float want = -7.0f;
+                    if (n < rows) {
+                        ti->to_float_ref(w + rb * (uint64_t)n, wd, K);
+                        want = chain(a, 1, wd, 1, K, 0);
+                    }
+                    bad += memcmp(&want, &y[n], 4) != 0;
+                }
+                free(w);
+            }
+            free(a), free(wd);
+        }
+        CHECK(bad == 0, "%s gemv_direct %s: %d values differ from the fma chain (or written past the rows)",
+              k->name, ti->name, bad);
+        tested++;
+    }
+    printf("%s: %d weight types with a direct one-row kernel\n", k->name, tested);
+    CHECK(!k->gemv_direct || tested >= 3, "%s: f16, q4_K and q6_K have direct one-row kernels", k->name);
 }
 
 /* kld_gemm_weights on both of its paths (M below and above
@@ -318,6 +386,7 @@ int main(void) {
         test_ukernel(ref, sets[i]);
         test_pack(sets[i]);
         test_gemv(sets[i]);
+        test_gemv_direct(sets[i]);
         test_gemm_weights(sets[i]);
         test_gemm_strided(sets[i]);
         test_base2_weights(ref, sets[i]);

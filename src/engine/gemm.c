@@ -7,6 +7,7 @@ typedef struct gemm_job {
     const kld_engine_kernels *kr;
     const kld_tensor *W;
     const kld_type_info *ti;
+    kld_gemv_direct_fn direct; /* the one-row product from W's blocks, or NULL */
     uint64_t row_bytes;
     int64_t M, N, K;
     const float *A;
@@ -97,10 +98,11 @@ static void gemm_small_task(void *ctx, int ith, int nth) {
 }
 
 /* One activation row on a set with a gemv entry: per panel of gemv_rows
- * weight rows and k-block of KLD_GEMV_KC (whole rows for K up to it: one
- * sequential read of the panel, which the prefetchers follow), each row is
- * converted to f32 at stride KLD_GEMV_LD (rows missing from the last group
- * of 8 are zeros). */
+ * weight rows, the set's direct kernel for W's type reads the rows' blocks
+ * in place; without one, per k-block of KLD_GEMV_KC (whole rows for K up
+ * to it: one sequential read of the panel, which the prefetchers follow),
+ * each row is converted to f32 at stride KLD_GEMV_LD (rows missing from
+ * the last group of 8 are zeros). */
 static void gemv_task(void *ctx, int ith, int nth) {
     const gemm_job *j = ctx;
     const int R = j->kr->gemv_rows;
@@ -113,6 +115,10 @@ static void gemv_task(void *ctx, int ith, int nth) {
         const int rows = (int)min64(j->N - p * R, R);
         const uint8_t *w = base + (uint64_t)(p * R) * j->row_bytes;
         float *y = j->C + p * R;
+        if (j->direct) {
+            j->direct(w, j->row_bytes, rows, j->K, j->A, y);
+            continue;
+        }
         for (int64_t kb = 0; kb < j->K; kb += KLD_GEMV_KC) {
             const int64_t kc = min64(j->K - kb, KLD_GEMV_KC);
             const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
@@ -135,6 +141,8 @@ void kld_gemm_weights(kld_pool *pool, const kld_engine_kernels *kr, const kld_te
     j.row_bytes = (uint64_t)(j.K / ti->block_size) * (uint64_t)ti->type_size;
     if (M <= 0) return;
     const bool gemv = M == 1 && kr->gemv_f32;
+    /* direct kernels handle 32 rows per call, the panel's height */
+    if (gemv && kr->gemv_direct && kr->gemv_rows == 32) j.direct = kr->gemv_direct(W->type);
     kld_pool_run(pool, gemv ? gemv_task : M < KLD_GEMM_SMALL_M ? gemm_small_task : gemm_task, &j);
 }
 

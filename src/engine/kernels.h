@@ -1,7 +1,9 @@
 /* kernels.h — the engine's inner loops behind one dispatch table: the GEMM
- * microkernel, panel packing, and the exp-based row operations. Each entry
- * has a scalar reference (kernels_ref.c), an AVX2/FMA twin (kernels_avx2.c)
- * and, for the GEMM entries, an AVX-512 twin (kernels_avx512.c); all return
+ * microkernel, panel packing, the one-row (decode) products, and the
+ * exp-based row operations. Each entry has a scalar reference
+ * (kernels_ref.c), an AVX2/FMA twin (kernels_avx2.c; the one-row products
+ * read straight from f16 / q4_K / q6_K blocks in gemv_direct_avx2.c) and,
+ * for the GEMM entries, an AVX-512 twin (kernels_avx512.c); all return
  * the same bits: they evaluate the same operations (the same fused
  * multiply-adds, and no fused ones where the reference has none) in the
  * same order. Sets differ only in their register tile (mr × nr). */
@@ -14,6 +16,13 @@
 #define KLD_NR 16 /* microkernel columns every set handles (its nr is at least this) */
 #define KLD_MR_MAX 14 /* the largest mr of any set */
 #define KLD_NR_MAX 32 /* the largest nr of any set */
+
+/* y[n] (n < rows <= 32) = the fma chain over k < K of a[k] · (row n of a
+ * weight type's rows at w, row_bytes apart, widened as to_float does), from
+ * 0 — gemv_f32's chain, read straight from the blocks. K is a multiple of
+ * the type's block size. */
+typedef void (*kld_gemv_direct_fn)(const uint8_t *w, uint64_t row_bytes, int rows, int64_t K,
+                                   const float *a, float *y);
 
 typedef struct kld_engine_kernels {
     const char *name;
@@ -38,6 +47,9 @@ typedef struct kld_engine_kernels {
     /* Weight rows one gemv call handles (a multiple of 8; 0 without a gemv
      * entry): more rows than nr give more independent fma chains. */
     int gemv_rows;
+    /* The one-row product straight from rows of a weight type, or NULL for
+     * types (and sets) without one (then gemv_f32 runs on converted rows). */
+    kld_gemv_direct_fn (*gemv_direct)(uint32_t type);
     /* In place: x = exp(x - max) / sum (entries of -inf become 0). */
     void (*softmax)(float *x, int64_t n);
     /* In place on gate: g = act(g) * up. */
@@ -69,6 +81,9 @@ extern const kld_engine_kernels kld_engine_kernels_avx2_table;
 /* The AVX-512 set (F/BW/VL/DQ: 14×32 GEMM tile, AVX2 row operations), or
  * NULL when the CPU or the OS lacks AVX-512. */
 const kld_engine_kernels *kld_engine_kernels_avx512(void);
+
+/* gemv_direct_avx2.c: the AVX2 set's gemv_direct (f16, q4_K, q6_K). */
+kld_gemv_direct_fn kld_avx2_gemv_direct(uint32_t type);
 
 /* kernels_avx512.c: the AVX-512 GEMM entries (mr 14, nr 32). */
 void kld_avx512_ukernel(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,

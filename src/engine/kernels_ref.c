@@ -184,7 +184,7 @@ static double base2_weights_ref(float *x, int64_t n, double K) {
 }
 
 static const kld_engine_kernels ref_table = {
-    "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, 0, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
+    "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, 0, NULL, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
     sum_exp_ref, base2_weights_ref,
 };
 
