@@ -161,10 +161,11 @@ static void random_rows(uint32_t type, uint8_t *w, size_t bytes) {
 }
 
 /* The set's direct one-row kernels (decode straight from the blocks)
- * against the chain over the reference dequantization: every row count
- * (rows read from a buffer of exactly that many rows, so that a read past
- * them shows under ASan; outputs past them untouched), several K, and
- * block contents with every scale and bit pattern. */
+ * against the chain over the reference dequantization, from 0 and from y
+ * (load): every row count (rows read from a buffer of exactly that many
+ * rows, so that a read past them shows under ASan; outputs past them
+ * untouched), several K, and block contents with every scale and bit
+ * pattern. */
 static void test_gemv_direct(const kld_engine_kernels *k) {
     static const uint32_t types[] = {KLD_TYPE_F32, KLD_TYPE_F16, KLD_TYPE_BF16, KLD_TYPE_Q8_0, KLD_TYPE_Q4_0,
                                      KLD_TYPE_Q2_K, KLD_TYPE_Q3_K, KLD_TYPE_Q4_K, KLD_TYPE_Q5_K, KLD_TYPE_Q6_K,
@@ -184,16 +185,18 @@ static void test_gemv_direct(const kld_engine_kernels *k) {
             for (int rows = 1; rows <= 32; rows += rows < 9 ? 1 : 7) {
                 uint8_t *w = malloc(rb * (uint64_t)rows);
                 random_rows(types[t], w, rb * (uint64_t)rows);
-                float y[40];
-                for (int i = 0; i < 40; i++) y[i] = -7.0f;
-                f(w, rb, rows, K, a, y);
-                for (int n = 0; n < 40; n++) {
-                    float want = -7.0f;
-                    if (n < rows) {
-                        ti->to_float_ref(w + rb * (uint64_t)n, wd, K);
-                        want = chain(a, 1, wd, 1, K, 0);
+                for (int load = 0; load < 2; load++) {
+                    float y[40];
+                    for (int i = 0; i < 40; i++) y[i] = -7.0f + 0.25f * (float)i;
+                    f(w, rb, rows, K, a, y, load);
+                    for (int n = 0; n < 40; n++) {
+                        float want = -7.0f + 0.25f * (float)n;
+                        if (n < rows) {
+                            ti->to_float_ref(w + rb * (uint64_t)n, wd, K);
+                            want = chain(a, 1, wd, 1, K, load ? want : 0);
+                        }
+                        bad += memcmp(&want, &y[n], 4) != 0;
                     }
-                    bad += memcmp(&want, &y[n], 4) != 0;
                 }
                 free(w);
             }

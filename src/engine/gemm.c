@@ -116,7 +116,7 @@ static void gemv_task(void *ctx, int ith, int nth) {
         const uint8_t *w = base + (uint64_t)(p * R) * j->row_bytes;
         float *y = j->C + p * R;
         if (j->direct) {
-            j->direct(w, j->row_bytes, rows, j->K, j->A, y);
+            j->direct(w, j->row_bytes, rows, j->K, j->A, y, false);
             continue;
         }
         for (int64_t kb = 0; kb < j->K; kb += KLD_GEMV_KC) {

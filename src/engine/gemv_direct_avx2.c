@@ -22,6 +22,12 @@ static void row_pointers(const uint8_t *w, uint64_t rb, int rows, const uint8_t 
     for (int r = 0; r < ROWS; r++) p[r] = w + (uint64_t)(r < rows ? r : rows - 1) * rb;
 }
 
+/* The chains' starting values: y[0..rows) when `load`, else zeros. */
+static void start_rows(const float *y, int rows, bool load, float out[ROWS]) {
+    memset(out, 0, sizeof(float) * ROWS);
+    if (load) memcpy(out, y, sizeof(float) * (size_t)rows);
+}
+
 static void store_rows(float *y, int rows, const float acc[ROWS]) {
     for (int r = 0; r < rows; r++) y[r] = acc[r];
 }
@@ -74,10 +80,13 @@ static inline __attribute__((always_inline)) __m256 f16_sub(const uint8_t *const
     return f16_chain16(t, a + 16 * sub, acc);
 }
 
-static void gemv_f16(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y) {
+static void gemv_f16(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
     const uint8_t *p[ROWS];
     row_pointers(w, rb, rows, p);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    _Alignas(32) float acc[ROWS];
+    start_rows(y, rows, load, acc);
+    __m256 acc0 = _mm256_load_ps(acc), acc1 = _mm256_load_ps(acc + 8), acc2 = _mm256_load_ps(acc + 16),
+           acc3 = _mm256_load_ps(acc + 24);
     /* Group g runs one line (two turns of 16 columns) per g behind group 0:
      * rows 4 KiB apart (K = 2048) would otherwise all read the same L1 set
      * at once. Where all four groups have work, their columns are
@@ -110,7 +119,6 @@ static void gemv_f16(const uint8_t *w, uint64_t rb, int rows, int64_t K, const f
         if (s >= 6 && s - 6 < subs) acc3 = f16_sub(p + 24, s - 6, a, acc3);
     }
     const int64_t k = 16 * subs;
-    float acc[ROWS];
     _mm256_storeu_ps(acc, acc0);
     _mm256_storeu_ps(acc + 8, acc1);
     _mm256_storeu_ps(acc + 16, acc2);
@@ -300,14 +308,16 @@ static inline __attribute__((always_inline)) void kblock_chain(const kblock8 *B,
 typedef void (*block8_fn)(const uint8_t *const *p, uint64_t off, kblock8 *B);
 
 static inline __attribute__((always_inline)) void gemv_kquant(const uint8_t *w, uint64_t rb, int rows, int64_t K,
-                                                              const float *a, float *y, uint64_t block_bytes,
+                                                              const float *a, float *y, bool load, uint64_t block_bytes,
                                                               block8_fn unpack, int shift, bool has_min) {
     const uint8_t *p[ROWS];
     row_pointers(w, rb, rows, p);
     _Alignas(32) kblock8 B[4];
     const uint8_t *next = w + ROWS * rb;
     const uint64_t pf_share = (ROWS * rb / (uint64_t)(K / 256) + 63) / 64 * 64;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    _Alignas(32) float out[ROWS];
+    start_rows(y, rows, load, out);
+    __m256 acc[4] = {_mm256_load_ps(out), _mm256_load_ps(out + 8), _mm256_load_ps(out + 16), _mm256_load_ps(out + 24)};
     for (int64_t kb = 0; kb < K / 256; kb++) {
         const uint64_t off = (uint64_t)kb * block_bytes;
         /* the next 32 rows, one contiguous run, a share per block: the
@@ -317,17 +327,16 @@ static inline __attribute__((always_inline)) void gemv_kquant(const uint8_t *w, 
         for (int g = 0; g < 4; g++) unpack(p + 8 * g, off, &B[g]);
         kblock_chain(B, a + 256 * kb, shift, has_min, acc);
     }
-    _Alignas(32) float out[ROWS];
     for (int g = 0; g < 4; g++) _mm256_store_ps(out + 8 * g, acc[g]);
     store_rows(y, rows, out);
 }
 
-static void gemv_q4_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y) {
-    gemv_kquant(w, rb, rows, K, a, y, KLD_BYTES_Q4_K, q4k_block8, 5, true);
+static void gemv_q4_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
+    gemv_kquant(w, rb, rows, K, a, y, load, KLD_BYTES_Q4_K, q4k_block8, 5, true);
 }
 
-static void gemv_q6_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y) {
-    gemv_kquant(w, rb, rows, K, a, y, KLD_BYTES_Q6_K, q6k_block8, 4, false);
+static void gemv_q6_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
+    gemv_kquant(w, rb, rows, K, a, y, load, KLD_BYTES_Q6_K, q6k_block8, 4, false);
 }
 
 kld_gemv_direct_fn kld_avx2_gemv_direct(uint32_t type) {

@@ -19,10 +19,10 @@
 
 /* y[n] (n < rows <= 32) = the fma chain over k < K of a[k] · (row n of a
  * weight type's rows at w, row_bytes apart, widened as to_float does), from
- * 0 — gemv_f32's chain, read straight from the blocks. K is a multiple of
- * the type's block size. */
+ * y[n] when `load`, else from 0 — gemv_f32's chain, read straight from the
+ * blocks. K is a multiple of the type's block size. */
 typedef void (*kld_gemv_direct_fn)(const uint8_t *w, uint64_t row_bytes, int rows, int64_t K,
-                                   const float *a, float *y);
+                                   const float *a, float *y, bool load);
 
 typedef struct kld_engine_kernels {
     const char *name;
