@@ -157,6 +157,7 @@ static void random_rows(uint32_t type, uint8_t *w, size_t bytes) {
     for (size_t b = 0; type != KLD_TYPE_F16 && b + (size_t)ti->type_size <= bytes; b += (size_t)ti->type_size) {
         if (type == KLD_TYPE_Q4_K) kld_store_u16(w + b, rand_half(17)), kld_store_u16(w + b + 2, rand_half(17));
         if (type == KLD_TYPE_Q6_K) kld_store_u16(w + b + 208, rand_half(17));
+        if (type == KLD_TYPE_Q8_0) kld_store_u16(w + b, rand_half(17));
     }
 }
 
@@ -175,7 +176,8 @@ static void test_gemv_direct(const kld_engine_kernels *k) {
         const kld_gemv_direct_fn f = k->gemv_direct ? k->gemv_direct(types[t]) : NULL;
         if (!f) continue;
         const kld_type_info *ti = kld_type_info_get(types[t]);
-        const int64_t Ks[] = {256, 768, 2048 + 256, ti->block_size == 1 ? 37 : 512, ti->block_size == 1 ? 784 : 256};
+        const int bs = ti->block_size; /* K tails: f16 not a multiple of 16, q8_0 not of 256 */
+        const int64_t Ks[] = {256, 768, 2048 + 256, bs == 1 ? 37 : bs == 32 ? 160 : 512, bs == 1 ? 784 : bs == 32 ? 352 : 256};
         int bad = 0;
         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
             const int64_t K = Ks[ki];
@@ -207,7 +209,9 @@ static void test_gemv_direct(const kld_engine_kernels *k) {
         tested++;
     }
     printf("%s: %d weight types with a direct one-row kernel\n", k->name, tested);
-    CHECK(!k->gemv_direct || tested >= 3, "%s: f16, q4_K and q6_K have direct one-row kernels", k->name);
+    CHECK(!k->gemv_direct || (k->gemv_direct(KLD_TYPE_F16) && k->gemv_direct(KLD_TYPE_Q8_0) &&
+                              k->gemv_direct(KLD_TYPE_Q4_K) && k->gemv_direct(KLD_TYPE_Q6_K)),
+          "%s: f16, q8_0, q4_K and q6_K have direct one-row kernels", k->name);
 }
 
 /* kld_gemm_weights on both of its paths (M below and above

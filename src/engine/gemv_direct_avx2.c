@@ -1,5 +1,5 @@
 /* gemv_direct_avx2.c — the one-row product (decode) read straight from the
- * weight rows: f16, q4_K and q6_K rows are widened in registers, 8 rows to a
+ * weight rows: f16, q8_0, q4_K and q6_K rows are widened in registers, 8 rows to a
  * vector, instead of being converted to an f32 panel first. Each output is
  * the microkernel's fma chain for mr = 1 over the exact to_float values:
  * f16 widening is exact, q4_K is (d·sc)·q − dmin·m and q6_K (d·sc)·q — the
@@ -275,6 +275,17 @@ static void q6k_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
     }
 }
 
+/* q8_0 (eight 34-byte blocks per 256 columns: d, 32 int8). */
+static void q8_0_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
+    for (int b = 0; b < 8; b++) {
+        const uint64_t o = off + (uint64_t)b * KLD_BYTES_Q8_0;
+        _mm256_store_ps(B->mul[b], halves8(p, o));
+        __m256i t[8];
+        transpose8x32(p, o + 2, t);
+        for (int j = 0; j < 8; j++) put_cols(B->q + 256 * b, j, t[j]);
+    }
+}
+
 /* The 8 rows' weights in column q (8 bytes): mul·q, minus min for q4_K. */
 static inline __attribute__((always_inline)) __m256 kweight(const int8_t *q, __m256 mul, __m256 min,
                                                             bool has_min) {
@@ -314,7 +325,7 @@ static inline __attribute__((always_inline)) void gemv_kquant(const uint8_t *w, 
     row_pointers(w, rb, rows, p);
     _Alignas(32) kblock8 B[4];
     const uint8_t *next = w + ROWS * rb;
-    const uint64_t pf_share = (ROWS * rb / (uint64_t)(K / 256) + 63) / 64 * 64;
+    const uint64_t pf_share = K >= 256 ? (ROWS * rb / (uint64_t)(K / 256) + 63) / 64 * 64 : 0;
     _Alignas(32) float out[ROWS];
     start_rows(y, rows, load, out);
     __m256 acc[4] = {_mm256_load_ps(out), _mm256_load_ps(out + 8), _mm256_load_ps(out + 16), _mm256_load_ps(out + 24)};
@@ -335,6 +346,22 @@ static void gemv_q4_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const 
     gemv_kquant(w, rb, rows, K, a, y, load, KLD_BYTES_Q4_K, q4k_block8, 5, true);
 }
 
+/* K need not be a multiple of 256: the last (K mod 256) / 32 blocks go
+ * value by value, continuing each row's chain. */
+static void gemv_q8_0(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
+    const int64_t K256 = K / 256 * 256;
+    gemv_kquant(w, rb, rows, K256, a, y, load, 8 * KLD_BYTES_Q8_0, q8_0_block8, 5, false);
+    for (int r = 0; r < rows && K256 < K; r++) {
+        const uint8_t *b = w + (uint64_t)r * rb + (uint64_t)(K256 / 32) * KLD_BYTES_Q8_0;
+        float acc = y[r]; /* the chain so far (or its start) */
+        for (int64_t k = K256; k < K; k += 32, b += KLD_BYTES_Q8_0) {
+            const float d = _cvtsh_ss(kld_load_u16(b));
+            for (int j = 0; j < 32; j++) acc = fmaf(a[k + j], (float)(int8_t)b[2 + j] * d, acc);
+        }
+        y[r] = acc;
+    }
+}
+
 static void gemv_q6_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
     gemv_kquant(w, rb, rows, K, a, y, load, KLD_BYTES_Q6_K, q6k_block8, 4, false);
 }
@@ -342,6 +369,7 @@ static void gemv_q6_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const 
 kld_gemv_direct_fn kld_avx2_gemv_direct(uint32_t type) {
     switch (type) {
     case KLD_TYPE_F16: return gemv_f16;
+    case KLD_TYPE_Q8_0: return gemv_q8_0;
     case KLD_TYPE_Q4_K: return gemv_q4_k;
     case KLD_TYPE_Q6_K: return gemv_q6_k;
     default: return NULL;
