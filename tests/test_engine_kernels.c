@@ -148,16 +148,18 @@ static uint16_t rand_half(int emax) {
 }
 
 /* Rows of `type` with every bit pattern the format allows: random bytes,
- * with the f16 fields (each block's d, dmin; every value of f16) finite. */
+ * with the f16 fields (each block's d, dmin; every value of f16) finite —
+ * for the types with a direct kernel. */
 static void random_rows(uint32_t type, uint8_t *w, size_t bytes) {
     for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)(frand(1) * 127.0f + 128.0f);
     const kld_type_info *ti = kld_type_info_get(type);
     if (type == KLD_TYPE_F16)
         for (size_t i = 0; i + 2 <= bytes; i += 2) kld_store_u16(w + i, rand_half(30));
     for (size_t b = 0; type != KLD_TYPE_F16 && b + (size_t)ti->type_size <= bytes; b += (size_t)ti->type_size) {
-        if (type == KLD_TYPE_Q4_K) kld_store_u16(w + b, rand_half(17)), kld_store_u16(w + b + 2, rand_half(17));
+        if (type == KLD_TYPE_Q4_K || type == KLD_TYPE_Q5_K)
+            kld_store_u16(w + b, rand_half(17)), kld_store_u16(w + b + 2, rand_half(17));
         if (type == KLD_TYPE_Q6_K) kld_store_u16(w + b + 208, rand_half(17));
-        if (type == KLD_TYPE_Q8_0) kld_store_u16(w + b, rand_half(17));
+        if (type == KLD_TYPE_Q8_0 || type == KLD_TYPE_Q4_0) kld_store_u16(w + b, rand_half(17));
     }
 }
 
@@ -176,7 +178,7 @@ static void test_gemv_direct(const kld_engine_kernels *k) {
         const kld_gemv_direct_fn f = k->gemv_direct ? k->gemv_direct(types[t]) : NULL;
         if (!f) continue;
         const kld_type_info *ti = kld_type_info_get(types[t]);
-        const int bs = ti->block_size; /* K tails: f16 not a multiple of 16, q8_0 not of 256 */
+        const int bs = ti->block_size; /* K tails: f16 not a multiple of 16, q8_0 / q4_0 not of 256 */
         const int64_t Ks[] = {256, 768, 2048 + 256, bs == 1 ? 37 : bs == 32 ? 160 : 512, bs == 1 ? 784 : bs == 32 ? 352 : 256};
         int bad = 0;
         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
@@ -209,9 +211,8 @@ static void test_gemv_direct(const kld_engine_kernels *k) {
         tested++;
     }
     printf("%s: %d weight types with a direct one-row kernel\n", k->name, tested);
-    CHECK(!k->gemv_direct || (k->gemv_direct(KLD_TYPE_F16) && k->gemv_direct(KLD_TYPE_Q8_0) &&
-                              k->gemv_direct(KLD_TYPE_Q4_K) && k->gemv_direct(KLD_TYPE_Q6_K)),
-          "%s: f16, q8_0, q4_K and q6_K have direct one-row kernels", k->name);
+    CHECK(!k->gemv_direct || tested == 6, "%s: f16, q8_0, q4_0, q4_K, q5_K and q6_K have direct one-row kernels",
+          k->name);
 }
 
 /* kld_gemm_weights on both of its paths (M below and above

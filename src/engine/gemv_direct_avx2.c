@@ -1,5 +1,5 @@
 /* gemv_direct_avx2.c — the one-row product (decode) read straight from the
- * weight rows: f16, q8_0, q4_K and q6_K rows are widened in registers, 8 rows to a
+ * weight rows: f16, q8_0, q4_0, q4_K, q5_K and q6_K rows are widened in registers, 8 rows to a
  * vector, instead of being converted to an f32 panel first. Each output is
  * the microkernel's fma chain for mr = 1 over the exact to_float values:
  * f16 widening is exact, q4_K is (d·sc)·q − dmin·m and q6_K (d·sc)·q — the
@@ -211,7 +211,9 @@ typedef struct kblock8 {
 
 /* q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 of
  * nibbles; each 32 bytes of nibbles are two groups: low, then high). */
-static void q4k_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
+/* The 6-bit scales and mins of q4_K and q5_K (12 bytes at off + 4, after d
+ * and dmin) as B's multipliers d·sc and dmin·m. */
+static void k4_scales8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
     _Alignas(32) uint8_t st[128];
     __m128i sm[8];
     for (int i = 0; i < 8; i++) {
@@ -228,6 +230,10 @@ static void q4k_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
     transpose8x16(sm, st);
     scale_rows(st, false, halves8(p, off), 8, B->mul);
     scale_rows(st + 64, false, halves8(p, off + 2), 8, B->min);
+}
+
+static void q4k_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
+    k4_scales8(p, off, B);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int c = 0; c < 4; c++) {
         __m256i t[8];
@@ -236,6 +242,55 @@ static void q4k_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
         for (int j = 0; j < 8; j++) {
             put_cols(q, j, _mm256_and_si256(t[j], m4));
             put_cols(q + 256, j, _mm256_and_si256(_mm256_srli_epi16(t[j], 4), m4));
+        }
+    }
+}
+
+/* Bits 4 of each byte: bit `bit` of each byte of v moved there (16-bit
+ * shifts; what crosses into the next byte is masked off). */
+static inline __m256i bit_to_16(__m256i v, int bit) {
+    const __m256i m = _mm256_set1_epi8(0x10);
+    return bit <= 4 ? _mm256_and_si256(_mm256_sll_epi16(v, _mm_cvtsi32_si128(4 - bit)), m)
+                    : _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(bit - 4)), m);
+}
+
+/* q5_K (176 bytes: d, dmin, 12 bytes of scales as q4_K, 32 of high bits,
+ * 128 of nibbles): the nibble of column 64·c + l (+ 32) gets bit 2c (2c+1)
+ * of qh[l] as its fifth bit. */
+static void q5k_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
+    k4_scales8(p, off, B);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i th[8];
+    transpose8x32(p, off + 16, th);
+    for (int c = 0; c < 4; c++) {
+        __m256i t[8];
+        transpose8x32(p, off + 48 + 32 * (uint64_t)c, t);
+        int8_t *q = B->q + 512 * c;
+        for (int j = 0; j < 8; j++) {
+            put_cols(q, j, _mm256_or_si256(_mm256_and_si256(t[j], m4), bit_to_16(th[j], 2 * c)));
+            put_cols(q + 256, j, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t[j], 4), m4),
+                                                 bit_to_16(th[j], 2 * c + 1)));
+        }
+    }
+}
+
+/* q4_0 (eight 18-byte blocks per 256 columns: d, 16 bytes whose low
+ * nibbles are columns 0-15 and high nibbles 16-31, each minus 8). */
+static void q4_0_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
+    const __m128i m4 = _mm_set1_epi8(0x0F), k8 = _mm_set1_epi8(8);
+    for (int b = 0; b < 8; b++) {
+        const uint64_t o = off + (uint64_t)b * KLD_BYTES_Q4_0;
+        _mm256_store_ps(B->mul[b], halves8(p, o));
+        __m128i r[8];
+        for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i *)(const void *)(p[i] + o + 2));
+        _Alignas(16) uint8_t st[128];
+        transpose8x16(r, st);
+        int8_t *q = B->q + 256 * b;
+        for (int j = 0; j < 8; j++) { /* byte positions 2j, 2j+1 */
+            const __m128i v = _mm_load_si128((const __m128i *)(const void *)(st + 16 * j));
+            _mm_store_si128((__m128i *)(void *)(q + 16 * j), _mm_sub_epi8(_mm_and_si128(v, m4), k8));
+            _mm_store_si128((__m128i *)(void *)(q + 128 + 16 * j),
+                            _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m4), k8));
         }
     }
 }
@@ -346,20 +401,39 @@ static void gemv_q4_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const 
     gemv_kquant(w, rb, rows, K, a, y, load, KLD_BYTES_Q4_K, q4k_block8, 5, true);
 }
 
-/* K need not be a multiple of 256: the last (K mod 256) / 32 blocks go
- * value by value, continuing each row's chain. */
-static void gemv_q8_0(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
+/* The 32-value block types: K need not be a multiple of 256, the last
+ * (K mod 256) / 32 blocks go value by value (value(b, j): column j of the
+ * block at b), continuing each row's chain. */
+static inline __attribute__((always_inline)) void gemv_b32(const uint8_t *w, uint64_t rb, int rows, int64_t K,
+                                                           const float *a, float *y, bool load, uint64_t bytes,
+                                                           block8_fn unpack, float (*value)(const uint8_t *, int)) {
     const int64_t K256 = K / 256 * 256;
-    gemv_kquant(w, rb, rows, K256, a, y, load, 8 * KLD_BYTES_Q8_0, q8_0_block8, 5, false);
+    gemv_kquant(w, rb, rows, K256, a, y, load, 8 * bytes, unpack, 5, false);
     for (int r = 0; r < rows && K256 < K; r++) {
-        const uint8_t *b = w + (uint64_t)r * rb + (uint64_t)(K256 / 32) * KLD_BYTES_Q8_0;
+        const uint8_t *b = w + (uint64_t)r * rb + (uint64_t)(K256 / 32) * bytes;
         float acc = y[r]; /* the chain so far (or its start) */
-        for (int64_t k = K256; k < K; k += 32, b += KLD_BYTES_Q8_0) {
-            const float d = _cvtsh_ss(kld_load_u16(b));
-            for (int j = 0; j < 32; j++) acc = fmaf(a[k + j], (float)(int8_t)b[2 + j] * d, acc);
-        }
+        for (int64_t k = K256; k < K; k += 32, b += bytes)
+            for (int j = 0; j < 32; j++) acc = fmaf(a[k + j], value(b, j), acc);
         y[r] = acc;
     }
+}
+
+static float q8_0_value(const uint8_t *b, int j) { return (float)(int8_t)b[2 + j] * _cvtsh_ss(kld_load_u16(b)); }
+static float q4_0_value(const uint8_t *b, int j) {
+    const int q = j < 16 ? b[2 + j] & 0x0F : b[2 + j - 16] >> 4;
+    return (float)(q - 8) * _cvtsh_ss(kld_load_u16(b));
+}
+
+static void gemv_q8_0(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
+    gemv_b32(w, rb, rows, K, a, y, load, KLD_BYTES_Q8_0, q8_0_block8, q8_0_value);
+}
+
+static void gemv_q4_0(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
+    gemv_b32(w, rb, rows, K, a, y, load, KLD_BYTES_Q4_0, q4_0_block8, q4_0_value);
+}
+
+static void gemv_q5_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
+    gemv_kquant(w, rb, rows, K, a, y, load, KLD_BYTES_Q5_K, q5k_block8, 5, true);
 }
 
 static void gemv_q6_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
@@ -370,6 +444,8 @@ kld_gemv_direct_fn kld_avx2_gemv_direct(uint32_t type) {
     switch (type) {
     case KLD_TYPE_F16: return gemv_f16;
     case KLD_TYPE_Q8_0: return gemv_q8_0;
+    case KLD_TYPE_Q4_0: return gemv_q4_0;
+    case KLD_TYPE_Q5_K: return gemv_q5_k;
     case KLD_TYPE_Q4_K: return gemv_q4_k;
     case KLD_TYPE_Q6_K: return gemv_q6_k;
     default: return NULL;
