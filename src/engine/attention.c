@@ -73,9 +73,13 @@ static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, 
     const float scale = (float)hp->attn_scale, cap = (float)hp->attn_softcap;
     for (int64_t c = 0; c < L; c++) row[c] *= scale;
     if (cap > 0) j->s->kr->softcap(row, L, cap);
-    for (int64_t c = 0; c < L; c++) {
-        const int64_t key = lo + c;
-        if (key > p || (j->swa && p - key >= hp->sliding_window)) row[c] = -INFINITY;
+    /* masked: keys after p, and with a sliding window keys at or before
+     * p - window — as index ranges of the row, not a test per key */
+    const int64_t after = p - lo + 1 < 0 ? 0 : p - lo + 1;
+    for (int64_t c = after; c < L; c++) row[c] = -INFINITY;
+    if (j->swa) {
+        const int64_t before = p - hp->sliding_window - lo + 1; /* keys lo + c with c < before */
+        for (int64_t c = 0; c < (before < L ? before : L); c++) row[c] = -INFINITY;
     }
 }
 
