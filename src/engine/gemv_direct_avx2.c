@@ -34,13 +34,11 @@ static void store_rows(float *y, int rows, const float acc[ROWS]) {
 
 /* ---- f16 ---- */
 
-/* Columns [16·sub, 16·sub + 16) of 8 f16 rows, transposed into t: t + 32·j
- * holds column j (low 16 bytes) and column j + 8 (high) of the 8 rows. */
-static inline __attribute__((always_inline)) void f16_transpose16(const uint8_t *const *p, int64_t sub,
-                                                                  uint8_t *t) {
-    const uint64_t off = (uint64_t)sub * 32;
-    if (!(sub & 1))
-        for (int i = 0; i < 8; i++) __builtin_prefetch(p[i] + off + 512, 0, 0);
+/* acc = the chain over columns [c, c+16) of the 8 f16 rows p[0..7] (c is
+ * the byte offset / 2): a 16-bit 8×8 transpose per 128-bit lane leaves
+ * columns j and j+8 of all 8 rows in the two lanes of one vector. */
+static inline __attribute__((always_inline)) __m256 f16_cols16(const uint8_t *const *p, uint64_t off,
+                                                               const float *a, __m256 acc) {
 #define LD(i) _mm256_loadu_si256((const __m256i *)(const void *)(p[i] + off))
     const __m256i r0 = LD(0), r1 = LD(1), r2 = LD(2), r3 = LD(3), r4 = LD(4), r5 = LD(5), r6 = LD(6),
                   r7 = LD(7);
@@ -49,35 +47,33 @@ static inline __attribute__((always_inline)) void f16_transpose16(const uint8_t 
     const __m256i x23l = _mm256_unpacklo_epi16(r2, r3), x23h = _mm256_unpackhi_epi16(r2, r3);
     const __m256i x45l = _mm256_unpacklo_epi16(r4, r5), x45h = _mm256_unpackhi_epi16(r4, r5);
     const __m256i x67l = _mm256_unpacklo_epi16(r6, r7), x67h = _mm256_unpackhi_epi16(r6, r7);
+    /* rows 0-3 (y) and 4-7 (z), columns (0,1 | 8,9), (2,3 | 10,11), ... */
     const __m256i y0 = _mm256_unpacklo_epi32(x01l, x23l), y1 = _mm256_unpackhi_epi32(x01l, x23l);
     const __m256i y2 = _mm256_unpacklo_epi32(x01h, x23h), y3 = _mm256_unpackhi_epi32(x01h, x23h);
     const __m256i z0 = _mm256_unpacklo_epi32(x45l, x67l), z1 = _mm256_unpackhi_epi32(x45l, x67l);
     const __m256i z2 = _mm256_unpacklo_epi32(x45h, x67h), z3 = _mm256_unpackhi_epi32(x45h, x67h);
-    __m256i *d = (__m256i *)(void *)t;
-    _mm256_store_si256(d + 0, _mm256_unpacklo_epi64(y0, z0));
-    _mm256_store_si256(d + 1, _mm256_unpackhi_epi64(y0, z0));
-    _mm256_store_si256(d + 2, _mm256_unpacklo_epi64(y1, z1));
-    _mm256_store_si256(d + 3, _mm256_unpackhi_epi64(y1, z1));
-    _mm256_store_si256(d + 4, _mm256_unpacklo_epi64(y2, z2));
-    _mm256_store_si256(d + 5, _mm256_unpackhi_epi64(y2, z2));
-    _mm256_store_si256(d + 6, _mm256_unpacklo_epi64(y3, z3));
-    _mm256_store_si256(d + 7, _mm256_unpackhi_epi64(y3, z3));
-}
-
-/* acc = the chain over the 16 columns of one group in t (f16_transpose16). */
-static inline __attribute__((always_inline)) __m256 f16_chain16(const uint8_t *t, const float *a, __m256 acc) {
-    for (int c = 0; c < 16; c++)
-        acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + c),
-                              _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(t + 32 * (c & 7) + 16 * (c >> 3)))), acc);
+    const __m256i c0 = _mm256_unpacklo_epi64(y0, z0), c1 = _mm256_unpackhi_epi64(y0, z0);
+    const __m256i c2 = _mm256_unpacklo_epi64(y1, z1), c3 = _mm256_unpackhi_epi64(y1, z1);
+    const __m256i c4 = _mm256_unpacklo_epi64(y2, z2), c5 = _mm256_unpackhi_epi64(y2, z2);
+    const __m256i c6 = _mm256_unpacklo_epi64(y3, z3), c7 = _mm256_unpackhi_epi64(y3, z3);
+#define FMA_LO(j, c) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + (j)), _mm256_cvtph_ps(_mm256_castsi256_si128(c)), acc)
+#define FMA_HI(j, c) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 8 + (j)), _mm256_cvtph_ps(_mm256_extracti128_si256(c, 1)), acc)
+    FMA_LO(0, c0); FMA_LO(1, c1); FMA_LO(2, c2); FMA_LO(3, c3);
+    FMA_LO(4, c4); FMA_LO(5, c5); FMA_LO(6, c6); FMA_LO(7, c7);
+    FMA_HI(0, c0); FMA_HI(1, c1); FMA_HI(2, c2); FMA_HI(3, c3);
+    FMA_HI(4, c4); FMA_HI(5, c5); FMA_HI(6, c6); FMA_HI(7, c7);
+#undef FMA_LO
+#undef FMA_HI
     return acc;
 }
 
-/* One group on its own: turn `sub` of the 8 rows at p. */
-static inline __attribute__((always_inline)) __m256 f16_sub(const uint8_t *const *p, int64_t sub, const float *a,
-                                                            __m256 acc) {
-    _Alignas(32) uint8_t t[256];
-    f16_transpose16(p, sub, t);
-    return f16_chain16(t, a + 16 * sub, acc);
+/* 32 columns (one 64-byte line of each row) of group g of 8 rows. */
+static inline __attribute__((always_inline)) __m256 f16_step(const uint8_t *const *p, int64_t step, const float *a,
+                                                             __m256 acc) {
+    const uint64_t off = (uint64_t)step * 64;
+    for (int i = 0; i < 8; i++) __builtin_prefetch(p[i] + off + 512, 0, 0); /* 8 lines ahead */
+    acc = f16_cols16(p, off, a + 32 * step, acc);
+    return f16_cols16(p, off + 32, a + 32 * step + 16, acc);
 }
 
 static void gemv_f16(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
@@ -87,38 +83,26 @@ static void gemv_f16(const uint8_t *w, uint64_t rb, int rows, int64_t K, const f
     start_rows(y, rows, load, acc);
     __m256 acc0 = _mm256_load_ps(acc), acc1 = _mm256_load_ps(acc + 8), acc2 = _mm256_load_ps(acc + 16),
            acc3 = _mm256_load_ps(acc + 24);
-    /* Group g runs one line (two turns of 16 columns) per g behind group 0:
-     * rows 4 KiB apart (K = 2048) would otherwise all read the same L1 set
-     * at once. Where all four groups have work, their columns are
-     * transposed into t and the four chains advance column by column, side
-     * by side (one chain of 16 fmas after another stalls on the fma
-     * latency); at the start and the end, each group on its own. */
-    _Alignas(32) uint8_t t[4][256];
-    const int64_t subs = K / 16;
-    for (int64_t s = 0; s < subs + 6; s++) {
-        if (s >= 6 && s < subs) {
-            f16_transpose16(p, s, t[0]);
-            f16_transpose16(p + 8, s - 2, t[1]);
-            f16_transpose16(p + 16, s - 4, t[2]);
-            f16_transpose16(p + 24, s - 6, t[3]);
-            const float *a0 = a + 16 * s;
-            for (int c = 0; c < 16; c++) {
-                const int o = 32 * (c & 7) + 16 * (c >> 3);
-#define COL(g, acc, ag) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(ag + c), _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(t[g] + o))), acc)
-                COL(0, acc0, a0);
-                COL(1, acc1, a0 - 32);
-                COL(2, acc2, a0 - 64);
-                COL(3, acc3, a0 - 96);
-#undef COL
-            }
-            continue;
-        }
-        if (s < subs) acc0 = f16_sub(p, s, a, acc0);
-        if (s >= 2 && s - 2 < subs) acc1 = f16_sub(p + 8, s - 2, a, acc1);
-        if (s >= 4 && s - 4 < subs) acc2 = f16_sub(p + 16, s - 4, a, acc2);
-        if (s >= 6 && s - 6 < subs) acc3 = f16_sub(p + 24, s - 6, a, acc3);
+    /* Group g runs g steps behind group 0: rows 4 KiB apart (K = 2048)
+     * would otherwise all read the same L1 set at once. (Passing the four
+     * groups' transposed columns through a buffer, so that their chains
+     * advance side by side, is ~20% faster from cache but ~10% slower
+     * streaming from memory, which is what decode does.) */
+    const int64_t steps = K / 32;
+    for (int64_t t = 0; t < steps + 3; t++) {
+        if (t < steps) acc0 = f16_step(p, t, a, acc0);
+        if (t >= 1 && t - 1 < steps) acc1 = f16_step(p + 8, t - 1, a, acc1);
+        if (t >= 2 && t - 2 < steps) acc2 = f16_step(p + 16, t - 2, a, acc2);
+        if (t >= 3 && t - 3 < steps) acc3 = f16_step(p + 24, t - 3, a, acc3);
     }
-    const int64_t k = 16 * subs;
+    int64_t k = 32 * steps;
+    for (; k + 16 <= K; k += 16) {
+        const uint64_t off = (uint64_t)k * 2;
+        acc0 = f16_cols16(p, off, a + k, acc0);
+        acc1 = f16_cols16(p + 8, off, a + k, acc1);
+        acc2 = f16_cols16(p + 16, off, a + k, acc2);
+        acc3 = f16_cols16(p + 24, off, a + k, acc3);
+    }
     _mm256_storeu_ps(acc, acc0);
     _mm256_storeu_ps(acc + 8, acc1);
     _mm256_storeu_ps(acc + 16, acc2);
