@@ -32,6 +32,47 @@ static void store_rows(float *y, int rows, const float acc[ROWS]) {
     for (int r = 0; r < rows; r++) y[r] = acc[r];
 }
 
+/* ---- 8 rows side by side ---- */
+
+/* 32 bytes of each of the 8 rows p[i] + off, transposed within each
+ * 128-bit lane by three rounds of interleaves of `bits`-wide elements (8
+ * or 16), then twice and four times as wide. For bytes, t[j] holds all 8
+ * rows of bytes 2j, 2j+1 (low lane) and 2j+16, 2j+17 (high lane), 8 bytes
+ * per byte position; for 16-bit values, t[j] holds all 8 rows of value j
+ * (low lane) and j+8 (high lane). */
+static inline __attribute__((always_inline)) void transpose8_rows(const uint8_t *const *p, uint64_t off, int bits,
+                                                                  __m256i t[8]) {
+#define LD(i) _mm256_loadu_si256((const __m256i *)(const void *)(p[i] + off))
+    const __m256i r0 = LD(0), r1 = LD(1), r2 = LD(2), r3 = LD(3), r4 = LD(4), r5 = LD(5), r6 = LD(6),
+                  r7 = LD(7);
+#undef LD
+#define LO1(a, b) (bits == 8 ? _mm256_unpacklo_epi8(a, b) : _mm256_unpacklo_epi16(a, b))
+#define HI1(a, b) (bits == 8 ? _mm256_unpackhi_epi8(a, b) : _mm256_unpackhi_epi16(a, b))
+#define LO2(a, b) (bits == 8 ? _mm256_unpacklo_epi16(a, b) : _mm256_unpacklo_epi32(a, b))
+#define HI2(a, b) (bits == 8 ? _mm256_unpackhi_epi16(a, b) : _mm256_unpackhi_epi32(a, b))
+#define LO3(a, b) (bits == 8 ? _mm256_unpacklo_epi32(a, b) : _mm256_unpacklo_epi64(a, b))
+#define HI3(a, b) (bits == 8 ? _mm256_unpackhi_epi32(a, b) : _mm256_unpackhi_epi64(a, b))
+    const __m256i x01l = LO1(r0, r1), x01h = HI1(r0, r1), x23l = LO1(r2, r3), x23h = HI1(r2, r3);
+    const __m256i x45l = LO1(r4, r5), x45h = HI1(r4, r5), x67l = LO1(r6, r7), x67h = HI1(r6, r7);
+    /* rows 0-3 (y) and 4-7 (z) */
+    const __m256i y0 = LO2(x01l, x23l), y1 = HI2(x01l, x23l), y2 = LO2(x01h, x23h), y3 = HI2(x01h, x23h);
+    const __m256i z0 = LO2(x45l, x67l), z1 = HI2(x45l, x67l), z2 = LO2(x45h, x67h), z3 = HI2(x45h, x67h);
+    t[0] = LO3(y0, z0), t[1] = HI3(y0, z0), t[2] = LO3(y1, z1), t[3] = HI3(y1, z1);
+    t[4] = LO3(y2, z2), t[5] = HI3(y2, z2), t[6] = LO3(y3, z3), t[7] = HI3(y3, z3);
+#undef LO1
+#undef HI1
+#undef LO2
+#undef HI2
+#undef LO3
+#undef HI3
+}
+
+/* Byte rows, as the k-quants' unpackers read them. */
+static inline __attribute__((always_inline)) void transpose8x32(const uint8_t *const *p, uint64_t off,
+                                                                __m256i t[8]) {
+    transpose8_rows(p, off, 8, t);
+}
+
 /* ---- f16 ---- */
 
 /* acc = the chain over columns [c, c+16) of the 8 f16 rows p[0..7] (c is
@@ -39,23 +80,9 @@ static void store_rows(float *y, int rows, const float acc[ROWS]) {
  * columns j and j+8 of all 8 rows in the two lanes of one vector. */
 static inline __attribute__((always_inline)) __m256 f16_cols16(const uint8_t *const *p, uint64_t off,
                                                                const float *a, __m256 acc) {
-#define LD(i) _mm256_loadu_si256((const __m256i *)(const void *)(p[i] + off))
-    const __m256i r0 = LD(0), r1 = LD(1), r2 = LD(2), r3 = LD(3), r4 = LD(4), r5 = LD(5), r6 = LD(6),
-                  r7 = LD(7);
-#undef LD
-    const __m256i x01l = _mm256_unpacklo_epi16(r0, r1), x01h = _mm256_unpackhi_epi16(r0, r1);
-    const __m256i x23l = _mm256_unpacklo_epi16(r2, r3), x23h = _mm256_unpackhi_epi16(r2, r3);
-    const __m256i x45l = _mm256_unpacklo_epi16(r4, r5), x45h = _mm256_unpackhi_epi16(r4, r5);
-    const __m256i x67l = _mm256_unpacklo_epi16(r6, r7), x67h = _mm256_unpackhi_epi16(r6, r7);
-    /* rows 0-3 (y) and 4-7 (z), columns (0,1 | 8,9), (2,3 | 10,11), ... */
-    const __m256i y0 = _mm256_unpacklo_epi32(x01l, x23l), y1 = _mm256_unpackhi_epi32(x01l, x23l);
-    const __m256i y2 = _mm256_unpacklo_epi32(x01h, x23h), y3 = _mm256_unpackhi_epi32(x01h, x23h);
-    const __m256i z0 = _mm256_unpacklo_epi32(x45l, x67l), z1 = _mm256_unpackhi_epi32(x45l, x67l);
-    const __m256i z2 = _mm256_unpacklo_epi32(x45h, x67h), z3 = _mm256_unpackhi_epi32(x45h, x67h);
-    const __m256i c0 = _mm256_unpacklo_epi64(y0, z0), c1 = _mm256_unpackhi_epi64(y0, z0);
-    const __m256i c2 = _mm256_unpacklo_epi64(y1, z1), c3 = _mm256_unpackhi_epi64(y1, z1);
-    const __m256i c4 = _mm256_unpacklo_epi64(y2, z2), c5 = _mm256_unpackhi_epi64(y2, z2);
-    const __m256i c6 = _mm256_unpacklo_epi64(y3, z3), c7 = _mm256_unpackhi_epi64(y3, z3);
+    __m256i t[8];
+    transpose8_rows(p, off, 16, t);
+    const __m256i c0 = t[0], c1 = t[1], c2 = t[2], c3 = t[3], c4 = t[4], c5 = t[5], c6 = t[6], c7 = t[7];
 #define FMA_LO(j, c) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + (j)), _mm256_cvtph_ps(_mm256_castsi256_si128(c)), acc)
 #define FMA_HI(j, c) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 8 + (j)), _mm256_cvtph_ps(_mm256_extracti128_si256(c, 1)), acc)
     FMA_LO(0, c0); FMA_LO(1, c1); FMA_LO(2, c2); FMA_LO(3, c3);
@@ -114,29 +141,6 @@ static void gemv_f16(const uint8_t *w, uint64_t rb, int rows, int64_t K, const f
 
 /* ---- k-quants: one super-block of 8 rows transposed to column order ---- */
 
-/* One 8×32 byte transpose (three rounds of interleaves, each 128-bit lane
- * on its own): t[j] holds all 8 rows of bytes 2j, 2j+1 (low lane) and
- * 2j+16, 2j+17 (high lane) of p[i] + off, 8 bytes per byte position. */
-static inline __attribute__((always_inline)) void transpose8x32(const uint8_t *const *p, uint64_t off,
-                                                                __m256i t[8]) {
-#define LD(i) _mm256_loadu_si256((const __m256i *)(const void *)(p[i] + off))
-    const __m256i r0 = LD(0), r1 = LD(1), r2 = LD(2), r3 = LD(3), r4 = LD(4), r5 = LD(5), r6 = LD(6),
-                  r7 = LD(7);
-#undef LD
-    const __m256i x01l = _mm256_unpacklo_epi8(r0, r1), x01h = _mm256_unpackhi_epi8(r0, r1);
-    const __m256i x23l = _mm256_unpacklo_epi8(r2, r3), x23h = _mm256_unpackhi_epi8(r2, r3);
-    const __m256i x45l = _mm256_unpacklo_epi8(r4, r5), x45h = _mm256_unpackhi_epi8(r4, r5);
-    const __m256i x67l = _mm256_unpacklo_epi8(r6, r7), x67h = _mm256_unpackhi_epi8(r6, r7);
-    /* rows 0-3 (y) and 4-7 (z) of bytes (0-3 | 16-19), (4-7 | 20-23), (8-11 | 24-27), (12-15 | 28-31) */
-    const __m256i y0 = _mm256_unpacklo_epi16(x01l, x23l), y1 = _mm256_unpackhi_epi16(x01l, x23l);
-    const __m256i y2 = _mm256_unpacklo_epi16(x01h, x23h), y3 = _mm256_unpackhi_epi16(x01h, x23h);
-    const __m256i z0 = _mm256_unpacklo_epi16(x45l, x67l), z1 = _mm256_unpackhi_epi16(x45l, x67l);
-    const __m256i z2 = _mm256_unpacklo_epi16(x45h, x67h), z3 = _mm256_unpackhi_epi16(x45h, x67h);
-    t[0] = _mm256_unpacklo_epi32(y0, z0), t[1] = _mm256_unpackhi_epi32(y0, z0);
-    t[2] = _mm256_unpacklo_epi32(y1, z1), t[3] = _mm256_unpackhi_epi32(y1, z1);
-    t[4] = _mm256_unpacklo_epi32(y2, z2), t[5] = _mm256_unpackhi_epi32(y2, z2);
-    t[6] = _mm256_unpacklo_epi32(y3, z3), t[7] = _mm256_unpackhi_epi32(y3, z3);
-}
 
 /* Stores v, laid out as transpose8x32's t[j], at its byte positions of q
  * (8 bytes per position). */
