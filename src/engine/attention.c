@@ -90,6 +90,14 @@ static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, 
  * lets the online softmax agree with the exact one to the last bit. K =
  * ceil(max x), so every weight is at most 1 and the largest above 1/2. */
 
+/* The largest of row[0..n) (-inf for none; NaNs never win): fmaxf without
+ * the libm call. */
+static float row_max(const float *row, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t c = 0; c < n; c++) mx = row[c] > mx ? row[c] : mx;
+    return mx;
+}
+
 static double pow2_exponent(float max_score) {
     return max_score == -INFINITY ? -INFINITY : ceil((double)max_score * KLD_LOG2E_D);
 }
@@ -122,9 +130,7 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
         for (int64_t r = 0; r < rows; r++) {
             float *row = S + r * s->ldk;
             scores_finish(j, row, nb, b0, p0 + r);
-            float bm = -INFINITY;
-            for (int64_t c = 0; c < nb; c++) bm = row[c] > bm ? row[c] : bm; /* fmaxf without the libm call */
-            const double kb = pow2_exponent(bm);
+            const double kb = pow2_exponent(row_max(row, nb));
             if (kb > k[r]) {
                 if (k[r] > -INFINITY) { /* exact rescaling of the output and sum so far */
                     const int shift = k[r] - kb < -160 ? -160 : (int)(k[r] - kb);
@@ -191,9 +197,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                 kld_act_round_vec(KLD_ACT_Q8, KLD_TYPE_F16, row, row, L);
                 continue;
             }
-            float mx = -INFINITY;
-            for (int64_t c = 0; c < L; c++) mx = row[c] > mx ? row[c] : mx; /* fmaxf without the libm call */
-            l[r] = kr->base2_weights(row, L, pow2_exponent(mx));
+            l[r] = kr->base2_weights(row, L, pow2_exponent(row_max(row, L)));
         }
         kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, out, ldo);
         if (!f16_probs) /* the normalisation last, as the online softmax can only do it */

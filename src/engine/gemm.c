@@ -141,8 +141,7 @@ void kld_gemm_weights(kld_pool *pool, const kld_engine_kernels *kr, const kld_te
     j.row_bytes = (uint64_t)(j.K / ti->block_size) * (uint64_t)ti->type_size;
     if (M <= 0) return;
     const bool gemv = M == 1 && kr->gemv_f32;
-    /* direct kernels handle 32 rows per call, the panel's height */
-    if (gemv && kr->gemv_direct && kr->gemv_rows == 32) j.direct = kr->gemv_direct(W->type);
+    if (gemv && kr->gemv_direct) j.direct = kr->gemv_direct(W->type);
     kld_pool_run(pool, gemv ? gemv_task : M < KLD_GEMM_SMALL_M ? gemm_small_task : gemm_task, &j);
 }
 

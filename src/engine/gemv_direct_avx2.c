@@ -2,7 +2,7 @@
  * weight rows: f16, q8_0, q4_0, q4_K, q5_K and q6_K rows are widened in registers, 8 rows to a
  * vector, instead of being converted to an f32 panel first. Each output is
  * the microkernel's fma chain for mr = 1 over the exact to_float values:
- * f16 widening is exact, q4_K is (d·sc)·q − dmin·m and q6_K (d·sc)·q — the
+ * f16 widening is exact, q4_K is (d·sc)·q − dmin·m, q6_K (d·sc)·q, q8_0 d·q — the
  * reference's operations in its order, unfused — so the results are the
  * reference's bits (test_engine_kernels compares them).
  *
@@ -11,11 +11,12 @@
  * `rows` repeat the last row: read and computed, never stored. */
 #include "engine/kernels.h"
 #include "tensor/kernels.h"
+#include "tensor/types.h"
 
 #include <immintrin.h>
 #include <math.h>
 
-#define ROWS 32
+#define ROWS KLD_GEMV_ROWS
 _Static_assert(ROWS == 32, "the kernels below unroll four groups of 8 rows");
 
 static void row_pointers(const uint8_t *w, uint64_t rb, int rows, const uint8_t *p[ROWS]) {
@@ -139,8 +140,7 @@ static void gemv_f16(const uint8_t *w, uint64_t rb, int rows, int64_t K, const f
     store_rows(y, rows, acc);
 }
 
-/* ---- k-quants: one super-block of 8 rows transposed to column order ---- */
-
+/* ---- block types: one super-block of 8 rows transposed to column order ---- */
 
 /* Stores v, laid out as transpose8x32's t[j], at its byte positions of q
  * (8 bytes per position). */
@@ -197,8 +197,6 @@ typedef struct kblock8 {
     _Alignas(32) float min[8][8];
 } kblock8;
 
-/* q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 of
- * nibbles; each 32 bytes of nibbles are two groups: low, then high). */
 /* The 6-bit scales and mins of q4_K and q5_K (12 bytes at off + 4, after d
  * and dmin) as B's multipliers d·sc and dmin·m. */
 static void k4_scales8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
@@ -220,6 +218,8 @@ static void k4_scales8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
     scale_rows(st + 64, false, halves8(p, off + 2), 8, B->min);
 }
 
+/* q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 of
+ * nibbles; each 32 bytes of nibbles are two groups: low, then high). */
 static void q4k_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
     k4_scales8(p, off, B);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -329,7 +329,7 @@ static void q8_0_block8(const uint8_t *const *p, uint64_t off, kblock8 *B) {
     }
 }
 
-/* The 8 rows' weights in column q (8 bytes): mul·q, minus min for q4_K. */
+/* The 8 rows' weights in column q (8 bytes): mul·q, minus min for q4_K and q5_K. */
 static inline __attribute__((always_inline)) __m256 kweight(const int8_t *q, __m256 mul, __m256 min,
                                                             bool has_min) {
     const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q)));
@@ -337,7 +337,7 @@ static inline __attribute__((always_inline)) __m256 kweight(const int8_t *q, __m
 }
 
 /* The chains of four groups of 8 rows over one super-block's 256 columns:
- * w = mul·q (q6_K) or mul·q − min (q4_K), groups of 2^shift columns. */
+ * w = mul·q, or mul·q − min (q4_K, q5_K), groups of 2^shift columns. */
 static inline __attribute__((always_inline)) void kblock_chain(const kblock8 *B, const float *a, int shift,
                                                                bool has_min, __m256 acc[4]) {
     __m256 acc0 = acc[0], acc1 = acc[1], acc2 = acc[2], acc3 = acc[3];
@@ -390,34 +390,32 @@ static void gemv_q4_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const 
 }
 
 /* The 32-value block types: K need not be a multiple of 256, the last
- * (K mod 256) / 32 blocks go value by value (value(b, j): column j of the
- * block at b), continuing each row's chain. */
+ * (K mod 256) / 32 blocks are converted by the type's to_float one at a
+ * time, continuing each row's chain. */
 static inline __attribute__((always_inline)) void gemv_b32(const uint8_t *w, uint64_t rb, int rows, int64_t K,
-                                                           const float *a, float *y, bool load, uint64_t bytes,
-                                                           block8_fn unpack, float (*value)(const uint8_t *, int)) {
+                                                           const float *a, float *y, bool load, uint32_t type,
+                                                           block8_fn unpack) {
+    const kld_type_info *ti = kld_type_info_get(type);
+    const uint64_t bytes = (uint64_t)ti->type_size;
     const int64_t K256 = K / 256 * 256;
     gemv_kquant(w, rb, rows, K256, a, y, load, 8 * bytes, unpack, 5, false);
     for (int r = 0; r < rows && K256 < K; r++) {
         const uint8_t *b = w + (uint64_t)r * rb + (uint64_t)(K256 / 32) * bytes;
-        float acc = y[r]; /* the chain so far (or its start) */
-        for (int64_t k = K256; k < K; k += 32, b += bytes)
-            for (int j = 0; j < 32; j++) acc = fmaf(a[k + j], value(b, j), acc);
+        float acc = y[r], v[32]; /* the chain so far (or its start) */
+        for (int64_t k = K256; k < K; k += 32, b += bytes) {
+            ti->to_float(b, v, 32);
+            for (int j = 0; j < 32; j++) acc = fmaf(a[k + j], v[j], acc);
+        }
         y[r] = acc;
     }
 }
 
-static float q8_0_value(const uint8_t *b, int j) { return (float)(int8_t)b[2 + j] * _cvtsh_ss(kld_load_u16(b)); }
-static float q4_0_value(const uint8_t *b, int j) {
-    const int q = j < 16 ? b[2 + j] & 0x0F : b[2 + j - 16] >> 4;
-    return (float)(q - 8) * _cvtsh_ss(kld_load_u16(b));
-}
-
 static void gemv_q8_0(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
-    gemv_b32(w, rb, rows, K, a, y, load, KLD_BYTES_Q8_0, q8_0_block8, q8_0_value);
+    gemv_b32(w, rb, rows, K, a, y, load, KLD_TYPE_Q8_0, q8_0_block8);
 }
 
 static void gemv_q4_0(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {
-    gemv_b32(w, rb, rows, K, a, y, load, KLD_BYTES_Q4_0, q4_0_block8, q4_0_value);
+    gemv_b32(w, rb, rows, K, a, y, load, KLD_TYPE_Q4_0, q4_0_block8);
 }
 
 static void gemv_q5_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const float *a, float *y, bool load) {

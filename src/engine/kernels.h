@@ -17,7 +17,11 @@
 #define KLD_MR_MAX 14 /* the largest mr of any set */
 #define KLD_NR_MAX 32 /* the largest nr of any set */
 
-/* y[n] (n < rows <= 32) = the fma chain over k < K of a[k] · (row n of a
+/* Weight rows of one one-row call (gemv_f32 and gemv_direct): four groups
+ * of 8, four independent fma chains. */
+#define KLD_GEMV_ROWS 32
+
+/* y[n] (n < rows <= KLD_GEMV_ROWS) = the fma chain over k < K of a[k] · (row n of a
  * weight type's rows at w, row_bytes apart, widened as to_float does), from
  * y[n] when `load`, else from 0 — gemv_f32's chain, read straight from the
  * blocks. K is a multiple of the type's block size. */
@@ -49,7 +53,7 @@ typedef struct kld_engine_kernels {
     int gemv_rows;
     /* The one-row product straight from rows of a weight type, or NULL for
      * types (and sets) without one (then gemv_f32 runs on converted rows). */
-    kld_gemv_direct_fn (*gemv_direct)(uint32_t type);
+    kld_gemv_direct_fn (*gemv_direct)(uint32_t type); /* only with gemv_rows = KLD_GEMV_ROWS */
     /* In place: x = exp(x - max) / sum (entries of -inf become 0). */
     void (*softmax)(float *x, int64_t n);
     /* In place on gate: g = act(g) * up. */

@@ -193,8 +193,7 @@ static void pack16_avx2(const float *src, int64_t ld, int rows, int64_t kc, floa
 
 /* ---- one activation row (decode) ---- */
 
-#define GEMV_ROWS 32 /* four groups of 8 rows: four independent fma chains hide the fma latency */
-_Static_assert(GEMV_ROWS <= KLD_NR_MAX, "the one-row panel fits gemm.c's scratch");
+_Static_assert(KLD_GEMV_ROWS <= KLD_NR_MAX, "the one-row panel fits gemm.c's scratch");
 
 /* acc = the fma chain over columns [k, k+4) of the 8 rows at g (stride
  * KLD_GEMV_LD): the 128-bit halves of rows j and j+4 share a vector, and
@@ -245,7 +244,7 @@ static void gemv_f32_avx2(const float *w, int rows, int64_t kc, const float *a, 
             if (rows > 16) acc2 = gemv_quad(w + 2 * G + k, a + k, acc2);
         }
     if (k < kc) { /* a k tail (kc not a multiple of 4): the same chain, element by element */
-        float buf[GEMV_ROWS];
+        float buf[KLD_GEMV_ROWS];
         _mm256_storeu_ps(buf, acc0);
         _mm256_storeu_ps(buf + 8, acc1);
         _mm256_storeu_ps(buf + 16, acc2);
@@ -431,6 +430,6 @@ static double base2_weights_avx2(float *x, int64_t n, double K) {
 }
 
 const kld_engine_kernels kld_engine_kernels_avx2_table = {
-    "avx2", KLD_MR, KLD_NR, ukernel_avx2, pack16_avx2, pack16_avx2, gemv_f32_avx2, GEMV_ROWS, kld_avx2_gemv_direct, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
+    "avx2", KLD_MR, KLD_NR, ukernel_avx2, pack16_avx2, pack16_avx2, gemv_f32_avx2, KLD_GEMV_ROWS, kld_avx2_gemv_direct, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
     softcap_avx2, sum_exp_avx2, base2_weights_avx2,
 };
