@@ -292,6 +292,78 @@ static void test_forward_ref_equals_simd(const kld_engine_kernels *ref, const kl
     }
 }
 
+/* Resident kB of this process's mappings of files whose path ends with `tail`. */
+static long mapped_rss_kb(const char *tail) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[4096];
+    bool in = false;
+    long kb = 0, v;
+    unsigned long lo, hi;
+    const size_t tl = strlen(tail);
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "Rss: %ld kB", &v) == 1) {
+            if (in) kb += v;
+        } else if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping: lo-hi perms ... path */
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = 0;
+            const size_t n = strlen(line);
+            in = n >= tl && strcmp(line + n - tl, tail) == 0;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+/* A SIMD session repacks the f16 matrices (the tied output included) and
+ * gives their mapped pages back: after a whole forward pass the model
+ * file is hardly resident; the ref set then reads the rows from the file
+ * again (and the measurement sees them), with the same logits. */
+static void test_repacked_pages(const kld_engine_kernels *ref, const kld_engine_kernels *simd) {
+    const char *path = KT_SHARED "/models/rand-llama/f16.gguf";
+    kld_error err = {0};
+    kld_model *m = NULL;
+    CHECK_OK(kld_model_open(path, NULL, &m, &err), err);
+    if (!m) return;
+    const int64_t nv = kld_model_hparams(m)->n_vocab;
+    int32_t ids[16];
+    for (int i = 0; i < 16; i++) ids[i] = i == 0 ? 1 : (int32_t)(91 * i + 5) % 32000;
+    float *out[2] = {calloc((size_t)(16 * nv), sizeof(float)), calloc((size_t)(16 * nv), sizeof(float))};
+    long rss[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        kld_levers lv;
+        kld_levers_default(&lv);
+        lv.kernels = k ? KLD_KERNELS_REF : simd != ref ? KLD_KERNELS_SIMD : KLD_KERNELS_AUTO;
+        const kld_session_opts o = {.n_ctx = 16, .max_chunk = 16, .n_threads = 2, .levers = &lv};
+        kld_session *s = NULL;
+        CHECK_OK(kld_session_create_opts(m, &o, &s, &err), err);
+        if (!s) continue;
+        CHECK_OK(kld_session_eval(s, ids, 16, out[k], &err), err);
+        rss[k] = mapped_rss_kb("/rand-llama/f16.gguf");
+        kld_session_free(s);
+    }
+    const long file_kb = 20260096 / 1024;
+    if (simd != ref) {
+        const kld_weights *w = &m->w;
+        CHECK(kld_model_repacked(m, w->output).data && kld_model_repacked(m, w->layers[1].ffn_down).data &&
+              kld_model_repacked(m, w->layers[0].attn_k).data,
+              "the f16 matrices (tied output included) are repacked");
+        CHECK(kld_model_repacked_bytes(m) >= m->weights_bytes / 10 * 9,
+              "repacked %llu of %llu weight bytes", (unsigned long long)kld_model_repacked_bytes(m),
+              (unsigned long long)m->weights_bytes);
+        CHECK(rss[0] >= 0 && rss[0] < file_kb / 10,
+              "after a SIMD forward pass %ld of %ld kB of the model file are resident", rss[0], file_kb);
+    } else {
+        CHECK(kld_model_repacked_bytes(m) == 0, "no SIMD set: nothing repacked");
+    }
+    CHECK(rss[1] > file_kb / 2, "after a ref forward pass %ld of %ld kB of the model file are resident "
+          "(the rows are read again)", rss[1], file_kb);
+    CHECK(memcmp(out[0], out[1], sizeof(float) * (size_t)(16 * nv)) == 0,
+          "%s: ref (rows read again) and SIMD (repacked) logits differ", path);
+    free(out[0]), free(out[1]);
+    kld_model_close(m);
+}
+
 int main(void) {
     const kld_engine_kernels *ref = kld_engine_kernels_ref(), *simd = kld_engine_kernels_avx2();
     if (!simd) {
@@ -306,5 +378,6 @@ int main(void) {
     test_gemm_strided(ref, simd);
     test_pool();
     test_forward_ref_equals_simd(ref, simd);
+    test_repacked_pages(ref, simd);
     return kt_finish();
 }

@@ -259,6 +259,71 @@ static void test_gemm_weights(const kld_engine_kernels *k) {
     free(scratch), free(Wq), free(Wf), free(Wd), free(A), free(C), free(E);
 }
 
+/* kld_gemm_weights_repacked over weight_pack.c's copy equals the fma chain
+ * over the reference dequantization of the rows on every path (M = 1:
+ * gemv; small and large M: GEMM panels from the copy), for random blocks
+ * (every scale and bit pattern), K with and without tails, a partial last
+ * panel, 1 to 3 threads; nothing is written past N or M. The f16 copy is
+ * also compared with the layout built here from kernels.h's description.
+ * Sets without the kernels must ignore the copy (here garbage). */
+static void test_gemm_repacked(const kld_engine_kernels *k) {
+    static const uint32_t types[] = {KLD_TYPE_F16, KLD_TYPE_Q4_K};
+    static const int64_t Ms[] = {1, 2, 5, 23, 24, 31};
+    const int64_t N = 2 * KLD_GEMM_NC / 32 * 32 + 45, M = 31, ldc = N + 3;
+    const size_t stride = KLD_GEMM_SCRATCH_FLOATS;
+    float *scratch = aligned_alloc(64, sizeof(float) * stride * 3);
+    float *C = malloc(sizeof(float) * (size_t)(M * ldc)), *E = malloc(sizeof(float) * (size_t)(M * ldc));
+    kld_pool *pools[3] = {kld_pool_create(1), kld_pool_create(2), kld_pool_create(3)};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const kld_type_info *ti = kld_type_info_get(types[t]);
+        const int64_t Ks[] = {types[t] == KLD_TYPE_F16 ? 37 : 256, 768, types[t] == KLD_TYPE_F16 ? 1030 : 1280};
+        int bad = 0, untouched = 0, layout = 0;
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            const int64_t K = Ks[ki], lda = K + 5, n_panels = (N + KLD_REPACK_ROWS - 1) / KLD_REPACK_ROWS;
+            const uint64_t rb = (uint64_t)(K / ti->block_size) * ti->type_size, pb = kld_repack_panel_bytes(types[t], K);
+            float *Wf = malloc(sizeof(float) * (size_t)(N * K)), *A = malloc(sizeof(float) * (size_t)(M * lda));
+            uint8_t *Wq = malloc(rb * (uint64_t)N), *P = malloc(pb * (uint64_t)n_panels);
+            random_rows(types[t], Wq, rb * (uint64_t)N);
+            for (int64_t i = 0; i < M * lda; i++) A[i] = frand(1);
+            for (int64_t n = 0; n < N; n++) ti->to_float_ref(Wq + (uint64_t)n * rb, Wf + n * K, K);
+            kld_tensor W = {.name = "w", .type = types[t], .n_dims = 2, .ne = {K, N, 1, 1},
+                            .data = Wq, .nbytes = rb * (uint64_t)N};
+            /* the ref set has no writer: it is handed the AVX2 set's copy (or garbage, below) */
+            const kld_engine_kernels *writer = k->repack ? k : kld_engine_kernels_avx2();
+            if (writer) kld_repack_matrix(pools[1], writer, &W, P);
+            for (int64_t pn = 0; writer && types[t] == KLD_TYPE_F16 && pn < n_panels; pn++)
+                for (int64_t kk = 0; kk < K; kk++)
+                    for (int j = 0; j < KLD_REPACK_ROWS; j++) {
+                        const int64_t row = pn * KLD_REPACK_ROWS + j;
+                        const uint16_t want = row < N ? kld_load_u16(Wq + row * rb + 2 * kk) : 0;
+                        layout += kld_load_u16(P + pn * pb + 2 * (kk * KLD_REPACK_ROWS + j)) != want;
+                    }
+            if (!k->gemv_repacked) memset(P, 0x7b, pb * (uint64_t)n_panels);
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++) E[m * ldc + n] = chain(A + m * lda, 1, Wf + n * K, 1, K, 0);
+            for (int p = 0; p < 3; p++)
+                for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+                    const int64_t mm = Ms[mi];
+                    for (int64_t i = 0; i < M * ldc; i++) C[i] = -7.0f;
+                    kld_gemm_weights_repacked(pools[p], k, &W, (kld_repacked){P, pb}, mm, A, lda, C, ldc, scratch, stride);
+                    for (int64_t m = 0; m < mm; m++) {
+                        bad += memcmp(C + m * ldc, E + m * ldc, sizeof(float) * (size_t)N) != 0;
+                        for (int64_t n = N; n < ldc; n++) untouched += C[m * ldc + n] != -7.0f;
+                    }
+                    for (int64_t i = mm * ldc; i < M * ldc; i++) untouched += C[i] != -7.0f;
+                }
+            free(Wf), free(A), free(Wq), free(P);
+        }
+        CHECK(bad == 0, "%s gemm over the repacked %s: %d rows differ from the fma chain", k->name, ti->name, bad);
+        CHECK(untouched == 0, "%s gemm over the repacked %s: %d values written past N or M", k->name, ti->name, untouched);
+        CHECK(layout == 0, "repacked %s: %d values not where kernels.h says", ti->name, layout);
+        CHECK(!k->gemv_repacked || (k->gemv_repacked(types[t]) && k->pack_repacked(types[t])),
+              "%s has repacked kernels for %s", k->name, ti->name);
+    }
+    for (int p = 0; p < 3; p++) kld_pool_free(pools[p]);
+    free(scratch), free(C), free(E);
+}
+
 static void test_gemm_strided(const kld_engine_kernels *k) {
     const int64_t M = 31, N = 77, K = 45, lda = 47, ldb = 81, ldc = 79;
     float *A = malloc(sizeof(float) * M * lda), *B = malloc(sizeof(float) * K * ldb),
@@ -396,6 +461,7 @@ int main(void) {
         test_gemv(sets[i]);
         test_gemv_direct(sets[i]);
         test_gemm_weights(sets[i]);
+        test_gemm_repacked(sets[i]);
         test_gemm_strided(sets[i]);
         test_base2_weights(ref, sets[i]);
         test_forward(ref, sets[i]);
@@ -404,6 +470,7 @@ int main(void) {
     /* The reference's own GEMM paths against the chain, whatever the CPU. */
     test_pack(ref);
     test_gemm_weights(ref);
+    test_gemm_repacked(ref);
     test_gemm_strided(ref);
     test_base2_weights(ref, ref);
     printf("SIMD sets compared: %d; chosen for this process: %s\n", ran, kld_engine_kernels_get()->name);

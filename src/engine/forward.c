@@ -188,7 +188,8 @@ void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const floa
         A = s->ar;
         lda = s->ar_ld;
     }
-    kld_gemm_weights(s->pool, s->kr, W, n, A, lda, C, ldc, s->scratch, s->scratch_stride);
+    kld_gemm_weights_repacked(s->pool, s->kr, W, kld_model_repacked(s->model, W), n, A, lda, C, ldc,
+                              s->scratch, s->scratch_stride);
     /* LoRA: y += s·B(A x) on the unrounded inputs, weights untouched */
     if (s->n_lora) kld_lora_apply(s, W, n, A_in, lda_in, C, ldc);
 }

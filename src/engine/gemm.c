@@ -8,6 +8,9 @@ typedef struct gemm_job {
     const kld_tensor *W;
     const kld_type_info *ti;
     kld_gemv_direct_fn direct; /* the one-row product from W's blocks, or NULL */
+    kld_repacked rp;           /* W's repacked copy (data NULL: read W's rows) */
+    kld_gemv_repacked_fn gemv_rp;
+    kld_pack_repacked_fn pack_rp;
     uint64_t row_bytes;
     int64_t M, N, K;
     const float *A;
@@ -24,6 +27,11 @@ typedef struct gemm_job {
  * transposed. */
 static void pack_panel(const gemm_job *j, int64_t n0, int rows, int64_t kb, int64_t kc, float *tmp,
                        float *panel) {
+    if (j->rp.data) { /* n0 is a multiple of nr, which divides the layout's 32 rows */
+        j->pack_rp(j->rp.data + (uint64_t)(n0 / KLD_REPACK_ROWS) * j->rp.panel_bytes, j->K,
+                   (int)(n0 % KLD_REPACK_ROWS), j->kr->nr, kb, kc, panel);
+        return;
+    }
     const uint8_t *base = (const uint8_t *)j->W->data;
     if (j->W->type == KLD_TYPE_F32) {
         const float *src = (const float *)(const void *)(base + (uint64_t)n0 * j->row_bytes) + kb;
@@ -115,6 +123,10 @@ static void gemv_task(void *ctx, int ith, int nth) {
         const int rows = (int)min64(j->N - p * R, R);
         const uint8_t *w = base + (uint64_t)(p * R) * j->row_bytes;
         float *y = j->C + p * R;
+        if (j->rp.data) {
+            j->gemv_rp(j->rp.data + (uint64_t)p * j->rp.panel_bytes, rows, j->K, j->A, y, false);
+            continue;
+        }
         if (j->direct) {
             j->direct(w, j->row_bytes, rows, j->K, j->A, y, false);
             continue;
@@ -130,19 +142,30 @@ static void gemv_task(void *ctx, int ith, int nth) {
     }
 }
 
-void kld_gemm_weights(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *W, int64_t M,
-                      const float *A, int64_t lda, float *C, int64_t ldc, float *scratch,
-                      size_t scratch_stride) {
+void kld_gemm_weights_repacked(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *W,
+                               kld_repacked rp, int64_t M, const float *A, int64_t lda, float *C,
+                               int64_t ldc, float *scratch, size_t scratch_stride) {
     const kld_type_info *ti = kld_type_info_get(W->type);
     gemm_job j = {
         .kr = kr, .W = W, .ti = ti, .M = M, .N = W->ne[1], .K = W->ne[0], .A = A, .lda = lda,
         .C = C, .ldc = ldc, .scratch = scratch, .scratch_stride = scratch_stride,
     };
+    if (rp.data && kr->gemv_repacked && kr->pack_repacked) {
+        j.gemv_rp = kr->gemv_repacked(W->type);
+        j.pack_rp = kr->pack_repacked(W->type);
+        if (j.gemv_rp && j.pack_rp) j.rp = rp;
+    }
     j.row_bytes = (uint64_t)(j.K / ti->block_size) * (uint64_t)ti->type_size;
     if (M <= 0) return;
     const bool gemv = M == 1 && kr->gemv_f32;
     if (gemv && kr->gemv_direct) j.direct = kr->gemv_direct(W->type);
     kld_pool_run(pool, gemv ? gemv_task : M < KLD_GEMM_SMALL_M ? gemm_small_task : gemm_task, &j);
+}
+
+void kld_gemm_weights(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *W, int64_t M,
+                      const float *A, int64_t lda, float *C, int64_t ldc, float *scratch,
+                      size_t scratch_stride) {
+    kld_gemm_weights_repacked(pool, kr, W, (kld_repacked){0}, M, A, lda, C, ldc, scratch, scratch_stride);
 }
 
 void kld_gemm_strided(const kld_engine_kernels *kr, int64_t M, int64_t N, int64_t K,

@@ -46,6 +46,18 @@ void kld_gemm_weights(kld_pool *pool, const kld_engine_kernels *kr, const kld_te
                       const float *A, int64_t lda, float *C, int64_t ldc, float *scratch,
                       size_t scratch_stride);
 
+/* W's copy repacked at load (weight_pack.c): data NULL when there is none. */
+typedef struct kld_repacked {
+    const uint8_t *data;
+    uint64_t panel_bytes; /* one panel of KLD_REPACK_ROWS rows */
+} kld_repacked;
+
+/* The same, reading W's repacked copy instead of its rows on sets with
+ * kernels for the layout (the same bits, one sequential stream). */
+void kld_gemm_weights_repacked(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *W,
+                               kld_repacked rp, int64_t M, const float *A, int64_t lda, float *C,
+                               int64_t ldc, float *scratch, size_t scratch_stride);
+
 /* Single-threaded C[m][n] = sum_k A[m*lda + k] · B[k*ldb + n] (m < M,
  * n < N, k < K): B is read in place (attention's K^T and V caches). */
 void kld_gemm_strided(const kld_engine_kernels *kr, int64_t M, int64_t N, int64_t K,

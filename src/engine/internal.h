@@ -6,6 +6,7 @@
 #define KLD_ENGINE_INTERNAL_H
 
 #include "engine/engine.h"
+#include "engine/gemm.h"
 #include "engine/kernels.h"
 #include "engine/pool.h"
 #include "model/weights.h"
@@ -38,7 +39,26 @@ struct kld_model {
     uint64_t weights_bytes;    /* bytes of all bound weight tensors */
     struct kld_model_quant *quant; /* quantize-on-load state (model_policy.c), or NULL */
     struct kld_lora *lora;     /* MODEL+ADAPTER[:SCALE] (lora.c), or NULL */
+    struct kld_model_repacked *repacked; /* matrices repacked for the SIMD sets (weight_pack.c) */
 };
+
+/* Repacks m's f16 and q4_K matrices in the layouts of kernels.h (once;
+ * later calls return at once), releasing the mapped pages of those read
+ * from the file. An allocation failure leaves the rest row-major (the
+ * product reads either). */
+kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kernels *kr,
+                            kld_error *err);
+/* Bytes of one panel of `type`'s repacked layout for rows of K columns
+ * (kernels.h), 0 when the type has none. */
+uint64_t kld_repack_panel_bytes(uint32_t type, int64_t K);
+/* Writes the rows of t to dst in its layout (kr->repack(t->type) must
+ * exist): one panel bytes per KLD_REPACK_ROWS rows, panels split over the
+ * threads. */
+void kld_repack_matrix(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *t, uint8_t *dst);
+/* t's repacked copy (data NULL when there is none). */
+kld_repacked kld_model_repacked(const kld_model *m, const kld_tensor *t);
+uint64_t kld_model_repacked_bytes(const kld_model *m);
+void kld_model_repacked_free(struct kld_model_repacked *p);
 
 /* Every bound weight (matrices and vectors) once, with its GGUF name
  * (model_policy.c). */

@@ -28,6 +28,37 @@
 typedef void (*kld_gemv_direct_fn)(const uint8_t *w, uint64_t row_bytes, int rows, int64_t K,
                                    const float *a, float *y, bool load);
 
+/* Weights repacked at load for the SIMD sets (weight_pack.c): panels of
+ * KLD_REPACK_ROWS rows one after the other, each read as one sequential
+ * stream (no 32 row streams side by side, no transposes). Rows past the
+ * matrix are zeros.
+ *   f16: column k of a panel is its 32 rows' halves, 64 bytes, k < K.
+ *   q4_K: per super-block of 256 columns, four records of 8 rows (rows
+ *     8g..8g+7 of the panel), KLD_Q4KX8_BYTES each: d[8] and dmin[8]
+ *     (f16), the 6-bit scales sc[8 groups][8 rows] and mins m[8][8] as
+ *     bytes, then per column pair (2c, 2c+1), c < 128, 8 bytes: byte r
+ *     holds row r's quant of column 2c in its low nibble, of 2c+1 in the
+ *     high one. The same bytes as eight q4_K blocks, plus 32 for the
+ *     unpacked scales. */
+#define KLD_REPACK_ROWS 32
+#define KLD_Q4KX8_BYTES (32 + 128 + 1024)
+
+/* y[n] (n < rows <= KLD_REPACK_ROWS) = the fma chain over k < K of a[k] ·
+ * (row n of the repacked panel, widened as to_float does), from y[n] when
+ * `load`, else from 0 (gemv_direct's chain). */
+typedef void (*kld_gemv_repacked_fn)(const uint8_t *panel, int rows, int64_t K, const float *a,
+                                     float *y, bool load);
+/* out[(k - kb)*nr + j] = row col0 + j of the repacked panel (K columns) at
+ * column k, widened as to_float does, for kb <= k < kb + kc and j < nr (nr
+ * a multiple of 8, col0 + nr <= KLD_REPACK_ROWS; kb and kc multiples of
+ * the type's block size). */
+typedef void (*kld_pack_repacked_fn)(const uint8_t *panel, int64_t K, int col0, int nr, int64_t kb,
+                                     int64_t kc, float *out);
+
+/* Writes one panel of the layout from its rows (row[r] the start of row r's
+ * blocks, NULL for rows past the matrix; K columns). */
+typedef void (*kld_repack_fn)(const uint8_t *const *row, int64_t K, uint8_t *panel);
+
 typedef struct kld_engine_kernels {
     const char *name;
     int mr, nr; /* register tile: the ukernel's largest mr and nr; pack_panel's width */
@@ -68,7 +99,16 @@ typedef struct kld_engine_kernels {
      * -inf gives 0); returns the weights' sum in double, added in index
      * order. */
     double (*base2_weights)(float *x, int64_t n, double K);
+    /* The one-row product and the GEMM panel over weights repacked at load
+     * (weight_pack.c, the layouts below), for the types the set has them
+     * for, else NULL (and always NULL in the ref set, which reads the rows). */
+    kld_gemv_repacked_fn (*gemv_repacked)(uint32_t type);
+    kld_pack_repacked_fn (*pack_repacked)(uint32_t type);
+    kld_repack_fn (*repack)(uint32_t type); /* writes the layout (NULL where the two above are) */
 } kld_engine_kernels;
+
+_Static_assert(KLD_REPACK_ROWS == KLD_GEMV_ROWS && KLD_REPACK_ROWS % KLD_NR_MAX == 0,
+               "a repacked panel is one gemv call and a whole number of GEMM panels");
 
 /* The one-row product's k-block (a multiple of every block size) and row
  * stride: rows 64 bytes apart modulo 4 KiB, so that the rows read side by
@@ -88,6 +128,9 @@ const kld_engine_kernels *kld_engine_kernels_avx512(void);
 
 /* gemv_direct_avx2.c: the AVX2 set's gemv_direct (f16, q4_K, q6_K). */
 kld_gemv_direct_fn kld_avx2_gemv_direct(uint32_t type);
+kld_gemv_repacked_fn kld_avx2_gemv_repacked(uint32_t type);
+kld_pack_repacked_fn kld_avx2_pack_repacked(uint32_t type);
+kld_repack_fn kld_avx2_repack(uint32_t type);
 
 /* kernels_avx512.c: the AVX-512 GEMM entries (mr 14, nr 32). */
 void kld_avx512_ukernel(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,

@@ -431,5 +431,6 @@ static double base2_weights_avx2(float *x, int64_t n, double K) {
 
 const kld_engine_kernels kld_engine_kernels_avx2_table = {
     "avx2", KLD_MR, KLD_NR, ukernel_avx2, pack16_avx2, pack16_avx2, gemv_f32_avx2, KLD_GEMV_ROWS, kld_avx2_gemv_direct, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
-    softcap_avx2, sum_exp_avx2, base2_weights_avx2,
+    softcap_avx2, sum_exp_avx2, base2_weights_avx2, kld_avx2_gemv_repacked, kld_avx2_pack_repacked,
+    kld_avx2_repack,
 };

@@ -185,7 +185,7 @@ static double base2_weights_ref(float *x, int64_t n, double K) {
 
 static const kld_engine_kernels ref_table = {
     "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, 0, NULL, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
-    sum_exp_ref, base2_weights_ref,
+    sum_exp_ref, base2_weights_ref, NULL, NULL, NULL, /* reads the row-major weights */
 };
 
 const kld_engine_kernels *kld_engine_kernels_ref(void) { return &ref_table; }

@@ -265,6 +265,7 @@ void kld_model_close(kld_model *m) {
     free(m->vec_store);
     kld_model_quant_free(m->quant);
     kld_lora_free(m->lora);
+    kld_model_repacked_free(m->repacked);
     kld_weights_free(&m->w);
     if (m->src) kld_source_close(m->src);
     free(m);

@@ -404,6 +404,7 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     memset(a + L.kv, 0, (size_t)L.kv_floats * sizeof(float));
     st = kld_rope_factors(m->src, &m->hp, &m->w, n_ctx, s->rope_ff, err);
     if (st == KLD_OK) st = attach_lora(s, err);
+    if (st == KLD_OK && s->kr->repack) st = kld_model_repack(m, pool, s->kr, err);
     if (st != KLD_OK) {
         kld_session_free(s);
         return st;

@@ -224,3 +224,16 @@ const kld_tensor *kld_source_find(const kld_source *src, const char *name) {
         if (strcmp(src->tensors[i].name, name) == 0) return &src->tensors[i];
     return NULL;
 }
+
+static bool in_file(const kld_mapped_file *f, const void *p, uint64_t n) {
+    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)f->data;
+    return f->data && a >= b && n <= f->size && a - b <= f->size - n;
+}
+
+bool kld_source_maps(const kld_source *src, const void *p, uint64_t n) {
+    if (src->gguf && in_file(&src->gguf->file, p, n)) return true;
+    if (src->l2c && in_file(&src->l2c->file, p, n)) return true;
+    for (size_t i = 0; src->st && i < src->st->n_files; i++)
+        if (in_file(&src->st->files[i], p, n)) return true;
+    return false;
+}

@@ -44,6 +44,10 @@ kld_status kld_source_open(const char *path, kld_source **out, kld_error *err);
 void kld_source_close(kld_source *src);
 
 const kld_tensor *kld_source_find(const kld_source *src, const char *name);
+/* Whether the n bytes at p lie in one of the source's file mappings
+ * (read-only and private: pages released from them are read again from
+ * the file when touched). */
+bool kld_source_maps(const kld_source *src, const void *p, uint64_t n);
 const char *kld_format_name(kld_format f);
 
 #endif
