@@ -1,6 +1,7 @@
 /* gemm.h — matrix products of the forward pass (internal). Weight products
  * dequantize W k-block by k-block into packed nr-column float panels (nr of
- * the kernel set: 16 or 32), copy each mr-row tile of activations into a
+ * the kernel set: 16 or 32; from the repacked copy when there is one),
+ * copy each mr-row tile of activations into a
  * buffer with a cache-friendly stride, and run the microkernel over them;
  * panels are split statically over the pool's threads. Every output element
  * is one fma chain over k in order, so the result depends neither on the
@@ -52,6 +53,13 @@ typedef struct kld_repacked {
     uint64_t panel_bytes; /* one panel of KLD_REPACK_ROWS rows */
 } kld_repacked;
 
+/* Bytes of one panel of `type`'s repacked layout for rows of K columns
+ * (kernels.h), 0 when the type has none. */
+uint64_t kld_repack_panel_bytes(uint32_t type, int64_t K);
+/* Writes the rows of t to dst in its layout (kr->repack(t->type) must
+ * exist): one panel bytes per KLD_REPACK_ROWS rows, panels split over the
+ * threads. */
+void kld_repack_matrix(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *t, uint8_t *dst);
 /* The same, reading W's repacked copy instead of its rows on sets with
  * kernels for the layout (the same bits, one sequential stream). */
 void kld_gemm_weights_repacked(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *W,

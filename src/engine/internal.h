@@ -48,13 +48,6 @@ struct kld_model {
  * product reads either). */
 kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kernels *kr,
                             kld_error *err);
-/* Bytes of one panel of `type`'s repacked layout for rows of K columns
- * (kernels.h), 0 when the type has none. */
-uint64_t kld_repack_panel_bytes(uint32_t type, int64_t K);
-/* Writes the rows of t to dst in its layout (kr->repack(t->type) must
- * exist): one panel bytes per KLD_REPACK_ROWS rows, panels split over the
- * threads. */
-void kld_repack_matrix(kld_pool *pool, const kld_engine_kernels *kr, const kld_tensor *t, uint8_t *dst);
 /* t's repacked copy (data NULL when there is none). */
 kld_repacked kld_model_repacked(const kld_model *m, const kld_tensor *t);
 uint64_t kld_model_repacked_bytes(const kld_model *m);

@@ -2,7 +2,8 @@
  * microkernel, panel packing, the one-row (decode) products, and the
  * exp-based row operations. Each entry has a scalar reference
  * (kernels_ref.c), an AVX2/FMA twin (kernels_avx2.c; the one-row products
- * read straight from f16 / q4_K / q6_K blocks in gemv_direct_avx2.c) and,
+ * read straight from the blocks in gemv_direct_avx2.c, the products over
+ * repacked weights, which only SIMD sets have, in repacked_avx2.c) and,
  * for the GEMM entries, an AVX-512 twin (kernels_avx512.c); all return
  * the same bits: they evaluate the same operations (the same fused
  * multiply-adds, and no fused ones where the reference has none) in the
