@@ -12,7 +12,6 @@
  * kernel set, are read from the file), so the resident size stays about
  * one copy of the weights. 3-D expert tensors are not repacked. */
 #include "engine/internal.h"
-#include "tensor/kernels.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
