@@ -132,7 +132,7 @@ kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kerne
         return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", m->src->path);
     pack_ctx c = {m, pool, kr};
     kld_model_each_weight(m, pack_one, &c);
-    qsort(m->repacked->m, m->repacked->n, sizeof *m->repacked->m, by_address);
+    if (m->repacked->n) qsort(m->repacked->m, m->repacked->n, sizeof *m->repacked->m, by_address);
     return KLD_OK;
 }
 
