@@ -14,9 +14,14 @@ static const char *kldeval;
 static char out_path[512];
 
 /* Runs kldeval with args; stdout+stderr go to out_path. */
+/* The shell command running kldeval with args, output to out_path. */
+static void command(const char *args, char *cmd, size_t cap) {
+    snprintf(cmd, cap, "'%s' %s >'%s' 2>&1", kldeval, args, out_path);
+}
+
 static int run(const char *args) {
     char cmd[12288];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", kldeval, args, out_path);
+    command(args, cmd, sizeof cmd);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -45,7 +50,7 @@ static json_t *run_json(const char *args, const char *json) {
  * it failed), whatever earlier runs held. */
 static long run_peak_kb(const char *args) {
     char cmd[12288];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", kldeval, args, out_path);
+    command(args, cmd, sizeof cmd);
     const pid_t pid = fork();
     if (pid == 0) {
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);

@@ -5,6 +5,8 @@
  * bit for bit (the test compares them). */
 #include "engine/kernels.h"
 
+#include "engine/lanes_avx2.h"
+
 #include <immintrin.h>
 #include <math.h>
 
@@ -36,10 +38,6 @@ static inline __m256 exp8(__m256 x) {
 }
 
 /* Mask with the first n (0..8) lanes set. */
-static inline __m256i lane_mask(int64_t n) {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), idx);
-}
 
 /* ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), as reduce8 in kernels_ref.c. */
 static inline float hsum8(__m256 v) {

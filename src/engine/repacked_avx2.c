@@ -6,6 +6,7 @@
  * q4_K is (d·sc)·q − dmin·m unfused in the reference's order, and every
  * output is one fma chain over k in order — the reference's bits. */
 #include "engine/kernels.h"
+#include "engine/lanes_avx2.h"
 #include "tensor/kernels.h"
 #include "tensor/types.h"
 
@@ -15,10 +16,6 @@ static inline __m256 widen8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
-static inline __m256i lane_mask(int n) { /* lanes i < n (n clamped to 0..8) */
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 0 ? 0 : n > 8 ? 8 : n), idx);
-}
 
 /* The four groups' chains start from y (masked to `rows`) or from 0, and
  * end there; rows past `rows` are the layout's zero padding. */
