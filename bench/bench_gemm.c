@@ -40,7 +40,7 @@ static float frand(void) {
 typedef struct shape { const char *name; int64_t M, K, N; } shape;
 
 /* repacked: the product over the set's repacked copy of W (weight_pack.c),
- * as the forward pass runs f16 and q4_K matrices on SIMD sets. */
+ * as the forward pass runs f16, q4_K and q6_K matrices on SIMD sets. */
 static void run(const char *set, const kld_engine_kernels *kr, const shape *sh, uint32_t type,
                 int threads, int reps, bool repacked) {
     const kld_type_info *ti = kld_type_info_get(type);

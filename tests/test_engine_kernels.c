@@ -263,11 +263,11 @@ static void test_gemm_weights(const kld_engine_kernels *k) {
  * over the reference dequantization of the rows on every path (M = 1:
  * gemv; small and large M: GEMM panels from the copy), for random blocks
  * (every scale and bit pattern), K with and without tails, a partial last
- * panel, 1 to 3 threads; nothing is written past N or M. The f16 copy is
- * also compared with the layout built here from kernels.h's description.
+ * panel, 1 to 3 threads; nothing is written past N or M. The f16 and q6_K
+ * copies are also read here as kernels.h describes them.
  * Sets without the kernels must ignore the copy (here garbage). */
 static void test_gemm_repacked(const kld_engine_kernels *k) {
-    static const uint32_t types[] = {KLD_TYPE_F16, KLD_TYPE_Q4_K};
+    static const uint32_t types[] = {KLD_TYPE_F16, KLD_TYPE_Q4_K, KLD_TYPE_Q6_K};
     static const int64_t Ms[] = {1, 2, 5, 23, 24, 31};
     const int64_t N = 2 * KLD_GEMM_NC / 32 * 32 + 45, M = 31, ldc = N + 3;
     const size_t stride = KLD_GEMM_SCRATCH_FLOATS;
@@ -297,6 +297,18 @@ static void test_gemm_repacked(const kld_engine_kernels *k) {
                         const int64_t row = pn * KLD_REPACK_ROWS + j;
                         const uint16_t want = row < N ? kld_load_u16(Wq + row * rb + 2 * kk) : 0;
                         layout += kld_load_u16(P + pn * pb + 2 * (kk * KLD_REPACK_ROWS + j)) != want;
+                    }
+            /* q6_K: d[r] · sc[k/16][r] · q[k][r] of the record is the reference's value */
+            for (int64_t pn = 0; writer && types[t] == KLD_TYPE_Q6_K && pn < n_panels; pn++)
+                for (int64_t kk = 0; kk < K; kk++)
+                    for (int j = 0; j < KLD_REPACK_ROWS; j++) {
+                        const int64_t row = pn * KLD_REPACK_ROWS + j;
+                        const uint8_t *rec = P + pn * pb + (kk / 256 * 4 + j / 8) * KLD_Q6KX8_BYTES;
+                        const int r = j % 8, c = (int)(kk % 256);
+                        const float d = kld_half_to_float(kld_load_u16(rec + 2 * r));
+                        const float got = d * (float)(int8_t)rec[16 + 8 * (c / 16) + r] * (float)(int8_t)rec[144 + 8 * c + r];
+                        const float want = row < N ? Wf[row * K + kk] : 0.0f;
+                        layout += memcmp(&got, &want, 4) != 0;
                     }
             if (!k->gemv_repacked) memset(P, 0x7b, pb * (uint64_t)n_panels);
             for (int64_t m = 0; m < M; m++)

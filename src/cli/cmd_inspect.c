@@ -27,7 +27,7 @@ static void usage(FILE *f) {
             "  --meta         also print every metadata key (GGUF) / config.json / llama2.c header\n"
             "  --json         print everything as one JSON object instead of text\n"
             "  --plan         also print the engine's memory plan for one session: weights\n"
-            "                 (mmapped; f16 and q4_K repacked by the SIMD kernels), KV cache,\n"
+            "                 (mmapped; f16, q4_K, q6_K repacked by SIMD kernels), KV cache,\n"
             "                 activations, scratch, logits buffer;\n"
             "                 the exit status is 1 when the plan cannot be made\n"
             "  --lever L      session levers for --plan, e.g. kv=q4_0 (see kldeval kl --help)\n"

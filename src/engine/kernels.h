@@ -40,9 +40,14 @@ typedef void (*kld_gemv_direct_fn)(const uint8_t *w, uint64_t row_bytes, int row
  *     bytes, then per column pair (2c, 2c+1), c < 128, 8 bytes: byte r
  *     holds row r's quant of column 2c in its low nibble, of 2c+1 in the
  *     high one. The same bytes as eight q4_K blocks, plus 32 for the
- *     unpacked scales. */
+ *     unpacked scales.
+ *   q6_K: per super-block, four records of 8 rows, KLD_Q6KX8_BYTES each:
+ *     d[8] (f16), the int8 scales sc[16 groups][8 rows], then per column k
+ *     < 256, 8 bytes: byte r is row r's quant minus 32 (int8). Signed bytes
+ *     instead of 4 + 2 bits: one widening per column, 30 % more bytes. */
 #define KLD_REPACK_ROWS 32
 #define KLD_Q4KX8_BYTES (32 + 128 + 1024)
+#define KLD_Q6KX8_BYTES (16 + 128 + 2048)
 
 /* y[n] (n < rows <= KLD_REPACK_ROWS) = the fma chain over k < K of a[k] ·
  * (row n of the repacked panel, widened as to_float does), from y[n] when

@@ -1,10 +1,11 @@
 /* repacked_avx2.c — the one-row product and the GEMM panel over weights
- * repacked at load (kernels.h: the f16 and q4_K layouts; weight_pack.c
- * writes them). A panel of 32 rows is one sequential stream whose columns
- * already hold 8 rows side by side, so neither kernel transposes. Both
- * evaluate exactly what the row-major kernels do: f16 widening is exact,
- * q4_K is (d·sc)·q − dmin·m unfused in the reference's order, and every
- * output is one fma chain over k in order — the reference's bits. */
+ * repacked at load (kernels.h: the f16, q4_K and q6_K layouts;
+ * weight_pack.c writes them). A panel of 32 rows is one sequential stream
+ * whose columns already hold 8 rows side by side, so neither kernel
+ * transposes. Both evaluate exactly what the row-major kernels do: f16
+ * widening is exact, q4_K is (d·sc)·q − dmin·m as the reference rounds it,
+ * q6_K (d·sc)·q, and every output is one fma chain over k in order — the
+ * reference's bits. */
 #include "engine/kernels.h"
 #include "engine/lanes_avx2.h"
 #include "tensor/kernels.h"
@@ -76,30 +77,38 @@ static void pack_f16(const uint8_t *panel, int64_t K, int col0, int nr, int64_t 
 enum { Q4_D = 0, Q4_DMIN = 16, Q4_SC = 32, Q4_M = 96, Q4_Q = 160 };
 #define Q4_SUPER (4 * KLD_Q4KX8_BYTES) /* one super-block of the 32-row panel */
 
-/* The 8 rows' multipliers d·sc and mins dmin·m of group s (to_float's products). */
-static inline void q4_scales(const uint8_t *rec, int s, __m256 *mul, __m256 *min) {
+/* The 8 rows' multipliers d·sc and mins dmin·m of group s (to_float's
+ * products), and mul/16 for the high nibbles read in place (16·q). */
+typedef struct q4_group { __m256 mul, mul16, min; } q4_group;
+
+static inline q4_group q4_scales(const uint8_t *rec, int s) {
     const __m256 d = widen8((const uint16_t *)(const void *)(rec + Q4_D));
     const __m256 dm = widen8((const uint16_t *)(const void *)(rec + Q4_DMIN));
     const __m128i sc = _mm_loadl_epi64((const __m128i *)(const void *)(rec + Q4_SC + 8 * s));
     const __m128i m = _mm_loadl_epi64((const __m128i *)(const void *)(rec + Q4_M + 8 * s));
-    *mul = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
-    *min = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m)));
+    q4_group r;
+    r.mul = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+    r.mul16 = _mm256_mul_ps(r.mul, _mm256_set1_ps(0.0625f));
+    r.min = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m)));
+    return r;
 }
 
-/* Columns 2c and 2c+1 of the 8 rows: mul·q − min. */
-static inline void q4_pair(const uint8_t *rec, int c, __m256 mul, __m256 min, __m256 *w0, __m256 *w1) {
+/* Columns 2c and 2c+1 of the 8 rows: mul·q − min. Still to_float's value:
+ * d·sc has at most 17 significant bits, so mul·q (21) is exact and the
+ * fused and unfused forms round once, alike; mul/16 · 16q is mul·q. */
+static inline void q4_pair(const uint8_t *rec, int c, const q4_group *s, __m256 *w0, __m256 *w1) {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(rec + Q4_Q + 8 * c)));
     const __m256 q0 = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x0F)));
-    const __m256 q1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
-    *w0 = _mm256_sub_ps(_mm256_mul_ps(mul, q0), min);
-    *w1 = _mm256_sub_ps(_mm256_mul_ps(mul, q1), min);
+    const __m256 q1x16 = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0xF0)));
+    *w0 = _mm256_fmsub_ps(s->mul, q0, s->min);
+    *w1 = _mm256_fmsub_ps(s->mul16, q1x16, s->min);
 }
 
 /* One group's chain over columns 2c and 2c+1 (in order). */
 #define Q4_PAIR(acc, g)                                                                   \
     do {                                                                                  \
         __m256 w0, w1;                                                                    \
-        q4_pair(rec + (g) * KLD_Q4KX8_BYTES, cc, mul[g], min[g], &w0, &w1);               \
+        q4_pair(rec + (g) * KLD_Q4KX8_BYTES, cc, &grp[g], &w0, &w1);                      \
         acc = _mm256_fmadd_ps(a1, w1, _mm256_fmadd_ps(a0, w0, acc));                      \
     } while (0)
 
@@ -110,13 +119,13 @@ static void gemv_q4_k(const uint8_t *panel, int rows, int64_t K, const float *a,
     __m256 acc0 = c.acc[0], acc1 = c.acc[1], acc2 = c.acc[2], acc3 = c.acc[3];
     for (int64_t sb = 0; sb < K / 256; sb++) {
         const uint8_t *rec = panel + sb * Q4_SUPER;
-        _mm_prefetch((const char *)(rec + Q4_SUPER), _MM_HINT_T0);
-        _mm_prefetch((const char *)(rec + Q4_SUPER + 64), _MM_HINT_T0);
         const float *ab = a + 256 * sb;
         for (int s = 0; s < 8; s++) {
-            __m256 mul[4], min[4];
+            /* the four records are four streams: fetch the next super-block, an eighth per group */
+            for (int l = 0; l < Q4_SUPER / 8; l += 64) _mm_prefetch((const char *)(rec + Q4_SUPER + s * (Q4_SUPER / 8) + l), _MM_HINT_T0);
+            q4_group grp[4];
 #pragma GCC unroll 4
-            for (int g = 0; g < 4; g++) q4_scales(rec + g * KLD_Q4KX8_BYTES, s, &mul[g], &min[g]);
+            for (int g = 0; g < 4; g++) grp[g] = q4_scales(rec + g * KLD_Q4KX8_BYTES, s);
             for (int cc = 16 * s; cc < 16 * s + 16; cc++) {
                 const __m256 a0 = _mm256_broadcast_ss(ab + 2 * cc), a1 = _mm256_broadcast_ss(ab + 2 * cc + 1);
                 Q4_PAIR(acc0, 0);
@@ -137,13 +146,74 @@ static void pack_q4_k(const uint8_t *panel, int64_t K, int col0, int nr, int64_t
             const uint8_t *rec = panel + sb * Q4_SUPER + g * KLD_Q4KX8_BYTES;
             float *o = out + (sb * 256 - kb) * nr + 8 * g - col0;
             for (int s = 0; s < 8; s++) {
-                __m256 mul, min, w0, w1;
-                q4_scales(rec, s, &mul, &min);
+                const q4_group grp = q4_scales(rec, s);
                 for (int cc = 16 * s; cc < 16 * s + 16; cc++) {
-                    q4_pair(rec, cc, mul, min, &w0, &w1);
+                    __m256 w0, w1;
+                    q4_pair(rec, cc, &grp, &w0, &w1);
                     _mm256_storeu_ps(o + (2 * cc) * nr, w0);
                     _mm256_storeu_ps(o + (2 * cc + 1) * nr, w1);
                 }
+            }
+        }
+}
+
+/* ---- q6_K: records of 8 rows per super-block ---- */
+
+enum { Q6_D = 0, Q6_SC = 16, Q6_Q = 144 };
+#define Q6_SUPER (4 * KLD_Q6KX8_BYTES)
+
+/* The 8 rows' multipliers d·sc of the 16 columns from 16j (to_float's product). */
+static inline __m256 q6_scale(const uint8_t *rec, __m256 d, int j) {
+    const __m128i sc = _mm_loadl_epi64((const __m128i *)(const void *)(rec + Q6_SC + 8 * j));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+}
+
+/* Column k of the 8 rows: mul·q. */
+static inline __m256 q6_col(const uint8_t *rec, int k, __m256 mul) {
+    const __m128i q = _mm_loadl_epi64((const __m128i *)(const void *)(rec + Q6_Q + 8 * k));
+    return _mm256_mul_ps(mul, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+}
+
+#define Q6_COL(acc, g) acc = _mm256_fmadd_ps(av, q6_col(rec + (g) * KLD_Q6KX8_BYTES, k, mul##g), acc)
+
+static void gemv_q6_k(const uint8_t *panel, int rows, int64_t K, const float *a, float *y, bool load) {
+    chains c;
+    chains_start(&c, y, rows, load);
+    __m256 acc0 = c.acc[0], acc1 = c.acc[1], acc2 = c.acc[2], acc3 = c.acc[3];
+    for (int64_t sb = 0; sb < K / 256; sb++) {
+        const uint8_t *rec = panel + sb * Q6_SUPER;
+        const float *ab = a + 256 * sb;
+        __m256 d[4];
+        for (int g = 0; g < 4; g++) d[g] = widen8((const uint16_t *)(const void *)(rec + g * KLD_Q6KX8_BYTES + Q6_D));
+        for (int j = 0; j < 16; j++) {
+            /* the four records are four streams: fetch the next super-block, a sixteenth at a time */
+            for (int l = 0; l < Q6_SUPER / 16; l += 64) _mm_prefetch((const char *)(rec + Q6_SUPER + j * (Q6_SUPER / 16) + l), _MM_HINT_T0);
+            const __m256 mul0 = q6_scale(rec, d[0], j), mul1 = q6_scale(rec + KLD_Q6KX8_BYTES, d[1], j),
+                         mul2 = q6_scale(rec + 2 * KLD_Q6KX8_BYTES, d[2], j),
+                         mul3 = q6_scale(rec + 3 * KLD_Q6KX8_BYTES, d[3], j);
+            for (int k = 16 * j; k < 16 * j + 16; k++) {
+                const __m256 av = _mm256_broadcast_ss(ab + k);
+                Q6_COL(acc0, 0);
+                Q6_COL(acc1, 1);
+                Q6_COL(acc2, 2);
+                Q6_COL(acc3, 3);
+            }
+        }
+    }
+    c.acc[0] = acc0, c.acc[1] = acc1, c.acc[2] = acc2, c.acc[3] = acc3;
+    chains_store(&c, y);
+}
+
+static void pack_q6_k(const uint8_t *panel, int64_t K, int col0, int nr, int64_t kb, int64_t kc, float *out) {
+    (void)K;
+    for (int64_t sb = kb / 256; sb < (kb + kc) / 256; sb++)
+        for (int g = col0 / 8; g < (col0 + nr) / 8; g++) {
+            const uint8_t *rec = panel + sb * Q6_SUPER + g * KLD_Q6KX8_BYTES;
+            const __m256 d = widen8((const uint16_t *)(const void *)(rec + Q6_D));
+            float *o = out + (sb * 256 - kb) * nr + 8 * g - col0;
+            for (int j = 0; j < 16; j++) {
+                const __m256 mul = q6_scale(rec, d, j);
+                for (int k = 16 * j; k < 16 * j + 16; k++) _mm256_storeu_ps(o + k * nr, q6_col(rec, k, mul));
             }
         }
 }
@@ -198,18 +268,37 @@ static inline __m128i nibble_pairs(__m128i n0, __m128i n1) {
     return _mm_packus_epi16(p0, p1);
 }
 
+/* out[8 i + r] = byte i of in[r]: 16 bytes of each of 8 rows written as
+ * 16 columns of 8 rows (three rounds of interleaves, 8, 16 and 32 bits). */
+static inline void rows_side_by_side(const __m128i in[8], uint8_t *out) {
+    __m128i a[8], c[8];
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm_unpacklo_epi8(in[2 * i], in[2 * i + 1]);
+        a[2 * i + 1] = _mm_unpackhi_epi8(in[2 * i], in[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 2; i++) {
+            c[4 * h + 2 * i] = _mm_unpacklo_epi16(a[4 * h + i], a[4 * h + 2 + i]);
+            c[4 * h + 2 * i + 1] = _mm_unpackhi_epi16(a[4 * h + i], a[4 * h + 2 + i]);
+        }
+    for (int i = 0; i < 4; i++) {
+        _mm_storeu_si128((__m128i *)(void *)(out + 32 * i), _mm_unpacklo_epi32(c[i], c[4 + i]));
+        _mm_storeu_si128((__m128i *)(void *)(out + 32 * i + 16), _mm_unpackhi_epi32(c[i], c[4 + i]));
+    }
+}
+
 /* q4_K: for each super-block, four records of 8 rows (kernels.h). */
 static void repack_q4_k(const uint8_t *const *row, int64_t K, uint8_t *panel) {
     const __m128i m4 = _mm_set1_epi8(0x0F);
     for (int64_t sb = 0; sb < K / 256; sb++)
         for (int g = 0; g < 4; g++) {
             uint8_t *rec = panel + (sb * 4 + g) * KLD_Q4KX8_BYTES;
-            __m128i pairs[8][8]; /* [row][16 column pairs]: pair bytes of row r, columns 32j..32j+31 */
+            __m128i pairs[8][8]; /* [j][r]: the 16 pair bytes of row r, columns 32j..32j+31 */
             memset(rec, 0, Q4_Q);
             for (int r = 0; r < 8; r++) {
                 const uint8_t *b = row[8 * g + r];
                 if (!b) {
-                    for (int j = 0; j < 8; j++) pairs[r][j] = _mm_setzero_si128();
+                    for (int j = 0; j < 8; j++) pairs[j][r] = _mm_setzero_si128();
                     continue;
                 }
                 b += sb * KLD_BYTES_Q4_K;
@@ -220,40 +309,69 @@ static void repack_q4_k(const uint8_t *const *row, int64_t K, uint8_t *panel) {
                 for (int h = 0; h < 4; h++) {
                     const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(b + 16 + 32 * h));
                     const __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(b + 32 + 32 * h));
-                    pairs[r][2 * h] = nibble_pairs(_mm_and_si128(x0, m4), _mm_and_si128(x1, m4));
-                    pairs[r][2 * h + 1] = nibble_pairs(_mm_and_si128(_mm_srli_epi16(x0, 4), m4),
+                    pairs[2 * h][r] = nibble_pairs(_mm_and_si128(x0, m4), _mm_and_si128(x1, m4));
+                    pairs[2 * h + 1][r] = nibble_pairs(_mm_and_si128(_mm_srli_epi16(x0, 4), m4),
                                                        _mm_and_si128(_mm_srli_epi16(x1, 4), m4));
                 }
             }
             /* rows side by side: 8 rows × 16 pair bytes → 16 pairs × 8 rows, per group of 32 columns */
-            for (int j = 0; j < 8; j++) {
-                __m128i a[8], c[8];
-                for (int i = 0; i < 4; i++) {
-                    a[2 * i] = _mm_unpacklo_epi8(pairs[2 * i][j], pairs[2 * i + 1][j]);
-                    a[2 * i + 1] = _mm_unpackhi_epi8(pairs[2 * i][j], pairs[2 * i + 1][j]);
+            for (int j = 0; j < 8; j++) rows_side_by_side(pairs[j], rec + Q4_Q + 128 * j);
+        }
+}
+/* q6_K: the 256 quants of one block as signed bytes q − 32, in column
+ * order (kld_dequant_q6_k_ref: per half of 128 columns, column l and l+64
+ * take ql[l]'s low and high nibble, l+32 and l+96 those of ql[l+32]; the
+ * two high bits are qh[l]'s bit pairs 0, 2, 4, 6). */
+static void q6_quants(const uint8_t *b, __m128i out[16]) {
+    const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x30), bias = _mm_set1_epi8(32);
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *ql = b + 64 * half, *qh = b + 128 + 32 * half;
+        for (int i = 0; i < 2; i++) { /* columns l = 16i..16i+15 of the half */
+            const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)(ql + 16 * i));
+            const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(ql + 32 + 16 * i));
+            const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(qh + 16 * i));
+            /* bit pair p of qh moved to bits 4-5 (16-bit shifts: the mask drops what crosses bytes) */
+            const __m128i h0 = _mm_and_si128(_mm_slli_epi16(h, 4), m2), h1 = _mm_and_si128(_mm_slli_epi16(h, 2), m2),
+                          h2 = _mm_and_si128(h, m2), h3 = _mm_and_si128(_mm_srli_epi16(h, 2), m2);
+            __m128i *o = out + 8 * half + i;
+            o[0] = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(lo, m4), h0), bias);
+            o[2] = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(hi, m4), h1), bias);
+            o[4] = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(lo, 4), m4), h2), bias);
+            o[6] = _mm_sub_epi8(_mm_or_si128(_mm_and_si128(_mm_srli_epi16(hi, 4), m4), h3), bias);
+        }
+    }
+}
+
+/* q6_K: for each super-block, four records of 8 rows (kernels.h). */
+static void repack_q6_k(const uint8_t *const *row, int64_t K, uint8_t *panel) {
+    for (int64_t sb = 0; sb < K / 256; sb++)
+        for (int g = 0; g < 4; g++) {
+            uint8_t *rec = panel + (sb * 4 + g) * KLD_Q6KX8_BYTES;
+            __m128i q[16][8]; /* [j][r]: row r's quants of columns 16j..16j+15 */
+            memset(rec, 0, Q6_Q);
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *b = row[8 * g + r];
+                __m128i rq[16];
+                if (b) {
+                    b += sb * KLD_BYTES_Q6_K;
+                    memcpy(rec + Q6_D + 2 * r, b + 208, 2);
+                    for (int j = 0; j < 16; j++) rec[Q6_SC + 8 * j + r] = b[192 + j];
+                    q6_quants(b, rq);
                 }
-                for (int h = 0; h < 2; h++)
-                    for (int i = 0; i < 2; i++) {
-                        c[4 * h + 2 * i] = _mm_unpacklo_epi16(a[4 * h + i], a[4 * h + 2 + i]);
-                        c[4 * h + 2 * i + 1] = _mm_unpackhi_epi16(a[4 * h + i], a[4 * h + 2 + i]);
-                    }
-                uint8_t *q = rec + Q4_Q + 128 * j;
-                for (int i = 0; i < 4; i++) {
-                    _mm_storeu_si128((__m128i *)(void *)(q + 32 * i), _mm_unpacklo_epi32(c[i], c[4 + i]));
-                    _mm_storeu_si128((__m128i *)(void *)(q + 32 * i + 16), _mm_unpackhi_epi32(c[i], c[4 + i]));
-                }
+                for (int j = 0; j < 16; j++) q[j][r] = b ? rq[j] : _mm_setzero_si128();
             }
+            for (int j = 0; j < 16; j++) rows_side_by_side(q[j], rec + Q6_Q + 128 * j);
         }
 }
 
 kld_repack_fn kld_avx2_repack(uint32_t type) {
-    return type == KLD_TYPE_F16 ? repack_f16 : type == KLD_TYPE_Q4_K ? repack_q4_k : NULL;
+    return type == KLD_TYPE_F16 ? repack_f16 : type == KLD_TYPE_Q4_K ? repack_q4_k : type == KLD_TYPE_Q6_K ? repack_q6_k : NULL;
 }
 
 kld_gemv_repacked_fn kld_avx2_gemv_repacked(uint32_t type) {
-    return type == KLD_TYPE_F16 ? gemv_f16 : type == KLD_TYPE_Q4_K ? gemv_q4_k : NULL;
+    return type == KLD_TYPE_F16 ? gemv_f16 : type == KLD_TYPE_Q4_K ? gemv_q4_k : type == KLD_TYPE_Q6_K ? gemv_q6_k : NULL;
 }
 
 kld_pack_repacked_fn kld_avx2_pack_repacked(uint32_t type) {
-    return type == KLD_TYPE_F16 ? pack_f16 : type == KLD_TYPE_Q4_K ? pack_q4_k : NULL;
+    return type == KLD_TYPE_F16 ? pack_f16 : type == KLD_TYPE_Q4_K ? pack_q4_k : type == KLD_TYPE_Q6_K ? pack_q6_k : NULL;
 }

@@ -1,5 +1,5 @@
 /* weight_pack.c — weight matrices repacked for the SIMD kernels (the
- * layouts of kernels.h: f16 and q4_K in panels of 32 rows, each panel one
+ * layouts of kernels.h: f16, q4_K and q6_K in panels of 32 rows, each panel one
  * sequential stream whose columns hold 8 rows side by side). A decode step
  * then reads each matrix as one stream instead of 32 row streams side by
  * side, and neither it nor a GEMM panel transposes. The products are the
@@ -35,6 +35,7 @@ static int64_t n_panels(const kld_tensor *t) { return (t->ne[1] + KLD_REPACK_ROW
 uint64_t kld_repack_panel_bytes(uint32_t type, int64_t K) {
     return type == KLD_TYPE_F16    ? (uint64_t)K * KLD_REPACK_ROWS * sizeof(uint16_t)
            : type == KLD_TYPE_Q4_K ? (uint64_t)(K / 256) * 4 * KLD_Q4KX8_BYTES
+           : type == KLD_TYPE_Q6_K ? (uint64_t)(K / 256) * 4 * KLD_Q6KX8_BYTES
                                    : 0;
 }
 
