@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,9 @@
 #define HE KT_SHARED "/capability/humaneval"
 
 static json_t *tasks;
+/* This run's own parent for scratch folders, so that counting them sees
+ * no other run's (a killed run may leave some in /tmp). */
+static char scratch_parent[64] = "/tmp/kld-sandbox-test-XXXXXX";
 
 static const json_t *task(const char *id) {
     size_t i;
@@ -30,7 +34,7 @@ static const json_t *task(const char *id) {
 }
 
 static kld_sandbox_result run(const char *task_id, const char *completion, double timeout) {
-    kld_sandbox_opts o = {.timeout_s = timeout, .cpu_s = (int)timeout + 1};
+    kld_sandbox_opts o = {.timeout_s = timeout, .cpu_s = (int)timeout + 1, .scratch_parent = scratch_parent};
     kld_sandbox_result r;
     kld_error err = {0};
     char *prog = kld_humaneval_program(task(task_id), completion);
@@ -40,9 +44,9 @@ static kld_sandbox_result run(const char *task_id, const char *completion, doubl
     return r;
 }
 
-/* Scratch folders left behind in /tmp (there must be none). */
+/* Scratch folders left behind (there must be none). */
 static int leftover_scratch(void) {
-    DIR *d = opendir("/tmp");
+    DIR *d = opendir(scratch_parent);
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));) n += !strncmp(e->d_name, "kldeval-sandbox-", 16);
     if (d) closedir(d);
@@ -168,7 +172,7 @@ static void test_hostile(void) {
     CHECK(access(tmp_canary, F_OK) != 0, "no file appeared in the host's /tmp");
     unlink(tmp_canary);
     unlink(victim);
-    CHECK(leftover_scratch() == 0, "no scratch folder left in /tmp");
+    CHECK(leftover_scratch() == 0, "no scratch folder left behind");
 
     if (!root) {
         fprintf(stderr, "not root: no network/PID namespaces; the fork bomb and network tests are skipped\n");
@@ -199,11 +203,16 @@ static void test_hostile(void) {
     usleep(200 * 1000);
     CHECK(nobody_procs() <= procs_before, "fork bomb: %d processes of nobody left (before: %d)",
           nobody_procs(), procs_before);
-    CHECK(leftover_scratch() == 0, "no scratch folder left in /tmp");
+    CHECK(leftover_scratch() == 0, "no scratch folder left behind");
 }
 
 int main(void) {
     kld_error err = {0};
+    /* searchable by nobody, as /tmp is: the sandboxed program runs in a folder inside it */
+    if (!mkdtemp(scratch_parent) || chmod(scratch_parent, 0755)) {
+        fprintf(stderr, "test_cap_sandbox: cannot make %s: %s\n", scratch_parent, strerror(errno));
+        return 1;
+    }
     CHECK_OK(kld_cap_read_jsonl(HE "/HumanEval.jsonl.gz", &tasks, &err), err);
     CHECK(json_array_size(tasks) == 164, "164 tasks");
     test_hostile();
@@ -211,5 +220,6 @@ int main(void) {
     test_shipped(HE "/wrong_completions.jsonl", HE "/wrong_completions_results.tsv", 2);
     test_canonical();
     json_decref(tasks);
+    CHECK(rmdir(scratch_parent) == 0, "%s is empty at the end", scratch_parent);
     return kt_finish();
 }
