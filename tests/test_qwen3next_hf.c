@@ -247,6 +247,8 @@ static void test_errors(const synth_shape *s) {
     expect_error("layer-types", s, EDIT("layer_types", "[\"linear_attention\", \"mamba\", \"linear_attention\", \"full_attention\"]"),
                  "\"layer_types\"[1] = 'mamba'", NULL);
     expect_error("layer-types-n", s, EDIT("layer_types", "[\"full_attention\"]"), "\"layer_types\"", "4 entries");
+    expect_error("layer-types-str", s, EDIT("layer_types", "\"full_attention\""), "\"layer_types\"",
+                 "not \"full_attention\"");
     expect_error("interval-0", s, EDIT("full_attention_interval", "0"), "\"full_attention_interval\" = 0", NULL);
     expect_error("bias", s, EDIT("attention_bias", "true"), "\"attention_bias\"", NULL);
     expect_error("rotary-2", s, EDIT("partial_rotary_factor", "2"), "\"partial_rotary_factor\" = 2", "range");

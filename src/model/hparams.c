@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define MAX_DIM (INT64_C(1) << 20)   /* n_embd, head sizes, n_head */
 #define MAX_FF (INT64_C(1) << 24)
@@ -284,10 +285,17 @@ kld_status kld_hp_json_layer_types(const json_t *cfg, const char *path, int64_t 
     const json_t *lt = json_object_get(cfg, "layer_types");
     *present = lt && !json_is_null(lt);
     if (!*present) return KLD_OK;
-    if (!json_is_array(lt) || (int64_t)json_array_size(lt) != n_layer)
+    if (!json_is_array(lt)) {
+        char *shown = json_dumps(lt, JSON_ENCODE_ANY | JSON_COMPACT);
+        const kld_status st = kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\" must be an array of %" PRId64
+                                       " entries (num_hidden_layers), not %.40s", path, n_layer,
+                                       shown ? shown : "a value");
+        free(shown);
+        return st;
+    }
+    if ((int64_t)json_array_size(lt) != n_layer)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: \"layer_types\" must be an array of %" PRId64
-                        " entries (num_hidden_layers), it has %zu", path, n_layer,
-                        json_is_array(lt) ? json_array_size(lt) : (size_t)0);
+                        " entries (num_hidden_layers), it has %zu", path, n_layer, json_array_size(lt));
     for (int64_t il = 0; il < n_layer; il++) {
         const char *t = json_string_value(json_array_get(lt, (size_t)il));
         int i = 0;
