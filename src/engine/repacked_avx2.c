@@ -72,6 +72,14 @@ static void pack_f16(const uint8_t *panel, int64_t K, int col0, int nr, int64_t 
         for (int j = 0; j < nr; j += 8) _mm256_storeu_ps(out + k * nr + j, widen8(w + k * KLD_REPACK_ROWS + j));
 }
 
+/* Part `part` of `parts` of the super-block after the one at rec: its four
+ * records are read as four streams side by side, which the hardware
+ * prefetcher does not follow well. */
+static inline void prefetch_next(const uint8_t *rec, int super_bytes, int part, int parts) {
+    const uint8_t *p = rec + super_bytes + part * (super_bytes / parts);
+    for (int l = 0; l < super_bytes / parts; l += 64) _mm_prefetch((const char *)(p + l), _MM_HINT_T0);
+}
+
 /* ---- q4_K: records of 8 rows per super-block ---- */
 
 enum { Q4_D = 0, Q4_DMIN = 16, Q4_SC = 32, Q4_M = 96, Q4_Q = 160 };
@@ -121,8 +129,7 @@ static void gemv_q4_k(const uint8_t *panel, int rows, int64_t K, const float *a,
         const uint8_t *rec = panel + sb * Q4_SUPER;
         const float *ab = a + 256 * sb;
         for (int s = 0; s < 8; s++) {
-            /* the four records are four streams: fetch the next super-block, an eighth per group */
-            for (int l = 0; l < Q4_SUPER / 8; l += 64) _mm_prefetch((const char *)(rec + Q4_SUPER + s * (Q4_SUPER / 8) + l), _MM_HINT_T0);
+            prefetch_next(rec, Q4_SUPER, s, 8);
             q4_group grp[4];
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++) grp[g] = q4_scales(rec + g * KLD_Q4KX8_BYTES, s);
@@ -186,8 +193,7 @@ static void gemv_q6_k(const uint8_t *panel, int rows, int64_t K, const float *a,
         __m256 d[4];
         for (int g = 0; g < 4; g++) d[g] = widen8((const uint16_t *)(const void *)(rec + g * KLD_Q6KX8_BYTES + Q6_D));
         for (int j = 0; j < 16; j++) {
-            /* the four records are four streams: fetch the next super-block, a sixteenth at a time */
-            for (int l = 0; l < Q6_SUPER / 16; l += 64) _mm_prefetch((const char *)(rec + Q6_SUPER + j * (Q6_SUPER / 16) + l), _MM_HINT_T0);
+            prefetch_next(rec, Q6_SUPER, j, 16);
             const __m256 mul0 = q6_scale(rec, d[0], j), mul1 = q6_scale(rec + KLD_Q6KX8_BYTES, d[1], j),
                          mul2 = q6_scale(rec + 2 * KLD_Q6KX8_BYTES, d[2], j),
                          mul3 = q6_scale(rec + 3 * KLD_Q6KX8_BYTES, d[3], j);
