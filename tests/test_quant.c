@@ -184,6 +184,19 @@ static void test_policy_plan(void) {
     kld_model_close(m);
     kld_status st = kld_model_open(RL "/f16.gguf@q4_K_M,nope=f16", NULL, &m, &err);
     CHECK(st == KLD_ERR_ARG && strstr(err.msg, "'nope'"), "MODEL@bad policy names the token: %s", err.msg);
+    /* a rule that matches no weight matrix (a typo, a layer past the last, a class the model
+     * lacks, a glob on norms only) is an error naming it, not a silent no-op */
+    static const char *const unmatched[] = {"blk.*.ffn_dwn.weight=q8_0", "blk:7-9=q8_0", "attn_qkv=q8_0",
+                                            "*_norm.weight=q8_0"};
+    for (size_t i = 0; i < sizeof unmatched / sizeof unmatched[0]; i++) {
+        char spec[256];
+        snprintf(spec, sizeof spec, RL "/f16.gguf@q4_K_M,head=q8_0,%s", unmatched[i]);
+        m = NULL;
+        st = kld_model_open(spec, NULL, &m, &err);
+        CHECK(st == KLD_ERR_ARG && !m && strstr(err.msg, unmatched[i]) && strstr(err.msg, "matches no"),
+              "%s: an error naming the rule: %s", unmatched[i], err.msg);
+        kld_model_close(m);
+    }
 }
 
 static void test_threads(void) {

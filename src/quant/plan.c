@@ -74,8 +74,9 @@ static uint32_t ftype_of_type(uint32_t type) {
     return UINT32_MAX;
 }
 
+/* hit[i]: rule i matched a tensor. */
 static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_recipe_state *st,
-                         kld_quant_item *it, kld_error *err) {
+                         kld_quant_item *it, bool *hit, kld_error *err) {
     const kld_tensor *t = it->t;
     char b1[16], b2[16];
     uint32_t type;
@@ -107,6 +108,7 @@ static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_rec
     for (size_t i = 0; i < p->n_rules; i++) {
         const kld_policy_rule *r = &p->rules[i];
         if (!rule_matches(r, it->name, qm->has_output)) continue;
+        hit[i] = true;
         if (r->base) {
             type = base_type;
             overridden = !p->recipe && !p->base_keep;
@@ -168,9 +170,11 @@ kld_status kld_quant_plan_make(const kld_policy *p, const kld_hparams *hp,
                                const kld_imatrix *im, kld_quant_plan *out, kld_error *err) {
     memset(out, 0, sizeof *out);
     order_ent *ord = calloc(n ? n : 1, sizeof *ord);
+    bool *hit = calloc(p->n_rules + 1, sizeof *hit);
     out->items = calloc(n ? n : 1, sizeof *out->items);
-    if (!ord || !out->items) {
+    if (!ord || !hit || !out->items) {
         free(ord);
+        free(hit);
         free(out->items);
         out->items = NULL;
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
@@ -199,7 +203,7 @@ kld_status kld_quant_plan_make(const kld_policy *p, const kld_hparams *hp,
         it->name = ord[k].name;
         it->src_type = it->dst_type = it->t->type;
         it->eligible = eligible(it->name, it->t);
-        if (it->eligible) s = decide(p, &qm, &st, it, err);
+        if (it->eligible) s = decide(p, &qm, &st, it, hit, err);
         if (s == KLD_OK) s = attach_imatrix(im, it, err);
         if (s == KLD_OK)
             s = kld_type_tensor_bytes(it->dst_type, KLD_MAX_DIMS, it->t->ne, &it->dst_bytes,
@@ -212,7 +216,14 @@ kld_status kld_quant_plan_make(const kld_policy *p, const kld_hparams *hp,
             out->n_requant += it->requant;
         }
     }
+    /* a rule that changes nothing is a typo or a rule for another model: say so */
+    for (size_t i = 0; s == KLD_OK && i < p->n_rules; i++)
+        if (!hit[i])
+            s = kld_fail(err, KLD_ERR_ARG, "policy '%s': '%s' matches no weight matrix of this model "
+                         "(%" PRId64 " layers; names look like blk.0.ffn_down.weight)", p->text,
+                         p->rules[i].text, hp->n_layer);
     free(ord);
+    free(hit);
     if (s) kld_quant_plan_free(out);
     return s;
 }

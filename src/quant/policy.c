@@ -120,11 +120,14 @@ static kld_status parse_item(kld_policy *p, char *item, kld_error *err) {
     }
     kld_status s = parse_selector(p, item, &r, err);
     if (s) return s;
-    kld_policy_rule *nr = realloc(p->rules, (p->n_rules + 1) * sizeof *nr);
+    const size_t n = strlen(item) + strlen(val) + 2;
+    kld_policy_rule *nr = (r.text = malloc(n)) ? realloc(p->rules, (p->n_rules + 1) * sizeof *nr) : NULL;
     if (!nr) {
         free(r.glob);
+        free(r.text);
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }
+    snprintf(r.text, n, "%s=%s", item, val);
     p->rules = nr;
     p->rules[p->n_rules++] = r;
     return KLD_OK;
@@ -170,7 +173,7 @@ kld_status kld_policy_parse(const char *text, kld_policy **out, kld_error *err) 
 
 void kld_policy_free(kld_policy *p) {
     if (!p) return;
-    for (size_t i = 0; i < p->n_rules; i++) free(p->rules[i].glob);
+    for (size_t i = 0; i < p->n_rules; i++) free(p->rules[i].glob), free(p->rules[i].text);
     free(p->rules);
     free(p->imatrix_path);
     free(p->text);

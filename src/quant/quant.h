@@ -69,6 +69,7 @@ typedef struct kld_policy_rule {
     int64_t blk_lo, blk_hi; /* inclusive; -1 when not restricted */
     char cls[32];
     char *glob;
+    char *text;             /* SELECTOR=TYPE as given, for messages */
     bool keep;              /* keep the stored type */
     bool base;              /* the BASE's choice for the tensor (a recipe's per-tensor type) */
     uint32_t type;
