@@ -368,39 +368,32 @@ static double sum_exp_avx2(const float *x, int64_t n, float mx) {
  * scaling. Only the sum stays sequential: double addition in index order. */
 #define LN2_D 0.6931471805599453
 
-/* Four lanes up to the float 2^f: returns (float)p, *j = (int)(n - K). */
-static inline __m128 base2_poly4(__m128 s, __m256d K, __m128i *j) {
-    const __m256d x = _mm256_mul_pd(_mm256_cvtps_pd(s), _mm256_set1_pd(KLD_LOG2E_D));
-    const __m256d n = _mm256_round_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    const __m256d jd = _mm256_sub_pd(n, K);
-    /* !(j >= -160) as INT32_MIN (then j fits int32: -160 <= j <= 0) */
-    const __m256d far = _mm256_cmp_pd(jd, _mm256_set1_pd(-160), _CMP_NGE_UQ);
-    *j = _mm256_cvttpd_epi32(_mm256_blendv_pd(jd, _mm256_set1_pd(-0x1p31), far));
-    const __m256d t = _mm256_mul_pd(_mm256_sub_pd(x, n), _mm256_set1_pd(LN2_D));
-    __m256d p = _mm256_set1_pd(1.0 / 362880);
-#define STEP(c) p = _mm256_add_pd(_mm256_mul_pd(p, t), _mm256_set1_pd(c))
-    STEP(1.0 / 40320);
-    STEP(1.0 / 5040);
-    STEP(1.0 / 720);
-    STEP(1.0 / 120);
-    STEP(1.0 / 24);
-    STEP(1.0 / 6);
-    STEP(0.5);
-    STEP(1.0);
-    STEP(1.0);
-#undef STEP
-    return _mm256_cvtpd_ps(p);
-}
+/* Sixteen lanes as four chains of four doubles, side by side: the
+ * polynomial is a chain of 18 dependent operations, so one chain at a
+ * time would leave the pipes idle. For chain i (lanes of s_i): p_i =
+ * (float)p, j_i = (int)(n - K), INT32_MIN when n - K < -160. */
+#define B2_START(i)                                                                           \
+    const __m256d x##i = _mm256_mul_pd(_mm256_cvtps_pd(s##i), _mm256_set1_pd(KLD_LOG2E_D));  \
+    const __m256d n##i = _mm256_round_pd(x##i, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  \
+    const __m256d jd##i = _mm256_sub_pd(n##i, K);                                             \
+    const __m256d far##i = _mm256_cmp_pd(jd##i, _mm256_set1_pd(-160), _CMP_NGE_UQ);          \
+    const __m128i j##i = _mm256_cvttpd_epi32(_mm256_blendv_pd(jd##i, _mm256_set1_pd(-0x1p31), far##i)); \
+    const __m256d t##i = _mm256_mul_pd(_mm256_sub_pd(x##i, n##i), _mm256_set1_pd(LN2_D));     \
+    __m256d p##i = _mm256_set1_pd(1.0 / 362880);
+#define B2_STEP(c)                                                                            \
+    do {                                                                                      \
+        const __m256d cc = _mm256_set1_pd(c);                                                 \
+        p0 = _mm256_add_pd(_mm256_mul_pd(p0, t0), cc);                                        \
+        p1 = _mm256_add_pd(_mm256_mul_pd(p1, t1), cc);                                        \
+        p2 = _mm256_add_pd(_mm256_mul_pd(p2, t2), cc);                                        \
+        p3 = _mm256_add_pd(_mm256_mul_pd(p3, t3), cc);                                        \
+    } while (0)
 
-static inline __m256 base2_weight8(__m256 s, __m256d K) {
-    __m128i jlo, jhi;
-    const __m128 plo = base2_poly4(_mm256_castps256_ps128(s), K, &jlo);
-    const __m128 phi = base2_poly4(_mm256_extractf128_ps(s, 1), K, &jhi);
-    const __m256 p = _mm256_set_m128(phi, plo);
-    __m256i j = _mm256_set_m128i(jhi, jlo);
-    /* -inf scores are among these: their n - K is -inf, or NaN for K = -inf */
+/* (float)p · 2^j as kld_scale_pow2 does it: j < -126 in two steps, 2^(j+64)
+ * then 2^-64; j = INT32_MIN (a -inf score: n - K is -inf, or NaN for K =
+ * -inf) gives 0. */
+static inline __m256 base2_scale8(__m256 p, __m256i j) {
     const __m256i zero = _mm256_cmpeq_epi32(_mm256_set1_epi32(INT32_MIN), j);
-    /* kld_scale_pow2: j < -126 in two steps, 2^(j+64) then 2^-64 */
     const __m256i two = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), j);
     const __m256 b = _mm256_blendv_ps(_mm256_set1_ps(1.0f), _mm256_set1_ps(0x1p-64f), _mm256_castsi256_ps(two));
     j = _mm256_add_epi32(j, _mm256_and_si256(two, _mm256_set1_epi32(64)));
@@ -408,21 +401,43 @@ static inline __m256 base2_weight8(__m256 s, __m256d K) {
     return _mm256_andnot_ps(_mm256_castsi256_ps(zero), _mm256_mul_ps(_mm256_mul_ps(p, a), b));
 }
 
+/* w[0..16) = the weights of in[0..16). */
+static inline void base2_weight16(const float *in, __m256d K, float *w) {
+    const __m256 a = _mm256_loadu_ps(in), b = _mm256_loadu_ps(in + 8);
+    const __m128 s0 = _mm256_castps256_ps128(a), s1 = _mm256_extractf128_ps(a, 1);
+    const __m128 s2 = _mm256_castps256_ps128(b), s3 = _mm256_extractf128_ps(b, 1);
+    B2_START(0)
+    B2_START(1)
+    B2_START(2)
+    B2_START(3)
+    B2_STEP(1.0 / 40320);
+    B2_STEP(1.0 / 5040);
+    B2_STEP(1.0 / 720);
+    B2_STEP(1.0 / 120);
+    B2_STEP(1.0 / 24);
+    B2_STEP(1.0 / 6);
+    B2_STEP(0.5);
+    B2_STEP(1.0);
+    B2_STEP(1.0);
+    _mm256_storeu_ps(w, base2_scale8(_mm256_set_m128(_mm256_cvtpd_ps(p1), _mm256_cvtpd_ps(p0)), _mm256_set_m128i(j1, j0)));
+    _mm256_storeu_ps(w + 8, base2_scale8(_mm256_set_m128(_mm256_cvtpd_ps(p3), _mm256_cvtpd_ps(p2)), _mm256_set_m128i(j3, j2)));
+}
+#undef B2_START
+#undef B2_STEP
+
 static double base2_weights_avx2(float *x, int64_t n, double K) {
     const __m256d vK = _mm256_set1_pd(K);
     double sum = 0;
-    float w[8];
-    for (int64_t i = 0; i < n; i += 8) {
-        const int64_t m = n - i < 8 ? n - i : 8;
-        if (m == 8) {
-            _mm256_storeu_ps(w, base2_weight8(_mm256_loadu_ps(x + i), vK));
-            memcpy(x + i, w, sizeof w);
-        } else { /* the tail through a buffer padded with -inf */
-            for (int c = 0; c < 8; c++) w[c] = c < m ? x[i + c] : -INFINITY;
-            _mm256_storeu_ps(w, base2_weight8(_mm256_loadu_ps(w), vK));
-            memcpy(x + i, w, (size_t)m * sizeof(float));
-        }
-        for (int c = 0; c < m; c++) sum += w[c];
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        base2_weight16(x + i, vK, x + i);
+        for (int c = 0; c < 16; c++) sum += x[i + c];
+    }
+    if (i < n) { /* the tail through a buffer padded with -inf */
+        float in[16], w[16];
+        for (int c = 0; c < 16; c++) in[c] = i + c < n ? x[i + c] : -INFINITY;
+        base2_weight16(in, vK, w);
+        for (int c = 0; i + c < n; c++) sum += (x[i + c] = w[c]);
     }
     return sum;
 }
