@@ -54,6 +54,21 @@ int main(int argc, char **argv) {
           strstr(o, "qwen3_next") && strstr(o, "imatrix=FILE"), "quantize --help names the Hugging Face "
           "model types it converts and imatrix=FILE: %s", o);
     free(o);
+    /* -q hides the per-tensor lines, not the notes on what a conversion leaves out (stderr) */
+    char so[600], se[600];
+    snprintf(so, sizeof so, "%s.stdout", out);
+    snprintf(se, sizeof se, "%s.stderr", out);
+    snprintf(args, sizeof args, "'%s' quantize -q %s/models/rand-qwen2-hf '%s.hf' q8_0 >'%s' 2>'%s'", kldeval,
+             KT_SHARED, out, so, se);
+    st = system(args);
+    char *qo = kt_read_file(so, NULL), *qe = kt_read_file(se, NULL);
+    CHECK(st == 0 && qo && !*qo, "quantize -q: exit 0, nothing on stdout (%d): %s", st, qo ? qo : "(none)");
+    CHECK(qe && strstr(qe, "note:") && strstr(qe, "no tokenizer.json"),
+          "quantize -q: the note that the GGUF gets no tokenizer still reaches stderr: %s", qe ? qe : "(none)");
+    free(qo), free(qe);
+    remove(so), remove(se);
+    snprintf(args, sizeof args, "%s.hf", out);
+    remove(args);
     snprintf(args, sizeof args, "quantize -q %s/f16.gguf %s/f16.gguf q4_K_M", RL, RL);
     o = run(args, &st);
     CHECK(st == 2, "OUT = IN is refused before any work (%d): %s", st, o);

@@ -307,7 +307,7 @@ static void note_stray_tensor(void) {
     json_decref(h);
     FILE *log = fopen(logp, "w+");
     kld_error err = {0};
-    kld_quantize_opts o = {.n_threads = 1, .log = log};
+    kld_quantize_opts o = {.n_threads = 1, .notes = log}; /* notes without the per-tensor log (quantize -q) */
     CHECK_OK(kld_quantize_file(dir, out, "f32", &o, NULL, &err), err);
     if (log) fclose(log);
     char *logged = kt_read_file(logp, NULL);

@@ -30,7 +30,8 @@ static void usage(FILE *f) {
             "  kldeval quantize f16.gguf out.gguf q4_K_M,head=f16,blk:0-1=q8_0\n\n"
             "  --imatrix FILE   importance matrix (llama-imatrix's .dat or kldeval's)\n"
             "  --threads N      threads, 1 .. 1024 (default: all cores)\n"
-            "  -q, --quiet      no per-tensor lines\n"
+            "  -q, --quiet      no per-tensor lines and no progress (notes on what a\n"
+            "                   conversion leaves out still go to stderr)\n"
             "  -h, --help       this text\n",
             kld_recipe_names());
 }
@@ -44,7 +45,8 @@ static void progress(void *ctx, size_t done, size_t total, const char *name) {
 int kld_cmd_quantize(int argc, char **argv) {
     const char *pos[3] = {NULL, NULL, NULL};
     int n_pos = 0;
-    kld_quantize_opts o = {.log = stdout, .progress = progress};
+    /* notes (what a conversion leaves out) on stderr: --quiet does not hide them */
+    kld_quantize_opts o = {.log = stdout, .notes = stderr, .progress = progress};
     static const char *const with_value[] = {"--imatrix", "--threads", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -262,6 +262,8 @@ typedef struct kld_quantize_opts {
     kld_quant_progress_fn progress;
     void *progress_ctx;
     FILE *log;                /* per-tensor decisions, or NULL */
+    FILE *notes;              /* what is not carried over (tensors left out, no tokenizer);
+                                 NULL: to log */
     const kld_quant_merge *merge; /* an adapter to merge (the engine's kld_quantize_merged), or NULL */
 } kld_quantize_opts;
 

@@ -90,7 +90,7 @@ kld_status kld_quantize_file(const char *in_path, const char *out_path, const ch
         s = copy_metadata(src->gguf, w, err);
         if (!s) s = kld_quant_plan_make(pol, &hp, src->tensors, NULL, src->n_tensors, im, &plan, err);
     } else if (!s) {
-        s = kld_hf_convert(src, &hp, w, &hf, opts->log, err);
+        s = kld_hf_convert(src, &hp, w, &hf, opts->notes ? opts->notes : opts->log, err);
         if (!s) s = kld_quant_plan_make(pol, &hp, hf.tensors, (const char *const *)hf.names, hf.n,
                                         im, &plan, err);
         if (!s && plan.ftype == UINT32_MAX) plan.ftype = 1; /* keep: mostly f16 as converted */
