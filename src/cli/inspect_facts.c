@@ -308,7 +308,7 @@ static void print_plan(FILE *out, const json_t *p) {
             continue;
         fprintf(out, "  %-22s %12s", rows[i][1],
                 kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, rows[i][0])), b, sizeof b));
-        if (!strcmp(rows[i][0], "weights_bytes")) fprintf(out, "  (mmapped; the SIMD kernels repack f16, q4_K and q6_K)");
+        if (!strcmp(rows[i][0], "weights_bytes")) fprintf(out, "  (mmapped; the SIMD kernels repack " KLD_REPACKED_TYPES ")");
         if (!strcmp(rows[i][0], "kv_bytes"))
             fprintf(out, "  (%s, %s per token)", json_string_value(json_object_get(p, "kv_type")),
                     kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, "kv_token_bytes")),

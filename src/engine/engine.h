@@ -225,6 +225,9 @@ kld_status kld_mem_plan_compute_levers(const kld_model *model, int64_t n_ctx, in
                                        kld_mem_plan *plan, kld_error *err);
 /* Human-readable plan, one component per line (for `kldeval inspect --plan`). */
 void kld_mem_plan_print(const kld_mem_plan *plan, FILE *f);
+/* The weight types the SIMD kernel sets repack at load (weight_pack.c), as
+ * the memory plan and inspect name them. */
+#define KLD_REPACKED_TYPES "f16, q4_K and q6_K"
 
 /* ---- session ---- */
 

@@ -42,7 +42,7 @@ struct kld_model {
     struct kld_model_repacked *repacked; /* matrices repacked for the SIMD sets (weight_pack.c) */
 };
 
-/* Repacks m's f16 and q4_K matrices in the layouts of kernels.h (once;
+/* Repacks m's f16, q4_K and q6_K matrices in the layouts of kernels.h (once;
  * later calls return at once), releasing the mapped pages of those read
  * from the file. An allocation failure leaves the rest row-major (the
  * product reads either). */

@@ -17,23 +17,22 @@ static inline __m256 widen8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
-
-/* The four groups' chains start from y (masked to `rows`) or from 0, and
- * end there; rows past `rows` are the layout's zero padding. */
-typedef struct chains {
-    __m256 acc[4];
-    __m256i mask[4];
-} chains;
-
-static inline void chains_start(chains *c, const float *y, int rows, bool load) {
-    for (int g = 0; g < 4; g++) {
-        c->mask[g] = lane_mask(rows - 8 * g);
-        c->acc[g] = load ? _mm256_maskload_ps(y + 8 * g, c->mask[g]) : _mm256_setzero_ps();
-    }
+/* The four groups' chains, in named registers (-O2 keeps an indexed array
+ * of vectors in memory), start from y (masked to `rows`) or from 0 and end
+ * there; rows past `rows` are the layout's zero padding. */
+static inline void chain_masks(int rows, __m256i mask[4]) {
+    for (int g = 0; g < 4; g++) mask[g] = lane_mask(rows - 8 * g);
 }
 
-static inline void chains_store(const chains *c, float *y) {
-    for (int g = 0; g < 4; g++) _mm256_maskstore_ps(y + 8 * g, c->mask[g], c->acc[g]);
+static inline __m256 chain_start(const float *y, __m256i mask, bool load) {
+    return load ? _mm256_maskload_ps(y, mask) : _mm256_setzero_ps();
+}
+
+static inline void chains_store(float *y, const __m256i mask[4], __m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    _mm256_maskstore_ps(y, mask[0], a0);
+    _mm256_maskstore_ps(y + 8, mask[1], a1);
+    _mm256_maskstore_ps(y + 16, mask[2], a2);
+    _mm256_maskstore_ps(y + 24, mask[3], a3);
 }
 
 /* ---- f16: column k is 64 bytes ---- */
@@ -50,9 +49,10 @@ static inline void chains_store(const chains *c, float *y) {
 
 static void gemv_f16(const uint8_t *panel, int rows, int64_t K, const float *a, float *y, bool load) {
     const uint16_t *w = (const uint16_t *)(const void *)panel;
-    chains c;
-    chains_start(&c, y, rows, load);
-    __m256 acc0 = c.acc[0], acc1 = c.acc[1], acc2 = c.acc[2], acc3 = c.acc[3];
+    __m256i mask[4];
+    chain_masks(rows, mask);
+    __m256 acc0 = chain_start(y, mask[0], load), acc1 = chain_start(y + 8, mask[1], load),
+           acc2 = chain_start(y + 16, mask[2], load), acc3 = chain_start(y + 24, mask[3], load);
     int64_t k = 0;
     for (; k + 2 <= K; k += 2) {
         /* sequential already; 2 KiB ahead also carries the stream across pages */
@@ -61,8 +61,7 @@ static void gemv_f16(const uint8_t *panel, int rows, int64_t K, const float *a, 
         F16_STEP(k + 1);
     }
     if (k < K) F16_STEP(k);
-    c.acc[0] = acc0, c.acc[1] = acc1, c.acc[2] = acc2, c.acc[3] = acc3;
-    chains_store(&c, y);
+    chains_store(y, mask, acc0, acc1, acc2, acc3);
 }
 
 static void pack_f16(const uint8_t *panel, int64_t K, int col0, int nr, int64_t kb, int64_t kc, float *out) {
@@ -121,10 +120,10 @@ static inline void q4_pair(const uint8_t *rec, int c, const q4_group *s, __m256 
     } while (0)
 
 static void gemv_q4_k(const uint8_t *panel, int rows, int64_t K, const float *a, float *y, bool load) {
-    chains c;
-    chains_start(&c, y, rows, load);
-    /* the chains in named registers: -O2 keeps an indexed array in memory */
-    __m256 acc0 = c.acc[0], acc1 = c.acc[1], acc2 = c.acc[2], acc3 = c.acc[3];
+    __m256i mask[4];
+    chain_masks(rows, mask);
+    __m256 acc0 = chain_start(y, mask[0], load), acc1 = chain_start(y + 8, mask[1], load),
+           acc2 = chain_start(y + 16, mask[2], load), acc3 = chain_start(y + 24, mask[3], load);
     for (int64_t sb = 0; sb < K / 256; sb++) {
         const uint8_t *rec = panel + sb * Q4_SUPER;
         const float *ab = a + 256 * sb;
@@ -142,8 +141,7 @@ static void gemv_q4_k(const uint8_t *panel, int rows, int64_t K, const float *a,
             }
         }
     }
-    c.acc[0] = acc0, c.acc[1] = acc1, c.acc[2] = acc2, c.acc[3] = acc3;
-    chains_store(&c, y);
+    chains_store(y, mask, acc0, acc1, acc2, acc3);
 }
 
 static void pack_q4_k(const uint8_t *panel, int64_t K, int col0, int nr, int64_t kb, int64_t kc, float *out) {
@@ -184,9 +182,10 @@ static inline __m256 q6_col(const uint8_t *rec, int k, __m256 mul) {
 #define Q6_COL(acc, g) acc = _mm256_fmadd_ps(av, q6_col(rec + (g) * KLD_Q6KX8_BYTES, k, mul##g), acc)
 
 static void gemv_q6_k(const uint8_t *panel, int rows, int64_t K, const float *a, float *y, bool load) {
-    chains c;
-    chains_start(&c, y, rows, load);
-    __m256 acc0 = c.acc[0], acc1 = c.acc[1], acc2 = c.acc[2], acc3 = c.acc[3];
+    __m256i mask[4];
+    chain_masks(rows, mask);
+    __m256 acc0 = chain_start(y, mask[0], load), acc1 = chain_start(y + 8, mask[1], load),
+           acc2 = chain_start(y + 16, mask[2], load), acc3 = chain_start(y + 24, mask[3], load);
     for (int64_t sb = 0; sb < K / 256; sb++) {
         const uint8_t *rec = panel + sb * Q6_SUPER;
         const float *ab = a + 256 * sb;
@@ -206,8 +205,7 @@ static void gemv_q6_k(const uint8_t *panel, int rows, int64_t K, const float *a,
             }
         }
     }
-    c.acc[0] = acc0, c.acc[1] = acc1, c.acc[2] = acc2, c.acc[3] = acc3;
-    chains_store(&c, y);
+    chains_store(y, mask, acc0, acc1, acc2, acc3);
 }
 
 static void pack_q6_k(const uint8_t *panel, int64_t K, int col0, int nr, int64_t kb, int64_t kc, float *out) {

@@ -261,7 +261,7 @@ void kld_mem_plan_print(const kld_mem_plan *p, FILE *f) {
     char b[32];
     fprintf(f, "memory plan (n_ctx %" PRId64 ", chunk %" PRId64 ", %d threads)\n", p->n_ctx,
             p->max_chunk, p->n_threads);
-    fprintf(f, "  weights               %s (mmapped; the SIMD kernels repack f16 and q4_K)\n",
+    fprintf(f, "  weights               %s (mmapped; the SIMD kernels repack " KLD_REPACKED_TYPES ")\n",
             kld_format_bytes(p->weights_bytes, b, sizeof b));
     fprintf(f, "  norms/biases (f32)    %s\n", kld_format_bytes(p->model_bytes, b, sizeof b));
     char t[32];
