@@ -7,9 +7,9 @@
  * Baselines in the same run: the machine's float32 FMA peak (a register-
  * only loop), so each prefill figure also reads as a fraction of what the
  * cores can do; and the scalar reference kernels (KLD_KERNELS=ref) for the
- * --quick shape. llama.cpp's figures on this machine kind (c392e50, 2
- * threads: 104 tok/s f16, 60 tok/s q4_K_M) come from a different run and are
- * printed as such. Models are synthesized once into the cache shared with
+ * --quick shape. The comparison with llama.cpp is bench/run's, on the same
+ * files in the same run (a figure from another machine or run is no
+ * baseline). Models are synthesized once into the cache shared with
  * bench_kl (same file names). */
 #include "common_bench.h"
 #include "engine/engine.h"
@@ -193,23 +193,15 @@ static int bench_type(const opts *o, const char *type, double peak) {
                    sd = kb_summarize(dc, (int)o->reps);
         const double gf = matmul_flops_per_token(hp, false) * sp.median / 1e9;
         const double gfl = matmul_flops_per_token(hp, true) * sl.median / 1e9;
-        const double ref = !strcmp(type, "f16") ? 104 : !strcmp(type, "q4_K_M") ? 60 : 0;
         printf("%-7s prefill %8.2f tok/s (spread %4.1f%%, %6.1f GFLOP/s = %3.0f%% of %lld-core FMA peak)"
                "   with all logits %8.2f tok/s   decode %7.2f tok/s   peak RSS %.0f MiB   open %.2f s\n",
                type, sp.median, 100 * sp.spread, gf, 100 * gf / (peak * (double)o->threads), o->threads,
                sl.median, sd.median, (double)rss / 1048576.0, open_s);
-        if (ref > 0 && !o->quick)
-            printf("        llama.cpp (different run, same machine kind): %.0f tok/s -> ratio %.2f\n", ref,
-                   sp.median / ref);
         char name[64];
         snprintf(name, sizeof name, "prefill_%s", type);
         json_t *extra = json_pack("{s:f,s:f,s:s,s:I}", "gflops", gf, "fraction_of_fma_peak",
                                   gf / (peak * (double)o->threads), "model", path, "threads",
                                   (json_int_t)o->threads);
-        if (ref > 0 && !o->quick) {
-            json_object_set_new(extra, "llama_cpp_other_run_tok_s", json_real(ref));
-            json_object_set_new(extra, "ratio_vs_llama_cpp_other_run", json_real(sp.median / ref));
-        }
         kb_emit("bench_forward", name, "tok/s", "higher", &sp, extra);
         snprintf(name, sizeof name, "prefill_all_logits_%s", type);
         kb_emit("bench_forward", name, "tok/s", "higher", &sl, json_pack("{s:f}", "gflops", gfl));
