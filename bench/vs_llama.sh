@@ -1,5 +1,5 @@
 # bench/vs_llama.sh — sourced by bench/run (uses its variables: repo, build,
-# cache, logs, records, reps, quick). Two parts:
+# cache, logs, records, reps, quick, cpu, cores, simd). Two parts:
 #   * rounds: with LLAMA_CPP_DIR, bench_forward and bench_kl run one
 #     repetition at a time, each followed by the same workload in llama.cpp
 #     (llama-bench for pp512/tg32, llama-perplexity's base and KLD passes),
@@ -135,10 +135,9 @@ row() { # label kld kld_spread base base_spread ratio target_op target
 div() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b }'; }
 
 issue_table() {
-  local t k ks l ls cpu_name
-  cpu_name=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: *//')
+  local t k ks l ls
   echo
-  echo "== performance targets ($cpu_name, $(nproc) cores, $(grep -m1 '^flags' /proc/cpuinfo | grep -o -w -E 'avx2|avx512f' | sort -u | tr '\n' ' ')) =="
+  echo "== performance targets ($cpu, $cores cores, $simd) =="
   printf '%-52s %14s %14s %7s %8s %4s\n' "workload" "kldeval" "llama.cpp" "ratio" "target" "met"
   for t in f16 q4_K_M; do
     k=$(rec bench_forward "prefill_$t" median); ks=$(rec bench_forward "prefill_$t" spread)

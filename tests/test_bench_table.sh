@@ -55,7 +55,7 @@ out=$(
   set +e # bench/run does not run under -e either
   export LLAMA_CPP_DIR=$work/llama
   repo=$repo build=$work/build cache=$work/cache logs=$work/logs records=$work/logs/records.jsonl
-  reps=3 quick=0
+  reps=3 quick=0 cpu="test CPU" cores=2 simd="avx2"
   # bench_gemm's records come from its own run (not alternated)
   for r in 'openblas_f32 37' 'avx2_f32 36' 'avx2_q4_K 28' 'repacked_q4_K 30' 'avx2_q6_K 27' 'repacked_q6_K 26'; do
     set -- $r
