@@ -28,9 +28,17 @@ int kt_finish(void) {
     return kt_failed == 0 && kt_passed > 0 ? 0 : 1;
 }
 
+/* Tests write only under their build folder: without KLD_BUILD_DIR (set by
+ * ctest) a test would write into whatever folder it was started from, often
+ * the checkout, so it stops instead. */
 const char *kt_build_dir(void) {
     const char *d = getenv("KLD_BUILD_DIR");
-    return d && *d ? d : ".";
+    if (!d || !*d) {
+        fprintf(stderr, "KLD_BUILD_DIR is not set: run the tests with ctest, or set it to the "
+                        "build folder (tests write nowhere else)\n");
+        exit(2);
+    }
+    return d;
 }
 
 char *kt_read_file(const char *path, size_t *size) {
