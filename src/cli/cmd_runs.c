@@ -17,7 +17,7 @@ static void usage(FILE *f) {
     fprintf(f,
 "usage: kldeval runs <list|show|rm|export|compare> [flags]\n\n"
 "The run database: every kl, dump, sweep, cap, cap score and smoketest run is recorded there\n"
-"(see README).\n\n"
+"(see docs/runs-and-report.md).\n\n"
 "  runs list [filters]                 one line per run: id, time, label, mode, arm, positions,\n"
 "                                      KLD mean ± standard error, median, p99, top-1, PPL ratio;\n"
 "                                      capability runs (modes cap, cap-score): the arm's\n"

@@ -44,7 +44,7 @@ static void usage(FILE *f) {
 "                         full-vocabulary KLD; K: a smaller teacher, KLD the truncated sum)\n"
 SWEEP_WINDOW_HELP
 "  --topk K               top-k overlap size (default 10)\n"
-"  --json FILE            the sweep as JSON (schema kldeval.sweep/1, see README)\n"
+"  --json FILE            the sweep as JSON (schema kldeval.sweep/1, see docs/policies.md)\n"
 SWEEP_RECORD_HELP
 "  -h, --help             this text\n\n"
 "Every arm is recorded in the run database with mode \"sweep\"; kldeval report ranks them.\n"
