@@ -4,8 +4,8 @@
 # q8_0 and q4_K_M arms), built-in corpus, stream windows of 512, 8 windows:
 #   1. v1 (float16 logits) against v2 (float32) at top-k = n_vocab: the error
 #      float16 storage adds;
-#   2. top-k 16 … 2048 (v2): the truncated KLD and the tail-corrected lower
-#      bound against the full KLD, with the captured mass.
+#   2. top-k 16 … 2048 (v1 and v2): the truncated KLD and the tail-corrected
+#      lower bound against the full KLD, with the captured mass.
 # Prints Markdown tables (the README quotes them). Needs ./build/kldeval and jq.
 # Usage: bench/saved_accuracy.sh [OUT_DIR]   (default /tmp/kldeval-saved-accuracy)
 set -euo pipefail
@@ -41,16 +41,18 @@ done
 rm -rf "$out/v1-full" "$out/v2-full"
 
 echo
-echo "| arm | top-k | captured mass | truncated KLD | KLD + tail bound | full KLD | bound / full |"
-echo "|---|---|---|---|---|---|---|"
+echo "| arm | top-k | logits | captured mass | truncated KLD | KLD + tail bound | full KLD | bound / full |"
+echo "|---|---|---|---|---|---|---|---|"
 for kk in 16 64 256 1024 2048; do
-  $k dump -m $m/f16.gguf --out "$out/k$kk" --top-k $kk --logits f32 "${win[@]}" --quiet >/dev/null
-  for a in q8_0 q4_K_M; do
-    f=$(jq -r '.kld.mean' "$out/full-$a.json")
-    score "$out/k$kk" $a "$out/k$kk-$a.json"
-    read -r mass tr bd < <(jq -r '"\(.truncated.mass_mean) \(.kld.mean) \(.truncated.kld_bound.mean)"' "$out/k$kk-$a.json")
-    printf '| %s | %d | %.4f | %.6f | %.6f | %.6f | %.3f |\n' $a $kk "$mass" "$tr" "$bd" "$f" \
-      "$(echo "$bd / $f" | bc -l)"
+  for lg in f16 f32; do
+    $k dump -m $m/f16.gguf --out "$out/k$kk" --top-k $kk --logits $lg "${win[@]}" --quiet >/dev/null
+    for a in q8_0 q4_K_M; do
+      f=$(jq -r '.kld.mean' "$out/full-$a.json")
+      score "$out/k$kk" $a "$out/k$kk-$a.json"
+      read -r mass tr bd < <(jq -r '"\(.truncated.mass_mean) \(.kld.mean) \(.truncated.kld_bound.mean)"' "$out/k$kk-$a.json")
+      printf '| %s | %d | %s | %.4f | %.6f | %.6f | %.6f | %.3f |\n' $a $kk $lg "$mass" "$tr" "$bd" "$f" \
+        "$(echo "$bd / $f" | bc -l)"
+    done
+    rm -rf "$out/k$kk"
   done
-  rm -rf "$out/k$kk"
 done

@@ -81,6 +81,23 @@ def logsumexp64(x):
     return m + np.log(np.exp(x64 - m[:, None]).sum(axis=1))
 
 
+def as_float16(logits, val, lse64):
+    """A float16 dump's record values (docs/dump-format.md, "lse_of_stored"):
+    the kept logits shifted by the row's maximum and rounded to float16, and
+    the log-sum-exp of those stored values together with the float32 logits
+    of the ids not kept (same shift), so that the stored distribution is
+    normalised exactly."""
+    mx = logits.max(axis=1, keepdims=True).astype(np.float64)
+    half = (val.astype(np.float64) - mx).astype(np.float32).astype(np.float16)
+    kept = np.exp(val.astype(np.float64) - mx).sum(axis=1)
+    stored = np.exp(half.astype(np.float64)).sum(axis=1)
+    if val.shape[1] < logits.shape[1]:
+        tail = np.maximum(np.exp(lse64 - mx[:, 0]) - kept, 0.0)
+    else:
+        tail = np.zeros_like(kept)
+    return half, np.log(stored + tail)
+
+
 def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -125,6 +142,7 @@ def manifest_object(meta):
         "logit_dtype": "float16" if meta["format_version"] == 1 else "float32",
         "ext": True,
         "n_vocab": meta["n_vocab"],
+        "lse_of_stored": True,
     }
     for key in ("chunking", "bos", "windows"):
         if meta.get(key):
@@ -180,16 +198,18 @@ class DumpWriter:
         nxt = self.tokens[seq, 1:].astype(np.int64)
         rec = np.zeros(pps, dtype=self.rec)
         rec["idx"] = idx
+        lse_rec = lse64
         if meta["format_version"] == 1:
-            half = val.astype(np.float16)  # float32 -> float16: round to nearest even
+            half, lse_rec = as_float16(logits, val, lse64)
             if not np.isfinite(half).all():
-                fail("sequence %d: a logit overflows float16 (use --logits f32)" % seq)
+                fail("sequence %d: a logit lies outside float16's range below its row's maximum "
+                     "(use --logits f32)" % seq)
             rec["val"] = half
         else:
             rec["val"] = val
-        rec["lse"] = lse64.astype(np.float32)
+        rec["lse"] = lse_rec.astype(np.float32)
         ext = np.zeros(pps, dtype=EXT_DTYPE)
-        ext["lse64"] = lse64
+        ext["lse64"] = lse_rec
         ext["logp_next"] = logits[np.arange(pps), nxt].astype(np.float64) - lse64
         ext["argmax"] = logits.argmax(axis=1)  # first index on ties
         write_bytes(os.path.join(self.out, "seq-%d.bin" % seq), rec.tobytes())

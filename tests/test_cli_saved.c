@@ -142,6 +142,31 @@ static void teacher_json(void) {
               json_boolean_value(json_object_get(t, "comparable")) == (mass >= 0.99),
           "mass %g and its comparable flag", mass);
     CHECK(json_integer_value(json_object_get(j, "topk")) == 8, "top-k overlap k capped at the dump's 8");
+    CHECK(json_is_object(json_object_get(t, "kld_bound")) &&
+              json_integer_value(json_object_get(t, "n_no_bound")) == 0,
+          "a normalised float16 teacher has its tail bound");
+    json_decref(j);
+
+    /* The same dump as another writer (or an older kldeval) would leave it:
+     * without "lse_of_stored" its log-sum-exp is taken as the unrounded
+     * logits', and no bound is printed or written, but a note says why. */
+    char text[512];
+    snprintf(text, sizeof text, "%s/cli_saved_teacher_raw.txt", kt_build_dir());
+    snprintf(args, sizeof args, "sed -i '/\"lse_of_stored\"/d' '%s/manifest.json'", dir);
+    CHECK(system(args) == 0, "%s", args);
+    snprintf(args, sizeof args, "kl --reference-logits '%s' --arm %s/q8_0.gguf --json '%s' --quiet --no-db",
+             dir, AID, json);
+    CHECK(run(args, text, NULL) == 0, "%s", args);
+    size_t len;
+    char *out = kt_read_file(text, &len);
+    CHECK(!line_of(out, "Mean KLD + tail bound") && line_of(out, "no tail bound"),
+          "a float16 dump without lse_of_stored: no bound printed, the reason given");
+    free(out);
+    j = json_load_file(json, 0, &je);
+    t = json_object_get(j, "truncated");
+    CHECK(j && json_is_null(json_object_get(t, "kld_bound")) &&
+              json_integer_value(json_object_get(t, "n_no_bound")) == 4 * 63,
+          "its JSON has no bound (kld_bound null, n_no_bound 252)");
     json_decref(j);
 }
 

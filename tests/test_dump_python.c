@@ -6,6 +6,7 @@
  * python3 to run; a missing python3 or numpy fails the test (tools/setup.sh
  * installs both). */
 #include "dump_testutil.h"
+#include "eval/arm.h"
 #include "eval/corpus.h"
 #include "tensor/types.h"
 
@@ -70,8 +71,9 @@ static void check_dump(const char *outdir, const char *name, int fv, int salt, b
     json_t *root = json_load_file(mpath, JSON_REJECT_DUPLICATES, NULL);
     CHECK(root && !strcmp(mstr(root, "logit_dtype"), fv == 1 ? "float16" : "float32") &&
               !strcmp(mstr(root, "kind"), candidate ? "candidate" : "teacher") &&
-              json_is_true(json_object_get(root, "ext")),
-          "%s: logit_dtype, kind, ext", name);
+              json_is_true(json_object_get(root, "ext")) &&
+              json_is_true(json_object_get(root, "lse_of_stored")),
+          "%s: logit_dtype, kind, ext, lse_of_stored", name);
     json_decref(root);
     snprintf(mpath, sizeof mpath, "%s/dump.partial.json", dir);
     CHECK(!dt_exists(mpath), "%s: partial manifest removed", name);
@@ -99,8 +101,16 @@ static void check_dump(const char *outdir, const char *name, int fv, int salt, b
                 at = tidx;
             }
             dt_record(s, r, V, TOPK, salt, next, at, widx, wval, &wlse, &wl, &wlogp, &wam);
+            float half[TOPK];
+            if (fv == 1) {
+                /* the writer's float16 form (kld_row_as_f16 is the C twin) */
+                float row[V];
+                for (int v = 0; v < V; v++) row[v] = dt_logit(s, r, v, salt);
+                CHECK_OK(kld_row_as_f16(row, V, wl, wam, widx, TOPK, half, &wl, &err), err);
+                wlse = (float)wl;
+            }
             for (int j = 0; j < TOPK; j++) {
-                float want = fv == 1 ? kld_f16_to_f32(kld_f32_to_f16(wval[j])) : wval[j];
+                float want = fv == 1 ? half[j] : wval[j];
                 bad_idx += idx[r * TOPK + j] != widx[j];
                 bad_val += memcmp(&val[r * TOPK + j], &want, 4) != 0;
                 if (j > 0 && !candidate) ties += wval[j] == wval[j - 1];

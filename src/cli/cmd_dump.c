@@ -31,8 +31,10 @@ static void usage(FILE *f) {
 "against them with `kldeval kl --reference-logits DIR --arm MODEL` (or --arm-logits CDIR).\n\n"
 "Dump format (docs/dump-format.md): format_version 1, the mlx-bun seed's layout: manifest.json,\n"
 "tokens.bin (int32 [n_seqs][ctx_len]), seq-<i>.bin with ctx_len-1 records of the top-k ids (by\n"
-"descending logit, ties to the lower id), their float16 logits and the float32 full-vocabulary\n"
-"logsumexp; plus kldeval's sidecar seq-<i>.ext.bin (float64 logsumexp, log p(next token), argmax).\n"
+"descending logit, ties to the lower id), their float16 logits (shifted by the row's maximum) and\n"
+"the float32 logsumexp of the stored logits with the float32 logits of the ids not kept, so that\n"
+"the stored distribution is normalised exactly; plus kldeval's sidecar seq-<i>.ext.bin (float64\n"
+"logsumexp, log p(next token), argmax).\n"
 "Every sequence is exactly --ctx tokens: windows are cut from the corpus as --chunking says and\n"
 "the manifest records how (\"chunking\", \"bos\", \"windows\"). manifest.json is written last\n"
 "(temporary name, fsync, rename): a dump without it is incomplete and --resume continues it.\n\n"
@@ -42,9 +44,10 @@ static void usage(FILE *f) {
 "  --format F             dump (default) or llamacpp (llama-perplexity --kl-divergence-base file)\n"
 "  --top-k K              ids per record, 1 .. %d and at most the vocabulary (default 256)\n"
 "  --logits T             f16 (default: format_version 1) or f32 (format_version 2: exact logits,\n"
-"                         record 8·k+4 bytes)\n"
+"                         record 8·k+4 bytes); a candidate dump takes its teacher's\n"
 "  --indices-from DIR     write a candidate dump: MODEL's logits at the teacher dump's ids, over\n"
-"                         its tokens, with MODEL's own logsumexp and argmax\n"
+"                         its tokens, with MODEL's own logsumexp and argmax, at the teacher's\n"
+"                         logit precision\n"
 "  --resume               continue an interrupted dump in --out after its last complete record\n"
 "  --notes TEXT           the manifest's notes\n"
 "  --allow-vocab-mismatch with --indices-from: accept a teacher made with another tokenizer\n\n"
@@ -250,7 +253,7 @@ int kld_cmd_dump(int argc, char **argv) {
                                "mode", "dump", "ref", "kind", "model", "path", c.model_path, "levers",
                                res.levers, "out",
                                c.out, "format", c.llamacpp ? "llamacpp-base" : "dump", "top_k",
-                               (int)c.top_k, "format_version", c.format_version, "indices_from",
+                               (int)c.top_k, "format_version", res.format_version, "indices_from",
                                c.indices_from, "records", (json_int_t)res.n_records, "windows_n",
                                (json_int_t)res.n_windows);
     if (report) json_object_set_new(json_object_get(report, "config"), "windows", json_string(res.windows));

@@ -43,6 +43,9 @@ typedef struct kld_rows {
     const double *logp_next; /* [n] NAN unknown */
     const int32_t *argmax;   /* [n] -1 unknown */
     bool at_teacher_ids;     /* SPARSE: ids are a teacher's (a candidate dump) */
+    bool f16;                /* SPARSE: val rounded to float16 (a v1 dump) */
+    bool f16_raw;            /* SPARSE, f16: lse is the unrounded logits' (another writer's or
+                                an older v1 dump), not that of the stored ones (kld_row_as_f16) */
     const float *logp;       /* LOGPROB [n][n_vocab] */
     const uint16_t *codes;   /* LOGPROB [n][n_vocab] */
 } kld_rows;
@@ -118,6 +121,24 @@ void kld_tok_fingerprint(const kld_tokenizer *t, char hex[65]);
  * argmax (first index on ties): the one definition the scorer and the
  * candidate-dump writer share, so that both give identical numbers. */
 void kld_row_lse_argmax(const float *row, int32_t n_vocab, double *lse, int32_t *argmax);
+
+/* A dense row's logits at ids idx[0..k) as a float16 dump stores them
+ * (format v1 with "lse_of_stored"): shifted by the row's maximum (its
+ * argmax from kld_row_lse_argmax), so that the likely ids get float16's
+ * finest steps, and rounded to float16 (val, widened to float); *lse_stored
+ * is the log-sum-exp, in the same shifted frame, of the stored values
+ * together with the float32 logits of the ids not kept. The stored
+ * distribution is then normalised exactly: its tail is the row's own, and
+ * the rounding moves the truncated KL and its tail bin only at second
+ * order (an f16 teacher's top-k with the log-sum-exp of the unrounded
+ * logits moves them at first order, by up to half a float16 step of the
+ * logits). The dump writer and the scorer of a live arm against a float16
+ * teacher both call this, so that a candidate dump scores exactly as its
+ * model. Fails (KLD_ERR_UNSUPPORTED) when a kept logit lies more than float16's
+ * range below the maximum. */
+kld_status kld_row_as_f16(const float *row, int32_t n_vocab, double lse, int32_t argmax,
+                          const int32_t *idx, int32_t k, float *val, double *lse_stored,
+                          kld_error *err);
 
 /* The top k ids of a dense row by descending logit, ties to the lower id
  * (a teacher dump's record order). */

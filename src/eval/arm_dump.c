@@ -59,7 +59,8 @@ static kld_status eval(kld_arm *a, const int32_t *tokens, int64_t c0, int64_t n,
     *rows = (kld_rows){.kind = KLD_ROWS_SPARSE, .row0 = r0, .n = nr, .n_vocab = a->n_vocab,
                        .k = u->m->top_k, .idx = u->idx, .val = u->val, .lse = u->lse,
                        .logp_next = u->logp_next, .argmax = u->argmax,
-                       .at_teacher_ids = u->m->candidate};
+                       .at_teacher_ids = u->m->candidate, .f16 = u->m->format_version == 1,
+                       .f16_raw = u->m->format_version == 1 && !u->m->lse_of_stored};
     if (nr <= 0) return KLD_OK;
     kld_dump_rows dr = {u->idx, u->val, u->lse32, u->lse64, u->logp_next, u->argmax};
     kld_status st = kld_dump_read(u->d, (int64_t)u->wi, r0, nr, &dr, err);
@@ -99,6 +100,7 @@ static json_t *dump_desc(const char *dir, const kld_dump_meta *m) {
     json_object_set_new(o, "tokenizer_fingerprint",
                         m->tokenizer_fingerprint ? json_string(m->tokenizer_fingerprint) : json_null());
     json_object_set_new(o, "model_sha256", m->model_sha256 ? json_string(m->model_sha256) : json_null());
+    json_object_set_new(o, "lse_of_stored", json_boolean(m->lse_of_stored));
     /* the dump's identity (its manifest names the model, corpus, windows and
      * creation time): runs scored against the same dump pair up */
     char path[4200], hex[65];

@@ -4,6 +4,7 @@
 #include "eval/arm.h"
 
 #include "eval/stats.h"
+#include "tensor/types.h"
 
 #include <math.h>
 #include <openssl/evp.h>
@@ -15,6 +16,28 @@ void kld_row_lse_argmax(const float *row, int32_t n, double *lse, int32_t *argma
         if (row[i] > row[best]) best = i;
     *argmax = best;
     *lse = isfinite(row[best]) ? kld_row_logsumexp(row, n, row[best]) : (double)row[best];
+}
+
+kld_status kld_row_as_f16(const float *row, int32_t n, double lse, int32_t argmax,
+                          const int32_t *idx, int32_t k, float *val, double *lse_stored,
+                          kld_error *err) {
+    double mx = row[argmax], kept = 0.0, stored = 0.0;
+    for (int32_t j = 0; j < k; j++) {
+        double d = (double)row[idx[j]] - mx;
+        uint16_t h = kld_f32_to_f16((float)d);
+        if ((h & 0x7C00) == 0x7C00)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED,
+                            "logit %g of id %d lies %g below the row's maximum: outside float16's "
+                            "range (use float32 logits)", (double)row[idx[j]], (int)idx[j], -d);
+        val[j] = kld_f16_to_f32(h);
+        kept += exp(d);
+        stored += exp((double)val[j]);
+    }
+    /* the ids not kept, from the full sum (exp(lse - mx) = sum_i exp(row_i - mx)) */
+    double tail = k < n ? exp(lse - mx) - kept : 0.0;
+    if (tail < 0.0) tail = 0.0;
+    *lse_stored = log(stored + tail);
+    return KLD_OK;
 }
 
 typedef struct ranked {

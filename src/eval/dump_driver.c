@@ -25,6 +25,7 @@ typedef struct dump_state {
     kld_lcpp_base_writer *lw;
     int32_t *fed;          /* n_seqs × ctx tokens as fed (dump tokens.bin) */
     int32_t k;
+    int format_version;    /* 1: float16 logits (kld_row_as_f16), 2: float32 */
     /* one chunk of records */
     int32_t *idx, *argmax;
     float *val, *lse32;
@@ -43,7 +44,7 @@ void kld_dump_config_defaults(kld_dump_config *c) {
     c->ctx = 512;
     c->chunk = 128;
     c->top_k = 256;
-    c->format_version = 1;
+    c->format_version = 0;
     c->chunking = KLD_CHUNKING_STREAM;
 }
 
@@ -71,13 +72,22 @@ static kld_status write_dump(void *user, const kld_window *w, size_t wi, const k
         kld_status st;
         if (arm) memcpy(idx, ref->idx + (size_t)r * (size_t)k, (size_t)k * sizeof *idx);
         else if ((st = kld_row_topk(row, nv, k, idx, err))) return st;
-        for (int32_t j = 0; j < k; j++) val[j] = row[idx[j]];
         /* the expressions the scorer uses for a live arm, so that a
          * candidate dump scores exactly like its model */
-        kld_row_lse_argmax(row, nv, &ds->lse64[r], &ds->argmax[r]);
-        ds->lse32[r] = (float)ds->lse64[r];
+        double lse;
+        kld_row_lse_argmax(row, nv, &lse, &ds->argmax[r]);
         int32_t next = kld_window_next(w, dense->row0 + r);
-        ds->logp_next[r] = next >= 0 ? (double)row[next] - ds->lse64[r] : NAN;
+        ds->logp_next[r] = next >= 0 ? (double)row[next] - lse : NAN;
+        if (ds->format_version == 1) {
+            if ((st = kld_row_as_f16(row, nv, lse, ds->argmax[r], idx, k, val, &lse, err))) {
+                kld_error_prefix(err, "window %zu, row %lld", wi, (long long)(dense->row0 + r));
+                return st;
+            }
+        } else {
+            for (int32_t j = 0; j < k; j++) val[j] = row[idx[j]];
+        }
+        ds->lse64[r] = lse;
+        ds->lse32[r] = (float)lse;
     }
     kld_dump_rows dr = {ds->idx, ds->val, ds->lse32, ds->lse64, ds->logp_next, ds->argmax};
     ds->res->n_records += (uint64_t)dense->n;
@@ -132,7 +142,8 @@ static kld_status shard_meta(dump_state *ds, const char *corpus_sha, kld_dump_me
     const kld_dump_meta *t = ds->teacher ? kld_dump_meta_of(kld_arm_dump(ds->teacher)) : NULL;
     kld_dump_shard_in in = {c, ds->model->desc, t ? NULL : ds->corpus->name,
                             t ? "saved" : ds->corpus->kind == KLD_CORPUS_IDS ? "ids" : "text",
-                            t ? t->corpus_sha256 : corpus_sha, t, ds->pl, ds->k, ds->model->n_vocab,
+                            t ? t->corpus_sha256 : corpus_sha, t, ds->pl, ds->k, ds->format_version,
+                            ds->model->n_vocab,
                             ds->chunk, kld_pool_size(ds->pool)};
     ds->shard_json = kld_dump_shard_json(&in, &c->shard, ds->held, ds->n_select, ds->res->eval_hash);
     if (!ds->shard_json) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
@@ -156,14 +167,15 @@ static kld_status open_dump_writer(dump_state *ds, size_t *first_window, kld_err
     if (b >= 0) snprintf(bos, sizeof bos, "each window's first token replaced by BOS (id %d)", (int)b);
     else snprintf(bos, sizeof bos, "as the tokenizer encodes each document (BOS %s)",
                   ds->model->tok && kld_tok_adds_bos(ds->model->tok) ? "added" : "not added");
-    kld_dump_meta m = {.format_version = c->format_version, .model = c->model_path,
+    kld_dump_meta m = {.format_version = ds->format_version, .model = c->model_path,
                        .ctx_len = ctx, .n_seqs = (int64_t)pl->n_windows, .top_k = ds->k,
                        .positions_per_seq = ctx - 1, .notes = c->notes ? c->notes : "",
                        .kldeval_version = kld_version(), .n_vocab = ds->model->n_vocab,
                        .model_sha256 = model_sha[0] ? model_sha : NULL,
                        .tokenizer_fingerprint = fp[0] ? fp : NULL,
                        .chunking = kld_chunking_name(pl->chunking), .bos = bos,
-                       .windows = pl->note, .levers = ds->res->levers, .ext = true};
+                       .windows = pl->note, .levers = ds->res->levers, .ext = true,
+                       .lse_of_stored = true};
     if (ds->teacher) {
         const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));
         m.corpus_sha256 = t->corpus_sha256;
@@ -219,12 +231,23 @@ static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) 
                             "%s/manifest.json: tokenizer_fingerprint: dump made with a different "
                             "tokenizer than %s's (use --allow-vocab-mismatch)",
                             c->indices_from, c->model_path);
+        /* the candidate's logits as precise as the teacher's: a float16 candidate
+         * of a float32 teacher would carry a rounding the teacher does not */
+        if (c->format_version && c->format_version != t->format_version)
+            return kld_fail(err, KLD_ERR_MISMATCH,
+                            "--logits %s: the teacher %s has %s logits (format_version %d); a "
+                            "candidate dump takes its teacher's (leave --logits out)",
+                            c->format_version == 1 ? "f16" : "f32", c->indices_from,
+                            t->format_version == 1 ? "float16" : "float32", t->format_version);
+        ds->format_version = t->format_version;
         ds->pl = ds->teacher->plan;
         ds->k = t->top_k;
     } else {
+        ds->format_version = c->format_version ? c->format_version : 1;
         if ((st = plan_corpus(ds, err))) return st;
         ds->k = c->top_k < ds->model->n_vocab ? c->top_k : ds->model->n_vocab;
     }
+    ds->res->format_version = ds->format_version;
     ds->pool = kld_pool_create(c->n_threads);
     if (!ds->pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", c->n_threads);
     int64_t max_len = ds->pl->max_len;
@@ -268,8 +291,9 @@ static kld_status check_config(const kld_dump_config *c, kld_error *err) {
     if (!c->llamacpp && !c->indices_from && c->chunking == KLD_CHUNKING_DOC)
         return kld_fail(err, KLD_ERR_ARG, "a dump needs windows of exactly --ctx tokens: use "
                         "--chunking stream (default) or llamacpp, not doc");
-    if (c->format_version != 1 && c->format_version != 2)
-        return kld_fail(err, KLD_ERR_ARG, "dump format version %d (1: float16 logits, 2: float32)",
+    if (c->format_version < 0 || c->format_version > 2)
+        return kld_fail(err, KLD_ERR_ARG, "dump format version %d (1: float16 logits, 2: float32, "
+                        "0: the default)",
                         c->format_version);
     if (c->top_k < 1 || c->top_k > KLD_DUMP_MAX_TOPK)
         return kld_fail(err, KLD_ERR_ARG, "--top-k %d outside 1..%d", (int)c->top_k, KLD_DUMP_MAX_TOPK);

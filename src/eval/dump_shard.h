@@ -16,6 +16,7 @@ typedef struct kld_dump_shard_in {
     const kld_dump_meta *teacher;   /* a candidate dump: the teacher's manifest, else NULL */
     const kld_plan *plan;
     int32_t top_k;
+    int format_version;             /* the dump's (1: float16 logits, 2: float32) */
     int64_t n_vocab, chunk;
     int threads;
 } kld_dump_shard_in;

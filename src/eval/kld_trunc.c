@@ -29,6 +29,31 @@ static double jsd_h(double p, double q) {
     return s * fmax(h, 0.0);
 }
 
+/* Half a float16 step at a stored value, plus the float32 rounding of the
+ * shifted logit before it was rounded to float16 (kld_row_as_f16): how far
+ * the unrounded value can lie from the stored one. */
+static double f16_half_step(float v) {
+    double a = fabs((double)v);
+    if (a < 0x1p-14) return 0x1p-25; /* subnormal: steps of 2^-24 */
+    int e;
+    frexp(a, &e); /* a in [2^(e-1), 2^e): steps of 2^(e-11) */
+    return ldexp(1.0, e - 12) + a * 0x1p-24;
+}
+
+/* What the float16 rounding of the stored logits can move the coarse KL F
+ * by (stats.h: first order with a second-order margin). */
+static double f16_allowance(const kld_trunc_row *r, double f) {
+    double first = 0.0, second = 0.0;
+    for (int32_t j = 0; j < r->n; j++) {
+        double p = exp(r->lp[j]), q = exp(r->lq[j]);
+        double u = r->f16_ref ? f16_half_step(r->rank_ref[j]) : 0.0;
+        double v = r->f16_arm ? f16_half_step(r->rank_arm[j]) : 0.0;
+        first += p * fabs(r->lp[j] - r->lq[j] - f) * u + fabs(q - p) * v;
+        second += p * u * u + q * v * v;
+    }
+    return first + 2.0 * second;
+}
+
 static int32_t argmax_within(const int32_t *idx, const double *v, int32_t n) {
     int32_t best = 0;
     for (int32_t j = 1; j < n; j++)
@@ -71,6 +96,9 @@ kld_status kld_position_truncated(const kld_trunc_row *r, int topk, kld_position
     memset(out, 0, sizeof *out);
     out->kld = kld;
     out->kld_bound = kld + tail_term(tp, tq);
+    if (r->no_bound) out->kld_bound = NAN;
+    else if (r->f16_ref || r->f16_arm)
+        out->kld_bound = fmax(out->kld_bound - f16_allowance(r, out->kld_bound), 0.0);
     out->kld_rev = rev + tail_term(tq, tp);
     out->jsd = 0.25 * (js + jsd_h(tp, tq));
     out->mass = r->full ? 1.0f : (float)mp;

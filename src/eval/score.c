@@ -111,42 +111,62 @@ static kld_status dense_dense(kld_scorer *s, scratch *c, const float *lr, const 
 static kld_status sparse_row(kld_scorer *s, scratch *c, const kld_window *w, const kld_rows *ref,
                              const kld_rows *arm, int64_t r, kld_position *out, kld_error *err) {
     int32_t k = ref->k, next = kld_window_next(w, ref->row0 + r);
+    kld_status st;
     const int32_t *idx = ref->idx + (size_t)r * (size_t)k;
     const float *rv = ref->val + (size_t)r * (size_t)k;
     kld_trunc_row tr = {.n = k, .idx = idx, .lp = c->lp, .lq = c->lq, .rank_ref = rv,
                         .rank_arm = c->rank_arm, .top_ref = ref->argmax[r], .next_token = next,
                         .logp_next_ref = ref->logp_next[r], .tail_ref = NAN, .tail_arm = NAN};
     tr.full = s->o.ref_n_vocab > 0 && k == s->o.ref_n_vocab;
-    if (tr.full && arm->kind == KLD_ROWS_DENSE && arm->n_vocab == k && !s->o.common) {
-        /* the whole vocabulary: the teacher's exact float32 row, scattered
-         * back, is scored as the lockstep run scores it (same kernels) */
-        float *dense = c->rank_ref;
+    tr.f16_ref = ref->f16;
+    tr.no_bound = ref->f16_raw;
+    const int32_t *aidx = arm->kind == KLD_ROWS_SPARSE ? arm->idx + (size_t)r * (size_t)k : NULL;
+    const float *av = arm->kind == KLD_ROWS_SPARSE ? arm->val + (size_t)r * (size_t)k : NULL;
+    if (aidx && (!arm->at_teacher_ids || arm->k != k || memcmp(aidx, idx, (size_t)k * sizeof *idx)))
+        return kld_fail(err, KLD_ERR_MISMATCH,
+                        "window %lld row %lld: the candidate dump's indices are not the "
+                        "teacher's (make it with kldeval dump --indices-from TEACHER)",
+                        (long long)0, (long long)(ref->row0 + r));
+    if (tr.full && !ref->f16 && !s->o.common && (aidx ? !arm->f16 : arm->n_vocab == k)) {
+        /* the whole vocabulary in float32: the teacher's row (and a candidate
+         * dump's), scattered back, is scored as the lockstep run scores it
+         * (same kernels), so a candidate dump gives its model's figures */
+        float *dense = c->rank_ref, *dense_arm = c->rank_arm;
         for (int32_t j = 0; j < k; j++) dense[idx[j]] = rv[j];
-        return kld_position_compute(dense, arm->logits + (size_t)r * (size_t)arm->n_vocab, k, next,
-                                    s->o.topk, out, err);
+        if (aidx)
+            for (int32_t j = 0; j < k; j++) dense_arm[idx[j]] = av[j];
+        st = kld_position_compute(dense, aidx ? dense_arm : arm->logits + (size_t)r * (size_t)arm->n_vocab,
+                                  k, next, s->o.topk, out, err);
+        return st;
     }
     for (int32_t j = 0; j < k; j++) c->lp[j] = (double)rv[j] - ref->lse[r];
     if (arm->kind == KLD_ROWS_DENSE) {
         const float *row = arm->logits + (size_t)r * (size_t)arm->n_vocab;
-        double lse;
+        double lse, lse_arm;
         kld_row_lse_argmax(row, arm->n_vocab, &lse, &tr.top_arm);
-        for (int32_t j = 0; j < k; j++) {
-            c->rank_arm[j] = row[idx[j]];
-            c->lq[j] = (double)row[idx[j]] - lse;
+        if (ref->f16) {
+            /* against a float16 teacher the arm is rounded as its candidate
+             * dump would store it: both ways give the same figures, and both
+             * sides carry the same (second-order) rounding */
+            if ((st = kld_row_as_f16(row, arm->n_vocab, lse, tr.top_arm, idx, k, c->rank_arm,
+                                     &lse_arm, err)))
+                return st;
+            for (int32_t j = 0; j < k; j++) c->lq[j] = (double)c->rank_arm[j] - lse_arm;
+            tr.f16_arm = true;
+        } else {
+            for (int32_t j = 0; j < k; j++) {
+                c->rank_arm[j] = row[idx[j]];
+                c->lq[j] = (double)row[idx[j]] - lse;
+            }
         }
         tr.logp_next_arm = next >= 0 ? (double)row[next] - lse : NAN;
     } else {
-        const int32_t *aidx = arm->idx + (size_t)r * (size_t)k;
-        const float *av = arm->val + (size_t)r * (size_t)k;
-        if (!arm->at_teacher_ids || arm->k != k || memcmp(aidx, idx, (size_t)k * sizeof *idx))
-            return kld_fail(err, KLD_ERR_MISMATCH,
-                            "window %lld row %lld: the candidate dump's indices are not the "
-                            "teacher's (make it with kldeval dump --indices-from TEACHER)",
-                            (long long)0, (long long)(ref->row0 + r));
         tr.rank_arm = av;
         for (int32_t j = 0; j < k; j++) c->lq[j] = (double)av[j] - arm->lse[r];
         tr.top_arm = arm->argmax[r];
         tr.logp_next_arm = arm->logp_next[r];
+        tr.f16_arm = arm->f16;
+        tr.no_bound = tr.no_bound || arm->f16_raw;
     }
     if (next >= 0 && isnan(tr.logp_next_arm))
         return kld_fail(err, KLD_ERR_FORMAT,
@@ -166,7 +186,7 @@ static kld_status logprob_row(kld_scorer *s, scratch *c, const kld_window *w, co
     double lse;
     kld_trunc_row tr = {.idx = c->idx, .lp = c->lp, .lq = c->lq, .rank_ref = c->rank_ref,
                         .rank_arm = c->rank_arm, .top_ref = -1, .next_token = next,
-                        .tail_ref = 0.0, .tail_arm = 0.0};
+                        .tail_ref = 0.0, .tail_arm = 0.0, .no_bound = true};
     kld_row_lse_argmax(row, arm->n_vocab, &lse, &tr.top_arm);
     float lp_max = -INFINITY, lp_min = INFINITY;
     int32_t n = 0;

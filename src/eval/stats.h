@@ -73,8 +73,15 @@
  *   kld_rev, jsd: of the same coarsening (lower bounds of the full values)
  *   mass      = sum_S p                        (the captured mass)
  * For a full row mass = 1, kld_bound = kld and truncated = 0. Where rounding
- * of stored logits (float16 dumps) makes sum_S p reach 1, the reference has
- * no measurable tail and the tail terms are taken as 0. */
+ * of stored logits makes sum_S p reach 1, the reference has no measurable
+ * tail and the tail terms are taken as 0. Float16 rows (normalised, see
+ * kld_row_as_f16): kld_bound = kld + P ln(P/Q) minus the rounding allowance
+ * sum_S p |ln(p/q) - F| u + sum_S |q - p| v + 2 sum_S (p u^2 + q v^2), with F
+ * the coarse KL and u, v the float16 half-steps of the stored logits of the
+ * reference and the arm (F's derivatives are p (ln(p/q) - F) and q - p).
+ * kld_bound is NAN where no bound holds (kld_trunc_row.no_bound). The
+ * truncated kld itself is >= P ln(P/Q) >= P - Q (log-sum inequality): it
+ * can be negative by at most the arm's extra mass on S. */
 typedef struct kld_position {
     double kld;         /* KL(ref || arm), nats */
     double kld_rev;     /* KL(arm || ref), nats */
@@ -137,6 +144,14 @@ typedef struct kld_trunc_row {
      * the subset (llama.cpp rows: the decoded entries outside the window);
      * NAN: 1 - sum */
     double tail_ref, tail_arm;
+    /* rank_ref / rank_arm hold float16 values, the stored distribution
+     * normalised (kld_row_as_f16): kld_bound then subtracts what the
+     * rounding can move the coarse KL by (first order with a second-order
+     * margin), so that it stays a lower bound of the unrounded rows' KL */
+    bool f16_ref, f16_arm;
+    /* no valid lower bound (llama.cpp base rows, float16 dumps whose lse is
+     * the unrounded logits'): kld_bound = NAN */
+    bool no_bound;
 } kld_trunc_row;
 
 /* Fills *out (ctx_pos = 0) as described at kld_position. Fails (KLD_ERR_ARG)
@@ -248,7 +263,9 @@ typedef struct kld_summary {
     /* truncated reference rows (saved teachers, llama.cpp base files) */
     uint64_t n_truncated;   /* rows with truncated = 1 */
     double mass_mean, mass_min, mass_p1; /* captured mass over all positions */
-    kld_dist kld_bound;     /* tail-corrected lower bound of the full KL */
+    kld_dist kld_bound;     /* tail-corrected lower bound of the full KL (all NAN when
+                               n_no_bound > 0) */
+    uint64_t n_no_bound;    /* rows without a valid bound (kld_trunc_row.no_bound) */
     uint64_t n_next_outside; /* next tokens outside the reference's known subset */
     double ppl_ref_filled;  /* PPL(ref) with those positions' NLL taken from the arm (an
                                estimate; NAN when there are none) */

@@ -342,17 +342,22 @@ static kld_status summarize(const kld_record_source *src, double *v, double *w, 
     out->top1_se = binomial_se(out->top1_agreement, n);
 
     i = 0;
+    uint64_t n_no_bound = 0;
     pass_begin(&p, src, err);
     while ((r = pass_next(&p))) {
         v[i] = r->kld_bound;
         w[i] = r->mass;
         x[i] = r->kld_rev;
         n_trunc += r->truncated != 0;
+        n_no_bound += isnan(r->kld_bound);
         i++;
     }
     if (p.st) return p.st;
     out->n_truncated = n_trunc;
-    dist_of(v, n, &out->kld_bound);
+    out->n_no_bound = n_no_bound;
+    /* a bound of some rows only is no bound of the run */
+    if (n_no_bound) dist_nan(&out->kld_bound);
+    else dist_of(v, n, &out->kld_bound);
     {
         kld_dist mass;
         dist_of(w, n, &mass);

@@ -118,7 +118,8 @@ json_t *kld_report_json(const kld_summary *s, const kld_report_run *run) {
              kld_json_set_real(t, "mass_mean", s->mass_mean) &&
              kld_json_set_real(t, "mass_min", s->mass_min) &&
              kld_json_set_real(t, "mass_p1", s->mass_p1) &&
-             set_new(t, "kld_bound", dist_json(&s->kld_bound)) &&
+             set_new(t, "kld_bound", s->n_no_bound ? json_null() : dist_json(&s->kld_bound)) &&
+             kld_json_set_uint(t, "n_no_bound", s->n_no_bound) &&
              set_new(t, "comparable", json_boolean(s->mass_mean >= KLD_MASS_COMPARABLE)) &&
              kld_json_set_uint(t, "n_next_outside", s->n_next_outside) &&
              kld_json_set_real(t, "ppl_ref_filled", s->ppl_ref_filled);

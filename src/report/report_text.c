@@ -44,6 +44,29 @@ static void corpus_forms(FILE *f, const json_t *config) {
     fputc('\n', f);
 }
 
+/* What the reference's truncation and rounding mean for the figures above. */
+static void truncation_notes(FILE *f, const json_t *config, const kld_summary *s) {
+    const json_t *ref = json_object_get(config, "ref");
+    const char *kind = json_string_value(json_object_get(ref, "kind"));
+    bool f16 = json_integer_value(json_object_get(ref, "format_version")) == 1;
+    if (kind && !strcmp(kind, "llamacpp-base")) {
+        label(f, "no tail bound");
+        fprintf(f, "llama.cpp's base file keeps a 16-nat window of log-probabilities rounded to\n"
+                   "%32s16 bits after normalisation: its KLD is llama-perplexity's, not a bound\n", "");
+    } else if (s->n_no_bound) {
+        label(f, "no tail bound");
+        fprintf(f, "a float16 dump whose log-sum-exp is that of its unrounded logits (another\n"
+                   "%32swriter, or a kldeval before \"lse_of_stored\"): the KLD carries the rounding\n"
+                   "%32sat first order, up to half a float16 step of the logits per position\n",
+                "", "");
+    } else if (f16) {
+        label(f, "float16 teacher");
+        fprintf(f, "the arm's logits at the teacher's ids are rounded as a candidate dump stores\n"
+                   "%32sthem; the tail bound allows for the rounding of both (--logits f32: exact)\n",
+                "");
+    }
+}
+
 /* Fixed point keeps digits down to 1e-3; below that (the KLDs of
  * near-lossless arms) and above 1e7, scientific. */
 static bool use_fixed(double x) { return x == 0.0 || (fabs(x) >= 1e-3 && fabs(x) < 1e7); }
@@ -171,13 +194,17 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
     dist_lines(f, &s->kld, "KLD", false, "nats");
     if (s->n_truncated) {
         /* the reference is known on a subset: say how much of it */
-        value_pm(f, "Mean KLD + tail bound", s->kld_bound.mean, s->kld_bound.se, "nats");
-        value(f, "Median KLD + tail bound", s->kld_bound.median, "nats");
-        value(f, "99.0% KLD + tail bound", s->kld_bound.pct[8], "nats");
+        if (!s->n_no_bound) {
+            value_pm(f, "Mean KLD + tail bound", s->kld_bound.mean, s->kld_bound.se, "nats");
+            value(f, "Median KLD + tail bound", s->kld_bound.median, "nats");
+            value(f, "99.0% KLD + tail bound", s->kld_bound.pct[8], "nats");
+        }
         label(f, "truncated reference rows");
-        fprintf(f, "%llu of %llu (KLD over the known ids; reverse KLD and JSD of the known ids "
-                   "plus one tail bin: lower bounds)\n",
-                (unsigned long long)s->n_truncated, (unsigned long long)s->n_positions);
+        fprintf(f, "%llu of %llu (KLD: the sum over the known ids, >= P ln(P/Q) with P, Q the two\n"
+                   "%32smasses there; + tail bound: the KL of the known ids plus one tail bin, a\n"
+                   "%32slower bound of the full KLD; reverse KLD and JSD: of the same bins)\n",
+                (unsigned long long)s->n_truncated, (unsigned long long)s->n_positions, "", "");
+        truncation_notes(f, run->config, s);
         value(f, "captured mass, mean", s->mass_mean, "");
         value(f, "captured mass, minimum", s->mass_min, "");
         value(f, "captured mass, 1%", s->mass_p1, "");

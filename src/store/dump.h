@@ -19,7 +19,11 @@
  *                   candidate dump), windows (how windows were cut, prose),
  *                   levers (the session levers the model ran with, as
  *                   kld_levers_format writes them: "reference" or e.g.
- *                   "kv=q8_0,act=q8"; absent in older dumps: "reference").
+ *                   "kv=q8_0,act=q8"; absent in older dumps: "reference"),
+ *                   lse_of_stored (true: each record's logsumexp is that of
+ *                   its stored logits with the float32 logits of the ids not
+ *                   kept, the float16 logits shifted by the row's maximum
+ *                   first; see kld_row_as_f16).
  *   dump.partial.json  the same manifest object, written at creation and
  *                   removed by kld_dump_finish: what --resume checks against.
  *   tokens.bin      int32[n_seqs][ctx_len]: the ids each sequence was fed
@@ -90,6 +94,10 @@ typedef struct kld_dump_meta {
     const char *windows;
     const char *levers;          /* canonical lever string; NULL: "reference" */
     bool ext;                    /* seq-<i>.ext.bin sidecars present / to be written */
+    bool lse_of_stored;          /* the record's logsumexp is that of the logits as stored (v1:
+                                    rounded to float16, kld_row_as_f16) with the float32 logits
+                                    of the ids not kept: the stored distribution is normalised.
+                                    Absent (false) in other writers' v1 dumps and older ones */
     bool candidate;              /* kind "candidate" (else "teacher") */
     const char *teacher_model, *teacher_corpus_sha256, *teacher_fingerprint, *teacher_created;
     /* a shard of a dump (writer only): the sequences it holds, ascending,

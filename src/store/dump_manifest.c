@@ -149,7 +149,8 @@ static kld_status parse_meta(const mctx *m, const json_t *root, kld_dump_meta *m
         (st = get_str(m, root, "bos", "bos", false, false, &meta->bos)) ||
         (st = get_str(m, root, "windows", "windows", false, false, &meta->windows)) ||
         (st = get_str(m, root, "levers", "levers", false, false, &meta->levers)) ||
-        (st = get_bool(m, root, "ext", &meta->ext)))
+        (st = get_bool(m, root, "ext", &meta->ext)) ||
+        (st = get_bool(m, root, "lse_of_stored", &meta->lse_of_stored)))
         return st;
     if (meta->n_vocab > 0 && meta->top_k > meta->n_vocab)
         return kld_fail(m->err, KLD_ERR_FORMAT, "%s: top_k: %d exceeds n_vocab %lld", m->path,
@@ -323,6 +324,7 @@ json_t *kld_dumpi_manifest_build(const kld_dump_meta *m) {
     put(o, "kind", json_string(m->candidate ? "candidate" : "teacher"), &ok);
     put(o, "logit_dtype", json_string(m->format_version == 1 ? "float16" : "float32"), &ok);
     put(o, "ext", json_boolean(m->ext), &ok);
+    if (m->lse_of_stored) put(o, "lse_of_stored", json_true(), &ok);
     if (m->n_vocab > 0) put(o, "n_vocab", json_integer(m->n_vocab), &ok);
     put_str(o, "model_sha256", m->model_sha256, &ok);
     put_str(o, "tokenizer_fingerprint", m->tokenizer_fingerprint, &ok);

@@ -166,7 +166,7 @@ static kld_status check_together(shard_in *s, size_t n, shard_in **by_k, kld_err
         }
         if (s[i].n != s0->n || s[i].range != s0->range || a->n_seqs != b->n_seqs ||
             a->ctx_len != b->ctx_len || a->top_k != b->top_k || a->format_version != b->format_version ||
-            a->ext != b->ext || a->candidate != b->candidate)
+            a->ext != b->ext || a->candidate != b->candidate || a->lse_of_stored != b->lse_of_stored)
             return kld_fail(err, KLD_ERR_MISMATCH, "%s: shard %u/%u %s of %lld sequences (top-k %d, "
                             "format %d); %s is %u/%u %s of %lld (top-k %d, format %d): shards of one "
                             "split only", s[i].dir, s[i].k, s[i].n, s[i].range ? "range" : "mod",

@@ -164,6 +164,11 @@ static kld_status same_settings(const char *path, const kld_dump_meta *was,
     if (was->ext != now->ext)
         return kld_fail(err, KLD_ERR_MISMATCH, "%s: ext: the interrupted dump has %s, this run %s",
                         path, was->ext ? "true" : "false", now->ext ? "true" : "false");
+    if (was->lse_of_stored != now->lse_of_stored)
+        return kld_fail(err, KLD_ERR_MISMATCH,
+                        "%s: lse_of_stored: the interrupted dump has %s, this run %s (it was "
+                        "written by another kldeval: start it afresh)", path,
+                        was->lse_of_stored ? "true" : "false", now->lse_of_stored ? "true" : "false");
     /* a dump made before the levers key knew only the reference */
     const char *lw = was->levers ? was->levers : "reference", *ln = now->levers ? now->levers : "reference";
     if (strcmp(lw, ln) != 0)
@@ -465,8 +470,9 @@ static kld_status check_rows(kld_dump_writer *w, int64_t seq, int64_t rec0, int6
                              .n_vocab = w->n_vocab,
                              .top_k = w->top_k,
                              .candidate = w->candidate,
-                             .rounded_f16 = false, /* checked before rounding */
-                             .strict_ties = true};
+                             /* v1 rows come rounded (kld_row_as_f16): ties may be rounding's */
+                             .rounded_f16 = w->format_version == 1,
+                             .strict_ties = w->format_version != 1};
     size_t k = (size_t)w->top_k;
     for (int64_t r = 0; r < n; r++) {
         const int32_t *idx = rows->idx + (size_t)r * k;
