@@ -91,8 +91,10 @@ static int score_once(const opts *o, const char *dir, const char *arm, double *s
                       double *kld) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_logits = dir;
-    c.arm_path = arm;
+    c.ref.kind = KLD_ARM_TEACHER;
+    c.ref.path = dir;
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = arm;
     c.chunk = o->chunk;
     c.n_threads = (int)o->threads;
     kld_kl_result r;

@@ -202,8 +202,10 @@ static int kl_once(const bench_opts *o, const char *ref, const char *arm, const 
                    kl_sample *out) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = ref;
-    c.arm_path = arm;
+    c.ref.kind = KLD_ARM_MODEL;
+    c.ref.path = ref;
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = arm;
     c.ids_path = ids_path;
     c.ctx = o->tokens;
     c.chunk = o->chunk;

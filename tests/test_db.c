@@ -697,8 +697,10 @@ static void test_killed_writer(void) {
 static void test_real_run(void) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = KT_SHARED "/models/rand-llama/f16.gguf";
-    c.arm_path = KT_SHARED "/models/rand-llama/q4_K_M.gguf";
+    c.ref.kind = KLD_ARM_MODEL;
+    c.ref.path = KT_SHARED "/models/rand-llama/f16.gguf";
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = KT_SHARED "/models/rand-llama/q4_K_M.gguf";
     c.max_docs = 2;
     c.max_tokens = 40;
     c.chunk = 20;

@@ -27,14 +27,17 @@ static bool run(kld_kl_config *c, kld_summary *s, kld_error *err) {
 static void self_gate(const char *model, const char *corpus, kld_chunking chunking, int64_t ctx) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = c.arm_path = model;
+    c.ref = c.arm = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = model};
     c.corpus_path = corpus;
     c.chunking = chunking;
     c.ctx = ctx;
     c.chunk = 37; /* not a divisor of anything, to cross chunk boundaries */
-    c.max_docs = 8;
-    c.max_tokens = 96;
-    c.max_chunks = 3;
+    if (chunking == KLD_CHUNKING_DOC) {
+        c.max_docs = 8;
+        c.max_tokens = 96;
+    } else {
+        c.max_chunks = 3;
+    }
     kld_summary s;
     kld_error err = {0};
     if (!run(&c, &s, &err)) return;
@@ -50,8 +53,10 @@ static void self_gate(const char *model, const char *corpus, kld_chunking chunki
 static void vocab_mismatch(void) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = KT_SHARED "/models/stories260K/f32.gguf";
-    c.arm_path = KT_SHARED "/models/aidreams260K/f32.gguf"; /* same size, other spellings */
+    c.ref.kind = KLD_ARM_MODEL;
+    c.ref.path = KT_SHARED "/models/stories260K/f32.gguf";
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = KT_SHARED "/models/aidreams260K/f32.gguf"; /* same size, other spellings */
     c.max_docs = 2;
     c.max_tokens = 40;
     kld_kl_result r;
@@ -71,8 +76,10 @@ static void vocab_mismatch(void) {
         kld_kl_result_free(&r);
     }
     /* a corpus token beyond the smaller vocabulary cannot be fed to both */
-    c.ref_path = KT_SHARED "/models/rand-llama/f16.gguf";
-    c.arm_path = KT_SHARED "/models/stories260K/f32.gguf";
+    c.ref.kind = KLD_ARM_MODEL;
+    c.ref.path = KT_SHARED "/models/rand-llama/f16.gguf";
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = KT_SHARED "/models/stories260K/f32.gguf";
     st = kld_kl_run(&c, &r, &err);
     CHECK(st == KLD_ERR_MISMATCH && strstr(err.msg, "outside"), "token outside the arm: %s", err.msg);
     if (st == KLD_OK) kld_kl_result_free(&r);
@@ -82,8 +89,10 @@ static void vocab_mismatch(void) {
 static void aidreams_f16(void) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = KT_SHARED "/models/aidreams260K/f32.gguf";
-    c.arm_path = KT_SHARED "/models/aidreams260K/f16.gguf";
+    c.ref.kind = KLD_ARM_MODEL;
+    c.ref.path = KT_SHARED "/models/aidreams260K/f32.gguf";
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = KT_SHARED "/models/aidreams260K/f16.gguf";
     c.corpus_path = KT_SHARED "/corpus/licenses.txt";
     c.chunking = KLD_CHUNKING_LLAMACPP;
     c.ctx = 128;
@@ -102,7 +111,7 @@ static void aidreams_f16(void) {
 static void ctx_warning(void) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = c.arm_path = KT_SHARED "/models/stories260K/f32.gguf"; /* trained on 128 */
+    c.ref = c.arm = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = KT_SHARED "/models/stories260K/f32.gguf"}; /* trained on 128 */
     c.corpus_path = KT_SHARED "/corpus/licenses.txt";
     c.chunking = KLD_CHUNKING_LLAMACPP;
     c.ctx = 200;
@@ -128,8 +137,10 @@ static void ctx_warning(void) {
 static void ids_file_equals_text(void) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = KT_SHARED "/models/rand-llama/f16.gguf";
-    c.arm_path = KT_SHARED "/models/rand-llama/q4_0.gguf";
+    c.ref.kind = KLD_ARM_MODEL;
+    c.ref.path = KT_SHARED "/models/rand-llama/f16.gguf";
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = KT_SHARED "/models/rand-llama/q4_0.gguf";
     c.chunking = KLD_CHUNKING_LLAMACPP;
     c.ctx = 256;
     c.chunk = 100;
@@ -164,8 +175,10 @@ static void rand_llama_arm(const char *arm) {
     snprintf(exact_path, sizeof exact_path, KT_SHARED "/oracle/rand-llama/exact-%s.json", arm);
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = KT_SHARED "/models/rand-llama/f16.gguf";
-    c.arm_path = arm_path;
+    c.ref.kind = KLD_ARM_MODEL;
+    c.ref.path = KT_SHARED "/models/rand-llama/f16.gguf";
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = arm_path;
     c.corpus_path = KT_SHARED "/corpus/licenses.txt";
     c.chunking = KLD_CHUNKING_LLAMACPP;
     c.ctx = 256;
@@ -205,9 +218,11 @@ static void rand_llama_arm(const char *arm) {
 static void rand_llama_q8_act(void) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = KT_SHARED "/models/rand-llama/f16.gguf";
-    c.arm_path = KT_SHARED "/models/rand-llama/q8_0.gguf";
-    c.arm_levers = "act=q8";
+    c.ref.kind = KLD_ARM_MODEL;
+    c.ref.path = KT_SHARED "/models/rand-llama/f16.gguf";
+    c.arm.kind = KLD_ARM_MODEL;
+    c.arm.path = KT_SHARED "/models/rand-llama/q8_0.gguf";
+    c.arm.levers = "act=q8";
     c.ids_path = KT_SHARED "/oracle/rand-llama/corpus.tokens";
     c.chunking = KLD_CHUNKING_LLAMACPP;
     c.ctx = 256;

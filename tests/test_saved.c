@@ -73,14 +73,17 @@ static kld_position *kl(const char *ref, const char *arm, const char *ref_logits
                         int64_t chunk, kld_summary *sum, size_t *n) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = ref;
-    c.arm_path = arm;
-    c.ref_logits = ref_logits;
-    c.arm_logits = arm_logits;
-    c.llamacpp_base = base;
-    c.chunking = chunking;
-    c.ctx = CTX;
-    c.max_chunks = CHUNKS;
+    c.ref = (kld_arm_spec){.kind = ref_logits ? KLD_ARM_TEACHER
+                                   : base     ? KLD_ARM_LLAMACPP_BASE
+                                              : KLD_ARM_MODEL,
+                           .path = ref_logits ? ref_logits : base ? base : ref};
+    c.arm = (kld_arm_spec){.kind = arm_logits ? KLD_ARM_CANDIDATE : KLD_ARM_MODEL,
+                           .path = arm_logits ? arm_logits : arm};
+    if (c.ref.kind == KLD_ARM_MODEL) { /* a saved reference brings its own windows */
+        c.chunking = chunking;
+        c.ctx = CTX;
+        c.max_chunks = CHUNKS;
+    }
     c.chunk = chunk;
     kld_kl_result r;
     kld_error err = {0};

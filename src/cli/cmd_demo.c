@@ -101,8 +101,8 @@ int kld_cmd_demo(int argc, char **argv) {
     fflush(stdout);
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = ref_path;
-    c.arm_path = arm_path;
+    c.ref = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = ref_path};
+    c.arm = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = arm_path};
     c.n_threads = threads;
     kld_kl_outputs out = {.label = "demo"};
     return kld_kl_main(&c, &out);

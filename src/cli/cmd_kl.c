@@ -156,8 +156,40 @@ static void progress(const kld_kl_progress *p, void *user) {
     kld_progress_print(stderr, &pr);
 }
 
-static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_sweep_opts *so,
-                        bool chunking_given);
+static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_sweep_opts *so);
+
+/* The flags that name the two arms, as given (mapped to specs at the end). */
+typedef struct arm_flags {
+    const char *ref, *arm, *ref_logits, *arm_logits, *lcpp_base, *ref_levers, *arm_levers;
+    bool decode;
+    int64_t prompt_len;
+} arm_flags;
+
+/* The flags → the two arm specs. Which kinds pair up, and what applies to
+ * which kind, is the library's to check (kld_kl_check). */
+static bool to_specs(const arm_flags *f, kld_kl_config *c) {
+    int refs = !!f->ref + !!f->ref_logits + !!f->lcpp_base, arms = !!f->arm + !!f->arm_logits;
+    if (refs > 1 || arms > 1) {
+        fprintf(stderr, "kldeval kl: give one reference (--ref, --reference-logits or "
+                        "--llamacpp-base) and one arm (--arm or --arm-logits) (see --help)\n");
+        return false;
+    }
+    c->ref = (kld_arm_spec){.kind = f->ref_logits ? KLD_ARM_TEACHER
+                                    : f->lcpp_base ? KLD_ARM_LLAMACPP_BASE
+                                    : f->ref       ? KLD_ARM_MODEL
+                                                   : KLD_ARM_NONE,
+                            .path = f->ref_logits ? f->ref_logits : f->lcpp_base ? f->lcpp_base : f->ref,
+                            .levers = f->ref_levers};
+    /* a model reference without a second model: a self-flag session of it */
+    c->arm = (kld_arm_spec){.kind = f->arm_logits ? KLD_ARM_CANDIDATE
+                                    : f->arm      ? KLD_ARM_MODEL
+                                    : f->ref      ? KLD_ARM_SELF
+                                                  : KLD_ARM_NONE,
+                            .path = f->arm_logits ? f->arm_logits : f->arm,
+                            .levers = f->arm_levers, .decode = f->decode,
+                            .prompt_len = f->prompt_len};
+    return true;
+}
 
 static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kld_kl_sweep_opts *so,
                   int *rc) {
@@ -166,8 +198,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens",
         "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
         "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k", NULL};
-    bool prompt_given = false;
-    bool chunking_given = false, ctx_given = false;
+    arm_flags f = {0};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -183,7 +214,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         if (!strcmp(a, "--no-db")) { o->no_db = true; continue; }
         int sh = parse_shard_flag(argc, argv, &i, c, o);
         if (sh >= 0) { if (!sh) return false; continue; }
-        if (!strcmp(a, "--decode")) { c->decode = true; continue; }
+        if (!strcmp(a, "--decode")) { f.decode = true; continue; }
         if (!strcmp(a, "--floor")) { so->floor = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval kl: unknown %s '%s' (see --help)\n",
@@ -191,24 +222,11 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
             return false;
         }
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
-        if (!strcmp(a, "--ref") || !strcmp(a, "-m") || !strcmp(a, "--model")) c->ref_path = v;
-        else if (!strcmp(a, "--lever") || !strcmp(a, "--arm-lever") || !strcmp(a, "--ref-lever")) {
-            /* checked now, not after the models have loaded */
-            kld_levers l;
-            kld_levers_default(&l);
-            kld_error e = {0};
-            if (kld_levers_parse(v, &l, &e) != KLD_OK) {
-                fprintf(stderr, "kldeval kl: %s: %s\n", a, e.msg);
-                return false;
-            }
-            if (!strcmp(a, "--ref-lever")) c->ref_levers = v;
-            else c->arm_levers = v;
-        }
-        else if (!strcmp(a, "--prompt-len")) {
-            prompt_given = true;
-            if (!kld_arg_int(a, v, 0, 1 << 24, &c->prompt_len)) return false;
-        }
-        else if (!strcmp(a, "--arm")) c->arm_path = v;
+        if (!strcmp(a, "--ref") || !strcmp(a, "-m") || !strcmp(a, "--model")) f.ref = v;
+        else if (!strcmp(a, "--lever") || !strcmp(a, "--arm-lever")) f.arm_levers = v;
+        else if (!strcmp(a, "--ref-lever")) f.ref_levers = v;
+        else if (!strcmp(a, "--prompt-len")) { if (!kld_arg_int(a, v, 0, 1 << 24, &f.prompt_len)) return false; }
+        else if (!strcmp(a, "--arm")) f.arm = v;
         else if (!strcmp(a, "--sweep")) so->spec = v;
         else if (!strcmp(a, "--teacher")) so->teacher_dir = v;
         else if (!strcmp(a, "--teacher-top-k")) {
@@ -216,18 +234,11 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
             else if (!kld_arg_int(a, v, 1, KLD_DUMP_MAX_TOPK, &n)) return false;
             else so->teacher_top_k = (int32_t)n;
         }
-        else if (!strcmp(a, "--reference-logits")) c->ref_logits = v;
-        else if (!strcmp(a, "--arm-logits")) c->arm_logits = v;
-        else if (!strcmp(a, "--llamacpp-base")) c->llamacpp_base = v;
+        else if (!strcmp(a, "--reference-logits")) f.ref_logits = v;
+        else if (!strcmp(a, "--arm-logits")) f.arm_logits = v;
+        else if (!strcmp(a, "--llamacpp-base")) f.lcpp_base = v;
         else if (!strcmp(a, "--corpus")) c->corpus_path = v;
-        else if (!strcmp(a, "--corpus-format")) {
-            /* checked here, not after both models have loaded */
-            if (strcmp(v, "auto") && strcmp(v, "text") && strcmp(v, "jsonl")) {
-                fprintf(stderr, "kldeval kl: --corpus-format expects auto, text or jsonl, got '%s'\n", v);
-                return false;
-            }
-            c->corpus_format = v;
-        }
+        else if (!strcmp(a, "--corpus-format")) c->corpus_format = v;
         else if (!strcmp(a, "--ids-file")) c->ids_path = v;
         else if (!strcmp(a, "--json")) o->json_path = v;
         else if (!strcmp(a, "--pin")) o->pin_path = v;
@@ -236,7 +247,6 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--db")) o->db_path = v;
         else if (!strcmp(a, "--label")) o->label = v;
         else if (!strcmp(a, "--chunking")) {
-            chunking_given = true;
             if (!strcmp(v, "doc")) c->chunking = KLD_CHUNKING_DOC;
             else if (!strcmp(v, "llamacpp")) c->chunking = KLD_CHUNKING_LLAMACPP;
             else if (!strcmp(v, "stream")) c->chunking = KLD_CHUNKING_STREAM;
@@ -246,124 +256,45 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
             }
         } else if (!strcmp(a, "--max-docs")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_docs)) return false; }
         else if (!strcmp(a, "--max-tokens")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_tokens)) return false; }
-        else if (!strcmp(a, "--ctx")) { ctx_given = true; if (!kld_arg_int(a, v, 2, 1 << 24, &c->ctx)) return false; }
+        else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 2, 1 << 24, &c->ctx)) return false; }
         else if (!strcmp(a, "--chunk")) { if (!kld_arg_int(a, v, 1, 1 << 16, &c->chunk)) return false; }
         else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_chunks)) return false; }
         else if (!strcmp(a, "--topk")) { if (!kld_arg_int(a, v, 1, KLD_TOPK_MAX, &n)) return false; c->topk = (int)n; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &n)) return false; c->n_threads = (int)n; }
     }
-    int refs = !!c->ref_path + !!c->ref_logits + !!c->llamacpp_base;
-    int arms = !!c->arm_path + !!c->arm_logits;
-    if (prompt_given && !c->decode) {
-        fprintf(stderr, "kldeval kl: --prompt-len applies to --decode\n");
-        return false;
-    }
-    if (so->spec || so->floor) {
-        if (!check_sweep(c, o, so, chunking_given)) return false;
-        arms = 1;
-    }
-    if (refs == 1 && c->ref_path && arms == 0) {
-        if (!c->arm_levers && !c->decode) {
-            fprintf(stderr, "kldeval kl: self-flag (-m MODEL without --arm) needs the candidate's "
-                            "setting: --lever NAME=VALUE (levers: kv, kv_k, kv_v, act, kernels, "
-                            "attention, attn_block, noise) or --decode\n");
-            return false;
-        }
-        arms = 1;
-    }
-    if (c->ref_levers && !c->ref_path) {
-        fprintf(stderr, "kldeval kl: --ref-lever applies to a reference model (--ref/-m)\n");
-        return false;
-    }
-    if ((c->arm_levers || c->decode) && c->arm_logits) {
-        fprintf(stderr, "kldeval kl: --lever/--arm-lever/--decode apply to a model arm, not to "
-                        "--arm-logits\n");
-        return false;
-    }
-    if (refs != 1 || arms != 1) {
-        fprintf(stderr, "kldeval kl: give one reference (--ref, --reference-logits or "
-                        "--llamacpp-base) and one arm (--arm or --arm-logits) (see --help)\n");
-        return false;
-    }
-    if (c->arm_logits && !c->ref_logits) {
-        fprintf(stderr, "kldeval kl: --arm-logits is scored against its teacher: give "
-                        "--reference-logits\n");
-        return false;
-    }
-    bool saved = c->ref_logits || c->llamacpp_base;
-    if (saved && (c->corpus_path || c->ids_path || chunking_given || c->max_docs || c->max_tokens ||
-                  c->max_chunks || ctx_given)) {
-        fprintf(stderr, "kldeval kl: %s brings its own tokens and windows: --corpus, --ids-file, "
-                        "--chunking, --ctx, --chunks, --max-docs and --max-tokens do not apply\n",
-                c->ref_logits ? "--reference-logits" : "--llamacpp-base");
-        return false;
-    }
-    if (c->ids_path && c->corpus_path) {
-        fprintf(stderr, "kldeval kl: give --corpus or --ids-file, not both\n");
-        return false;
-    }
-    if (c->chunking == KLD_CHUNKING_LLAMACPP && c->ctx < 4) {
-        fprintf(stderr, "kldeval kl: --chunking llamacpp needs --ctx >= 4, got %lld\n",
-                (long long)c->ctx);
-        return false;
-    }
-    /* a limit the chosen chunking ignores would silently score everything */
-    if (c->chunking == KLD_CHUNKING_DOC && c->max_chunks > 0) {
-        fprintf(stderr, "kldeval kl: --chunks applies to --chunking llamacpp (doc chunking: "
-                        "--max-docs, --max-tokens)\n");
-        return false;
-    }
-    if (c->chunking == KLD_CHUNKING_LLAMACPP && (c->max_docs > 0 || c->max_tokens > 0)) {
-        fprintf(stderr, "kldeval kl: --max-docs and --max-tokens apply to --chunking doc "
-                        "(llamacpp chunking: --chunks)\n");
-        return false;
-    }
-    /* Output paths are checked before the run, which may take hours, and
-     * may not overwrite an input or each other. */
-    const char *files[16] = {c->ref_path, c->arm_path, c->corpus_path, c->ids_path, c->llamacpp_base};
-    int n_files = 5;
-    /* the levers' files too (lora=ADAPTER, kv_config=FILE) */
-    static kld_levers lv[2];
-    const char *const lever_text[2] = {c->ref_levers, c->arm_levers};
-    for (int k = 0; k < 2; k++) {
-        kld_error e = {0};
-        kld_levers_default(&lv[k]);
-        if (!lever_text[k] || kld_levers_parse(lever_text[k], &lv[k], &e) != KLD_OK) continue;
-        if (lv[k].lora_path[0]) files[n_files++] = lv[k].lora_path;
-        if (lv[k].kv_config[0]) files[n_files++] = lv[k].kv_config;
-    }
+    if (!to_specs(&f, c)) return false;
+    if ((so->spec || so->floor) && !check_sweep(c, o, so)) return false;
     if (o->db_path && o->no_db) {
         fprintf(stderr, "kldeval kl: give --db or --no-db, not both\n");
         return false;
     }
-    const char *const outs[4][2] = {{"--json", o->json_path}, {"--pin", o->pin_path},
-                                    {"--per-position", o->tsv_path}, {"--html", o->html_path}};
-    for (int k = 0; k < 4; k++) {
-        if (!outs[k][1]) continue;
-        if (!kld_arg_output("kl", outs[k][0], outs[k][1], files, n_files)) return false;
-        files[n_files++] = outs[k][1];
-    }
-    if (o->partial_path && !kld_arg_output("kl", "--partial", o->partial_path, files, n_files))
+    kld_error err = {0};
+    /* every rule of the run, then every output proven writable, before any model loads */
+    const char *what[5] = {"--json", "--pin", "--per-position", "--html", "--partial"};
+    const char *paths[5] = {o->json_path, o->pin_path, o->tsv_path, o->html_path, o->partial_path};
+    if ((!so->spec && !so->floor && kld_kl_check(c, &err)) ||
+        kld_kl_check_outputs(c, what, paths, 5, &err)) {
+        fprintf(stderr, "kldeval kl: %s\n", err.msg);
         return false;
+    }
     return true;
 }
 
 /* --sweep / --floor: a model reference, stream or llamacpp windows, and no
  * single-run outputs. */
-static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_sweep_opts *so,
-                        bool chunking_given) {
+static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_sweep_opts *so) {
     const char *flag = so->spec ? "--sweep" : "--floor";
-    if (!c->ref_path || c->ref_logits || c->llamacpp_base || c->arm_logits) {
+    if (c->ref.kind != KLD_ARM_MODEL || (c->arm.kind != KLD_ARM_SELF && c->arm.kind != KLD_ARM_MODEL)) {
         fprintf(stderr, "kldeval kl: %s needs a reference model (-m/--ref): it makes its own saved "
                         "teacher\n", flag);
         return false;
     }
-    if (c->shard.n || o->partial_path || o->pin_path || o->tsv_path || c->decode) {
+    if (c->shard.n || o->partial_path || o->pin_path || o->tsv_path || c->arm.decode) {
         fprintf(stderr, "kldeval kl: %s does not combine with --shard, --partial, --pin, "
                         "--per-position or --decode\n", flag);
         return false;
     }
-    if (!chunking_given) c->chunking = KLD_CHUNKING_STREAM;
+    if (c->chunking == KLD_CHUNKING_DEFAULT) c->chunking = KLD_CHUNKING_STREAM;
     else if (c->chunking == KLD_CHUNKING_DOC) {
         fprintf(stderr, "kldeval kl: %s uses a saved teacher, whose windows have a fixed length: "
                         "--chunking stream or llamacpp\n", flag);
@@ -373,15 +304,6 @@ static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_
 }
 
 /* Runs the evaluation and writes every requested output; used by `kl` and `demo`. */
-/* A dump's label in the report: its directory and the levers its model ran
- * with (the manifest's "levers", in the run's config). */
-static const char *dump_label(char *buf, size_t size, const char *dir, const json_t *config,
-                              const char *which) {
-    const char *lv = json_string_value(json_object_get(json_object_get(config, which), "levers"));
-    snprintf(buf, size, "%s (levers: %s)", dir, lv ? lv : "unknown");
-    return buf;
-}
-
 int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
     c->stop = &stop_requested;
     if (!o->quiet && kld_progress_enabled(stderr)) c->progress = progress;
@@ -397,20 +319,8 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         return 1;
     }
-    const char *ref_label = c->ref_path ? c->ref_path : c->ref_logits ? c->ref_logits : c->llamacpp_base;
-    char ref_dump_label[4096], arm_dump_label[4096];
-    if (c->ref_logits) ref_label = dump_label(ref_dump_label, sizeof ref_dump_label, c->ref_logits, res.config, "ref");
-    char self_label[4096];
-    if (!c->arm_path && !c->arm_logits)
-        snprintf(self_label, sizeof self_label, "%s [%s%s]", c->ref_path,
-                 c->arm_levers ? c->arm_levers : "reference", c->decode ? ", decode" : "");
-    const char *arm_label = c->arm_path ? c->arm_path
-                            : c->arm_logits ? dump_label(arm_dump_label, sizeof arm_dump_label,
-                                                         c->arm_logits, res.config, "arm")
-                                            : self_label;
-    const char *corpus_label = c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
-                               : c->ref_logits ? c->ref_logits : c->llamacpp_base ? c->llamacpp_base
-                               : "built-in";
+    const char *ref_label = res.ref_label, *arm_label = res.arm_label,
+               *corpus_label = res.corpus_label;
     if (o->partial_path) {
         kld_partial_labels lb = {ref_label, arm_label, corpus_label, o->label};
         if (kld_kl_write_partial(o->partial_path, &res, c, &lb, &err) != KLD_OK) {
@@ -436,7 +346,7 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
     int rc = 0;
     if (kld_report_text(stdout, &sum, &run, &err) != KLD_OK) rc = 1;
     printf("%-30s: %s\n", "vocabulary", res.vocab_note);
-    if (!rc && c->llamacpp_base) {
+    if (!rc && c->ref.kind == KLD_ARM_LLAMACPP_BASE) {
         /* the figures llama-perplexity --kl-divergence prints, in its layout */
         printf("\n====== as llama-perplexity --kl-divergence prints it ======\n");
         if (kld_report_llamacpp(stdout, &sum, &err) != KLD_OK) rc = 1;

@@ -79,8 +79,8 @@ int kld_cmd_smoketest(int argc, char **argv) {
     fflush(stdout);
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    c.ref_path = ref;
-    c.arm_path = arm;
+    c.ref = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = ref};
+    c.arm = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = arm};
     c.corpus_path = corpus;
     c.n_threads = o.threads;
     kld_kl_outputs out = {.label = "smoketest", .no_db = no_db, .db_path = db_path};

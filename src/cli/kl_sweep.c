@@ -88,7 +88,7 @@ static char *join_levers(const char *base, const char *extra) {
  * each checked by the lever parser now rather than after the teacher pass. */
 static bool build_arms(const kld_kl_config *c, const axis *axes, int n_axes, bool floor,
                        arm_list *L) {
-    const char *model = c->arm_path ? c->arm_path : c->ref_path;
+    const char *model = c->arm.kind == KLD_ARM_MODEL ? c->arm.path : c->ref.path;
     int idx[MAX_AXES] = {0};
     size_t total = 1;
     for (int k = 0; k < n_axes; k++) total *= (size_t)axes[k].n;
@@ -103,7 +103,7 @@ static bool build_arms(const kld_kl_config *c, const axis *axes, int n_axes, boo
         for (int k = 0; k < n_axes; k++)
             w += (size_t)snprintf(point + w, sizeof point - (w < sizeof point ? w : sizeof point), "%s%s=%s",
                                   k ? "," : "", axes[k].name, axes[k].values[idx[k]]);
-        char *label = strdup(point), *levers = join_levers(c->arm_levers, point);
+        char *label = strdup(point), *levers = join_levers(c->arm.levers, point);
         L->owned[L->n_owned++] = label;
         L->owned[L->n_owned++] = levers;
         if (!label || !levers || w >= sizeof point) return false;
@@ -121,13 +121,13 @@ static bool build_arms(const kld_kl_config *c, const axis *axes, int n_axes, boo
         }
     }
     if (n_axes == 0) /* --floor alone: the run's own arm beside the floor */
-        L->a[L->n++] = (kld_sweep_arm){c->arm_levers ? c->arm_levers : "arm", model, c->arm_levers};
+        L->a[L->n++] = (kld_sweep_arm){c->arm.levers ? c->arm.levers : "arm", model, c->arm.levers};
     if (floor) {
-        char *lv = join_levers(c->ref_levers, "noise=bf16");
+        char *lv = join_levers(c->ref.levers, "noise=bf16");
         L->owned[L->n_owned++] = lv;
         if (!lv) return false;
         L->floor = (long)L->n;
-        L->a[L->n++] = (kld_sweep_arm){"floor (noise=bf16)", c->ref_path, lv};
+        L->a[L->n++] = (kld_sweep_arm){"floor (noise=bf16)", c->ref.path, lv};
     }
     return true;
 }
@@ -196,8 +196,8 @@ int kld_kl_sweep_main(const kld_kl_config *c, const kld_kl_outputs *o, const kld
     kld_sweep_cli_common k;
     kld_sweep_cli_defaults(&k);
     kld_dump_config *t = &k.teacher;
-    t->model_path = c->ref_path;
-    t->levers = c->ref_levers;
+    t->model_path = c->ref.path;
+    t->levers = c->ref.levers;
     t->corpus_path = c->corpus_path;
     t->corpus_format = c->corpus_format;
     t->ids_path = c->ids_path;

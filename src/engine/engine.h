@@ -35,13 +35,7 @@ int kld_pool_size(const kld_pool *pool);
 
 /* ---- model ---- */
 
-typedef struct kld_model_opts {
-    const char *policy;   /* precision policy (src/quant/quant.h grammar) applied on load, or NULL */
-    const char *imatrix;  /* importance matrix for the policy, or NULL (the policy's imatrix=) */
-    int n_threads;        /* threads for quantizing on load; <= 0: all cores */
-} kld_model_opts;
-
-/* Opens any path kld_source_open accepts, reads the hyper-parameters and
+/* kld_model_open (kld.h) opens any path kld_source_open accepts, reads the hyper-parameters and
  * binds every weight (checking names, shapes and types). Weights stay
  * memory-mapped; norms and biases are converted to float32 once.
  *
@@ -54,9 +48,6 @@ typedef struct kld_model_opts {
  * MODEL[@POLICY]+ADAPTER[:SCALE]: a LoRA adapter (GGUF or PEFT) applied on
  * top of the (quantized) weights as a side product in every session, as
  * llama.cpp's --lora applies one; the weights are not merged. */
-kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_model **out,
-                          kld_error *err);
-void kld_model_close(kld_model *model);
 
 const kld_hparams *kld_model_hparams(const kld_model *model);
 /* The opened source (tensor table, GGUF metadata, tokenizer paths): owned

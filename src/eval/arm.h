@@ -80,6 +80,37 @@ struct kld_arm {
     void *impl;
 };
 
+/* ---- an arm as named (kld_arm_spec, kld.h), parsed once (arm_spec.c) ---- */
+
+typedef struct kld_arm_parsed {
+    kld_arm_spec spec;     /* as given (strings borrowed) */
+    kld_levers levers;     /* the levers parsed (reference values when none) */
+} kld_arm_parsed;
+
+/* Parses and validates one arm: its kind is set, a path where the kind has
+ * one, levers and the decode path only on model and self arms (levers that
+ * parse: the error names the lever), prompt_len only with decode. role
+ * ("reference", "arm") names it in errors. */
+kld_status kld_arm_spec_parse(const kld_arm_spec *spec, const char *role, kld_arm_parsed *out,
+                              kld_error *err);
+/* The kinds a reference and an arm may have together: a model, saved
+ * teacher or llama.cpp base file as the reference; a model, a self-flag
+ * session (of a model reference, with levers or the decode path) or a
+ * candidate dump (of a teacher) as the arm. */
+kld_status kld_arm_pair_check(const kld_arm_parsed *ref, const kld_arm_parsed *arm,
+                              kld_error *err);
+/* Opens a parsed arm into the arm interface, levers and decode path set.
+ * partner: the other arm, opened first where this kind needs it (a self
+ * arm shares its model; a dump's ids are bounded by its vocabulary; a
+ * llama.cpp base file takes its vocabulary and BOS); may be NULL otherwise. */
+kld_status kld_arm_open_spec(const kld_arm_parsed *p, kld_arm *partner, kld_arm **out,
+                             kld_error *err);
+/* Whether this kind must be opened after its partner (dumps and base files
+ * as references take the arm's vocabulary; a self arm the reference's model). */
+bool kld_arm_spec_opens_second(const kld_arm_parsed *p);
+/* "a model", "a saved teacher dump", ...: for messages. */
+const char *kld_arm_kind_desc(kld_arm_kind kind);
+
 /* A model's description in reports: {kind "model", path, format, bytes,
  * sha256 (of the file; null for a folder or MODEL@POLICY), arch, n_vocab}. */
 json_t *kld_arm_model_desc(const char *path, const kld_model *model);

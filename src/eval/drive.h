@@ -10,12 +10,7 @@
 
 #include <signal.h>
 
-typedef struct kld_kl_progress {
-    uint64_t docs_done, docs_total;
-    uint64_t positions_done, positions_total;
-    double elapsed_s;
-    double kld_mean; /* 0 when nothing is scored (dumps) */
-} kld_kl_progress;
+/* kld_kl_progress: kld.h */
 
 typedef struct kld_sink {
     /* rows of window wi: ref's, and arm's (NULL when there is one arm) */

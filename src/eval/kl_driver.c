@@ -4,6 +4,7 @@
 
 #include "engine/pool.h"
 #include "eval/merge.h"
+#include "eval/outputs.h"
 #include "eval/score.h"
 #include "store/dump.h"
 
@@ -14,6 +15,7 @@
 
 typedef struct run_state {
     const kld_kl_config *c;
+    kld_arm_parsed ref_spec, arm_spec;
     kld_arm *ref, *arm;
     kld_pool *pool;
     kld_corpus *corpus;
@@ -30,13 +32,19 @@ typedef struct run_state {
     kld_partial_window *windows;
 } run_state;
 
+#define KLD_CTX_DEFAULT 512
+
 void kld_kl_config_defaults(kld_kl_config *c) {
     memset(c, 0, sizeof *c);
     c->corpus_format = "auto";
-    c->ctx = 512;
     c->chunk = 128;
-    c->chunking = KLD_CHUNKING_DOC;
+    c->chunking = KLD_CHUNKING_DEFAULT;
     c->topk = KLD_TOPK_DEFAULT;
+}
+
+static int64_t ctx_of(const kld_kl_config *c) { return c->ctx > 0 ? c->ctx : KLD_CTX_DEFAULT; }
+static kld_chunking chunking_of(const kld_kl_config *c) {
+    return c->chunking == KLD_CHUNKING_DEFAULT ? KLD_CHUNKING_DOC : c->chunking;
 }
 
 /* Two models: compares the vocabularies token by token (by spelling). With
@@ -132,88 +140,105 @@ static kld_status check_context(run_state *rs, kld_kl_result *out, kld_error *er
     return KLD_OK;
 }
 
-static kld_status open_arms(run_state *rs, kld_kl_result *out, kld_error *err) {
-    const kld_kl_config *c = rs->c;
-    kld_status st;
-    if (c->ref_logits) {
-        /* a candidate dump's indices are the teacher's; a model arm bounds them */
-        if (c->arm_logits) {
-            out->mode = "candidate-dumps";
-            if ((st = kld_arm_open_dump(c->arm_logits, 0, &rs->arm, err))) return st;
-        } else {
-            out->mode = "saved-teacher";
-            if ((st = kld_arm_open_model(c->arm_path, &rs->arm, err))) return st;
-        }
-        int64_t limit = rs->arm->n_vocab > 0 ? rs->arm->n_vocab : 0;
-        if ((st = kld_arm_open_dump(c->ref_logits, limit, &rs->ref, err))) return st;
-        const kld_dump_meta *m = kld_dump_meta_of(kld_arm_dump(rs->ref));
-        if (m->candidate)
-            return kld_fail(err, KLD_ERR_ARG, "%s is a candidate dump: give it with --arm-logits and "
-                            "its teacher with --reference-logits", c->ref_logits);
-        if (c->arm_logits) {
-            const kld_dump_meta *am = kld_dump_meta_of(kld_arm_dump(rs->arm));
-            if (!am->candidate)
-                return kld_fail(err, KLD_ERR_ARG, "%s is a teacher dump, not a candidate dump "
-                                "(make one with kldeval dump --indices-from %s)", c->arm_logits,
-                                c->ref_logits);
-            if (am->top_k != m->top_k || am->n_seqs != m->n_seqs || am->ctx_len != m->ctx_len ||
-                strcmp(am->corpus_sha256, m->corpus_sha256))
-                return kld_fail(err, KLD_ERR_MISMATCH,
-                                "%s/manifest.json: top_k/n_seqs/ctx_len/corpus_sha256 (%d/%lld/%lld/%.12s) "
-                                "differ from the teacher's (%d/%lld/%lld/%.12s)",
-                                c->arm_logits, (int)am->top_k, (long long)am->n_seqs,
-                                (long long)am->ctx_len, am->corpus_sha256, (int)m->top_k,
-                                (long long)m->n_seqs, (long long)m->ctx_len, m->corpus_sha256);
-            rs->n_vocab = (int32_t)(m->n_vocab > 0 ? m->n_vocab : 0);
-            snprintf(out->vocab_note, sizeof out->vocab_note, "the candidate dump holds the teacher's ids");
-        } else if ((st = check_dump_vocab(rs, m, out, err))) {
-            return st;
-        }
-        rs->pl = rs->ref->plan;
-        return KLD_OK;
-    }
-    if (!c->arm_path) { /* self-flag: one load, two sessions */
-        if ((st = kld_arm_open_model(c->ref_path, &rs->ref, err))) return st;
-        if ((st = kld_arm_open_model_shared(rs->ref, &rs->arm, err))) return st;
-    } else if ((st = kld_arm_open_model(c->arm_path, &rs->arm, err))) {
-        return st;
-    }
-    if (c->llamacpp_base) {
-        out->mode = "llamacpp-base";
-        int32_t bos = rs->arm->tok && kld_tok_adds_bos(rs->arm->tok) ? kld_tok_bos(rs->arm->tok) : -1;
-        if ((st = kld_arm_open_lcpp_base(c->llamacpp_base, rs->arm->n_vocab, bos, &rs->ref, err)))
-            return st;
-        rs->n_vocab = rs->arm->n_vocab;
-        snprintf(out->vocab_note, sizeof out->vocab_note, "sizes only (the base file has %d ids)",
-                 (int)rs->arm->n_vocab);
-        rs->pl = rs->ref->plan;
-        return KLD_OK;
-    }
-    out->mode = c->arm_path ? "two-models" : "self-flag";
-    if (c->arm_path && (st = kld_arm_open_model(c->ref_path, &rs->ref, err))) return st;
+/* A saved reference against its arm: the candidate dump must be of the
+ * teacher's windows; a model arm must have the teacher's tokenizer. */
+static kld_status check_saved_pair(run_state *rs, kld_kl_result *out, kld_error *err) {
+    const kld_dump_meta *m = kld_dump_meta_of(kld_arm_dump(rs->ref));
+    if (rs->arm_spec.spec.kind != KLD_ARM_CANDIDATE) return check_dump_vocab(rs, m, out, err);
+    const kld_dump_meta *am = kld_dump_meta_of(kld_arm_dump(rs->arm));
+    if (am->top_k != m->top_k || am->n_seqs != m->n_seqs || am->ctx_len != m->ctx_len ||
+        strcmp(am->corpus_sha256, m->corpus_sha256))
+        return kld_fail(err, KLD_ERR_MISMATCH,
+                        "%s/manifest.json: top_k/n_seqs/ctx_len/corpus_sha256 (%d/%lld/%lld/%.12s) "
+                        "differ from the teacher's (%d/%lld/%lld/%.12s)",
+                        rs->arm->path, (int)am->top_k, (long long)am->n_seqs,
+                        (long long)am->ctx_len, am->corpus_sha256, (int)m->top_k,
+                        (long long)m->n_seqs, (long long)m->ctx_len, m->corpus_sha256);
+    rs->n_vocab = (int32_t)(m->n_vocab > 0 ? m->n_vocab : 0);
+    snprintf(out->vocab_note, sizeof out->vocab_note, "the candidate dump holds the teacher's ids");
+    return KLD_OK;
+}
 
-    if ((st = check_vocab(rs, out, err))) return st;
-    if (c->ids_path) st = kld_corpus_load_ids(c->ids_path, &rs->corpus, err);
-    else st = kld_corpus_load_text(c->corpus_path, c->corpus_format, &rs->corpus, err);
+/* Two models (or a model and its self-flag session): the corpus, tokenized
+ * once with the reference's tokenizer, cut into the configured windows. */
+static kld_status plan_corpus(run_state *rs, kld_error *err) {
+    const kld_kl_config *c = rs->c;
+    kld_status st = c->ids_path ? kld_corpus_load_ids(c->ids_path, &rs->corpus, err)
+                                : kld_corpus_load_text(c->corpus_path, c->corpus_format, &rs->corpus, err);
     if (st) return st;
     if (!rs->ref->tok && rs->corpus->kind == KLD_CORPUS_TEXT)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: cannot read its tokenizer; use --ids-file",
-                        c->ref_path);
+                        rs->ref->path);
     /* conversations: rendered with the reference's template; a second model
      * must render them identically (the plan is tokenized once) */
     if (rs->corpus->kind == KLD_CORPUS_TEXT &&
         (st = kld_corpus_chat_with(rs->corpus, false, kld_model_source(rs->ref->model), rs->ref->tok,
                                    err)))
         return st;
-    if (rs->corpus->kind == KLD_CORPUS_TEXT && c->arm_path &&
+    if (rs->corpus->kind == KLD_CORPUS_TEXT && rs->arm_spec.spec.kind == KLD_ARM_MODEL &&
         (st = kld_corpus_chat_with(rs->corpus, true, kld_model_source(rs->arm->model), rs->arm->tok,
                                    err)))
         return st;
-    kld_plan_opts po = {c->chunking, c->ctx, c->max_docs, c->max_tokens, c->max_chunks, false,
+    kld_plan_opts po = {chunking_of(c), ctx_of(c), c->max_docs, c->max_tokens, c->max_chunks, false,
                         rs->n_vocab};
     if ((st = kld_plan_from_corpus(rs->corpus, rs->ref->tok, &po, &rs->plan, err))) return st;
     rs->pl = &rs->plan;
     return KLD_OK;
+}
+
+static const char *mode_of(kld_arm_kind ref, kld_arm_kind arm) {
+    if (ref == KLD_ARM_TEACHER) return arm == KLD_ARM_CANDIDATE ? "candidate-dumps" : "saved-teacher";
+    if (ref == KLD_ARM_LLAMACPP_BASE) return "llamacpp-base";
+    return arm == KLD_ARM_SELF ? "self-flag" : "two-models";
+}
+
+/* Both arms, each opened by its spec (the one that needs the other second). */
+static kld_status open_arms(run_state *rs, kld_kl_result *out, kld_error *err) {
+    kld_status st;
+    out->mode = mode_of(rs->ref_spec.spec.kind, rs->arm_spec.spec.kind);
+    if (kld_arm_spec_opens_second(&rs->ref_spec)) {
+        if ((st = kld_arm_open_spec(&rs->arm_spec, NULL, &rs->arm, err)) ||
+            (st = kld_arm_open_spec(&rs->ref_spec, rs->arm, &rs->ref, err)))
+            return st;
+    } else if ((st = kld_arm_open_spec(&rs->ref_spec, NULL, &rs->ref, err)) ||
+               (st = kld_arm_open_spec(&rs->arm_spec, rs->ref, &rs->arm, err))) {
+        return st;
+    }
+    if (rs->ref->plan) { /* a saved reference brings its windows */
+        rs->pl = rs->ref->plan;
+        if (rs->ref_spec.spec.kind == KLD_ARM_TEACHER) return check_saved_pair(rs, out, err);
+        rs->n_vocab = rs->arm->n_vocab;
+        snprintf(out->vocab_note, sizeof out->vocab_note, "sizes only (the base file has %d ids)",
+                 (int)rs->arm->n_vocab);
+        return KLD_OK;
+    }
+    if ((st = check_vocab(rs, out, err))) return st;
+    return plan_corpus(rs, err);
+}
+
+/* How the report names the arms and the corpus. */
+static void labels(const run_state *rs, const json_t *config, kld_kl_result *out) {
+    const kld_kl_config *c = rs->c;
+    const kld_arm_spec *r = &rs->ref_spec.spec, *a = &rs->arm_spec.spec;
+    const char *lv;
+    if (r->kind == KLD_ARM_TEACHER) {
+        lv = json_string_value(json_object_get(json_object_get(config, "ref"), "levers"));
+        snprintf(out->ref_label, sizeof out->ref_label, "%s (levers: %s)", r->path, lv ? lv : "unknown");
+    } else {
+        snprintf(out->ref_label, sizeof out->ref_label, "%s", r->path);
+    }
+    if (a->kind == KLD_ARM_CANDIDATE) {
+        lv = json_string_value(json_object_get(json_object_get(config, "arm"), "levers"));
+        snprintf(out->arm_label, sizeof out->arm_label, "%s (levers: %s)", a->path, lv ? lv : "unknown");
+    } else if (a->kind == KLD_ARM_SELF) {
+        snprintf(out->arm_label, sizeof out->arm_label, "%s [%s%s]", r->path,
+                 a->levers ? a->levers : "reference", a->decode ? ", decode" : "");
+    } else {
+        snprintf(out->arm_label, sizeof out->arm_label, "%s", a->path);
+    }
+    snprintf(out->corpus_label, sizeof out->corpus_label, "%s",
+             c->ids_path ? c->ids_path : c->corpus_path ? c->corpus_path
+             : rs->ref->plan ? r->path : "built-in");
 }
 
 static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
@@ -240,7 +265,7 @@ static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
     }
     json_object_set_new(o, "chunking", json_string(kld_chunking_name(rs->pl->chunking)));
     json_object_set_new(o, "windows", json_string(rs->pl->note));
-    json_object_set_new(o, "ctx", json_integer(rs->pl == &rs->plan ? c->ctx : rs->pl->max_len));
+    json_object_set_new(o, "ctx", json_integer(rs->pl == &rs->plan ? ctx_of(c) : rs->pl->max_len));
     json_object_set_new(o, "chunk", json_integer(rs->chunk));
     json_object_set_new(o, "max_docs", json_integer(c->max_docs));
     json_object_set_new(o, "max_tokens", json_integer(c->max_tokens));
@@ -293,14 +318,11 @@ static void close_windows(run_state *rs, kld_kl_result *out) {
     out->n_windows_total = rs->pl->n_windows;
     rs->windows = NULL;
 }
-static kld_status configure_arms(run_state *rs, kld_error *err);
-
 static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
     const kld_kl_config *c = rs->c;
     kld_status st = open_arms(rs, out, err);
     if (st) return st;
     if ((st = check_context(rs, out, err))) return st;
-    if ((st = configure_arms(rs, err))) return st;
     rs->pool = kld_pool_create(c->n_threads);
     if (!rs->pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", c->n_threads);
     /* The caches need only the longest window; a chunk never exceeds it. */
@@ -323,27 +345,6 @@ static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
     return kld_stats_create(&rs->stats, topk, err);
 }
 
-/* The levers and the decode path of the model arms. */
-static kld_status configure_arms(run_state *rs, kld_error *err) {
-    const kld_kl_config *c = rs->c;
-    kld_levers l;
-    kld_status st;
-    if (c->ref_path && c->ref_levers) {
-        kld_levers_default(&l);
-        if ((st = kld_levers_parse(c->ref_levers, &l, err)) ||
-            (st = kld_arm_model_configure(rs->ref, &l, false, 0, err)))
-            return st;
-    } else if (c->ref_path && (st = kld_arm_model_configure(rs->ref, NULL, false, 0, err))) {
-        return st;
-    }
-    if (!c->arm_logits) {
-        kld_levers_default(&l);
-        if (c->arm_levers && (st = kld_levers_parse(c->arm_levers, &l, err))) return st;
-        if ((st = kld_arm_model_configure(rs->arm, &l, c->decode, c->prompt_len, err))) return st;
-    }
-    return KLD_OK;
-}
-
 static void close_all(run_state *rs) {
     kld_scorer_free(rs->scorer);
     kld_arm_free(rs->arm); /* first: a self-flag arm borrows the reference's model */
@@ -357,47 +358,90 @@ static void close_all(run_state *rs) {
     free(rs->windows);
 }
 
-static kld_status check_config(const kld_kl_config *c, kld_error *err) {
-    if (c->ctx < 2 || c->chunk < 1 || c->topk < 1)
-        return kld_fail(err, KLD_ERR_ARG, "need --ctx >= 2, --chunk >= 1, --topk >= 1");
-    int refs = !!c->ref_path + !!c->ref_logits + !!c->llamacpp_base;
-    int arms = !!c->arm_path + !!c->arm_logits;
-    bool self_flag = c->ref_path && arms == 0;
-    if (self_flag && !c->arm_levers && !c->decode)
-        return kld_fail(err, KLD_ERR_ARG, "self-flag (a model without --arm) needs a candidate "
-                        "setting: --lever/--arm-lever or --decode");
-    if (self_flag) arms = 1;
-    if ((c->ref_levers && !c->ref_path))
-        return kld_fail(err, KLD_ERR_ARG, "--ref-lever applies to a reference model, not to %s",
-                        c->ref_logits ? "--reference-logits" : "--llamacpp-base");
-    if ((c->arm_levers || c->decode) && c->arm_logits)
-        return kld_fail(err, KLD_ERR_ARG, "--lever/--arm-lever and --decode apply to a model arm, "
-                        "not to --arm-logits");
-    kld_levers tmp;
-    const char *lv[2] = {c->ref_levers, c->arm_levers};
-    for (int i = 0; i < 2; i++) {
-        kld_levers_default(&tmp);
-        kld_status st;
-        if (lv[i] && (st = kld_levers_parse(lv[i], &tmp, err))) return st;
+/* The configuration's own rules (kld_kl_check), the arms' parsed into rs. */
+static kld_status check_config(const kld_kl_config *c, run_state *rs, kld_error *err) {
+    kld_status st;
+    if ((st = kld_arm_spec_parse(&c->ref, "reference", &rs->ref_spec, err)) ||
+        (st = kld_arm_spec_parse(&c->arm, "arm", &rs->arm_spec, err)) ||
+        (st = kld_arm_pair_check(&rs->ref_spec, &rs->arm_spec, err)))
+        return st;
+    if (c->ctx != 0 && (c->ctx < 2 || c->ctx > (1 << 24)))
+        return kld_fail(err, KLD_ERR_ARG, "--ctx %lld outside 2 .. 16777216", (long long)c->ctx);
+    if (c->chunk < 1 || c->chunk > (1 << 16))
+        return kld_fail(err, KLD_ERR_ARG, "--chunk %lld outside 1 .. 65536", (long long)c->chunk);
+    if (c->topk < 1 || c->topk > KLD_TOPK_MAX)
+        return kld_fail(err, KLD_ERR_ARG, "--topk %d outside 1 .. %d", c->topk, KLD_TOPK_MAX);
+    if (c->max_docs < 0 || c->max_tokens < 0 || c->max_chunks < 0)
+        return kld_fail(err, KLD_ERR_ARG, "--max-docs, --max-tokens and --chunks must be >= 0");
+    if (c->chunking < KLD_CHUNKING_DEFAULT || c->chunking > KLD_CHUNKING_STREAM)
+        return kld_fail(err, KLD_ERR_ARG, "--chunking %d is none of doc, llamacpp, stream", (int)c->chunking);
+    if (c->corpus_format && strcmp(c->corpus_format, "auto") && strcmp(c->corpus_format, "text") &&
+        strcmp(c->corpus_format, "jsonl"))
+        return kld_fail(err, KLD_ERR_ARG, "--corpus-format expects auto, text or jsonl, got '%s'",
+                        c->corpus_format);
+    if (c->shard.n && c->shard.k >= c->shard.n)
+        return kld_fail(err, KLD_ERR_ARG, "--shard %u/%u: K must be below N", c->shard.k, c->shard.n);
+    kld_arm_kind r = rs->ref_spec.spec.kind;
+    if ((r == KLD_ARM_TEACHER || r == KLD_ARM_LLAMACPP_BASE) &&
+        (c->corpus_path || c->ids_path || c->chunking != KLD_CHUNKING_DEFAULT || c->ctx ||
+         c->max_docs || c->max_tokens || c->max_chunks))
+        return kld_fail(err, KLD_ERR_ARG, "%s %s brings its own tokens and windows: --corpus, "
+                        "--ids-file, --chunking, --ctx, --chunks, --max-docs and --max-tokens do not "
+                        "apply", r == KLD_ARM_TEACHER ? "--reference-logits" : "--llamacpp-base",
+                        c->ref.path);
+    if (c->ids_path && c->corpus_path)
+        return kld_fail(err, KLD_ERR_ARG, "give --corpus or --ids-file, not both (%s, %s)",
+                        c->corpus_path, c->ids_path);
+    kld_chunking ch = chunking_of(c);
+    if (ch == KLD_CHUNKING_LLAMACPP && ctx_of(c) < 4)
+        return kld_fail(err, KLD_ERR_ARG, "--chunking llamacpp needs --ctx >= 4, got %lld",
+                        (long long)ctx_of(c));
+    /* a limit the chosen chunking ignores would silently score everything */
+    if (ch == KLD_CHUNKING_DOC && c->max_chunks > 0)
+        return kld_fail(err, KLD_ERR_ARG, "--chunks applies to --chunking llamacpp or stream "
+                        "(%lld given; doc chunking: --max-docs, --max-tokens)", (long long)c->max_chunks);
+    if (ch == KLD_CHUNKING_LLAMACPP && (c->max_docs > 0 || c->max_tokens > 0))
+        return kld_fail(err, KLD_ERR_ARG, "--max-docs and --max-tokens apply to --chunking doc "
+                        "(llamacpp chunking: --chunks)");
+    return KLD_OK;
+}
+
+kld_status kld_kl_check(const kld_kl_config *c, kld_error *err) {
+    run_state rs = {.c = c};
+    return check_config(c, &rs, err);
+}
+
+kld_status kld_kl_check_outputs(const kld_kl_config *c, const char *const *what,
+                                const char *const *paths, int n, kld_error *err) {
+    kld_arm_parsed p[2];
+    kld_status st;
+    if ((st = kld_arm_spec_parse(&c->ref, "reference", &p[0], err)) ||
+        (st = kld_arm_spec_parse(&c->arm, "arm", &p[1], err)))
+        return st;
+    /* the inputs: both arms' files, the corpus, and the levers' files */
+    const char *files[32] = {c->ref.path, c->arm.path, c->corpus_path, c->ids_path};
+    int n_files = 4;
+    for (int k = 0; k < 2; k++) {
+        if (p[k].levers.lora_path[0]) files[n_files++] = p[k].levers.lora_path;
+        if (p[k].levers.kv_config[0]) files[n_files++] = p[k].levers.kv_config;
     }
-    if (refs != 1 || arms != 1)
-        return kld_fail(err, KLD_ERR_ARG, "give one reference (--ref MODEL, --reference-logits DIR or "
-                        "--llamacpp-base FILE) and one arm (--arm MODEL or --arm-logits DIR)");
-    if (c->arm_logits && !c->ref_logits)
-        return kld_fail(err, KLD_ERR_ARG, "--arm-logits needs its teacher as --reference-logits");
-    if (c->chunking == KLD_CHUNKING_LLAMACPP && c->ctx < 4)
-        return kld_fail(err, KLD_ERR_ARG, "llamacpp chunking needs --ctx >= 4");
+    for (int i = 0; i < n && n_files < 32; i++) {
+        if (!paths[i]) continue;
+        if ((st = kld_output_check(what[i], paths[i], files, n_files, err))) return st;
+        files[n_files++] = paths[i]; /* outputs may not be each other either */
+    }
     return KLD_OK;
 }
 
 kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err) {
     memset(out, 0, sizeof *out);
-    kld_status st = check_config(c, err);
-    if (st) return st;
     run_state rs = {.c = c};
+    kld_status st = check_config(c, &rs, err);
+    if (st) return st;
     st = prepare(&rs, out, err);
     if (!st) {
         out->config = config_json(&rs, out);
+        labels(&rs, out->config, out);
         kld_eval_hash(out->config, out->eval_hash);
         if (c->shard.n) kld_shard_annotate(out->config, &c->shard, rs.n_select, out->eval_hash);
         kld_drive_opts d = {rs.pl, rs.ref, rs.arm, rs.chunk, 0, rs.stats, c->stop, c->progress,

@@ -16,37 +16,7 @@
 #include <jansson.h>
 #include <signal.h>
 
-typedef struct kld_kl_config {
-    const char *ref_path;      /* reference model */
-    const char *arm_path;      /* arm model */
-    const char *ref_logits;    /* reference: a saved teacher dump directory (instead of ref_path) */
-    const char *arm_logits;    /* arm: a candidate dump directory (with ref_logits) */
-    const char *llamacpp_base; /* reference: a llama.cpp --kl-divergence-base file */
-    /* Levers (engine.h syntax) of the reference and the arm model sessions
-     * (NULL: reference values). With ref_path and no arm_path/arm_logits
-     * the run is self-flag: the arm is a second session over the
-     * reference's weights (one load) with arm_levers. */
-    const char *ref_levers, *arm_levers;
-    bool decode;               /* the arm runs the decode path */
-    int64_t prompt_len;        /* decode: tokens of each window prefilled first */
-    const char *corpus_path;   /* NULL: built-in corpus (unless ids_path) */
-    const char *corpus_format; /* "auto", "text", "jsonl" */
-    const char *ids_path;      /* pre-tokenized int32 ids instead of text */
-    int64_t max_docs;          /* 0 = all */
-    int64_t max_tokens;        /* per document, 0 = no limit (doc chunking) */
-    int64_t ctx;               /* window length */
-    int64_t chunk;             /* prefill chunk */
-    int64_t max_chunks;        /* llamacpp chunking: windows to score, 0 = all */
-    kld_chunking chunking;
-    int n_threads;
-    int topk;
-    bool allow_vocab_mismatch;
-    bool allow_long_context;   /* saved windows longer than the arm's training context */
-    volatile sig_atomic_t *stop; /* set asynchronously (Ctrl-C): stop after the chunk */
-    void (*progress)(const kld_kl_progress *p, void *user);
-    void *progress_user;
-    kld_shard shard;           /* scale-out: this shard's windows only (shard.n = 0: all) */
-} kld_kl_config;
+/* kld_kl_config, kld_kl_config_defaults and kld_kl_check: kld.h. */
 
 typedef struct kld_kl_result {
     kld_stats *stats;          /* owned: kld_kl_result_free */
@@ -56,6 +26,8 @@ typedef struct kld_kl_result {
     bool partial;
     const char *mode;          /* "two-models", "self-flag", "saved-teacher", "candidate-dumps",
                                   "llamacpp-base" */
+    /* how the report names the two arms and the corpus */
+    char ref_label[4096], arm_label[4096], corpus_label[4096];
     char vocab_note[256];      /* how the vocabularies were compared */
     char ctx_note[256];        /* set when windows exceed a model's training context */
     /* the windows scored, under their global indices (for shard partials) */
@@ -65,7 +37,13 @@ typedef struct kld_kl_result {
     uint8_t eval_hash[32];     /* the defining inputs (src/eval/merge.h) */
 } kld_kl_result;
 
-void kld_kl_config_defaults(kld_kl_config *c);
+/* Proves that the outputs paths[0..n) (NULL: none; what[i] names each in
+ * errors, "--json") can be written before the run: none is a folder, an
+ * input of c (the arms' files, the corpus, the levers' adapter or
+ * kv_config), or another of them (eval/outputs.h). */
+kld_status kld_kl_check_outputs(const kld_kl_config *c, const char *const *what,
+                                const char *const *paths, int n, kld_error *err);
+
 kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err);
 void kld_kl_result_free(kld_kl_result *r);
 

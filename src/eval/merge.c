@@ -66,7 +66,7 @@ kld_status kld_kl_write_partial(const char *path, const kld_kl_result *res,
                              "schema", "kldeval.partial/1", "config", res->config, "vocab_note",
                              res->vocab_note, "ctx_note", res->ctx_note, "ref_label", lb->ref,
                              "arm_label", lb->arm, "corpus_label", lb->corpus, "label", lb->label,
-                             "llamacpp", c->llamacpp_base != NULL, "elapsed_s", res->elapsed_s,
+                             "llamacpp", c->ref.kind == KLD_ARM_LLAMACPP_BASE, "elapsed_s", res->elapsed_s,
                              "ref_seconds", res->ref_seconds, "arm_seconds", res->arm_seconds,
                              "ref_tokens", (json_int_t)res->ref_tokens, "arm_tokens",
                              (json_int_t)res->arm_tokens);

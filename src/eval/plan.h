@@ -23,11 +23,7 @@
 #include "eval/corpus.h"
 #include "tokenizer/tokenizer.h"
 
-typedef enum kld_chunking {
-    KLD_CHUNKING_DOC,
-    KLD_CHUNKING_LLAMACPP,
-    KLD_CHUNKING_STREAM
-} kld_chunking;
+/* kld_chunking: kld.h */
 
 const char *kld_chunking_name(kld_chunking c);
 
@@ -84,12 +80,7 @@ void kld_plan_free(kld_plan *plan);
  * k-th of n contiguous ranges [k W / n, (k+1) W / n) of the W windows
  * (range). n = 0: no sharding. Window indices stay global (arms and merges
  * address windows by them). */
-typedef enum kld_shard_mode { KLD_SHARD_MOD, KLD_SHARD_RANGE } kld_shard_mode;
-
-typedef struct kld_shard {
-    uint32_t k, n;
-    kld_shard_mode mode;
-} kld_shard;
+/* kld_shard_mode, kld_shard: kld.h */
 
 const char *kld_shard_mode_name(kld_shard_mode m);
 /* Parses "K/N" (0 <= K < N <= 1000000); false on anything else. */

@@ -58,10 +58,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KLD_TOPK_DEFAULT 10
-#define KLD_TOPK_MAX 256
 
-/* One scored position (80 bytes).
+/* kld_position (kld.h): one scored position (80 bytes).
  * A truncated row is one where the reference is known only on a subset S of
  * the vocabulary (a saved teacher's top-k, a llama.cpp base row's 16-nat
  * window). Then, with p, q the full-vocabulary probabilities on S and the
@@ -82,26 +80,6 @@
  * kld_bound is NAN where no bound holds (kld_trunc_row.no_bound). The
  * truncated kld itself is >= P ln(P/Q) >= P - Q (log-sum inequality): it
  * can be negative by at most the arm's extra mass on S. */
-typedef struct kld_position {
-    double kld;         /* KL(ref || arm), nats */
-    double kld_rev;     /* KL(arm || ref), nats */
-    double jsd;         /* Jensen-Shannon divergence, nats */
-    double nll_ref;     /* -ln p_ref(token); NAN when token < 0 or unknown */
-    double nll_arm;     /* -ln p_arm(token); NAN when token < 0 */
-    double kld_bound;   /* tail-corrected lower bound of the full KL (= kld for full rows) */
-    float p_ref_max;    /* the reference's largest probability */
-    float mass;         /* the reference's probability mass the row covers (1 for full rows) */
-    int32_t token;      /* the true next token, -1 when there is none */
-    int32_t top_ref;    /* argmax of the reference (first index on ties) */
-    int32_t top_arm;    /* argmax of the arm */
-    uint32_t ctx_pos;   /* position in its context window (set by the caller) */
-    uint16_t topk_hits; /* |topk(ref) n topk(arm)| */
-    uint16_t topk;      /* the k used */
-    uint8_t truncated;  /* 1: the reference row is truncated (see above) */
-    uint8_t next_outside; /* 1: the next token lies outside the reference's known subset,
-                             so nll_ref is only a bound (llama.cpp base rows) */
-    uint8_t pad_[2];
-} kld_position;
 
 /* ---- per-position math (kld_math.c; kernels in kld_math_ref.c / kld_math_avx2.c) ---- */
 
@@ -178,21 +156,10 @@ typedef struct kld_stats_running {
     double ln_ppl_ratio;   /* mean nll_arm - mean nll_ref so far */
 } kld_stats_running;
 
-kld_status kld_stats_create(kld_stats **out, int topk, kld_error *err);
-void kld_stats_free(kld_stats *st);
+/* kld_stats_create, kld_stats_free: kld.h */
 
-/* Starts a new document: the positions added next belong to it. Documents
- * are numbered 0, 1, ... in call order (empty ones keep their number).
- * Positions added before the first call go to an implicit document 0. */
-kld_status kld_stats_begin_doc(kld_stats *st, kld_error *err);
-
-/* Appends a record (rec->topk must equal the accumulator's k). */
-kld_status kld_stats_add(kld_stats *st, const kld_position *rec, kld_error *err);
-
-/* kld_position_compute with the accumulator's k, then kld_stats_add. */
-kld_status kld_stats_add_logits(kld_stats *st, const float *ref_logits, const float *arm_logits,
-                                int32_t n_vocab, int32_t next_token, uint32_t ctx_pos,
-                                kld_error *err);
+/* kld_stats_begin_doc, kld_stats_add, kld_stats_add_logits: kld.h. Documents
+ * are numbered 0, 1, ... in call order (empty ones keep their number). */
 
 /* Appends src's documents and records after dst's (shards of one run, in
  * order). Fails with KLD_ERR_MISMATCH when the k differ. */
@@ -203,79 +170,17 @@ kld_status kld_stats_merge(kld_stats *dst, const kld_stats *src, kld_error *err)
 kld_status kld_stats_reserve(kld_stats *st, size_t n_records, size_t n_docs, kld_error *err);
 
 int kld_stats_topk(const kld_stats *st);
-size_t kld_stats_count(const kld_stats *st);
 void kld_stats_get_running(const kld_stats *st, kld_stats_running *out);
-/* The records in order (valid until the next add/merge). */
-const kld_position *kld_stats_records(const kld_stats *st, size_t *n);
 /* Number of documents begun, and document i's first record and count. */
 size_t kld_stats_doc_count(const kld_stats *st);
 void kld_stats_doc_range(const kld_stats *st, size_t doc, size_t *first, size_t *count);
 
 /* ---- summary (stats_summary.c) ---- */
 
-/* Percentile fractions reported besides min, median and max. */
-#define KLD_N_PCT 10
-extern const double kld_pct_fractions[KLD_N_PCT]; /* .001 .01 .05 .1 .25 .75 .9 .95 .99 .999 */
+/* kld_dist, kld_bucket, kld_summary and kld_pct_fractions: kld.h. */
 
-typedef struct kld_dist {
-    double mean, se; /* se: standard error of the mean */
-    double min, median, max;
-    double pct[KLD_N_PCT]; /* at kld_pct_fractions */
-} kld_dist;
-
-typedef struct kld_bucket {
-    double lo, hi;   /* [lo, hi) (the last confidence bin includes 1.0) */
-    uint64_t n;      /* positions in the bucket; 0 = empty, skip */
-    double kld_mean, kld_se, kld_median;
-    double top1_agreement;
-} kld_bucket;
-
-#define KLD_CONF_BUCKETS 10
-#define KLD_POS_BUCKETS 30
-
-typedef struct kld_summary {
-    uint64_t n_positions;   /* scored positions */
-    uint64_t n_tokens;      /* of those, with a next token */
-    uint64_t n_docs;        /* documents begun */
-    uint64_t n_docs_scored; /* documents with >= 1 position */
-    int topk;
-
-    kld_dist kld;
-    double kld_doc_mean, kld_doc_se; /* mean of per-document means */
-    kld_dist kld_rev;
-    kld_dist jsd;
-
-    double top1_agreement, top1_se;
-    double topk_overlap, topk_se;
-
-    double ppl_ref, ppl_ref_se, ppl_arm, ppl_arm_se;
-    double ln_ppl_ratio, ln_ppl_ratio_se;
-    double ppl_ratio, ppl_ratio_se;
-    double ppl_diff, ppl_diff_se;
-    double nll_cor; /* correlation of per-token nll_ref and nll_arm */
-
-    kld_dist dp; /* p_arm(next) - p_ref(next), probability units */
-    double dp_rms, dp_rms_se;
-
-    kld_bucket by_conf[KLD_CONF_BUCKETS];
-    kld_bucket by_pos[KLD_POS_BUCKETS];
-
-    /* truncated reference rows (saved teachers, llama.cpp base files) */
-    uint64_t n_truncated;   /* rows with truncated = 1 */
-    double mass_mean, mass_min, mass_p1; /* captured mass over all positions */
-    kld_dist kld_bound;     /* tail-corrected lower bound of the full KL (all NAN when
-                               n_no_bound > 0) */
-    uint64_t n_no_bound;    /* rows without a valid bound (kld_trunc_row.no_bound) */
-    uint64_t n_next_outside; /* next tokens outside the reference's known subset */
-    double ppl_ref_filled;  /* PPL(ref) with those positions' NLL taken from the arm (an
-                               estimate; NAN when there are none) */
-    bool ref_nll_known;     /* false when some reference NLL is unknown: PPL(ref),
-                               the ratios and dp are then NAN */
-} kld_summary;
-
-/* Computes every statistic above. Fails (KLD_ERR_ARG) when no position was
- * scored; KLD_ERR_NOMEM when scratch memory is missing. */
-kld_status kld_stats_finalize(const kld_stats *st, kld_summary *out, kld_error *err);
+/* kld_stats_finalize (kld.h) computes every statistic above. Fails (KLD_ERR_ARG)
+ * when no position was scored; KLD_ERR_NOMEM when scratch memory is missing. */
 
 /* Records that need not be in memory (a merge reads them from the shards'
  * partials): read in order, in batches, as many passes as asked. The

@@ -72,9 +72,8 @@ static kld_status score_arm(const kld_sweep_config *c, const kld_sweep_result *r
                             kld_sweep_outcome *o, kld_error *err) {
     kld_kl_config k;
     kld_kl_config_defaults(&k);
-    k.ref_logits = r->teacher_dir;
-    k.arm_path = arm->model;
-    k.arm_levers = arm->levers;
+    k.ref = (kld_arm_spec){.kind = KLD_ARM_TEACHER, .path = r->teacher_dir};
+    k.arm = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = arm->model, .levers = arm->levers};
     k.n_threads = c->teacher.n_threads;
     k.chunk = c->teacher.chunk;
     k.topk = c->topk > 0 ? c->topk : KLD_TOPK_DEFAULT;
