@@ -31,10 +31,10 @@
  *     kld_free". Input pointers are borrowed for the duration of the call,
  *     except the paths inside kld_arm_spec and kld_kl_config, which must stay
  *     valid while kld_kl_check / kld_kl_evaluate run.
- *   Threads. Distinct handles may be used from distinct threads at once. One
- *     handle is not safe for concurrent use, except a kld_model, which any
- *     number of threads may read (kld_model_tokenize, kld_model_logits each
- *     make their own session). n_threads <= 0 means all cores. Results never
+ *   Threads. Distinct handles may be used from distinct threads at once; one
+ *     handle is not safe for concurrent use (a kld_model included: the first
+ *     session of a model repacks its weights). Every computation runs on its
+ *     own worker threads; n_threads <= 0 means all cores. Results never
  *     depend on the thread count or the chunk size.
  *   Numbers. Logits are float32 [n][n_vocab] row-major; statistics are float64
  *     in nats. NAN means "not defined" (e.g. a perplexity without next tokens).
@@ -109,7 +109,7 @@ KLD_API const char *kld_model_arch(const kld_model *model);    /* llama.cpp's na
 /* Token ids of text with the model's tokenizer (*ids: free with kld_free).
  * add_special: the tokenizer's BOS (as `kl` encodes each document).
  * KLD_ERR_UNSUPPORTED when the model has no readable tokenizer. */
-KLD_API kld_status kld_model_tokenize(const kld_model *model, const char *text, size_t len,
+KLD_API kld_status kld_model_tokenize(kld_model *model, const char *text, size_t len,
                                       bool add_special, int32_t **ids, size_t *n_ids,
                                       kld_error *err);
 
@@ -117,7 +117,7 @@ KLD_API kld_status kld_model_tokenize(const kld_model *model, const char *text, 
  * (logits + t * n_vocab) is the distribution after ids[0..t]. levers: the
  * session's levers as `kl --lever` takes them ("kv=q8_0,act=q8"), or NULL
  * for the reference values. logits holds n * n_vocab floats. */
-KLD_API kld_status kld_model_logits(const kld_model *model, const char *levers,
+KLD_API kld_status kld_model_logits(kld_model *model, const char *levers,
                                     const int32_t *ids, int64_t n, int n_threads, float *logits,
                                     kld_error *err);
 
@@ -233,6 +233,10 @@ KLD_API size_t kld_stats_count(const kld_stats *st);
 KLD_API const kld_position *kld_stats_records(const kld_stats *st, size_t *n);
 /* Every statistic; KLD_ERR_ARG when nothing was added. */
 KLD_API kld_status kld_stats_finalize(const kld_stats *st, kld_summary *out, kld_error *err);
+/* The summary's figures as the JSON report names them ("kld": {"mean", ...},
+ * "top1_agreement", "ppl_ratio", ...; schema kldeval.kl/1 without the run's
+ * configuration and timings); free with kld_free. */
+KLD_API char *kld_summary_json(const kld_summary *s, kld_error *err);
 
 /* ---- the windows of a corpus ---- */
 
@@ -268,7 +272,7 @@ typedef struct kld_window_view {
 
 /* The windows `kl` scores for these options, tokenized with model's
  * tokenizer (a chat corpus rendered with its template). */
-KLD_API kld_status kld_corpus_plan_open(const kld_model *model, const kld_plan_options *opts,
+KLD_API kld_status kld_corpus_plan_open(kld_model *model, const kld_plan_options *opts,
                                         kld_corpus_plan **out, kld_error *err);
 KLD_API void kld_corpus_plan_free(kld_corpus_plan *plan);
 KLD_API size_t kld_corpus_plan_count(const kld_corpus_plan *plan);

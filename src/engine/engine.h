@@ -50,6 +50,10 @@ int kld_pool_size(const kld_pool *pool);
  * llama.cpp's --lora applies one; the weights are not merged. */
 
 const kld_hparams *kld_model_hparams(const kld_model *model);
+/* One pointer a layer above keeps with the model (the public API's
+ * tokenizer), freed with free_fn by kld_model_close or the next attach. */
+void *kld_model_attached(const kld_model *model);
+void kld_model_attach(kld_model *model, void *p, void (*free_fn)(void *));
 /* The opened source (tensor table, GGUF metadata, tokenizer paths): owned
  * by the model, valid until kld_model_close. */
 const kld_source *kld_model_source(const kld_model *model);

@@ -40,6 +40,8 @@ struct kld_model {
     struct kld_model_quant *quant; /* quantize-on-load state (model_policy.c), or NULL */
     struct kld_lora *lora;     /* MODEL+ADAPTER[:SCALE] (lora.c), or NULL */
     struct kld_model_repacked *repacked; /* matrices repacked for the SIMD sets (weight_pack.c) */
+    void *attached;            /* what a layer above keeps with the model (kld_model_attach) */
+    void (*attached_free)(void *);
 };
 
 /* Repacks m's f16, q4_K and q6_K matrices in the layouts of kernels.h (once;

@@ -261,6 +261,7 @@ kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_mode
 
 void kld_model_close(kld_model *m) {
     if (!m) return;
+    if (m->attached_free) m->attached_free(m->attached);
     free(m->lv);
     free(m->vec_store);
     kld_model_quant_free(m->quant);
@@ -272,6 +273,14 @@ void kld_model_close(kld_model *m) {
 }
 
 const kld_hparams *kld_model_hparams(const kld_model *m) { return &m->hp; }
+
+void *kld_model_attached(const kld_model *m) { return m->attached; }
+
+void kld_model_attach(kld_model *m, void *p, void (*free_fn)(void *)) {
+    if (m->attached_free) m->attached_free(m->attached);
+    m->attached = p;
+    m->attached_free = free_fn;
+}
 const kld_source *kld_model_source(const kld_model *m) { return m->src; }
 const char *kld_model_adapter(const kld_model *m) { return m->lora ? m->lora->spec : NULL; }
 const char *kld_model_adapter_file(const kld_model *m) { return m->lora ? m->lora->file : NULL; }

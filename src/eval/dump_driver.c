@@ -98,23 +98,13 @@ static kld_status write_dump(void *user, const kld_window *w, size_t wi, const k
 
 static kld_status plan_corpus(dump_state *ds, kld_error *err) {
     const kld_dump_config *c = ds->c;
-    kld_status st = c->ids_path ? kld_corpus_load_ids(c->ids_path, &ds->corpus, err)
-                                : kld_corpus_load_text(c->corpus_path, c->corpus_format, &ds->corpus, err);
-    if (st) return st;
-    if (!ds->model->tok && ds->corpus->kind == KLD_CORPUS_TEXT)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: cannot read its tokenizer; use --ids-file",
-                        c->model_path);
-    /* conversations rendered with the model's template; the manifest's
-     * "windows" note says so, and tokens.bin fixes the tokens for any reader */
-    if (ds->corpus->kind == KLD_CORPUS_TEXT &&
-        (st = kld_corpus_chat_with(ds->corpus, false, kld_model_source(ds->model->model),
-                                   ds->model->tok, err)))
-        return st;
-    kld_plan_opts po = {c->chunking, c->ctx, c->max_docs, c->max_tokens, c->max_chunks,
-                        !c->llamacpp, ds->model->n_vocab};
-    if ((st = kld_plan_from_corpus(ds->corpus, ds->model->tok, &po, &ds->plan, err))) return st;
-    ds->pl = &ds->plan;
-    return KLD_OK;
+    kld_plan_input in = {c->corpus_path, c->corpus_format, c->ids_path, c->model_path,
+                         kld_model_source(ds->model->model), ds->model->tok, NULL, NULL,
+                         {c->chunking, c->ctx, c->max_docs, c->max_tokens, c->max_chunks,
+                          !c->llamacpp, ds->model->n_vocab}};
+    kld_status st = kld_plan_corpus_load(&in, &ds->corpus, &ds->plan, err);
+    if (!st) ds->pl = &ds->plan;
+    return st;
 }
 
 /* tokens.bin holds the ids as fed (BOS replacement applied), so that any

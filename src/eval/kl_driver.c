@@ -163,27 +163,16 @@ static kld_status check_saved_pair(run_state *rs, kld_kl_result *out, kld_error 
  * once with the reference's tokenizer, cut into the configured windows. */
 static kld_status plan_corpus(run_state *rs, kld_error *err) {
     const kld_kl_config *c = rs->c;
-    kld_status st = c->ids_path ? kld_corpus_load_ids(c->ids_path, &rs->corpus, err)
-                                : kld_corpus_load_text(c->corpus_path, c->corpus_format, &rs->corpus, err);
-    if (st) return st;
-    if (!rs->ref->tok && rs->corpus->kind == KLD_CORPUS_TEXT)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: cannot read its tokenizer; use --ids-file",
-                        rs->ref->path);
-    /* conversations: rendered with the reference's template; a second model
-     * must render them identically (the plan is tokenized once) */
-    if (rs->corpus->kind == KLD_CORPUS_TEXT &&
-        (st = kld_corpus_chat_with(rs->corpus, false, kld_model_source(rs->ref->model), rs->ref->tok,
-                                   err)))
-        return st;
-    if (rs->corpus->kind == KLD_CORPUS_TEXT && rs->arm_spec.spec.kind == KLD_ARM_MODEL &&
-        (st = kld_corpus_chat_with(rs->corpus, true, kld_model_source(rs->arm->model), rs->arm->tok,
-                                   err)))
-        return st;
-    kld_plan_opts po = {chunking_of(c), ctx_of(c), c->max_docs, c->max_tokens, c->max_chunks, false,
-                        rs->n_vocab};
-    if ((st = kld_plan_from_corpus(rs->corpus, rs->ref->tok, &po, &rs->plan, err))) return st;
-    rs->pl = &rs->plan;
-    return KLD_OK;
+    bool second = rs->arm_spec.spec.kind == KLD_ARM_MODEL;
+    kld_plan_input in = {c->corpus_path, c->corpus_format, c->ids_path, rs->ref->path,
+                         kld_model_source(rs->ref->model), rs->ref->tok,
+                         second ? kld_model_source(rs->arm->model) : NULL,
+                         second ? rs->arm->tok : NULL,
+                         {chunking_of(c), ctx_of(c), c->max_docs, c->max_tokens, c->max_chunks,
+                          false, rs->n_vocab}};
+    kld_status st = kld_plan_corpus_load(&in, &rs->corpus, &rs->plan, err);
+    if (!st) rs->pl = &rs->plan;
+    return st;
 }
 
 static const char *mode_of(kld_arm_kind ref, kld_arm_kind arm) {

@@ -58,6 +58,25 @@ typedef struct kld_plan_opts {
     int32_t n_vocab;       /* ids must lie in [0, n_vocab) */
 } kld_plan_opts;
 
+/* What a corpus plan is made from: the corpus (a text or JSONL file, NULL
+ * for the built-in corpus, or an ids file), the model that tokenizes it and
+ * renders its conversations (src, tok; tok may be NULL for ids), and a
+ * second model that must render conversations alike (or NULL). */
+typedef struct kld_plan_input {
+    const char *corpus_path, *corpus_format, *ids_path;
+    const char *model_name;            /* for messages */
+    const struct kld_source *src;
+    const kld_tokenizer *tok;
+    const struct kld_source *check_src;
+    const kld_tokenizer *check_tok;
+    kld_plan_opts opts;
+} kld_plan_input;
+
+/* Loads the corpus (*corpus, freed by the caller also on failure) and builds
+ * its plan (plan_corpus.c). */
+kld_status kld_plan_corpus_load(const kld_plan_input *in, kld_corpus **corpus, kld_plan *plan,
+                                kld_error *err);
+
 /* Builds the plan of a corpus (text through tok, or pre-tokenized ids).
  * tok may be NULL for an ids corpus. Errors name the corpus. */
 kld_status kld_plan_from_corpus(const kld_corpus *corpus, const kld_tokenizer *tok,
