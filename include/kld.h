@@ -187,6 +187,9 @@ typedef struct kld_summary {
     double top1_agreement, top1_se;
     double topk_overlap, topk_se;
 
+    /* PPL(ref) and everything paired with it (ratio, difference, correlation)
+     * use kld_position_nll_ref: at next tokens below a llama.cpp base row's
+     * window, an estimate (see n_next_outside) */
     double ppl_ref, ppl_ref_se, ppl_arm, ppl_arm_se;
     double ln_ppl_ratio, ln_ppl_ratio_se;
     double ppl_ratio, ppl_ratio_se;
@@ -206,8 +209,9 @@ typedef struct kld_summary {
                                n_no_bound > 0) */
     uint64_t n_no_bound;    /* rows without a valid bound */
     uint64_t n_next_outside; /* next tokens outside the reference's known subset */
-    double ppl_ref_filled;  /* PPL(ref) with those positions' NLL taken from the arm (an
-                               estimate; NAN when there are none) */
+    double ppl_ref_llamacpp, ppl_ref_llamacpp_se; /* llama.cpp's "Mean PPL(base)": those
+                               tokens at the window's floor, biased low (NAN when
+                               n_next_outside is 0: then it is ppl_ref) */
     bool ref_nll_known;     /* false when some reference NLL is unknown: PPL(ref),
                                the ratios and dp are then NAN */
 } kld_summary;
@@ -228,6 +232,12 @@ KLD_API kld_status kld_stats_add_logits(kld_stats *st, const float *ref_logits,
                                         int32_t next_token, uint32_t ctx_pos, kld_error *err);
 /* Appends a record computed elsewhere (rec->topk must be the accumulator's). */
 KLD_API kld_status kld_stats_add(kld_stats *st, const kld_position *rec, kld_error *err);
+/* The reference NLL the perplexity statistics use for a record: nll_ref,
+ * except where the next token lies below a llama.cpp base row's window
+ * (next_outside). There the file holds only the window's floor, which
+ * -ln p_ref(next) is at least; the estimate is the arm's NLL, raised to that
+ * floor when it is below it. */
+KLD_API double kld_position_nll_ref(const kld_position *rec);
 KLD_API size_t kld_stats_count(const kld_stats *st);
 /* The records in order (valid until the next add). */
 KLD_API const kld_position *kld_stats_records(const kld_stats *st, size_t *n);

@@ -2,7 +2,9 @@
  * `kldeval kl` with an on-load arm, as a user runs them: the written file is
  * llama-quantize's, a bad policy fails naming its token, inspect prints the
  * policy's histogram and bits per weight, and the kl self-gate between
- * f16.gguf@q4_K_M and the file `quantize` wrote is exactly 0. */
+ * f16.gguf@q4_K_M and the file `quantize` wrote is exactly 0; a selector
+ * overrides a recipe's refusal (stories260K q8_0,ffn_down=f16), and the
+ * refusal names the selector that resolves it. */
 #include "testlib.h"
 
 #include "quant/quant.h"
@@ -108,6 +110,65 @@ int main(int argc, char **argv) {
     CHECK(ref_path && strstr(ref_path, "@q4_K_M"), "the report names the reference's policy");
     json_decref(j);
     remove(out);
+    remove(json);
+
+    /* stories260K: llama-quantize refuses q8_0 (ffn_down rows of 172); the
+     * user's ffn_down=f16 overrides the refusal, and the written file loads
+     * with ffn_down in f16 and the rest as q8_0 gives it: the same weights as
+     * llama-quantize's q8_0.gguf there (its q6_K recipe falls back to them),
+     * so kl against it and against the on-load arm is exactly 0 */
+    char st_out[512];
+    snprintf(st_out, sizeof st_out, "%s/cli_quant_st_q8_0_ffn_down_f16.gguf", kt_build_dir());
+    snprintf(args, sizeof args, "quantize -q %s/models/stories260K/f32.gguf '%s' q8_0", KT_SHARED,
+             st_out);
+    o = run(args, &st);
+    CHECK(st == 1 && strstr(o, "blk.0.ffn_down.weight") && strstr(o, "add ffn_down=f16 ") &&
+              strstr(o, "'q8_0,ffn_down=f16'"),
+          "quantize q8_0 on stories260K is refused, naming the selector that resolves it (%d): %s",
+          st, o);
+    free(o);
+    for (int keep = 0; keep < 2; keep++) {
+        snprintf(args, sizeof args, "quantize --threads 2 %s/models/stories260K/f32.gguf '%s' "
+                 "q8_0,ffn_down=%s", KT_SHARED, st_out, keep ? "keep" : "f16");
+        o = run(args, &st);
+        CHECK(st == 0 && strstr(o, "blk.4.ffn_down.weight") && strstr(o, "0 fallback(s)"),
+              "quantize stories260K q8_0,ffn_down=%s: exit 0 (%d): %s", keep ? "keep" : "f16", st, o);
+        free(o);
+        snprintf(args, sizeof args, "inspect --json '%s'", st_out);
+        o = run(args, &st);
+        brace = strchr(o, '{');
+        j = brace ? json_loads(brace, 0, NULL) : NULL;
+        json_t *types = json_object_get(j, "types");
+        json_t *q8 = json_object_get(types, "q8_0"), *fl = json_object_get(types, keep ? "f32" : "f16");
+        CHECK(st == 0 && json_integer_value(json_object_get(q8, "tensors")) == 32 &&
+                  json_integer_value(json_object_get(fl, "tensors")) == (keep ? 16 : 5) &&
+                  (keep || !json_object_get(types, "f32") ||
+                   json_integer_value(json_object_get(json_object_get(types, "f32"), "tensors")) == 11),
+              "the written file loads: 32 q8_0 tensors and ffn_down in %s:\n%s", keep ? "f32" : "f16", o);
+        json_decref(j);
+        free(o);
+    }
+    /* the f16 file: the same weights as llama-quantize's, on load too */
+    snprintf(args, sizeof args, "quantize -q --threads 2 %s/models/stories260K/f32.gguf '%s' "
+             "q8_0,ffn_down=f16", KT_SHARED, st_out);
+    o = run(args, &st);
+    free(o);
+    const char *against[] = {KT_SHARED "/models/stories260K/q8_0.gguf",
+                             KT_SHARED "/models/stories260K/f32.gguf@q8_0,ffn_down=f16"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "kl --ref '%s' --arm '%s' --max-docs 2 --max-tokens 64 --threads 2 "
+                 "--quiet --no-db --json '%s'", st_out, against[k], json);
+        o = run(args, &st);
+        CHECK(st == 0, "kl of the written file against %s exits 0 (%d): %s", against[k], st, o);
+        free(o);
+        j = json_load_file(json, 0, NULL);
+        kld = json_object_get(j, "kld");
+        CHECK(kld && json_real_value(json_object_get(kld, "max")) == 0.0 &&
+                  json_integer_value(json_object_get(j, "n_positions")) > 0,
+              "kl of the written file against %s: KLD exactly 0", against[k]);
+        json_decref(j);
+    }
+    remove(st_out);
     remove(json);
 
     /* kldeval imatrix with llama-imatrix's settings (-c 256 --chunks 64 on

@@ -116,6 +116,92 @@ static void llamacpp_write(void) {
     free(b);
 }
 
+static json_t *load_json(const char *path) {
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    CHECK(j != NULL, "%s: %s", path, je.text);
+    return j;
+}
+
+static double jnum(const json_t *o, const char *key) {
+    const json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* The PPL ratio of a q8_0 arm against a llama.cpp base file equals, within
+ * 1%, the lockstep ratio on the same tokens (`kl --ref f32 --chunking
+ * llamacpp` with the base file's settings), although some next tokens lie
+ * below the file's 16-nat window: llama.cpp's PPL(base), those tokens at the
+ * window's floor, is shown beside it but never paired. lockstep_args: the
+ * corpus and window flags that reproduce the base file's tokens. */
+static void llamacpp_ppl_ratio(const char *name, const char *base, const char *model_dir,
+                               const char *lockstep_args, double min_outside) {
+    char jb[512], jl[512], txt[512], args[2048];
+    snprintf(jb, sizeof jb, "%s/cli_saved_ratio_%s_base.json", kt_build_dir(), name);
+    snprintf(jl, sizeof jl, "%s/cli_saved_ratio_%s_lockstep.json", kt_build_dir(), name);
+    snprintf(txt, sizeof txt, "%s/cli_saved_ratio_%s.txt", kt_build_dir(), name);
+    snprintf(args, sizeof args, "kl --llamacpp-base '%s' --arm %s/q8_0.gguf --json '%s' --quiet", base,
+             model_dir, jb);
+    CHECK(run(args, txt, NULL) == 0, "%s", args);
+    snprintf(args, sizeof args, "kl --ref %s/f32.gguf --arm %s/q8_0.gguf --chunking llamacpp %s "
+             "--json '%s' --quiet", model_dir, model_dir, lockstep_args, jl);
+    CHECK(run(args, NULL, NULL) == 0, "%s", args);
+    json_t *b = load_json(jb), *l = load_json(jl);
+    char *text = kt_read_file(txt, NULL);
+    if (!b || !l || !text) goto done;
+    const json_t *t = json_object_get(b, "truncated");
+    double n_tok = jnum(b, "n_tokens"), n_out = jnum(t, "n_next_outside");
+    double rb = jnum(b, "ppl_ratio"), rl = jnum(l, "ppl_ratio");
+    double eb = jnum(b, "ppl_ratio_stderr"), el = jnum(l, "ppl_ratio_stderr");
+    double pb = jnum(b, "ppl_ref"), pl = jnum(l, "ppl_ref"), lcpp = jnum(t, "ppl_ref_llamacpp");
+    printf("%s q8_0: PPL ratio %.6f ± %.6f against the base file, %.6f ± %.6f lockstep "
+           "(%.3f%% apart); PPL(ref) %.3f vs %.3f; %.0f of %.0f next tokens below the window, "
+           "llama.cpp's PPL(base) %.3f\n", name, rb, eb, rl, el, 100 * fabs(rb / rl - 1), pb, pl,
+           n_out, n_tok, lcpp);
+    /* the same tokens and the same arm: the arm's figures are identical */
+    CHECK(jnum(b, "n_tokens") == jnum(l, "n_tokens") &&
+              fabs(jnum(b, "ppl_arm") / jnum(l, "ppl_arm") - 1) < 1e-9,
+          "%s: %.0f vs %.0f tokens, PPL(arm) %.9g vs %.9g", name, jnum(b, "n_tokens"),
+          jnum(l, "n_tokens"), jnum(b, "ppl_arm"), jnum(l, "ppl_arm"));
+    CHECK(n_out >= min_outside * n_tok, "%s: %.0f of %.0f next tokens below the window (want >= %g)",
+          name, n_out, n_tok, min_outside);
+    CHECK(fabs(rb / rl - 1) < 0.01, "%s: PPL ratio %.6f, lockstep %.6f", name, rb, rl);
+    CHECK(fabs(pb / pl - 1) < 0.01, "%s: PPL(ref) %.6f, lockstep %.6f", name, pb, pl);
+    CHECK(fabs(jnum(b, "ln_ppl_ratio") - log(rb)) < 1e-12 && fabs(jnum(b, "ppl_diff") -
+              (jnum(b, "ppl_arm") - pb)) < 1e-9 * pb,
+          "%s: ln ratio and difference against the same PPL(ref)", name);
+    /* the paired error of the same pairs: close to the lockstep one */
+    CHECK(eb > 0.5 * el && eb < 2.0 * el, "%s: ratio stderr %.6g, lockstep %.6g", name, eb, el);
+    if (n_out > 0) {
+        double shown = number_after(text, "llama.cpp's PPL(base)         :");
+        CHECK(lcpp < pb && fabs(shown - lcpp) <= 1e-6 * lcpp,
+              "%s: llama.cpp's PPL(base) %.6f (JSON) below PPL(ref) %.6f and shown as %.6f", name,
+              lcpp, pb, shown);
+        CHECK(line_of(text, "(kldeval: ") != NULL,
+              "%s: the llama.cpp block says its PPL(base) is the estimate", name);
+    } else {
+        CHECK(json_is_null(json_object_get(t, "ppl_ref_llamacpp")) &&
+                  !line_of(text, "llama.cpp's PPL(base)"),
+              "%s: no next token outside, no second PPL(base)", name);
+    }
+done:
+    json_decref(b);
+    json_decref(l);
+    free(text);
+}
+
+/* stories260K on the built-in corpus, llama.cpp chunking of 128: a fifth of
+ * the next tokens lie more than 16 nats below the top (llama.cpp's PPL(base)
+ * was 1956.87 against 7993 lockstep, and the ratio 4.06) */
+static void llamacpp_ppl_ratio_stories(void) {
+    char base[512], args[1024];
+    snprintf(base, sizeof base, "%s/cli_saved_stories.kld", kt_build_dir());
+    snprintf(args, sizeof args, "dump -m %s/models/stories260K/f32.gguf --format llamacpp --out '%s' "
+             "--ctx 128 --quiet", KT_SHARED, base);
+    CHECK(run(args, NULL, NULL) == 0, "%s", args);
+    llamacpp_ppl_ratio("stories260K", base, KT_SHARED "/models/stories260K", "--ctx 128", 0.1);
+}
+
 static void teacher_json(void) {
     char dir[512], json[512], args[2048];
     snprintf(dir, sizeof dir, "%s/cli_saved_teacher", kt_build_dir());
@@ -219,6 +305,9 @@ int main(int argc, char **argv) {
     llamacpp_oracle("f16", KT_SHARED "/oracle/aidreams260K/small-kld-f16.txt", 2e-6, 0.05);
     llamacpp_oracle("q8_0", KT_SHARED "/oracle/aidreams260K/small-kld-q8_0.txt", 3e-4, 0.5);
     llamacpp_write();
+    llamacpp_ppl_ratio("aidreams260K", BASE, AID,
+                       "--ctx 128 --chunks 40 --corpus " KT_SHARED "/corpus/licenses.txt", 0.0);
+    llamacpp_ppl_ratio_stories();
     teacher_json();
     errors();
     return kt_finish();

@@ -113,7 +113,10 @@ static void test_aidreams_fallback(void) {
     /* llama-quantize refuses q8_0 here; so do we, naming the tensor */
     kld_status st = kld_quantize_file(AID "/f32.gguf", out, "q8_0", NULL, NULL, &err);
     CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, "blk.0.ffn_down.weight") &&
-          strstr(err.msg, "172"), "q8_0 on 172-wide rows fails naming the tensor: %s", err.msg);
+          strstr(err.msg, "172") && strstr(err.msg, "(and 3 more)") &&
+          strstr(err.msg, "add ffn_down=f16 ") && strstr(err.msg, "'q8_0,ffn_down=f16'"),
+          "q8_0 on 172-wide rows fails naming the tensor and the selector that resolves it: %s",
+          err.msg);
     /* the plan lists the fallbacks */
     kld_model *m = NULL;
     CHECK_OK(kld_model_open(AID "/f32.gguf", &(kld_model_opts){.policy = "q6_K"}, &m, &err), err);
@@ -125,6 +128,98 @@ static void test_aidreams_fallback(void) {
             f16_fallbacks++;
     CHECK(f16_fallbacks == 4, "on load: 4 ffn_down q6_K → f16 fallbacks (%d)", f16_fallbacks);
     kld_model_close(m);
+}
+
+#define ST KT_SHARED "/models/stories260K"
+
+/* The policy a refusal proposes (between "('" and "')"), into buf. */
+static bool proposed_policy(const char *msg, char *buf, size_t cap) {
+    const char *a = strstr(msg, "('"), *b = a ? strstr(a, "')") : NULL;
+    if (!b || (size_t)(b - a - 2) >= cap) return false;
+    memcpy(buf, a + 2, (size_t)(b - a - 2));
+    buf[b - a - 2] = 0;
+    return true;
+}
+
+/* A selector overrides the recipe's refusal: llama-quantize refuses q8_0 on
+ * stories260K (ffn_down rows of 172 are not a multiple of 32); the user's
+ * ffn_down=f16 stores exactly those tensors in f16 and the rest as the q8_0
+ * recipe does. That is what llama-quantize's q6_K recipe gives this model
+ * (q6_K falls back to q8_0, and to f16 for 172), so the file is the shared
+ * q8_0.gguf but for general.file_type (7, q8_0, against 18, q6_K). A
+ * refusal no selector resolves names the selectors that would, and they do. */
+static void test_selector_over_refusal(void) {
+    char out[512];
+    snprintf(out, sizeof out, "%s/quant_st_q8_0_ffn_down_f16.gguf", kt_build_dir());
+    kld_error err = {0};
+    kld_quant_plan sum;
+    kld_quantize_opts o = {.n_threads = 2};
+    CHECK_OK(kld_quantize_file(ST "/f32.gguf", out, "q8_0,ffn_down=f16", &o, &sum, &err), err);
+    CHECK(compare_tensors(out, ST "/q8_0.gguf", "stories260K q8_0,ffn_down=f16") == 1.0,
+          "stories260K q8_0,ffn_down=f16: every tensor llama-quantize's");
+    size_t na, nb, differ = 0, at = 0;
+    char *a = kt_read_file(out, &na), *b = kt_read_file(ST "/q8_0.gguf", &nb);
+    for (size_t i = 0; na == nb && i < na; i++)
+        if (a[i] != b[i]) differ++, at = i;
+    CHECK(na == nb && differ == 1 && a[at] == 7 && b[at] == 18,
+          "the file differs from llama-quantize's only in general.file_type (%zu bytes differ; "
+          "%d vs %d)", differ, na == nb ? a[at] : -1, na == nb ? b[at] : -1);
+    free(a);
+    free(b);
+    remove(out);
+
+    /* keep, and on load: ffn_down as stored (f32), every other matrix q8_0 */
+    kld_model *m = NULL;
+    CHECK_OK(kld_model_open(ST "/f32.gguf@q8_0,ffn_down=keep", NULL, &m, &err), err);
+    const kld_quant_plan *p = m ? kld_model_quant_plan(m) : NULL;
+    int n_down = 0, n_q8 = 0, other = 0;
+    for (size_t i = 0; p && i < p->n; i++) {
+        const kld_quant_item *it = &p->items[i];
+        if (!it->eligible) other += it->dst_type != it->src_type;
+        else if (strstr(it->name, "ffn_down")) n_down += it->dst_type == KLD_TYPE_F32 && !it->fallback;
+        else n_q8 += it->dst_type == KLD_TYPE_Q8_0;
+    }
+    CHECK(p && n_down == 5 && n_q8 == 32 && other == 0,
+          "f32.gguf@q8_0,ffn_down=keep: %d ffn_down kept f32, %d q8_0, %d others changed", n_down,
+          n_q8, other);
+    kld_model_close(m);
+
+    /* refusals no selector resolves: the proposal names exactly the refused
+     * tensors, and appending it resolves them */
+    static const struct {
+        const char *policy, *fix, *why;
+    } refused[] = {
+        {"q8_0,ffn_down=f16,blk:1-2.ffn_down=base", "add blk:1-2.ffn_down=f16 ", "(recipe Q8_0)"},
+        {"q8_0,ffn_down=f16,blk:1.ffn_down=base,blk:3.ffn_down=q4_0",
+         "add blk:1.ffn_down=f16,blk:3.ffn_down=f16 ", "(recipe Q8_0)"},
+        {"q4_K_M,ffn_down=q4_0", "add ffn_down=f16 ", "asked by 'ffn_down=q4_0'"},
+        {"q8_0,ffn_down=q4_1", "add ffn_down=f16 ", "asked by 'ffn_down=q4_1'"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char spec[1024], fixed[512];
+        snprintf(spec, sizeof spec, ST "/f32.gguf@%s", refused[i].policy);
+        m = NULL;
+        kld_status st = kld_model_open(spec, NULL, &m, &err);
+        CHECK(st == KLD_ERR_UNSUPPORTED && !m && strstr(err.msg, refused[i].fix) &&
+                  strstr(err.msg, refused[i].why),
+              "%s: refused with '%s' and '%s': %s", refused[i].policy, refused[i].fix, refused[i].why,
+              err.msg);
+        kld_model_close(m);
+        if (st != KLD_ERR_UNSUPPORTED || !proposed_policy(err.msg, fixed, sizeof fixed)) {
+            CHECK(false, "%s: no proposed policy in '%s'", refused[i].policy, err.msg);
+            continue;
+        }
+        snprintf(spec, sizeof spec, ST "/f32.gguf@%s", fixed);
+        m = NULL;
+        CHECK_OK(kld_model_open(spec, NULL, &m, &err), err);
+        p = m ? kld_model_quant_plan(m) : NULL;
+        int f16 = 0;
+        for (size_t k = 0; p && k < p->n; k++)
+            f16 += strstr(p->items[k].name, "ffn_down") && p->items[k].dst_type == KLD_TYPE_F16;
+        CHECK(f16 == 5, "%s: the proposal '%s' stores the 5 ffn_down in f16 (%d)", refused[i].policy,
+              fixed, f16);
+        kld_model_close(m);
+    }
 }
 
 static void test_policy_errors(void) {
@@ -539,6 +634,7 @@ int main(void) {
     test_simd_twins();
     test_recipe_files();
     test_aidreams_fallback();
+    test_selector_over_refusal();
     test_policy_plan();
     test_imatrix_file();
     test_imatrix_quant();

@@ -380,6 +380,88 @@ static void check_ppl_and_friends(void) {
     kld_stats_free(st);
 }
 
+/* Next tokens below a llama.cpp base row's window (next_outside): the record
+ * holds the window's floor F as nll_ref. PPL(ref) and every figure paired
+ * with it take max(nll_arm, F) there, so the summary must equal, figure for
+ * figure, that of the same records with nll_ref replaced by the estimate;
+ * llama.cpp's PPL(base) (F itself) is kept beside it, and dp keeps F. The
+ * standard error of the ln ratio is recomputed here from the pairs. */
+static void check_next_outside(void) {
+    enum { N = 40 };
+    kld_error err = {0};
+    kld_stats *base, *filled;
+    CHECK_OK(kld_stats_create(&base, 4, &err), err);
+    CHECK_OK(kld_stats_create(&filled, 4, &err), err);
+    double raw[N], est[N], arm[N];
+    int n_out = 0, n_floor = 0;
+    for (int i = 0; i < N; i++) {
+        bool out = i % 4 == 1;
+        double floor_nll = 16.5 + 0.1 * (i % 3);
+        arm[i] = out ? floor_nll + 2.0 + 6.0 * rnd() - (i == 9 ? 9.0 : 0.0) : 4.0 * rnd();
+        raw[i] = out ? floor_nll : arm[i] + 0.2 * (rnd() - 0.4);
+        est[i] = out ? (arm[i] > raw[i] ? arm[i] : raw[i]) : raw[i];
+        n_out += out;
+        n_floor += out && arm[i] < raw[i]; /* i = 9: the arm's NLL below the floor */
+        kld_position r = rec_of(0.01 * (i % 5), 3, raw[i], arm[i], i % 3 != 0, 0.4f, (uint32_t)i);
+        r.next_outside = out;
+        r.truncated = 1;
+        CHECK_OK(kld_stats_add(base, &r, &err), err);
+        CHECK(kld_position_nll_ref(&r) == est[i], "position %d: estimate %.17g, want %.17g", i,
+              kld_position_nll_ref(&r), est[i]);
+        r.nll_ref = est[i];
+        r.next_outside = 0;
+        CHECK_OK(kld_stats_add(filled, &r, &err), err);
+    }
+    CHECK(n_out == 10 && n_floor == 1, "fixture: %d outside, %d with the arm below the floor", n_out,
+          n_floor);
+    kld_summary s, t;
+    CHECK_OK(kld_stats_finalize(base, &s, &err), err);
+    CHECK_OK(kld_stats_finalize(filled, &t, &err), err);
+    CHECK(s.n_next_outside == 10 && t.n_next_outside == 0 && isnan(t.ppl_ref_llamacpp),
+          "next tokens outside: %llu, %llu", (unsigned long long)s.n_next_outside,
+          (unsigned long long)t.n_next_outside);
+    const struct {
+        const char *name;
+        double a, b;
+    } same[] = {{"ppl_ref", s.ppl_ref, t.ppl_ref}, {"ppl_ref_se", s.ppl_ref_se, t.ppl_ref_se},
+                {"ppl_arm", s.ppl_arm, t.ppl_arm}, {"ln_ppl_ratio", s.ln_ppl_ratio, t.ln_ppl_ratio},
+                {"ln_ppl_ratio_se", s.ln_ppl_ratio_se, t.ln_ppl_ratio_se},
+                {"ppl_ratio", s.ppl_ratio, t.ppl_ratio}, {"ppl_ratio_se", s.ppl_ratio_se, t.ppl_ratio_se},
+                {"ppl_diff", s.ppl_diff, t.ppl_diff}, {"ppl_diff_se", s.ppl_diff_se, t.ppl_diff_se},
+                {"nll_cor", s.nll_cor, t.nll_cor}};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        CHECK(same[i].a == same[i].b, "%s: %.17g with the floors, %.17g with the estimates",
+              same[i].name, same[i].a, same[i].b);
+
+    /* independently: raw sums, as llama.cpp's mean_and_uncertainty */
+    double sr = 0, sr2 = 0, se_ = 0, sd = 0, sd2 = 0, sdp = 0;
+    for (int i = 0; i < N; i++) {
+        double d = arm[i] - est[i];
+        sr += raw[i]; sr2 += raw[i] * raw[i]; se_ += est[i];
+        sd += d; sd2 += d * d;
+        sdp += exp(-arm[i]) - exp(-raw[i]);
+    }
+    double mr = sr / N, ur = sqrt((sr2 / N - mr * mr) / (N - 1));
+    double md = sd / N, ud = sqrt((sd2 / N - md * md) / (N - 1));
+    CHECK(close_to(s.ppl_ref_llamacpp, exp(mr), 1e-12 * exp(mr)) &&
+              close_to(s.ppl_ref_llamacpp_se, exp(mr) * ur, 1e-9 * exp(mr)),
+          "llama.cpp's PPL(base) %.15g ± %.15g, want %.15g ± %.15g", s.ppl_ref_llamacpp,
+          s.ppl_ref_llamacpp_se, exp(mr), exp(mr) * ur);
+    CHECK(close_to(s.ppl_ref, exp(se_ / N), 1e-12 * s.ppl_ref) && s.ppl_ref > 2.0 * s.ppl_ref_llamacpp,
+          "PPL(ref) %.15g, want %.15g (llama.cpp's %.6g)", s.ppl_ref, exp(se_ / N), s.ppl_ref_llamacpp);
+    CHECK(close_to(s.ln_ppl_ratio, md, 1e-13) && close_to(s.ln_ppl_ratio_se, ud, 1e-12) &&
+              close_to(s.ppl_ratio_se, exp(md) * ud, 1e-12),
+          "ln ratio %.15g ± %.15g, want %.15g ± %.15g", s.ln_ppl_ratio, s.ln_ppl_ratio_se, md, ud);
+    CHECK(close_to(s.dp.mean, sdp / N, 1e-15) && s.dp.mean != t.dp.mean,
+          "dp keeps the recorded floor: %.17g, want %.17g", s.dp.mean, sdp / N);
+    kld_stats_running run;
+    kld_stats_get_running(base, &run);
+    CHECK(close_to(run.ln_ppl_ratio, md, 1e-13), "running ln ratio %.15g, want %.15g",
+          run.ln_ppl_ratio, md);
+    kld_stats_free(base);
+    kld_stats_free(filled);
+}
+
 /* kld_stats_add_logits, and N = 1 (no standard error) */
 static void check_add_logits(void) {
     kld_error err = {0};
@@ -408,6 +490,7 @@ int main(void) {
     check_errors();
     check_odd_even();
     check_ppl_and_friends();
+    check_next_outside();
     check_add_logits();
     return kt_finish();
 }

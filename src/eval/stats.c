@@ -71,12 +71,17 @@ kld_status kld_stats_begin_doc(kld_stats *st, kld_error *err) {
     return KLD_OK;
 }
 
+double kld_position_nll_ref(const kld_position *r) {
+    if (!r->next_outside) return r->nll_ref;
+    return r->nll_arm > r->nll_ref ? r->nll_arm : r->nll_ref;
+}
+
 static void add_sums(kld_stats *st, const kld_position *r) {
     st->sum_kld += r->kld;
     if (r->top_ref == r->top_arm) st->n_top1++;
     if (r->token >= 0) {
         st->n_tokens++;
-        st->sum_nll_ref += r->nll_ref;
+        st->sum_nll_ref += kld_position_nll_ref(r);
         st->sum_nll_arm += r->nll_arm;
     }
 }

@@ -40,6 +40,14 @@
  *     Correlation = population covariance / sqrt(var_arm var_ref) (0 when a
  *     variance is 0). PPL, dp and the correlation use only positions with a
  *     next token (n_tokens); everything else uses all n_positions.
+ *   nll_ref in PPL(ref), the ratio, the difference and the correlation is
+ *     kld_position_nll_ref (kld.h): the recorded value, except at llama.cpp
+ *     base rows whose next token lies below the 16-nat window (next_outside),
+ *     where the record holds only the window's floor F <= -ln p_ref(next);
+ *     there it is max(nll_arm, F), so each pair of the ratio is one of the
+ *     NLLs behind PPL(ref). llama.cpp's PPL(base), with F itself, is biased
+ *     low and kept beside it (ppl_ref_llamacpp). dp keeps the recorded
+ *     nll_ref (llama.cpp's definition; the two differ by < e^-16 there).
  *   RMS dp = sqrt(mean dp^2), error 0.5 / RMS * se(dp^2) (llama.cpp).
  *   Mean of document means: the mean over documents with >= 1 position of
  *     each document's mean KLD, error se over those documents (the seeds'
@@ -153,7 +161,7 @@ typedef struct kld_stats_running {
     uint64_t n_positions, n_tokens, n_docs;
     double kld_mean;       /* pooled mean so far (0 before any position) */
     double top1_agreement; /* fraction so far */
-    double ln_ppl_ratio;   /* mean nll_arm - mean nll_ref so far */
+    double ln_ppl_ratio;   /* mean nll_arm - mean kld_position_nll_ref so far */
 } kld_stats_running;
 
 /* kld_stats_create, kld_stats_free: kld.h */

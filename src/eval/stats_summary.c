@@ -197,12 +197,15 @@ static kld_status fill_buckets(const kld_record_source *src, double *v, double *
 static kld_status ppl_stats(const kld_record_source *src, double *a, double *b, double *d,
                             kld_summary *s, kld_error *err) {
     size_t m = 0;
-    /* llama.cpp base rows: a next token below the 16-nat window gets the
-     * window's floor as its NLL, so PPL(ref) is biased low; the arm's NLL at
-     * those positions gives the best estimate the file allows */
+    /* a: nll_ref as recorded, b: nll_arm, d: the reference NLL the statistics
+     * pair with b (kld_position_nll_ref). They differ only at llama.cpp base
+     * rows whose next token lies below the 16-nat window: the record holds
+     * the window's floor there (llama.cpp's biased-low PPL(base)); PPL(ref),
+     * the ratio, the difference and the correlation all take the estimate,
+     * so that every per-position pair of the ratio is one of those behind
+     * PPL(ref) and its standard error is the paired one of those pairs */
     s->n_next_outside = 0;
-    s->ppl_ref_filled = NAN;
-    csum filled = {0, 0};
+    s->ppl_ref_llamacpp = s->ppl_ref_llamacpp_se = NAN;
     pass p;
     const kld_position *r;
     pass_begin(&p, src, err);
@@ -210,9 +213,8 @@ static kld_status ppl_stats(const kld_record_source *src, double *a, double *b, 
         if (r->token < 0) continue;
         a[m] = r->nll_ref;
         b[m] = r->nll_arm;
-        bool out = r->next_outside != 0;
-        s->n_next_outside += out;
-        csum_add(&filled, out ? b[m] : a[m]);
+        d[m] = kld_position_nll_ref(r);
+        s->n_next_outside += r->next_outside != 0;
         m++;
     }
     if (p.st) return p.st;
@@ -240,28 +242,32 @@ static kld_status ppl_stats(const kld_record_source *src, double *a, double *b, 
         s->dp_rms = s->dp_rms_se = NAN;
         return KLD_OK;
     }
+    if (s->n_next_outside) {
+        double ml, ul;
+        kld_mean_se(a, m, &ml, &ul);
+        s->ppl_ref_llamacpp = exp(ml);
+        s->ppl_ref_llamacpp_se = s->ppl_ref_llamacpp * ul;
+    }
     double ma, ua, mb, ub;
-    kld_mean_se(a, m, &ma, &ua);
+    kld_mean_se(d, m, &ma, &ua);
     kld_mean_se(b, m, &mb, &ub);
     csum va = {0, 0}, vb = {0, 0}, cab = {0, 0};
     for (size_t i = 0; i < m; i++) {
-        csum_add(&va, (a[i] - ma) * (a[i] - ma));
+        csum_add(&va, (d[i] - ma) * (d[i] - ma));
         csum_add(&vb, (b[i] - mb) * (b[i] - mb));
-        csum_add(&cab, (a[i] - ma) * (b[i] - mb));
+        csum_add(&cab, (d[i] - ma) * (b[i] - mb));
     }
     double var_a = csum_get(&va) / (double)m, var_b = csum_get(&vb) / (double)m;
     double cov_pop = csum_get(&cab) / (double)m;
     double cov = m >= 2 ? cov_pop / (double)(m - 1) : 0.0; /* covariance of the two means */
     s->nll_cor = var_a > 0.0 && var_b > 0.0 ? cov_pop / sqrt(var_a * var_b) : 0.0;
 
-    if (s->n_next_outside) s->ppl_ref_filled = exp(csum_get(&filled) / (double)m);
-
     s->ppl_ref = exp(ma);
     s->ppl_ref_se = s->ppl_ref * ua;
     s->ppl_arm = exp(mb);
     s->ppl_arm_se = s->ppl_arm * ub;
 
-    for (size_t i = 0; i < m; i++) d[i] = b[i] - a[i];
+    for (size_t i = 0; i < m; i++) d[i] = b[i] - d[i];
     double md, ud;
     kld_mean_se(d, m, &md, &ud);
     s->ln_ppl_ratio = mb - ma;
@@ -273,7 +279,9 @@ static kld_status ppl_stats(const kld_record_source *src, double *a, double *b, 
                2.0 * s->ppl_arm * s->ppl_ref * cov;
     s->ppl_diff_se = v > 0.0 ? sqrt(v) : 0.0;
 
-    /* dp = p_arm(next) - p_ref(next); d holds dp, a its squares */
+    /* dp = p_arm(next) - p_ref(next) with the recorded nll_ref (llama.cpp's
+     * definition; at a floor the two differ by less than e^-16); d holds dp,
+     * a its squares */
     for (size_t i = 0; i < m; i++) {
         d[i] = exp(-b[i]) - exp(-a[i]);
         a[i] = d[i] * d[i];

@@ -1,6 +1,8 @@
 /* plan.c — applies a policy to one model's tensor table: which tensors
  * llama.cpp would quantize, the type each gets (recipe, then selectors in
- * order, then the row-length fallback), the importance weights it uses,
+ * order, then the row-length fallback; a recipe's refusal of rows its type
+ * cannot hold stands only where no selector stores the tensor otherwise,
+ * and the error proposes the selectors that would), the importance weights it uses,
  * and the resulting sizes. Tensors are visited in llama-quantize's order
  * (layer number, then name), since the recipe's counters depend on it. */
 #include "quant/quant.h"
@@ -74,12 +76,25 @@ static uint32_t ftype_of_type(uint32_t type) {
     return UINT32_MAX;
 }
 
-/* hit[i]: rule i matched a tensor. */
+/* A tensor whose chosen type its rows cannot hold: the recipe's choice where
+ * llama.cpp has no fallback (rule NULL), or an explicit type without one
+ * (rule: the selector that asked for it; NULL with a plain-type base). */
+typedef struct refusal {
+    bool on, recipe;
+    uint32_t type;
+    const char *rule;
+} refusal;
+
+/* hit[i]: rule i matched a tensor. A refusal is not an error yet: a later
+ * selector may store the tensor otherwise (the user's explicit choice wins
+ * over the recipe's), and the plan's error names every refused tensor. */
 static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_recipe_state *st,
-                         kld_quant_item *it, bool *hit, kld_error *err) {
+                         kld_quant_item *it, bool *hit, refusal *no, kld_error *err) {
     const kld_tensor *t = it->t;
     char b1[16], b2[16];
     uint32_t type;
+    bool base_refused = false;
+    *no = (refusal){0};
     if (p->base_keep) {
         type = t->type;
     } else if (p->recipe) {
@@ -87,12 +102,9 @@ static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_rec
         if (kld_type_info_get(type)->is_quantized) {
             type = kld_recipe_tensor_type(p->recipe, qm, st, it->name, t->ne[0]);
             uint32_t f = kld_quant_fallback(type, t->ne[0]);
-            if (f == KLD_TYPE_COUNT)
-                return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': %" PRId64 " columns are "
-                                "not a multiple of %s's block and llama.cpp has no fallback for "
-                                "it (recipe %s)", it->name, t->ne[0], kld_type_name(type, b1),
-                                p->recipe->name);
-            if (f != type) {
+            if (f == KLD_TYPE_COUNT) { /* llama.cpp would stop here */
+                base_refused = true;
+            } else if (f != type) {
                 it->fallback = true;
                 it->wanted_type = type;
                 type = f;
@@ -101,7 +113,8 @@ static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_rec
     } else {
         type = p->base_type;
     }
-    bool overridden = false;
+    bool overridden = false, refused = base_refused;
+    const char *rule = NULL;
     const uint32_t base_type = type;
     const bool base_fallback = it->fallback;
     const uint32_t base_wanted = it->wanted_type;
@@ -112,20 +125,28 @@ static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_rec
         if (r->base) {
             type = base_type;
             overridden = !p->recipe && !p->base_keep;
+            refused = base_refused;
+            rule = NULL;
             it->fallback = base_fallback;
             it->wanted_type = base_wanted;
             continue;
         }
         type = r->keep ? t->type : r->type;
         overridden = true;
+        refused = false;
+        rule = r->text;
         it->fallback = false;
+    }
+    if (refused) {
+        *no = (refusal){.on = true, .recipe = true, .type = type};
+        return KLD_OK;
     }
     if (overridden || (!p->recipe && !p->base_keep)) {
         uint32_t f = kld_quant_fallback(type, t->ne[0]);
-        if (f == KLD_TYPE_COUNT)
-            return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': %" PRId64 " columns are not a "
-                            "multiple of %s's block of %d (policy '%s')", it->name, t->ne[0],
-                            kld_type_name(type, b1), kld_type_info_get(type)->block_size, p->text);
+        if (f == KLD_TYPE_COUNT) {
+            *no = (refusal){.on = true, .type = type, .rule = rule};
+            return KLD_OK;
+        }
         if (f != type) {
             it->fallback = true;
             it->wanted_type = type;
@@ -145,6 +166,85 @@ static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_rec
         it->requant = si->is_quantized;
     }
     return KLD_OK;
+}
+
+/* The class selector naming tensor `name` (blk.L.CLASS.weight), or -1. */
+static int class_of(const char *name) {
+    int l = layer_of(name);
+    for (size_t c = 0; l >= 0 && c < KLD_POLICY_N_CLASSES; c++) {
+        char want[64];
+        snprintf(want, sizeof want, "blk.%d.%s.weight", l, kld_policy_classes[c]);
+        if (!strcmp(name, want)) return (int)c;
+    }
+    return -1;
+}
+
+/* Appends to buf (at *o) the selectors that name exactly the refused
+ * tensors: a class where each of its tensors is refused, else
+ * blk:A-B.CLASS per run of refused layers; embd, head, or the tensor's own
+ * name (a glob matching only it) for the others. */
+static void resolving_selectors(const kld_quant_plan *plan, const bool *refused, char *buf,
+                                size_t cap, size_t *o) {
+#define ADD(...) (*o += *o < cap ? (size_t)snprintf(buf + *o, cap - *o, __VA_ARGS__) : 0)
+    for (int c = 0; c < (int)KLD_POLICY_N_CLASSES; c++) {
+        size_t n_all = 0, n_no = 0;
+        for (size_t i = 0; i < plan->n; i++)
+            if (plan->items[i].eligible && class_of(plan->items[i].name) == c)
+                n_all++, n_no += refused[i];
+        if (!n_no) continue;
+        if (n_no == n_all) {
+            ADD(",%s=f16", kld_policy_classes[c]);
+            continue;
+        }
+        int lo = -1, hi = -1; /* the current run of refused layers (items are in layer order) */
+        for (size_t i = 0; i <= plan->n; i++) {
+            bool take = i < plan->n && refused[i] && class_of(plan->items[i].name) == c;
+            int l = take ? layer_of(plan->items[i].name) : -1;
+            if (take && lo >= 0 && l == hi + 1) {
+                hi = l;
+                continue;
+            }
+            if (!take && i < plan->n) continue;
+            if (lo >= 0) {
+                if (lo == hi) ADD(",blk:%d.%s=f16", lo, kld_policy_classes[c]);
+                else ADD(",blk:%d-%d.%s=f16", lo, hi, kld_policy_classes[c]);
+            }
+            lo = hi = l;
+        }
+    }
+    for (size_t i = 0; i < plan->n; i++) {
+        const char *name = plan->items[i].name;
+        if (!refused[i] || class_of(name) >= 0) continue;
+        if (!strcmp(name, "token_embd.weight")) ADD(",embd=f16");
+        else if (!strcmp(name, "output.weight")) ADD(",head=f16");
+        else ADD(",%s=f16", name);
+    }
+#undef ADD
+}
+
+/* The error for the refused tensors: the first one's reason, how many, and
+ * the selectors that, appended to the policy, store them in f16. */
+static kld_status refusal_error(const kld_policy *p, const kld_quant_plan *plan, const bool *refused,
+                                size_t first, const refusal *no, kld_error *err) {
+    const kld_quant_item *it = &plan->items[first];
+    size_t n_refused = 0;
+    for (size_t i = 0; i < plan->n; i++) n_refused += refused[i];
+    char b[16], why[256], more[48] = "", fix[512] = "";
+    const kld_type_info *ti = kld_type_info_get(no->type);
+    if (no->recipe)
+        snprintf(why, sizeof why, "llama.cpp has no fallback for it (recipe %s)", p->recipe->name);
+    else if (no->rule)
+        snprintf(why, sizeof why, "it has no fallback (asked by '%s')", no->rule);
+    else
+        snprintf(why, sizeof why, "it has no fallback (base %s)", kld_type_name(no->type, b));
+    if (n_refused > 1) snprintf(more, sizeof more, " (and %zu more)", n_refused - 1);
+    size_t o = 0;
+    resolving_selectors(plan, refused, fix, sizeof fix, &o);
+    return kld_fail(err, KLD_ERR_UNSUPPORTED, "policy '%s': tensor '%s'%s: %" PRId64 " columns are "
+                    "not a multiple of %s's block of %d and %s; add %s at the end of the policy "
+                    "('%s%s') to store %s in f16, llama.cpp's last fallback (or =keep: the stored "
+                    "type)", p->text, it->name, more, it->t->ne[0], kld_type_name(no->type, b),
+                    ti->block_size, why, fix + 1, p->text, fix, n_refused > 1 ? "them" : "it");
 }
 
 static kld_status attach_imatrix(const kld_imatrix *im, kld_quant_item *it, kld_error *err) {
@@ -170,11 +270,12 @@ kld_status kld_quant_plan_make(const kld_policy *p, const kld_hparams *hp,
                                const kld_imatrix *im, kld_quant_plan *out, kld_error *err) {
     memset(out, 0, sizeof *out);
     order_ent *ord = calloc(n ? n : 1, sizeof *ord);
-    bool *hit = calloc(p->n_rules + 1, sizeof *hit);
+    bool *hit = calloc(p->n_rules + 1, sizeof *hit), *refused = calloc(n ? n : 1, sizeof *refused);
     out->items = calloc(n ? n : 1, sizeof *out->items);
-    if (!ord || !hit || !out->items) {
+    if (!ord || !hit || !refused || !out->items) {
         free(ord);
         free(hit);
+        free(refused);
         free(out->items);
         out->items = NULL;
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
@@ -197,13 +298,21 @@ kld_status kld_quant_plan_make(const kld_policy *p, const kld_hparams *hp,
     out->ftype = p->base_keep ? UINT32_MAX : p->recipe ? p->recipe->ftype : ftype_of_type(p->base_type);
     kld_recipe_state st = {0};
     kld_status s = KLD_OK;
+    size_t n_refused = 0, first_refused = 0;
+    refusal first = {0};
     for (size_t k = 0; s == KLD_OK && k < n; k++) {
         kld_quant_item *it = &out->items[k];
         it->t = &tensors[ord[k].idx];
         it->name = ord[k].name;
         it->src_type = it->dst_type = it->t->type;
         it->eligible = eligible(it->name, it->t);
-        if (it->eligible) s = decide(p, &qm, &st, it, hit, err);
+        refusal no = {0};
+        if (it->eligible) s = decide(p, &qm, &st, it, hit, &no, err);
+        if (s == KLD_OK && no.on) {
+            refused[k] = true;
+            if (!n_refused++) first = no, first_refused = k;
+            continue;
+        }
         if (s == KLD_OK) s = attach_imatrix(im, it, err);
         if (s == KLD_OK)
             s = kld_type_tensor_bytes(it->dst_type, KLD_MAX_DIMS, it->t->ne, &it->dst_bytes,
@@ -222,8 +331,10 @@ kld_status kld_quant_plan_make(const kld_policy *p, const kld_hparams *hp,
             s = kld_fail(err, KLD_ERR_ARG, "policy '%s': '%s' matches no weight matrix of this model "
                          "(%" PRId64 " layers; names look like blk.0.ffn_down.weight)", p->text,
                          p->rules[i].text, hp->n_layer);
+    if (s == KLD_OK && n_refused) s = refusal_error(p, out, refused, first_refused, &first, err);
     free(ord);
     free(hit);
+    free(refused);
     if (s) kld_quant_plan_free(out);
     return s;
 }

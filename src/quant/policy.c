@@ -12,9 +12,8 @@
 #include <stdlib.h>
 #include <strings.h>
 
-static const char *const classes[] = {"attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output",
-                                      "ffn_gate", "ffn_up", "ffn_down"};
-#define N_CLASSES (sizeof classes / sizeof classes[0])
+const char *const kld_policy_classes[KLD_POLICY_N_CLASSES] = {
+    "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 
 static const char *valid_selectors(void) {
     return "head, output, embd, token_embd, blk:A-B, blk:A-B.CLASS, a class (attn_q, attn_k, "
@@ -43,8 +42,8 @@ static void valid_types(char *buf, size_t cap) {
 }
 
 static bool is_class(const char *s) {
-    for (size_t i = 0; i < N_CLASSES; i++)
-        if (!strcmp(classes[i], s)) return true;
+    for (size_t i = 0; i < KLD_POLICY_N_CLASSES; i++)
+        if (!strcmp(kld_policy_classes[i], s)) return true;
     return false;
 }
 

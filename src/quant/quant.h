@@ -64,6 +64,10 @@ typedef enum kld_selector_kind {
     KLD_SEL_GLOB    /* fnmatch pattern on the tensor name */
 } kld_selector_kind;
 
+/* The tensor classes a selector may name (the dense blk.N.CLASS.weight). */
+#define KLD_POLICY_N_CLASSES 8
+extern const char *const kld_policy_classes[KLD_POLICY_N_CLASSES];
+
 typedef struct kld_policy_rule {
     kld_selector_kind kind;
     int64_t blk_lo, blk_hi; /* inclusive; -1 when not restricted */

@@ -15,7 +15,9 @@
  *   topk, topk_overlap, topk_overlap_stderr,
  *   ppl_ref, ppl_ref_stderr, ppl_arm, ppl_arm_stderr,
  *   ln_ppl_ratio, ln_ppl_ratio_stderr, ppl_ratio, ppl_ratio_stderr,
- *   ppl_diff, ppl_diff_stderr, nll_correlation,
+ *   ppl_diff, ppl_diff_stderr, nll_correlation (ppl_ref and all that pairs
+ *     with it use the estimated reference NLL where a llama.cpp base row's
+ *     next token lies below its window: see truncated.n_next_outside),
  *   by_ref_confidence, by_context_position: arrays of the non-empty buckets
  *     {lo, hi, n, kld_mean, kld_stderr, kld_median, top1_agreement},
  *   elapsed_s, ref_seconds, arm_seconds, ref_tokens, arm_tokens,
@@ -24,7 +26,10 @@
  *     top-k, a llama.cpp base file's 16-nat window): {n_rows, mass_mean,
  *     mass_min, mass_p1 (captured reference mass), kld_bound (distribution of
  *     the tail-corrected lower bound of the full KL), comparable (mass_mean >=
- *     0.99)}; kld is then the truncated KL and kld_reverse/jsd those of the
+ *     0.99), n_next_outside (next tokens below a llama.cpp base row's window),
+ *     ppl_ref_llamacpp, ppl_ref_llamacpp_stderr (llama.cpp's Mean PPL(base):
+ *     those tokens at the window's floor, biased low; null when there are
+ *     none)}; kld is then the truncated KL and kld_reverse/jsd those of the
  *     top-k+tail coarsening (see src/eval/stats.h),
  *   config: the driver's configuration object, copied as given (mode, arms
  *     with kind, files, sizes and hashes, corpus hash, ctx, chunking, ...).

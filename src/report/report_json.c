@@ -122,7 +122,8 @@ json_t *kld_report_json(const kld_summary *s, const kld_report_run *run) {
              kld_json_set_uint(t, "n_no_bound", s->n_no_bound) &&
              set_new(t, "comparable", json_boolean(s->mass_mean >= KLD_MASS_COMPARABLE)) &&
              kld_json_set_uint(t, "n_next_outside", s->n_next_outside) &&
-             kld_json_set_real(t, "ppl_ref_filled", s->ppl_ref_filled);
+             kld_json_set_real(t, "ppl_ref_llamacpp", s->ppl_ref_llamacpp) &&
+             kld_json_set_real(t, "ppl_ref_llamacpp_stderr", s->ppl_ref_llamacpp_se);
     }
     ok = ok && set_new(o, "by_ref_confidence", buckets_json(s->by_conf, KLD_CONF_BUCKETS)) &&
          set_new(o, "by_context_position", buckets_json(s->by_pos, KLD_POS_BUCKETS)) &&

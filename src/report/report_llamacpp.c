@@ -13,7 +13,12 @@
  *  - an error that rounding makes imaginary (PPL difference) prints as 0
  *    here (kldeval clamps it), where llama.cpp would print nan.
  * The values themselves are kldeval's (two-pass sums, double medians); they
- * agree with llama.cpp's one-pass sums to far more digits than are printed. */
+ * agree with llama.cpp's one-pass sums to far more digits than are printed.
+ * One value is kldeval's by definition too: where next tokens lie below a
+ * base row's 16-nat window, PPL(base) and the ratios, difference and
+ * correlation are those of the estimated reference NLL (src/eval/stats.h),
+ * not llama.cpp's biased-low figures; a line after the block then says so
+ * and gives llama.cpp's PPL(base). */
 #include "report/report.h"
 
 #include "common/common.h"
@@ -33,6 +38,10 @@ static void perplexity_block(FILE *f, const kld_summary *s) {
             s->ln_ppl_ratio_se);
     fprintf(f, "Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", s->ppl_ratio, s->ppl_ratio_se);
     fprintf(f, "Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n", s->ppl_diff, s->ppl_diff_se);
+    if (s->n_next_outside)
+        fprintf(f, "(kldeval: %llu next tokens lie below the base file's window: PPL(base) and the\n"
+                   " ratios above use their estimated NLL; llama.cpp's own, biased low: %.6f ± %.6f)\n",
+                (unsigned long long)s->n_next_outside, s->ppl_ref_llamacpp, s->ppl_ref_llamacpp_se);
     fprintf(f, "\n");
 }
 

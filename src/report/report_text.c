@@ -175,11 +175,14 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
     fprintf(f, "====== Perplexity statistics ======\n");
     value_pm(f, "PPL(ref)", s->ppl_ref, s->ppl_ref_se, "");
     if (s->n_next_outside) {
+        /* llama.cpp base file: the figure above and the ratios below use the
+         * estimate; llama.cpp's own figure is shown, named, never paired */
         label(f, "PPL(ref) note");
-        fprintf(f, "%llu next tokens lie below the reference's 16-nat window: the figure above is\n"
-                   "%32sllama.cpp's (those tokens at the window's floor, so it is biased low)\n",
-                (unsigned long long)s->n_next_outside, "");
-        value(f, "PPL(ref), those from the arm", s->ppl_ref_filled, "(best estimate the file allows)");
+        fprintf(f, "%llu of %llu next tokens lie below the reference's 16-nat window: their NLL is\n"
+                   "%32sthe arm's, at least the window's floor (the best estimate the file allows)\n",
+                (unsigned long long)s->n_next_outside, (unsigned long long)s->n_tokens, "");
+        value_pm(f, "llama.cpp's PPL(base)", s->ppl_ref_llamacpp, s->ppl_ref_llamacpp_se,
+                 "(those tokens at the floor: biased low)");
     }
     value_pm(f, "PPL(arm)", s->ppl_arm, s->ppl_arm_se, "");
     percent(f, "Cor(ln PPL(arm), ln PPL(ref))", s->nll_cor);
