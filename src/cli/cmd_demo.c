@@ -201,7 +201,7 @@ static int demo_synthetic(const char *dir, int threads) {
 /* ---- the demonstration on stories260K ---- */
 
 typedef struct arm_run {
-    char arm_path[4200], arm_label[4200];
+    char arm_path[4200], arm_label[4200], label[64];
     kld_kl_result res;
     kld_summary sum;
     json_t *report;
@@ -235,9 +235,8 @@ static bool run_arm(const struct demo_arm *a, const char *model, const char *cor
         fprintf(stderr, "kldeval demo: arm %s: %s\n", a->name, err.msg);
         return false;
     }
-    char label[64];
-    snprintf(label, sizeof label, "demo %s", a->name);
-    kld_report_run run = {model, r->arm_label, corpus, label, r->res.config, r->res.elapsed_s,
+    snprintf(r->label, sizeof r->label, "demo %s", a->name);
+    kld_report_run run = {model, r->arm_label, corpus, r->label, r->res.config, r->res.elapsed_s,
                           r->res.ref_seconds, r->res.arm_seconds, r->res.ref_tokens,
                           r->res.arm_tokens, r->res.partial};
     fprintf(txt, "%s====== arm %s: %s ======\n", ftell(txt) > 0 ? "\n\n" : "", a->name, a->what);
@@ -324,12 +323,10 @@ static int demo_stories(const char *dir, int threads) {
     if (ok) {
         print_results(runs, corpus);
         kld_record_item items[N_ARMS];
-        char labels[N_ARMS][64];
         for (size_t i = 0; i < N_ARMS; i++) {
-            arm_run *r = &runs[i];
-            snprintf(labels[i], sizeof labels[i], "demo %s", arms[i].name);
+            const arm_run *r = &runs[i];
             double rate = r->res.elapsed_s > 0 ? (double)r->res.arm_tokens / r->res.elapsed_s : NAN;
-            items[i] = (kld_record_item){.label = labels[i], .mode = r->res.mode, .report = r->report,
+            items[i] = (kld_record_item){.label = r->label, .mode = r->res.mode, .report = r->report,
                                          .sum = &r->sum, .stats = r->res.stats,
                                          .wall_s = r->res.elapsed_s, .tokens_per_s = rate};
         }
