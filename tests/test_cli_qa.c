@@ -208,7 +208,7 @@ static void test_stdout_full(void) {
 /* Every flag a parser accepts is in its --help. */
 static void test_help(void) {
     static const struct { const char *cmd; const char *flags[24]; } h[] = {
-        {"demo", {"--dir", "--threads", "--help"}},
+        {"demo", {"--dir", "--threads", "--synthetic", "--help"}},
         {"inspect", {"--tensors", "--meta", "--json", "--plan", "--ctx", "--chunk", "--threads", "--help"}},
         {"synth", {"--out", "--arch", "--dim", "--layers", "--heads", "--kv-heads", "--ff", "--ctx",
                    "--vocab", "--seed", "--type", "--name", "--threads", "--help"}},
@@ -240,7 +240,7 @@ static void test_demo_damaged_cache(void) {
     mkdir(dir, 0777);
     snprintf(arm, sizeof arm, "%s/arm-q4_K_M.gguf", dir);
     kt_write_file(arm, "GGUF", 4);
-    snprintf(args, sizeof args, "demo --dir '%s' --threads 2", dir);
+    snprintf(args, sizeof args, "demo --synthetic --dir '%s' --threads 2", dir);
     expect(args, 0, "the cached model is unreadable");
     CHECK(file_size(arm) > 1000000, "the arm was synthesized again (%ld bytes)", file_size(arm));
 }
