@@ -84,8 +84,8 @@ static void usage(FILE *f) {
             DEMO_CORPUS, DEMO_CTX);
     for (size_t i = 0; i < N_ARMS; i++)
         fprintf(f, "  %-8s %s\n", arms[i].name, arms[i].what);
-    fprintf(f, "(plain q8_0 and q4_0 do not apply to this model: its ffn_down rows have 172\n"
-               "columns and its heads are 8 wide; see docs/commands.md). One line per arm: mean\n"
+    fprintf(f, "(its ffn_down rows have 172 columns, kept in f16, and its heads are 8 wide, too\n"
+               "narrow for kv=q8_0; see docs/commands.md). One line per arm: mean\n"
                "KLD, top-1 agreement, PPL(arm) and a verdict from the mean KLD(ref||arm) in nats:\n  ");
     print_verdicts(f);
     fprintf(f, ".\n"
