@@ -9,6 +9,9 @@
 
 #include <stdlib.h>
 
+/* The Python package reserves 8 KiB for a kld_summary (python/kldeval). */
+_Static_assert(sizeof(kld_summary) <= 8192, "python/kldeval's _KldSummaryBuffer is too small");
+
 struct kld_result {
     kld_kl_result r;
     kld_summary sum;
