@@ -52,7 +52,7 @@ static bool dump(const char *model, const char *out, int version, int32_t top_k,
     c.format_version = version;
     c.top_k = top_k;
     c.indices_from = indices_from;
-    c.chunking = chunking;
+    if (!indices_from) c.chunking = chunking; /* a candidate takes its teacher's windows */
     c.ctx = CTX;
     c.max_chunks = CHUNKS;
     c.chunk = chunk;

@@ -4,6 +4,7 @@
 #include "cli/args.h"
 #include "common/common.h"
 #include "engine/engine.h"
+#include "eval/arm.h"
 #include "eval/outputs.h"
 
 #include <errno.h>
@@ -80,4 +81,26 @@ bool kld_arg_output(const char *cmd, const char *flag, const char *path,
     if (kld_output_check(flag, path, inputs, n_inputs, &err) == KLD_OK) return true;
     fprintf(stderr, "kldeval %s: %s\n", cmd, err.msg);
     return false;
+}
+
+bool kld_arg_model_spec(const char *cmd, const char *path, const char *levers, kld_arm_parsed *out) {
+    kld_arm_spec spec = {.kind = KLD_ARM_MODEL, .path = path, .levers = levers};
+    kld_error err = {0};
+    if (kld_arm_spec_parse(&spec, "model", out, &err) == KLD_OK) return true;
+    fprintf(stderr, "kldeval %s: %s\n", cmd, err.msg);
+    return false;
+}
+
+bool kld_arg_levers(const char **acc, const char *v) {
+    if (!*acc) {
+        *acc = v;
+        return true;
+    }
+    /* lives as long as the command: flags are parsed once */
+    size_t n = strlen(*acc) + strlen(v) + 2;
+    char *joined = malloc(n);
+    if (!joined) return false;
+    snprintf(joined, n, "%s,%s", *acc, v);
+    *acc = joined;
+    return true;
 }

@@ -24,6 +24,16 @@ const char *kld_arg_value(int argc, char **argv, int *i);
  * "needs a value", and is never allowed to swallow the next argument. */
 bool kld_arg_in(const char *name, const char *const *list);
 
+struct kld_arm_parsed;
+/* A model named by -m with the --lever text (NULL: none) as the library
+ * parses every arm (eval/arm.h): prints "kldeval <cmd>: why" and returns
+ * false when it does not parse. */
+bool kld_arg_model_spec(const char *cmd, const char *path, const char *levers,
+                        struct kld_arm_parsed *out);
+/* Repeated --lever flags: *acc and v joined by a comma (one lever string,
+ * so a name given twice is still an error). */
+bool kld_arg_levers(const char **acc, const char *v);
+
 /* Checks, before any long run, that an output file can be written: it is
  * not a folder, its folder exists and is writable, and it is none of the
  * inputs (a model path, the config/tokenizer/weight files a model folder or

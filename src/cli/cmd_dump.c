@@ -97,7 +97,6 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
         "--corpus", "--corpus-format", "--ids-file", "--chunking", "--ctx", "--chunks",
         "--max-docs", "--max-tokens", "--chunk", "--threads", "--db", "--label", "--lever", "--shard",
         "--shard-mode", NULL};
-    bool chunking_given = false;
     *rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -119,14 +118,7 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
         else if (!strcmp(a, "--lever")) {
-            kld_levers l;
-            kld_levers_default(&l);
-            kld_error e = {0};
-            if (kld_levers_parse(v, &l, &e) != KLD_OK) {
-                fprintf(stderr, "kldeval dump: --lever: %s\n", e.msg);
-                return false;
-            }
-            c->levers = v;
+            if (!kld_arg_levers(&c->levers, v)) return false;
         }
         else if (!strcmp(a, "--out")) c->out = v;
         else if (!strcmp(a, "--format")) {
@@ -143,7 +135,6 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
                 return false;
             }
         } else if (!strcmp(a, "--chunking")) {
-            chunking_given = true;
             if (!strcmp(v, "stream")) c->chunking = KLD_CHUNKING_STREAM;
             else if (!strcmp(v, "llamacpp")) c->chunking = KLD_CHUNKING_LLAMACPP;
             else {
@@ -190,23 +181,9 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
         fprintf(stderr, "kldeval dump: -m MODEL and --out are required (see --help)\n");
         return false;
     }
-    if (c->llamacpp && !chunking_given) c->chunking = KLD_CHUNKING_LLAMACPP;
-    if (c->llamacpp && c->chunking != KLD_CHUNKING_LLAMACPP) {
-        fprintf(stderr, "kldeval dump: --format llamacpp uses llamacpp chunking\n");
-        return false;
-    }
-    if (c->ids_path && c->corpus_path) {
-        fprintf(stderr, "kldeval dump: give --corpus or --ids-file, not both\n");
-        return false;
-    }
-    if (c->indices_from && (c->corpus_path || c->ids_path || chunking_given)) {
-        fprintf(stderr, "kldeval dump: --indices-from takes the teacher's tokens and windows; "
-                        "--corpus, --ids-file and --chunking do not apply\n");
-        return false;
-    }
-    if (c->llamacpp && c->shard.n) {
-        fprintf(stderr, "kldeval dump: --shard writes dump directories; --format llamacpp (one base "
-                        "file) cannot be sharded\n");
+    kld_error err = {0};
+    if (kld_dump_check(c, &err)) {
+        fprintf(stderr, "kldeval dump: %s\n", err.msg);
         return false;
     }
     if (c->llamacpp) {

@@ -2,6 +2,7 @@
  * through the model's tokenizer, or --ids) is prefilled in chunks, then
  * each step feeds the argmax token back through the decode path. */
 #include "cli/args.h"
+#include "eval/arm.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -51,8 +52,7 @@ static void print_new_text(const kld_tokenizer *tok, const kld_tok_ids *ids, siz
 int kld_cmd_generate(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *ids_list = NULL;
     int64_t n_gen = 32, threads = 0;
-    kld_levers levers;
-    kld_levers_default(&levers);
+    const char *levers_text = NULL;
     bool ignore_eos = false, print_ids = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -66,12 +66,7 @@ int kld_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "-n")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 0, 1 << 20, &n_gen)) return 2;
         } else if (!strcmp(a, "--lever")) {
-            kld_error e = {0};
-            if (!(v = kld_arg_value(argc, argv, &i))) return 2;
-            if (kld_levers_parse(v, &levers, &e) != KLD_OK) {
-                fprintf(stderr, "kldeval generate: --lever: %s\n", e.msg);
-                return 2;
-            }
+            if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_levers(&levers_text, v)) return 2;
         } else if (!strcmp(a, "--threads")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1024, &threads)) return 2;
         } else if (!strcmp(a, "--ignore-eos")) ignore_eos = true;
@@ -87,6 +82,8 @@ int kld_cmd_generate(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    kld_arm_parsed spec;
+    if (!kld_arg_model_spec("generate", model_path, levers_text, &spec)) return 2;
     kld_error err = {0};
     kld_model *model = NULL;
     kld_session *s = NULL;
@@ -94,7 +91,7 @@ int kld_cmd_generate(int argc, char **argv) {
     kld_tok_ids ids = {0};
     float *logits = NULL;
     int rc = 1;
-    kld_status st = kld_model_open(model_path, NULL, &model, &err);
+    kld_status st = kld_arm_spec_open_model(&spec, &model, &err);
     if (st != KLD_OK) goto done;
     /* The tokenizer is needed for -p, and for printing text. */
     if (prompt || !print_ids) {
@@ -126,7 +123,7 @@ int kld_cmd_generate(int argc, char **argv) {
                     ids.ids[i], i, nv, model_path);
             goto done;
         }
-    kld_session_opts so = {n_ctx, chunk, (int)threads, NULL, &levers};
+    kld_session_opts so = {n_ctx, chunk, (int)threads, NULL, &spec.levers};
     st = kld_session_create_opts(model, &so, &s, &err);
     if (st != KLD_OK) goto done;
     logits = malloc((size_t)nv * sizeof(float));

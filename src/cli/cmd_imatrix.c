@@ -5,6 +5,7 @@
  * corpus read as kl and dump read it (text and chat "messages" lines, each
  * document tokenized on its own, concatenated). */
 #include "cli/args.h"
+#include "eval/arm.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "eval/plan.h"
@@ -70,8 +71,7 @@ int kld_cmd_imatrix(int argc, char **argv) {
     const char *model_path = NULL, *corpus = NULL, *ids_file = NULL, *out = NULL, *format = "auto";
     int64_t ctx = 0, chunks = 0, threads = 0;
     bool quiet = false;
-    kld_levers levers;
-    kld_levers_default(&levers);
+    const char *levers_text = NULL;
     static const char *const with_value[] = {"-m", "--model", "--corpus", "--ids-file", "--ctx",
                                              "--chunks", "-o", "--out", "--threads", "--lever",
                                              "--corpus-format", NULL};
@@ -83,11 +83,7 @@ int kld_cmd_imatrix(int argc, char **argv) {
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else if (!strcmp(a, "--llamacpp")) {
-            kld_error e = {0};
-            if (kld_levers_parse(KLD_IMATRIX_LLAMACPP_LEVERS, &levers, &e)) {
-                fprintf(stderr, "kldeval imatrix: --llamacpp: %s\n", e.msg);
-                return 2;
-            }
+            if (!kld_arg_levers(&levers_text, KLD_IMATRIX_LLAMACPP_LEVERS)) return 2;
         } else if (kld_arg_in(a, with_value)) {
             const char *v = kld_arg_value(argc, argv, &i);
             if (!v) return 2;
@@ -101,13 +97,7 @@ int kld_cmd_imatrix(int argc, char **argv) {
                 }
                 format = v;
             }
-            else if (!strcmp(a, "--lever")) {
-                kld_error e = {0};
-                if (kld_levers_parse(v, &levers, &e)) {
-                    fprintf(stderr, "kldeval imatrix: --lever: %s\n", e.msg);
-                    return 2;
-                }
-            }
+            else if (!strcmp(a, "--lever")) { if (!kld_arg_levers(&levers_text, v)) return 2; }
             else if (!strcmp(a, "-o") || !strcmp(a, "--out")) out = v;
             else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 16, 1 << 20, &ctx)) return 2; }
             else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 1, 1 << 30, &chunks)) return 2; }
@@ -122,6 +112,8 @@ int kld_cmd_imatrix(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    kld_arm_parsed spec;
+    if (!kld_arg_model_spec("imatrix", model_path, levers_text, &spec)) return 2;
     const char *inputs[] = {model_path, corpus, ids_file};
     if (!kld_arg_output("imatrix", "-o", out, inputs, 3)) return 2;
     kld_kernels_init();
@@ -136,7 +128,7 @@ int kld_cmd_imatrix(int argc, char **argv) {
     size_t cn = corpus ? strlen(corpus) : 0;
     bool jsonl = corpus && (!strcmp(format, "jsonl") ||
                             (!strcmp(format, "auto") && cn >= 6 && !strcmp(corpus + cn - 6, ".jsonl")));
-    kld_status st = kld_model_open(model_path, NULL, &m, &err);
+    kld_status st = kld_arm_spec_open_model(&spec, &m, &err);
     if (!st && jsonl) {
         st = kld_corpus_load_text(corpus, "jsonl", &jc, &err);
         if (!st) st = kld_tok_open_source(kld_model_source(m), &tok, &err);
@@ -169,7 +161,7 @@ int kld_cmd_imatrix(int argc, char **argv) {
     if (!st) {
         int32_t bos = kld_tok_adds_bos(tok) ? kld_tok_bos(tok) : -1;
         st = kld_imatrix_collect(m, ids.ids, (int64_t)ids.n, ctx, chunks, bos, (int)threads,
-                                 &levers, corpus ? corpus : ids_file, quiet ? NULL : progress, NULL, &im,
+                                 &spec.levers, corpus ? corpus : ids_file, quiet ? NULL : progress, NULL, &im,
                                  &err);
     }
     if (!st) st = kld_imatrix_write(im, out, &err);

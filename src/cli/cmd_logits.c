@@ -3,6 +3,7 @@
  * little-endian [n_ids][n_vocab] (row t = logits after ids[0..t], the
  * layout of ../shared/oracle). */
 #include "cli/args.h"
+#include "eval/arm.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -100,8 +101,7 @@ static void print_top(const kld_tokenizer *tok, const float *row, int64_t nv, in
 int kld_cmd_logits(int argc, char **argv) {
     const char *model_path = NULL, *ids_list = NULL, *ids_file = NULL, *out_path = NULL;
     int64_t top = -1, chunk = 0, threads = 0;
-    kld_levers levers;
-    kld_levers_default(&levers);
+    const char *levers_text = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -117,12 +117,7 @@ int kld_cmd_logits(int argc, char **argv) {
         } else if (!strcmp(a, "--chunk")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1 << 20, &chunk)) return 2;
         } else if (!strcmp(a, "--lever")) {
-            kld_error e = {0};
-            if (!(v = kld_arg_value(argc, argv, &i))) return 2;
-            if (kld_levers_parse(v, &levers, &e) != KLD_OK) {
-                fprintf(stderr, "kldeval logits: --lever: %s\n", e.msg);
-                return 2;
-            }
+            if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_levers(&levers_text, v)) return 2;
         } else if (!strcmp(a, "--threads")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1024, &threads)) return 2;
         } else {
@@ -136,6 +131,8 @@ int kld_cmd_logits(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    kld_arm_parsed spec;
+    if (!kld_arg_model_spec("logits", model_path, levers_text, &spec)) return 2;
     kld_tok_ids ids = {0};
     if (ids_list ? !kld_arg_ids("logits", ids_list, &ids) : !read_ids_file(ids_file, &ids)) {
         kld_tok_ids_free(&ids);
@@ -158,8 +155,8 @@ int kld_cmd_logits(int argc, char **argv) {
     float *logits = NULL;
     FILE *out = NULL;
     int rc = 1;
-    kld_status st = kld_model_open(model_path, NULL, &model, &err);
-    kld_session_opts so = {n, chunk, (int)threads, NULL, &levers};
+    kld_status st = kld_arm_spec_open_model(&spec, &model, &err);
+    kld_session_opts so = {n, chunk, (int)threads, NULL, &spec.levers};
     if (st == KLD_OK) st = kld_session_create_opts(model, &so, &s, &err);
     if (st != KLD_OK) goto done;
     const int64_t nv = kld_model_hparams(model)->n_vocab;

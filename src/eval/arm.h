@@ -105,6 +105,10 @@ kld_status kld_arm_pair_check(const kld_arm_parsed *ref, const kld_arm_parsed *a
  * llama.cpp base file takes its vocabulary and BOS); may be NULL otherwise. */
 kld_status kld_arm_open_spec(const kld_arm_parsed *p, kld_arm *partner, kld_arm **out,
                              kld_error *err);
+/* A model spec opened as a bare model, its levers checked against it, for
+ * commands that run their own sessions (logits, generate, imatrix, cap):
+ * p->levers is what their sessions take. */
+kld_status kld_arm_spec_open_model(const kld_arm_parsed *p, kld_model **out, kld_error *err);
 /* Whether this kind must be opened after its partner (dumps and base files
  * as references take the arm's vocabulary; a self arm the reference's model). */
 bool kld_arm_spec_opens_second(const kld_arm_parsed *p);

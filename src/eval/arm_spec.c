@@ -43,7 +43,7 @@ kld_status kld_arm_spec_parse(const kld_arm_spec *s, const char *role, kld_arm_p
     out->spec = *s;
     kld_levers_default(&out->levers);
     bool ref = !strcmp(role, "reference");
-    const char *lever_flag = ref ? "--ref-lever" : "--lever/--arm-lever";
+    const char *lever_flag = ref ? "--ref-lever" : !strcmp(role, "arm") ? "--lever/--arm-lever" : "--lever";
     if (s->kind < KLD_ARM_MODEL || s->kind > KLD_ARM_LLAMACPP_BASE)
         return kld_fail(err, KLD_ERR_ARG, "give one reference (--ref, --reference-logits or "
                         "--llamacpp-base) and one arm (--arm or --arm-logits): no %s is given", role);
@@ -151,6 +151,18 @@ kld_status kld_arm_open_spec(const kld_arm_parsed *p, kld_arm *partner, kld_arm 
     }
     if (st) {
         kld_arm_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+kld_status kld_arm_spec_open_model(const kld_arm_parsed *p, kld_model **out, kld_error *err) {
+    *out = NULL;
+    if (p->spec.kind != KLD_ARM_MODEL)
+        return kld_fail(err, KLD_ERR_ARG, "%s is not a model", kld_arm_kind_desc(p->spec.kind));
+    kld_status st = kld_model_open(p->spec.path, NULL, out, err);
+    if (!st && (st = kld_levers_check(&p->levers, *out, err))) {
+        kld_model_close(*out);
         *out = NULL;
     }
     return st;

@@ -45,7 +45,12 @@ void kld_dump_config_defaults(kld_dump_config *c) {
     c->chunk = 128;
     c->top_k = 256;
     c->format_version = 0;
-    c->chunking = KLD_CHUNKING_STREAM;
+    c->chunking = KLD_CHUNKING_DEFAULT; /* stream; llamacpp for a base file */
+}
+
+static kld_chunking chunking_of(const kld_dump_config *c) {
+    if (c->chunking != KLD_CHUNKING_DEFAULT) return c->chunking;
+    return c->llamacpp ? KLD_CHUNKING_LLAMACPP : KLD_CHUNKING_STREAM;
 }
 
 /* ---- sinks ---- */
@@ -100,7 +105,7 @@ static kld_status plan_corpus(dump_state *ds, kld_error *err) {
     const kld_dump_config *c = ds->c;
     kld_plan_input in = {c->corpus_path, c->corpus_format, c->ids_path, c->model_path,
                          kld_model_source(ds->model->model), ds->model->tok, NULL, NULL,
-                         {c->chunking, c->ctx, c->max_docs, c->max_tokens, c->max_chunks,
+                         {chunking_of(c), c->ctx, c->max_docs, c->max_tokens, c->max_chunks,
                           !c->llamacpp, ds->model->n_vocab}};
     kld_status st = kld_plan_corpus_load(&in, &ds->corpus, &ds->plan, err);
     if (!st) ds->pl = &ds->plan;
@@ -196,17 +201,20 @@ static kld_status open_dump_writer(dump_state *ds, size_t *first_window, kld_err
     return KLD_OK;
 }
 
+/* The model as every command names an arm (eval/arm.h): its levers parsed once. */
+static kld_status model_spec(const kld_dump_config *c, kld_arm_parsed *out, kld_error *err) {
+    kld_arm_spec spec = {.kind = KLD_ARM_MODEL, .path = c->model_path, .levers = c->levers};
+    return kld_arm_spec_parse(&spec, "model", out, err);
+}
+
 static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) {
     const kld_dump_config *c = ds->c;
-    kld_status st = kld_arm_open_model(c->model_path, &ds->model, err);
+    kld_arm_parsed spec;
+    kld_status st = model_spec(c, &spec, err);
+    if (!st) st = kld_arm_open_spec(&spec, NULL, &ds->model, err);
     if (st) return st;
-    kld_levers lv;
-    kld_levers_default(&lv);
-    if (c->levers && ((st = kld_levers_parse(c->levers, &lv, err)) ||
-                      (st = kld_arm_model_configure(ds->model, &lv, false, 0, err))))
-        return st;
     /* the canonical form, so that a resume or a reader compares like with like */
-    kld_levers_format(&lv, ds->res->levers, sizeof ds->res->levers);
+    kld_levers_format(&spec.levers, ds->res->levers, sizeof ds->res->levers);
     if (c->indices_from) {
         if ((st = kld_arm_open_dump(c->indices_from, ds->model->n_vocab, &ds->teacher, err))) return st;
         const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));
@@ -269,15 +277,23 @@ static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) 
     return open_dump_writer(ds, first_window, err);
 }
 
-static kld_status check_config(const kld_dump_config *c, kld_error *err) {
+kld_status kld_dump_check(const kld_dump_config *c, kld_error *err) {
     if (!c->model_path || !c->out) return kld_fail(err, KLD_ERR_ARG, "need a model and --out");
+    kld_arm_parsed spec;
+    kld_status st = model_spec(c, &spec, err);
+    if (st) return st;
     if (c->llamacpp && (c->indices_from || c->resume))
         return kld_fail(err, KLD_ERR_ARG, "--format llamacpp takes neither --indices-from nor --resume");
     if (c->llamacpp && c->shard.n)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "--shard applies to dump directories; a llama.cpp "
                         "base file (--format llamacpp) is one file and cannot be sharded");
-    if (c->llamacpp && c->chunking != KLD_CHUNKING_LLAMACPP)
-        return kld_fail(err, KLD_ERR_ARG, "a llama.cpp base file uses llamacpp chunking");
+    if (c->llamacpp && chunking_of(c) != KLD_CHUNKING_LLAMACPP)
+        return kld_fail(err, KLD_ERR_ARG, "--format llamacpp uses llamacpp chunking");
+    if (c->ids_path && c->corpus_path)
+        return kld_fail(err, KLD_ERR_ARG, "give --corpus or --ids-file, not both");
+    if (c->indices_from && (c->corpus_path || c->ids_path || c->chunking != KLD_CHUNKING_DEFAULT))
+        return kld_fail(err, KLD_ERR_ARG, "--indices-from takes the teacher's tokens and windows; "
+                        "--corpus, --ids-file and --chunking do not apply");
     if (!c->llamacpp && !c->indices_from && c->chunking == KLD_CHUNKING_DOC)
         return kld_fail(err, KLD_ERR_ARG, "a dump needs windows of exactly --ctx tokens: use "
                         "--chunking stream (default) or llamacpp, not doc");
@@ -292,7 +308,7 @@ static kld_status check_config(const kld_dump_config *c, kld_error *err) {
 
 kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_error *err) {
     memset(out, 0, sizeof *out);
-    kld_status st = check_config(c, err);
+    kld_status st = kld_dump_check(c, err);
     if (st) return st;
     dump_state ds = {.c = c, .res = out};
     size_t first = 0;

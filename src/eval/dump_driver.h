@@ -43,6 +43,9 @@ typedef struct kld_dump_result {
 } kld_dump_result;
 
 void kld_dump_config_defaults(kld_dump_config *c);
+/* Every rule of a dump configuration (the model's levers parsed as every arm
+ * is), checked without loading anything. */
+kld_status kld_dump_check(const kld_dump_config *c, kld_error *err);
 kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_error *err);
 
 #endif
