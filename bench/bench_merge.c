@@ -47,7 +47,8 @@ static int write_parts(const char *dir, long long positions, int parts, char **p
                                       .topk_hits = (uint16_t)(10 - (int)(u * 3)), .topk = 10};
             }
         }
-        kld_partial_head h = {(uint32_t)k, (uint32_t)parts, 0, 10, n_windows, nw, nr, {0}};
+        kld_partial_head h = {.shard_k = (uint32_t)k, .shard_n = (uint32_t)parts, .topk = 10,
+                              .n_windows_total = n_windows, .n_windows = nw, .n_records = nr};
         memcpy(h.hash, hash, 32);
         if (asprintf(&paths[k], "%s/part-%d.kldpart", dir, k) < 0) { rc = 1; break; }
         kld_error err = {0};

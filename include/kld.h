@@ -352,6 +352,15 @@ typedef struct kld_kl_config {
     void (*progress)(const kld_kl_progress *p, void *user);
     void *progress_user;
     kld_shard shard;           /* scale-out: this shard's windows only (shard.n = 0: all) */
+    /* Checkpoints: the run's exact state (every record scored so far) written
+     * to this file, atomically, at the first window boundary after every
+     * checkpoint_every chunks (0: 64) and when the run ends or is stopped;
+     * NULL: none. resume: continue from the file (the same configuration,
+     * else an error naming what differs); the result equals an uninterrupted
+     * run's, figure for figure. */
+    const char *checkpoint;
+    int64_t checkpoint_every;
+    bool resume;
 } kld_kl_config;
 
 KLD_API void kld_kl_config_defaults(kld_kl_config *c);

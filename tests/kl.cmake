@@ -6,3 +6,8 @@ set_tests_properties(test_kl_full PROPERTIES LABELS slow TIMEOUT 3000)
 # 2 threads; also part of test_kl_full).
 add_test(NAME test_kl_act_q8 COMMAND test_kl act-q8 WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_kl_act_q8 PROPERTIES LABELS slow TIMEOUT 1200)
+# Runs killed with SIGKILL at random moments resume to the uninterrupted
+# result (kl --checkpoint/--resume, dump --resume).
+add_test(NAME test_resume COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_resume.sh ${CMAKE_BINARY_DIR}
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_resume PROPERTIES TIMEOUT 600 ENVIRONMENT "KLD_BUILD_DIR=${CMAKE_BINARY_DIR}")

@@ -109,7 +109,8 @@ static void write_synth_partial(const char *path, uint64_t bad_index) {
     kld_partial_window w[2] = {{1, 3, 1}, {bad_index, 2, 0}};
     kld_position r[5];
     for (int i = 0; i < 5; i++) r[i] = synth_record((uint64_t)i);
-    kld_partial_head h = {1, 2, 0, 10, 4, 2, 5, {0}};
+    kld_partial_head h = {.shard_k = 1, .shard_n = 2, .topk = 10, .n_windows_total = 4,
+                          .n_windows = 2, .n_records = 5};
     memset(h.hash, 0xab, 32);
     kld_error err = {0};
     CHECK_OK(kld_partial_write(path, &h, "{\"config\":{}}", w, r, &err), err);

@@ -687,7 +687,25 @@ static void test_refusals(void) {
     kld_dump_meta m = meta_of(&s);
     int32_t *tok = tokens_of(&s);
     expect_refusal(done, &m, tok, false, KLD_ERR_ARG, "complete dump", "complete, no resume");
-    expect_refusal(done, &m, tok, true, KLD_ERR_ARG, "complete dump", "complete, resume");
+    {   /* resuming a complete dump of the same settings: nothing to write, a stale
+         * dump.partial.json (a kill between the manifest's rename and its removal)
+         * cleaned up, the files unchanged */
+        char stale[1200];
+        snprintf(stale, sizeof stale, "%s/dump.partial.json", done);
+        FILE *f = fopen(stale, "w");
+        if (f) fputs("{}", f), fclose(f);
+        kld_dump_writer *w = NULL;
+        kld_error err = {0};
+        int64_t seq = -1;
+        CHECK_OK(kld_dump_create(done, &m, tok, true, &w, &seq, NULL, &err), err);
+        CHECK(w && seq == m.n_seqs && !dt_exists(stale), "complete, resume: done (%lld of %lld), "
+              "the stale partial manifest removed", (long long)seq, (long long)m.n_seqs);
+        if (w) CHECK_OK(kld_dump_finish(w, &err), err);
+        kld_dump_writer_free(w);
+        kld_dump_meta y = m;
+        y.top_k = 5;
+        expect_refusal(done, &y, tok, true, KLD_ERR_MISMATCH, "top_k", "complete, resume, other top_k");
+    }
     expect_refusal(part, &m, tok, false, KLD_ERR_ARG, "interrupted dump", "partial, no resume");
     kld_dump_meta x = m;
     x.top_k = 5;

@@ -367,7 +367,9 @@ class _KlConfig(ctypes.Structure):
                 ("n_threads", ctypes.c_int), ("topk", ctypes.c_int),
                 ("allow_vocab_mismatch", ctypes.c_bool), ("allow_long_context", ctypes.c_bool),
                 ("stop", ctypes.c_void_p), ("progress", ctypes.c_void_p),
-                ("progress_user", ctypes.c_void_p), ("shard", _Shard)]
+                ("progress_user", ctypes.c_void_p), ("shard", _Shard),
+                ("checkpoint", ctypes.c_char_p), ("checkpoint_every", ctypes.c_int64),
+                ("resume", ctypes.c_bool)]
 
 
 _KIND = {"model": 1, "self": 2, "teacher": 3, "candidate": 4, "llamacpp-base": 5}

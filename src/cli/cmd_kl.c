@@ -99,6 +99,15 @@ static void usage(FILE *f) {
 "  --no-db                do not record the run\n"
 "  --html FILE            write the HTML report of this run (see kldeval report)\n"
 "  --quiet                no progress line\n"
+"  --checkpoint FILE      write the run's exact state (every position scored so far) to FILE,\n"
+"                         atomically, at the first window boundary after every --checkpoint-every\n"
+"                         chunks and when the run ends or is stopped: a run killed at any moment\n"
+"                         (OOM killer, preemption, power) loses at most that much\n"
+"  --checkpoint-every N   chunks between checkpoints (default 64)\n"
+"  --resume FILE          continue from the checkpoint FILE (and keep checkpointing to it) with\n"
+"                         the same arguments: the report, JSON and database row equal an\n"
+"                         uninterrupted run's; a checkpoint of other arguments, models or corpus\n"
+"                         is refused, naming what differs\n"
 "  -h, --help             this text\n\n"
 "sweeps (the reference forwarded once into a saved teacher, then one candidate per value)\n"
 "  --sweep NAME=V1,V2,... one candidate per lever value, e.g. kv=f16,q8_0,q5_1,q4_0 (values\n"
@@ -197,7 +206,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         "--ref", "--arm", "--reference-logits", "--arm-logits", "--llamacpp-base", "--corpus", "--corpus-format", "--ids-file", "--json", "--pin",
         "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens",
         "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
-        "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k", NULL};
+        "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k",
+        "--checkpoint", "--checkpoint-every", "--resume", NULL};
     arm_flags f = {0};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -227,6 +237,9 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--ref-lever")) f.ref_levers = v;
         else if (!strcmp(a, "--prompt-len")) { if (!kld_arg_int(a, v, 0, 1 << 24, &f.prompt_len)) return false; }
         else if (!strcmp(a, "--arm")) f.arm = v;
+        else if (!strcmp(a, "--checkpoint")) c->checkpoint = v;
+        else if (!strcmp(a, "--resume")) { c->checkpoint = v; c->resume = true; }
+        else if (!strcmp(a, "--checkpoint-every")) { if (!kld_arg_int(a, v, 1, INT64_MAX, &c->checkpoint_every)) return false; }
         else if (!strcmp(a, "--sweep")) so->spec = v;
         else if (!strcmp(a, "--teacher")) so->teacher_dir = v;
         else if (!strcmp(a, "--teacher-top-k")) {

@@ -3,6 +3,7 @@
 #include "eval/kl_driver.h"
 
 #include "engine/pool.h"
+#include "eval/checkpoint.h"
 #include "eval/merge.h"
 #include "eval/outputs.h"
 #include "eval/score.h"
@@ -11,7 +12,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct run_state {
     const kld_kl_config *c;
@@ -30,7 +33,12 @@ typedef struct run_state {
     size_t *select, n_select, n_seen;
     uint64_t *win_start;
     kld_partial_window *windows;
+    /* checkpoints: the run they belong to, chunks since the last one */
+    kld_checkpoint_run ck;
+    int64_t chunks_since, window_chunks;
 } run_state;
+
+#define KLD_CHECKPOINT_EVERY_DEFAULT 64
 
 #define KLD_CTX_DEFAULT 512
 
@@ -273,8 +281,26 @@ static kld_status sink_rows(void *user, const kld_window *w, size_t wi, const kl
     return kld_scorer_rows(rs->scorer, w, ref, arm, rs->stats, err);
 }
 
+/* A checkpoint of the first n windows visited (all complete). */
+static kld_status checkpoint(run_state *rs, size_t n, kld_error *err) {
+    uint64_t end = n < rs->n_seen ? rs->win_start[n] : kld_stats_count(rs->stats);
+    return kld_checkpoint_write(&rs->ck, rs->stats, rs->windows, rs->win_start, n, end, err);
+}
+
 static kld_status sink_window(void *user, const kld_window *w, size_t wi, kld_error *err) {
     run_state *rs = user;
+    /* every window before this one is complete: a checkpoint may be due */
+    if (rs->c->checkpoint && rs->n_seen > 0) {
+        int64_t every = rs->c->checkpoint_every > 0 ? rs->c->checkpoint_every
+                                                    : KLD_CHECKPOINT_EVERY_DEFAULT;
+        rs->chunks_since += rs->window_chunks;
+        if (rs->chunks_since >= every) {
+            kld_status st = checkpoint(rs, rs->n_seen, err);
+            if (st) return st;
+            rs->chunks_since = 0;
+        }
+    }
+    rs->window_chunks = (w->len + rs->chunk - 1) / rs->chunk;
     if (rs->n_seen < rs->n_select) {
         rs->windows[rs->n_seen] = (kld_partial_window){wi, 0, w->new_doc};
         rs->win_start[rs->n_seen++] = kld_stats_count(rs->stats);
@@ -368,6 +394,11 @@ static kld_status check_config(const kld_kl_config *c, run_state *rs, kld_error 
         strcmp(c->corpus_format, "jsonl"))
         return kld_fail(err, KLD_ERR_ARG, "--corpus-format expects auto, text or jsonl, got '%s'",
                         c->corpus_format);
+    if (c->checkpoint_every < 0)
+        return kld_fail(err, KLD_ERR_ARG, "--checkpoint-every %lld must be >= 0",
+                        (long long)c->checkpoint_every);
+    if (c->resume && !c->checkpoint)
+        return kld_fail(err, KLD_ERR_ARG, "resume needs the checkpoint file (--resume FILE)");
     if (c->shard.n && c->shard.k >= c->shard.n)
         return kld_fail(err, KLD_ERR_ARG, "--shard %u/%u: K must be below N", c->shard.k, c->shard.n);
     kld_arm_kind r = rs->ref_spec.spec.kind;
@@ -419,6 +450,12 @@ kld_status kld_kl_check_outputs(const kld_kl_config *c, const char *const *what,
         if ((st = kld_output_check(what[i], paths[i], files, n_files, err))) return st;
         files[n_files++] = paths[i]; /* outputs may not be each other either */
     }
+    if (c->checkpoint) {
+        const char *flag = c->resume ? "--resume" : "--checkpoint";
+        if (c->resume && access(c->checkpoint, R_OK) != 0)
+            return kld_fail(err, KLD_ERR_IO, "%s %s: %s", flag, c->checkpoint, strerror(errno));
+        if ((st = kld_output_check(flag, c->checkpoint, files, n_files, err))) return st;
+    }
     return KLD_OK;
 }
 
@@ -433,11 +470,18 @@ kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err
         labels(&rs, out->config, out);
         kld_eval_hash(out->config, out->eval_hash);
         if (c->shard.n) kld_shard_annotate(out->config, &c->shard, rs.n_select, out->eval_hash);
+        rs.ck = (kld_checkpoint_run){c->checkpoint, out->config, out->eval_hash, c->shard,
+                                     rs.pl->n_windows, rs.select, rs.n_select};
+        if (c->resume)
+            st = kld_checkpoint_load(&rs.ck, rs.stats, rs.windows, rs.win_start, &rs.n_seen, err);
         kld_drive_opts d = {rs.pl, rs.ref, rs.arm, rs.chunk, 0, rs.stats, c->stop, c->progress,
-                            c->progress_user, rs.select, rs.n_select};
+                            c->progress_user, rs.select + rs.n_seen, rs.n_select - rs.n_seen};
         kld_sink sink = {sink_rows, sink_window, &rs};
         double t0 = kld_now_s();
-        st = kld_drive(&d, &sink, &out->partial, err);
+        if (!st) st = kld_drive(&d, &sink, &out->partial, err);
+        /* the last state: every window, or those a stop left complete */
+        if (!st && c->checkpoint)
+            st = checkpoint(&rs, out->partial && rs.n_seen ? rs.n_seen - 1 : rs.n_seen, err);
         out->elapsed_s = kld_now_s() - t0;
         out->ref_seconds = rs.ref->seconds;
         out->arm_seconds = rs.arm->seconds;

@@ -38,9 +38,10 @@ typedef struct kld_kl_result {
 } kld_kl_result;
 
 /* Proves that the outputs paths[0..n) (NULL: none; what[i] names each in
- * errors, "--json") can be written before the run: none is a folder, an
- * input of c (the arms' files, the corpus, the levers' adapter or
- * kv_config), or another of them (eval/outputs.h). */
+ * errors, "--json") and c's checkpoint can be written before the run: none
+ * is a folder, an input of c (the arms' files, the corpus, the levers'
+ * adapter or kv_config), or another of them (eval/outputs.h); a checkpoint
+ * to resume from exists. */
 kld_status kld_kl_check_outputs(const kld_kl_config *c, const char *const *what,
                                 const char *const *paths, int n, kld_error *err);
 

@@ -53,9 +53,12 @@ kld_status kld_kl_write_partial(const char *path, const kld_kl_result *res,
                         "hold every window of its shard (run the shard again)", path);
     size_t n_rec = 0;
     const kld_position *rec = kld_stats_records(res->stats, &n_rec);
-    kld_partial_head h = {c->shard.n ? c->shard.k : 0, c->shard.n ? c->shard.n : 1,
-                          c->shard.n && c->shard.mode == KLD_SHARD_RANGE, (uint32_t)kld_stats_topk(res->stats),
-                          res->n_windows_total, res->n_windows, n_rec, {0}};
+    kld_partial_head h = {.shard_k = c->shard.n ? c->shard.k : 0,
+                          .shard_n = c->shard.n ? c->shard.n : 1,
+                          .shard_mode = c->shard.n && c->shard.mode == KLD_SHARD_RANGE,
+                          .topk = (uint32_t)kld_stats_topk(res->stats),
+                          .n_windows_total = res->n_windows_total, .n_windows = res->n_windows,
+                          .n_records = n_rec};
     memcpy(h.hash, res->eval_hash, 32);
     for (size_t i = 0; i < res->n_windows; i++)
         if (!kld_shard_has(&(kld_shard){h.shard_k, h.shard_n, h.shard_mode ? KLD_SHARD_RANGE : KLD_SHARD_MOD},
@@ -120,6 +123,10 @@ static kld_status open_parts(const char *const *paths, size_t n, part *parts, kl
         kld_status st = kld_partial_open(paths[i], &parts[i].p, err);
         if (st) return st;
         parts[i].h = kld_partial_head_of(parts[i].p);
+        if (parts[i].h->flags & KLD_PARTIAL_CHECKPOINT)
+            return kld_fail(err, KLD_ERR_ARG, "%s is a checkpoint of a run in progress, not a "
+                            "shard's partial: finish it with kldeval kl ... --resume %s", paths[i],
+                            paths[i]);
         json_error_t je;
         parts[i].meta = json_loads(kld_partial_meta(parts[i].p), JSON_REJECT_DUPLICATES, &je);
         if (!parts[i].meta || !json_is_object(json_object_get(parts[i].meta, "config")))

@@ -288,6 +288,40 @@ static kld_status add_shard(kld_dump_writer *w, const kld_dump_meta *meta, kld_e
     return KLD_OK;
 }
 
+/* --resume of a dump already complete (a kill may land between its manifest's
+ * rename and the removal of dump.partial.json): the same settings and
+ * tokens, and then nothing left to write but that removal. */
+static kld_status resume_complete(kld_dump_writer *w, const char *path, const kld_dump_meta *meta,
+                                  const int32_t *tokens, uint64_t n_ids, kld_error *err) {
+    json_t *done = NULL;
+    kld_dump_meta was;
+    kld_status st = kld_dumpi_manifest_load(path, &done, &was, err);
+    if (!st) st = same_settings(path, &was, meta, err);
+    /* a shard resumes only as the same shard */
+    if (!st && w->shard) {
+        const json_t *a = json_object_get(done, "shard");
+        json_int_t k = json_integer_value(json_object_get(a, "k")), n = json_integer_value(json_object_get(a, "n"));
+        json_t *now = meta->shard_json ? json_loads(meta->shard_json, 0, NULL) : NULL;
+        if (!now || !json_equal(json_object_get(a, "windows"), json_object_get(now, "windows")) ||
+            k != json_integer_value(json_object_get(now, "k")) || n != json_integer_value(json_object_get(now, "n")))
+            st = kld_fail(err, KLD_ERR_MISMATCH, "%s: shard: the complete dump is shard %lld/%lld, "
+                          "not this run's", path, (long long)k, (long long)n);
+        json_decref(now);
+    }
+    json_decref(done);
+    if (!st) st = same_tokens(w->dir, tokens, n_ids, err);
+    char partial[KLD_DUMPI_PATH_MAX];
+    kld_dumpi_path(partial, w->dir, KLD_DUMPI_PARTIAL);
+    if (!st && access(partial, F_OK) == 0 &&
+        (st = remove_file(partial, err)) == KLD_OK)
+        st = kld_dumpi_fsync_dir(w->dir, err);
+    if (st) return st;
+    w->finished = true;
+    w->resume_seq = w->n_seqs;
+    w->cur_j = w->n_held;
+    return KLD_OK;
+}
+
 static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const int32_t *tokens,
                           bool resume, kld_error *err) {
     kld_status st;
@@ -309,6 +343,9 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
     int state = dir_state(w->dir, err, &st);
     if (state < 0) return st;
     char path[KLD_DUMPI_PATH_MAX];
+    kld_dumpi_path(path, w->dir, w->shard ? KLD_DUMPI_SHARD : KLD_DUMPI_MANIFEST);
+    if (resume && state == 2 && access(path, F_OK) == 0)
+        return resume_complete(w, path, meta, tokens, n_ids, err);
     for (int f = 0; f < 2; f++) {
         kld_dumpi_path(path, w->dir, f ? KLD_DUMPI_SHARD : KLD_DUMPI_MANIFEST);
         if (state == 2 && access(path, F_OK) == 0)

@@ -98,6 +98,7 @@ static kld_status write_body(out_file *o, const kld_partial_head *h, const char 
     put_u32(head + 16, h->shard_n);
     put_u32(head + 20, h->shard_mode);
     put_u32(head + 24, h->topk);
+    put_u32(head + 28, h->flags);
     put_u64(head + 32, h->n_windows_total);
     put_u64(head + 40, h->n_windows);
     put_u64(head + 48, h->n_records);
@@ -227,8 +228,9 @@ static kld_status read_head(kld_partial *p, uint64_t size, kld_error *err) {
         return kld_fail(err, KLD_ERR_FORMAT, "%s: shard mode %u", p->path, h->shard_mode);
     if (h->topk < 1 || h->topk > KLD_TOPK_MAX)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: top-k %u", p->path, h->topk);
-    if (kld_load_u32(b + 28))
-        return kld_fail(err, KLD_ERR_FORMAT, "%s: reserved header field is not 0", p->path);
+    h->flags = kld_load_u32(b + 28);
+    if (h->flags & ~KLD_PARTIAL_CHECKPOINT)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: flags %u: unknown bits", p->path, h->flags);
     if (h->n_windows_total >= (1ull << 40) || h->n_windows > h->n_windows_total)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: %llu windows of %llu", p->path,
                         (unsigned long long)h->n_windows, (unsigned long long)h->n_windows_total);
@@ -260,10 +262,12 @@ static kld_status read_windows(kld_partial *p, kld_error *err) {
     uint64_t sum = 0, expected = 0;
     for (uint64_t i = 0; i < h->n_windows_total; i++)
         expected += kld_partial_shard_has(h->shard_k, h->shard_n, h->shard_mode, i, h->n_windows_total);
-    if (expected != h->n_windows)
+    bool checkpoint = h->flags & KLD_PARTIAL_CHECKPOINT;
+    if (checkpoint ? h->n_windows > expected : expected != h->n_windows)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: %llu windows, but shard %u/%u of %llu has %llu",
                         p->path, (unsigned long long)h->n_windows, h->shard_k, h->shard_n,
                         (unsigned long long)h->n_windows_total, (unsigned long long)expected);
+    uint64_t next = 0; /* a checkpoint: the shard's windows in order, none skipped */
     for (uint64_t i = 0; i < h->n_windows; i++) {
         uint8_t b[KLD_PARTIAL_WINDOW_BYTES];
         kld_status st = read_exact(p, b, sizeof b, "window table", err);
@@ -275,7 +279,11 @@ static kld_status read_windows(kld_partial *p, kld_error *err) {
         if (w->new_doc > 1 || b[13] || b[14] || b[15])
             return kld_fail(err, KLD_ERR_FORMAT, "%s: window entry %llu: bad flags", p->path,
                             (unsigned long long)i);
+        while (checkpoint && next < h->n_windows_total &&
+               !kld_partial_shard_has(h->shard_k, h->shard_n, h->shard_mode, next, h->n_windows_total))
+            next++;
         if ((i && w->index <= p->windows[i - 1].index) || w->index >= h->n_windows_total ||
+            (checkpoint && w->index != next++) ||
             !kld_partial_shard_has(h->shard_k, h->shard_n, h->shard_mode, w->index,
                                    h->n_windows_total))
             return kld_fail(err, KLD_ERR_FORMAT, "%s: window entry %llu: index %llu is not the "

@@ -12,7 +12,9 @@
  *   20  u32      shard mode (0 mod: windows i with i mod n = k; 1 range:
  *                [k W / n, (k+1) W / n) of the W windows)
  *   24  u32      top-k of the records (1 .. KLD_TOPK_MAX)
- *   28  u32      0 (reserved)
+ *   28  u32      flags: bit 0 set = a checkpoint of a run in progress (kl
+ *                --checkpoint): the shard's first windows only, in order;
+ *                other bits 0
  *   32  u64      W, the windows of the whole evaluation's plan
  *   40  u64      windows in this part (exactly the shard's windows)
  *   48  u64      records in this part
@@ -42,9 +44,11 @@
 #define KLD_PARTIAL_WINDOW_BYTES 16
 #define KLD_PARTIAL_RECORD_BYTES 80
 #define KLD_PARTIAL_MAX_META (16u << 20)
+#define KLD_PARTIAL_CHECKPOINT 1u
 
 typedef struct kld_partial_head {
     uint32_t shard_k, shard_n, shard_mode, topk;
+    uint32_t flags;     /* KLD_PARTIAL_CHECKPOINT: the shard's first n_windows windows */
     uint64_t n_windows_total, n_windows, n_records;
     uint8_t hash[32];
 } kld_partial_head;
