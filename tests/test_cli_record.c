@@ -73,13 +73,15 @@ int main(int argc, char **argv) {
     CHECK(n == 1, "--no-db recorded nothing (%zu runs)", n);
     free(ids);
     kld_db_close(d);
-    /* an unwritable database: a warning, the report, exit 0 */
+    /* an unwritable database: refused before the run (issue 29.4: no result lost
+     * to a bad --db after hours of work), naming it */
     snprintf(args, sizeof args, "kl %s --db /proc/kldeval-no-such-dir/runs.sqlite", pair);
-    CHECK(run(args, out, err) == 0, "an unwritable database does not fail the run");
+    CHECK(run(args, out, err) == 2, "an unwritable database is refused before the run");
     size_t len;
     char *o = kt_read_file(out, &len), *t = kt_read_file(err, &len);
-    CHECK(strstr(o, "Mean KLD(ref||arm)") != NULL, "the report is printed");
-    CHECK(strstr(t, "run not saved") != NULL, "stderr says the run was not saved: %s", t);
+    CHECK(strstr(o, "Mean KLD(ref||arm)") == NULL, "nothing was scored");
+    CHECK(strstr(t, "/proc/kldeval-no-such-dir/runs.sqlite") && strstr(t, "--no-db"),
+          "stderr names the database and --no-db: %s", t);
     free(o);
     free(t);
     snprintf(args, sizeof args, "kl %s --db '%s' --no-db", pair, db);

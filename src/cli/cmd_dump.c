@@ -2,6 +2,7 @@
  * distributions (a saved teacher, a candidate dump at a teacher's ids, or a
  * llama.cpp base file). Parses flags and calls the dump driver. */
 #include "cli/args.h"
+#include "eval/outputs.h"
 #include "cli/commands.h"
 #include "engine/engine.h"
 #include "eval/dump_driver.h"
@@ -189,7 +190,11 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
     if (c->llamacpp) {
         const char *inputs[4] = {c->model_path, c->corpus_path, c->ids_path};
         if (!kld_arg_output("dump", "--out", c->out, inputs, 3)) return false;
+    } else if (kld_output_dir_check("--out", c->out, &err)) {
+        fprintf(stderr, "kldeval dump: %s\n", err.msg);
+        return false;
     }
+    if (!kld_record_check("dump", o)) return false;
     return true;
 }
 

@@ -290,7 +290,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         return false;
     }
-    return true;
+    return kld_record_check("kl", o);
 }
 
 /* --sweep / --floor: a model reference, stream or llamacpp windows, and no

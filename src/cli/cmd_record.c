@@ -48,6 +48,18 @@ bool kld_record_runs(const char *cmd, const kld_kl_outputs *o, const kld_record_
     return ok;
 }
 
+bool kld_record_check(const char *cmd, const kld_kl_outputs *o) {
+    if (o->no_db) return true;
+    kld_db *db = NULL;
+    kld_error err = {0};
+    if (kld_db_open(o->db_path, &db, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval %s: the run database: %s (or --no-db)\n", cmd, err.msg);
+        return false;
+    }
+    kld_db_close(db);
+    return true;
+}
+
 bool kld_record_run(const char *cmd, const kld_kl_outputs *o, const char *mode,
                     const json_t *report, const struct kld_summary *sum,
                     const struct kld_stats *stats, bool partial, double wall_s,

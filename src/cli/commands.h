@@ -45,6 +45,11 @@ int kld_merge_cap_main(const char *const *parts, size_t n, const char *json_path
 /* The text report of a capability run (cmd_cap.c). */
 void kld_cap_print_report(FILE *f, const json_t *report);
 
+/* Before a run: the run database it will be recorded in opens (created if
+ * new, its schema checked), so that no result is lost to a bad --db after
+ * hours of work. Prints "kldeval <cmd>: why" and returns false otherwise. */
+bool kld_record_check(const char *cmd, const kld_kl_outputs *o);
+
 struct kld_summary;
 struct kld_stats;
 /* Records a run in the run database (cmd_record.c): prints the run id, or

@@ -180,3 +180,24 @@ kld_status kld_output_check(const char *what, const char *path, const char *cons
     if (why[0]) return kld_fail(err, KLD_ERR_IO, "%s %s: %s", what, path, why);
     return KLD_OK;
 }
+
+kld_status kld_output_dir_check(const char *what, const char *dir, kld_error *err) {
+    struct stat sb;
+    char probe[4200];
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode)) return kld_fail(err, KLD_ERR_IO, "%s %s: is not a folder", what, dir);
+        /* a file made and removed inside it: access() is no proof */
+        snprintf(probe, sizeof probe, "%s/.kldeval-probe-%ld", dir, (long)getpid());
+        int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return kld_fail(err, KLD_ERR_IO, "%s %s: cannot write into it: %s", what, dir, strerror(errno));
+        close(fd);
+        unlink(probe);
+        return KLD_OK;
+    }
+    if (errno != ENOENT) return kld_fail(err, KLD_ERR_IO, "%s %s: %s", what, dir, strerror(errno));
+    if (mkdir(dir, 0755) != 0)
+        return kld_fail(err, KLD_ERR_IO, "%s %s: cannot create it: %s", what, dir, strerror(errno));
+    rmdir(dir);
+    return KLD_OK;
+}

@@ -16,4 +16,8 @@
 kld_status kld_output_check(const char *what, const char *path, const char *const *inputs,
                             int n_inputs, kld_error *err);
 
+/* The same for an output folder (a dump): an existing folder gets a file
+ * created and removed in it, a missing one is created and removed. */
+kld_status kld_output_dir_check(const char *what, const char *dir, kld_error *err);
+
 #endif
