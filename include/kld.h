@@ -313,6 +313,9 @@ typedef struct kld_arm_spec {
     bool decode;           /* model and self arms: feed tokens after prompt_len one decode
                               step at a time (teacher-forced) */
     int64_t prompt_len;    /* decode: tokens of each window prefilled first */
+    const char *head;      /* teacher and candidate dumps of hidden states (format 3): the model
+                              whose output head turns them into logits (NULL: the model their
+                              manifest names); its head's bytes must hash as the manifest says */
 } kld_arm_spec;
 
 typedef enum kld_shard_mode { KLD_SHARD_MOD, KLD_SHARD_RANGE } kld_shard_mode;

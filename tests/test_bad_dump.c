@@ -357,7 +357,7 @@ static void manifest_cases(const base *b) {
         MCASE(json_integer(INT64_C(1) << 62), key, "huge");
 #undef MCASE
     }
-    manifest_case(b, "format_version", json_integer(3), mf, "not supported", "format_version 3");
+    manifest_case(b, "format_version", json_integer(4), mf, "not supported", "format_version 4");
     manifest_case(b, "format_version", json_string("1"), mf, "format_version",
                   "format_version \"1\"");
     /* in range, but not what the files hold */

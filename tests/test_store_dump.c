@@ -807,7 +807,8 @@ static void test_writer_errors(void) {
     x = m;                                                                                         \
     x.field = value;                                                                               \
     expect_meta_error(&x, tok, sub, #field " = " #value);
-    META_CASE(format_version, 3, "format_version");
+    META_CASE(format_version, 4, "format_version");
+    META_CASE(format_version, 3, "format 3 needs");
     META_CASE(format_version, 0, "format_version");
     META_CASE(top_k, 0, "top_k");
     META_CASE(top_k, 11, "exceeds n_vocab");

@@ -352,7 +352,7 @@ _summary_json = _fn("kld_summary_json", _P, _c.POINTER(_KldSummaryBuffer), _c.PO
 
 class _ArmSpec(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int), ("path", ctypes.c_char_p), ("levers", ctypes.c_char_p),
-                ("decode", ctypes.c_bool), ("prompt_len", ctypes.c_int64)]
+                ("decode", ctypes.c_bool), ("prompt_len", ctypes.c_int64), ("head", ctypes.c_char_p)]
 
 
 class _Shard(ctypes.Structure):
@@ -385,7 +385,7 @@ def kl(ref=None, arm=None, corpus=None, *, reference_logits=None, arm_logits=Non
        llamacpp_base=None, levers=None, ref_levers=None, decode=False, prompt_len=0,
        ctx=None, max_docs=0, max_tokens=0, chunks=0, chunking=None, ids_file=None,
        corpus_format=None, chunk=128, topk=10, threads=0, allow_vocab_mismatch=False,
-       allow_long_context=False):
+       allow_long_context=False, teacher_head=None, arm_head=None):
     """`kldeval kl` as a function. ref / arm: model paths (MODEL, MODEL@POLICY,
     MODEL+ADAPTER[:SCALE]); instead of ref a saved teacher (reference_logits) or a
     llama.cpp base file (llamacpp_base); instead of arm a candidate dump
@@ -408,8 +408,9 @@ def kl(ref=None, arm=None, corpus=None, *, reference_logits=None, arm_logits=Non
     rk = "teacher" if reference_logits is not None else "llamacpp-base" if llamacpp_base is not None \
         else "model"
     ak = "candidate" if arm_logits is not None else "model" if arm is not None else "self"
-    c.ref = _ArmSpec(_KIND[rk], s(refs[0]), s(ref_levers), False, 0)
-    c.arm = _ArmSpec(_KIND[ak], s(arms[0]) if arms else None, s(levers), bool(decode), int(prompt_len))
+    c.ref = _ArmSpec(_KIND[rk], s(refs[0]), s(ref_levers), False, 0, s(teacher_head))
+    c.arm = _ArmSpec(_KIND[ak], s(arms[0]) if arms else None, s(levers), bool(decode), int(prompt_len),
+                     s(arm_head))
     if chunking not in _CHUNKING:
         raise ArgumentError("KLD_ERR_ARG", "chunking %r: doc, llamacpp or stream" % (chunking,))
     c.corpus_path, c.ids_path = s(corpus), s(ids_file)

@@ -46,9 +46,15 @@ static void usage(FILE *f) {
 "  --top-k K              ids per record, 1 .. %d and at most the vocabulary (default 256)\n"
 "  --logits T             f16 (default: format_version 1) or f32 (format_version 2: exact logits,\n"
 "                         record 8·k+4 bytes); a candidate dump takes its teacher's\n"
+"  --hidden               save each position's final-norm hidden state instead of logits (format\n"
+"                         3: n_embd values a position, 16-100x smaller than the vocabulary's\n"
+"                         logits); kl recomputes the logits with the model's output head, exactly\n"
+"                         the lockstep figures (docs/saved-teachers.md)\n"
+"  --hidden-dtype T       f32 (default: exact), bf16 or f16 (half the size; the KL the rounding\n"
+"                         adds is measured over the dump and kept in its manifest)\n"
 "  --indices-from DIR     write a candidate dump: MODEL's logits at the teacher dump's ids, over\n"
 "                         its tokens, with MODEL's own logsumexp and argmax, at the teacher's\n"
-"                         logit precision\n"
+"                         logit precision (with --hidden: MODEL's hidden states at its tokens)\n"
 "  --resume               continue an interrupted dump in --out after its last complete record\n"
 "  --notes TEXT           the manifest's notes\n"
 "  --allow-vocab-mismatch with --indices-from: accept a teacher made with another tokenizer\n\n"
@@ -95,6 +101,7 @@ static void progress(const kld_kl_progress *p, void *user) {
 static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, int *rc) {
     static const char *const valued[] = {
         "-m", "--model", "--out", "--format", "--top-k", "--logits", "--indices-from", "--notes",
+        "--hidden-dtype",
         "--corpus", "--corpus-format", "--ids-file", "--chunking", "--ctx", "--chunks",
         "--max-docs", "--max-tokens", "--chunk", "--threads", "--db", "--label", "--lever", "--shard",
         "--shard-mode", NULL};
@@ -108,6 +115,7 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
             return false;
         }
         if (!strcmp(a, "--resume")) { c->resume = true; continue; }
+        if (!strcmp(a, "--hidden")) { c->hidden = true; continue; }
         if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
         if (!strcmp(a, "--no-db")) { o->no_db = true; continue; }
         if (!strcmp(a, "--allow-vocab-mismatch")) { c->allow_vocab_mismatch = true; continue; }
@@ -126,6 +134,13 @@ static bool parse(int argc, char **argv, kld_dump_config *c, kld_kl_outputs *o, 
             if (!strcmp(v, "llamacpp")) c->llamacpp = true;
             else if (strcmp(v, "dump")) {
                 fprintf(stderr, "kldeval dump: --format expects dump or llamacpp, got '%s'\n", v);
+                return false;
+            }
+        } else if (!strcmp(a, "--hidden-dtype")) {
+            c->hidden_dtype = !strcmp(v, "f32") ? KLD_DUMP_HIDDEN_F32 : !strcmp(v, "bf16") ? KLD_DUMP_HIDDEN_BF16
+                              : !strcmp(v, "f16") ? KLD_DUMP_HIDDEN_F16 : -1;
+            if (c->hidden_dtype < 0) {
+                fprintf(stderr, "kldeval dump: --hidden-dtype expects f32, bf16 or f16, got '%s'\n", v);
                 return false;
             }
         } else if (!strcmp(a, "--logits")) {

@@ -44,6 +44,10 @@ static void usage(FILE *f) {
 "  --arm-logits DIR       the candidate: a candidate dump made with kldeval dump --indices-from\n"
 "                         (instead of --arm; needs --reference-logits): two engines compared\n"
 "                         without loading either model\n"
+"  --teacher-head MODEL   a hidden-state teacher (dump --hidden): the model whose output head\n"
+"                         turns its rows into logits (default: the model its manifest names;\n"
+"                         only the head is read, and its bytes must hash as the manifest says)\n"
+"  --arm-head MODEL       the same for a hidden-state candidate dump (--arm-logits)\n"
 "  --llamacpp-base FILE   the reference: a llama-perplexity --kl-divergence-base file (its tokens,\n"
 "                         chunks and scored positions); prints llama-perplexity's statistics too\n"
 "  -m, --model MODEL      the reference model (same as --ref); without --arm the run is\n"
@@ -170,6 +174,7 @@ static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_
 /* The flags that name the two arms, as given (mapped to specs at the end). */
 typedef struct arm_flags {
     const char *ref, *arm, *ref_logits, *arm_logits, *lcpp_base, *ref_levers, *arm_levers;
+    const char *teacher_head, *arm_head;
     bool decode;
     int64_t prompt_len;
 } arm_flags;
@@ -188,7 +193,7 @@ static bool to_specs(const arm_flags *f, kld_kl_config *c) {
                                     : f->ref       ? KLD_ARM_MODEL
                                                    : KLD_ARM_NONE,
                             .path = f->ref_logits ? f->ref_logits : f->lcpp_base ? f->lcpp_base : f->ref,
-                            .levers = f->ref_levers};
+                            .levers = f->ref_levers, .head = f->teacher_head};
     /* a model reference without a second model: a self-flag session of it */
     c->arm = (kld_arm_spec){.kind = f->arm_logits ? KLD_ARM_CANDIDATE
                                     : f->arm      ? KLD_ARM_MODEL
@@ -196,7 +201,7 @@ static bool to_specs(const arm_flags *f, kld_kl_config *c) {
                                                   : KLD_ARM_NONE,
                             .path = f->arm_logits ? f->arm_logits : f->arm,
                             .levers = f->arm_levers, .decode = f->decode,
-                            .prompt_len = f->prompt_len};
+                            .prompt_len = f->prompt_len, .head = f->arm_head};
     return true;
 }
 
@@ -207,7 +212,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens",
         "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
         "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k",
-        "--checkpoint", "--checkpoint-every", "--resume", NULL};
+        "--checkpoint", "--checkpoint-every", "--resume", "--teacher-head", "--arm-head", NULL};
     arm_flags f = {0};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -238,6 +243,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--prompt-len")) { if (!kld_arg_int(a, v, 0, 1 << 24, &f.prompt_len)) return false; }
         else if (!strcmp(a, "--arm")) f.arm = v;
         else if (!strcmp(a, "--checkpoint")) c->checkpoint = v;
+        else if (!strcmp(a, "--teacher-head")) f.teacher_head = v;
+        else if (!strcmp(a, "--arm-head")) f.arm_head = v;
         else if (!strcmp(a, "--resume")) { c->checkpoint = v; c->resume = true; }
         else if (!strcmp(a, "--checkpoint-every")) { if (!kld_arg_int(a, v, 1, INT64_MAX, &c->checkpoint_every)) return false; }
         else if (!strcmp(a, "--sweep")) so->spec = v;

@@ -50,6 +50,8 @@ int kld_pool_size(const kld_pool *pool);
  * llama.cpp's --lora applies one; the weights are not merged. */
 
 const kld_hparams *kld_model_hparams(const kld_model *model);
+/* The output head (the token embedding when tied, *tied then true). */
+const kld_tensor *kld_model_head(const kld_model *model, bool *tied);
 /* One pointer a layer above keeps with the model (the public API's
  * tokenizer), freed with free_fn by kld_model_close or the next attach. */
 void *kld_model_attached(const kld_model *model);
@@ -240,6 +242,7 @@ typedef struct kld_session_opts {
     int n_threads;
     kld_pool *pool;
     const kld_levers *levers;
+    bool head_only;      /* only kld_session_head: no matrix repacked, nothing but the head read */
 } kld_session_opts;
 kld_status kld_session_create_opts(kld_model *model, const kld_session_opts *opts,
                                    kld_session **out, kld_error *err);
@@ -265,6 +268,17 @@ kld_status kld_session_eval_rows(kld_session *s, const int32_t *tokens, int64_t 
                                  int64_t first_row, float *logits, kld_error *err);
 /* One decode step: kld_session_eval with n = 1. */
 kld_status kld_session_decode(kld_session *s, int32_t token, float *logits, kld_error *err);
+/* kld_session_eval_rows that also writes the final-norm hidden states of
+ * rows [first_row, n) (n_embd floats each) into hidden (logits may be NULL):
+ * what a hidden-state teacher stores. */
+kld_status kld_session_eval_hidden(kld_session *s, const int32_t *tokens, int64_t n,
+                                   int64_t first_row, float *hidden, float *logits, kld_error *err);
+/* The logits of n final-norm hidden states: the output head with the
+ * session's levers and adapter and the final soft-cap, bit for bit what
+ * the forward pass gives for those rows. NaN or infinite inputs are an
+ * error naming the row. */
+kld_status kld_session_head(kld_session *s, const float *hidden, int64_t n, float *logits,
+                            kld_error *err);
 /* One decode step of n sessions at once (several sequences in flight):
  * token r is appended to session ss[r] at its own position, and row r of
  * logits (n rows of n_vocab, or NULL) is bit-identical to what

@@ -276,6 +276,19 @@ static void softcap_task(void *ctx, int ith, int nth) {
         j->s->kr->softcap(j->logits + r * nv, nv, (float)j->s->model->hp.final_softcap);
 }
 
+/* The output head over n final-norm rows xn (lda E): the same product,
+ * lever rounding, adapter and soft-cap as the forward pass, so that logits
+ * recomputed from saved hidden states are the forward pass's bit for bit. */
+void kld_forward_head(kld_session *s, const float *xn, int64_t n, float *logits) {
+    const kld_model *m = s->model;
+    const kld_hparams *hp = &m->hp;
+    kld_forward_gemm(s, m->w.output, n, xn, hp->n_embd, logits, hp->n_vocab);
+    if (hp->final_softcap > 0) {
+        softcap_job j = {s, logits, n};
+        kld_pool_run(s->pool, softcap_task, &j);
+    }
+}
+
 void kld_forward(kld_session *s, kld_session *const *rows, const int32_t *tokens, int64_t n,
                  int64_t first_row, float *logits) {
     const kld_model *m = s->model;
@@ -293,11 +306,9 @@ void kld_forward(kld_session *s, kld_session *const *rows, const int32_t *tokens
     rope_tables(s, rows, n, s->pos);
     for (int64_t il = 0; il < hp->n_layer; il++) layer_forward(s, rows, il, n, s->pos);
     const int64_t n_out = n - first_row;
-    if (!logits || n_out <= 0) return;
+    if ((!logits && !s->hidden_out) || n_out <= 0) return;
     run_pass(s, rows, PASS_OUT_NORM, -1, first_row, n_out, s->pos);
-    kld_forward_gemm(s, m->w.output, n_out, s->xn + first_row * E, E, logits, hp->n_vocab);
-    if (hp->final_softcap > 0) {
-        softcap_job j = {s, logits, n_out};
-        kld_pool_run(s->pool, softcap_task, &j);
-    }
+    if (s->hidden_out) /* the final-norm rows, for hidden-state teachers */
+        memcpy(s->hidden_out, s->xn + first_row * E, (size_t)(n_out * E) * sizeof(float));
+    if (logits) kld_forward_head(s, s->xn + first_row * E, n_out, logits);
 }

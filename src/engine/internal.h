@@ -93,6 +93,8 @@ struct kld_session {
     kld_kv_layer *kvl;         /* n_layer entries */
     float *attn_aux;           /* per thread: dequantized K^T/V, online-softmax state */
     size_t attn_aux_stride;    /* floats per thread */
+    float *hidden_out;         /* set for one call: the final-norm rows go here too */
+    bool head_only;            /* a session that only applies the head (no repacking) */
     float *ar;                 /* act lever: rounded matmul inputs [max_chunk][ar_ld] */
     int64_t ar_ld;
     kld_pool *pool;
@@ -170,6 +172,8 @@ bool kld_act_round_vec(kld_act_round a, uint32_t weight_type, const float *x, fl
  * the act lever's rounding, then kld_gemm_weights. */
 void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const float *A, int64_t lda,
                       float *C, int64_t ldc);
+/* The output head (and final soft-cap) over n final-norm rows (forward.c). */
+void kld_forward_head(kld_session *s, const float *xn, int64_t n, float *logits);
 
 /* The mixture-of-experts FFN of layer il for chunk rows [0, n) (moe.c):
  * reads s->xn, writes s->tmp. */

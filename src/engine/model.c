@@ -276,6 +276,11 @@ const kld_hparams *kld_model_hparams(const kld_model *m) { return &m->hp; }
 
 void *kld_model_attached(const kld_model *m) { return m->attached; }
 
+const kld_tensor *kld_model_head(const kld_model *m, bool *tied) {
+    if (tied) *tied = m->w.output == m->w.token_embd;
+    return m->w.output;
+}
+
 void kld_model_attach(kld_model *m, void *p, void (*free_fn)(void *)) {
     if (m->attached_free) m->attached_free(m->attached);
     m->attached = p;

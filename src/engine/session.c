@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 
 #define MAX_CTX (INT64_C(1) << 24)
@@ -300,8 +301,8 @@ static kld_status attach_lora(kld_session *s, kld_error *err) {
 }
 
 static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk, kld_pool *pool,
-                                 bool own_pool, const kld_levers *levers, kld_session **out,
-                                 kld_error *err) {
+                                 bool own_pool, const kld_levers *levers, bool head_only,
+                                 kld_session **out, kld_error *err) {
     *out = NULL;
     kld_levers ref;
     kld_levers_default(&ref);
@@ -405,7 +406,10 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     memset(a + L.kv, 0, (size_t)L.kv_floats * sizeof(float));
     st = kld_rope_factors(m->src, &m->hp, &m->w, n_ctx, s->rope_ff, err);
     if (st == KLD_OK) st = attach_lora(s, err);
-    if (st == KLD_OK && s->kr->repack) st = kld_model_repack(m, pool, s->kr, err);
+    /* a head-only session reads the head row-major: the same bits, and no
+     * other matrix of the model is ever read */
+    s->head_only = head_only;
+    if (st == KLD_OK && s->kr->repack && !head_only) st = kld_model_repack(m, pool, s->kr, err);
     if (st != KLD_OK) {
         kld_session_free(s);
         return st;
@@ -418,13 +422,13 @@ kld_status kld_session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk, in
                               kld_session **out, kld_error *err) {
     kld_pool *pool = kld_pool_create(n_threads);
     if (!pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", n_threads);
-    return session_create(m, n_ctx, max_chunk, pool, true, NULL, out, err);
+    return session_create(m, n_ctx, max_chunk, pool, true, NULL, false, out, err);
 }
 
 kld_status kld_session_create_shared(kld_model *m, int64_t n_ctx, int64_t max_chunk,
                                      kld_pool *pool, kld_session **out, kld_error *err) {
     if (!pool) return kld_fail(err, KLD_ERR_ARG, "kld_session_create_shared: pool is NULL");
-    return session_create(m, n_ctx, max_chunk, pool, false, NULL, out, err);
+    return session_create(m, n_ctx, max_chunk, pool, false, NULL, false, out, err);
 }
 
 kld_status kld_session_create_opts(kld_model *m, const kld_session_opts *o, kld_session **out,
@@ -432,7 +436,8 @@ kld_status kld_session_create_opts(kld_model *m, const kld_session_opts *o, kld_
     kld_pool *pool = o->pool;
     if (!pool && !(pool = kld_pool_create(o->n_threads)))
         return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", o->n_threads);
-    return session_create(m, o->n_ctx, o->max_chunk, pool, !o->pool, o->levers, out, err);
+    return session_create(m, o->n_ctx, o->max_chunk, pool, !o->pool, o->levers, o->head_only, out,
+                          err);
 }
 
 const kld_levers *kld_session_levers(const kld_session *s) { return &s->lv; }
@@ -491,8 +496,34 @@ kld_status kld_session_eval_rows(kld_session *s, const int32_t *tokens, int64_t 
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return kld_fail(err, KLD_ERR_ARG, "token %" PRId64 " of the chunk: id %" PRId32
                             " is outside the vocabulary [0, %" PRId64 ")", i, tokens[i], hp->n_vocab);
-    kld_forward(s, NULL, tokens, n, logits ? first_row : n, logits);
+    if (s->head_only)
+        return kld_fail(err, KLD_ERR_ARG, "a head-only session applies the output head only");
+    kld_forward(s, NULL, tokens, n, logits || s->hidden_out ? first_row : n, logits);
     s->pos += n;
+    return KLD_OK;
+}
+
+kld_status kld_session_eval_hidden(kld_session *s, const int32_t *tokens, int64_t n,
+                                   int64_t first_row, float *hidden, float *logits, kld_error *err) {
+    s->hidden_out = hidden;
+    kld_status st = kld_session_eval_rows(s, tokens, n, first_row, logits, err);
+    s->hidden_out = NULL;
+    return st;
+}
+
+kld_status kld_session_head(kld_session *s, const float *hidden, int64_t n, float *logits,
+                            kld_error *err) {
+    const kld_hparams *hp = &s->model->hp;
+    for (int64_t r0 = 0; r0 < n; r0 += s->max_chunk) {
+        int64_t c = n - r0 < s->max_chunk ? n - r0 : s->max_chunk;
+        const float *h = hidden + r0 * hp->n_embd;
+        for (int64_t i = 0; i < c * hp->n_embd; i++)
+            if (!isfinite(h[i]))
+                return kld_fail(err, KLD_ERR_FORMAT, "hidden state row %lld, element %lld is %g",
+                                (long long)(r0 + i / hp->n_embd), (long long)(i % hp->n_embd),
+                                (double)h[i]);
+        kld_forward_head(s, h, c, logits + r0 * hp->n_vocab);
+    }
     return KLD_OK;
 }
 

@@ -46,6 +46,8 @@ typedef struct kld_rows {
     bool f16;                /* SPARSE: val rounded to float16 (a v1 dump) */
     bool f16_raw;            /* SPARSE, f16: lse is the unrounded logits' (another writer's or
                                 an older v1 dump), not that of the stored ones (kld_row_as_f16) */
+    const float *hidden;     /* DENSE from a model arm asked for them: the final-norm hidden
+                                states [n][n_embd] of the same rows (else NULL) */
     const float *logp;       /* LOGPROB [n][n_vocab] */
     const uint16_t *codes;   /* LOGPROB [n][n_vocab] */
 } kld_rows;
@@ -79,6 +81,12 @@ struct kld_arm {
     uint64_t tokens;         /* tokens fed */
     void *impl;
 };
+
+/* A model arm that also hands out its rows' final-norm hidden states
+ * (kld_rows.hidden; call before prepare; not with the decode path). */
+kld_status kld_arm_model_want_hidden(kld_arm *a, kld_error *err);
+/* The session of a prepared model arm (to apply its head to other rows). */
+kld_session *kld_arm_model_session(const kld_arm *a);
 
 /* ---- an arm as named (kld_arm_spec, kld.h), parsed once (arm_spec.c) ---- */
 
@@ -133,6 +141,11 @@ kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool de
  * arm's vocabulary). */
 kld_status kld_arm_open_dump(const char *dir, int64_t n_vocab_limit, kld_arm **out,
                              kld_error *err);
+/* The same, where a hidden-state dump (format 3) takes its head from
+ * head_path (NULL: the model its manifest names); the head's bytes must
+ * hash to the manifest's head.sha256. Its rows are then dense logits. */
+kld_status kld_arm_open_dump_head(const char *dir, const char *head_path, int64_t n_vocab_limit,
+                                  kld_arm **out, kld_error *err);
 /* A llama.cpp base file; bos is the id that replaces each chunk's first
  * token (-1: none), as llama-perplexity does when the vocabulary adds BOS. */
 kld_status kld_arm_open_lcpp_base(const char *path, int32_t n_vocab_expected, int32_t bos,

@@ -4,6 +4,7 @@
  * memory stays O(chunk × top_k)). */
 #include "eval/arm.h"
 
+#include "eval/head.h"
 #include "store/dump.h"
 
 #include <math.h>
@@ -17,14 +18,36 @@ typedef struct dump_arm {
     int32_t *idx, *argmax;
     float *val, *lse32;
     double *lse, *lse64, *logp_next;
+    /* format 3: the head that turns the stored hidden states into logits */
+    kld_model *head_model;
+    kld_levers levers;
+    kld_session *head;
+    float *hidden, *logits;
 } dump_arm;
+
+/* Format 3: a head-only session with the levers the dump was made with
+ * (act rounding and an adapter change the head's product too). */
+static kld_status prepare_hidden(kld_arm *a, dump_arm *u, kld_pool *pool, int64_t chunk,
+                                 kld_error *err) {
+    size_t c = (size_t)chunk;
+    kld_session_opts so = {chunk, chunk, 0, pool, &u->levers, true};
+    kld_status st = kld_session_create_opts(u->head_model, &so, &u->head, err);
+    if (st) return st;
+    u->hidden = malloc(c * (size_t)u->m->n_embd * sizeof(float));
+    u->logits = malloc(c * (size_t)u->m->n_vocab * sizeof(float));
+    if (!u->hidden || !u->logits)
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory for %lld rows of logits", a->path,
+                        (long long)chunk);
+    return KLD_OK;
+}
 
 static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
                           kld_error *err) {
-    (void)pool, (void)max_len;
+    (void)max_len;
     dump_arm *u = a->impl;
     size_t k = (size_t)u->m->top_k, c = (size_t)chunk;
     u->chunk = chunk;
+    if (u->head_model) return prepare_hidden(a, u, pool, chunk, err);
     u->idx = malloc(c * k * sizeof *u->idx);
     u->val = malloc(c * k * sizeof *u->val);
     u->lse32 = malloc(c * sizeof *u->lse32);
@@ -56,6 +79,17 @@ static kld_status eval(kld_arm *a, const int32_t *tokens, int64_t c0, int64_t n,
     dump_arm *u = a->impl;
     int64_t nr = r1 - r0;
     a->tokens += (uint64_t)n;
+    if (u->head_model) { /* format 3: logits from the stored hidden states */
+        *rows = (kld_rows){.kind = KLD_ROWS_DENSE, .row0 = r0, .n = nr, .n_vocab = a->n_vocab,
+                           .logits = u->logits};
+        if (nr <= 0) return KLD_OK;
+        double t0 = kld_now_s();
+        kld_status st = kld_dump_read_hidden(u->d, (int64_t)u->wi, r0, nr, u->hidden, NULL, NULL,
+                                             NULL, err);
+        if (!st) st = kld_session_head(u->head, u->hidden, nr, u->logits, err);
+        a->seconds += kld_now_s() - t0;
+        return st;
+    }
     *rows = (kld_rows){.kind = KLD_ROWS_SPARSE, .row0 = r0, .n = nr, .n_vocab = a->n_vocab,
                        .k = u->m->top_k, .idx = u->idx, .val = u->val, .lse = u->lse,
                        .logp_next = u->logp_next, .argmax = u->argmax,
@@ -77,6 +111,10 @@ static void dump_free(kld_arm *a) {
     dump_arm *u = a->impl;
     if (!u) return;
     kld_dump_close(u->d);
+    kld_session_free(u->head);
+    kld_model_close(u->head_model);
+    free(u->hidden);
+    free(u->logits);
     free(u->idx);
     free(u->val);
     free(u->lse32);
@@ -115,8 +153,47 @@ static json_t *dump_desc(const char *dir, const kld_dump_meta *m) {
     return o;
 }
 
+/* Format 3: the model whose head the dump's hidden states need, checked by
+ * the hash of the head's bytes. */
+static kld_status open_head(kld_arm *a, dump_arm *u, const char *head_path, kld_error *err) {
+    const kld_dump_meta *m = u->m;
+    const char *path = head_path ? head_path : m->model;
+    kld_status st = kld_model_open(path, NULL, &u->head_model, err);
+    if (st) {
+        kld_error_prefix(err, "%s: the model of its head (%s)", a->path,
+                         head_path ? "--teacher-head / --arm-head" : "the manifest's \"model\"");
+        return st;
+    }
+    kld_head_id id;
+    if ((st = kld_head_identify(u->head_model, &id, err))) return st;
+    if (strcmp(id.sha256, m->head.sha256) || id.rows != m->n_vocab || id.cols != m->n_embd)
+        return kld_fail(err, KLD_ERR_MISMATCH,
+                        "%s/manifest.json: head.sha256 %s (%s, %s, %lld x %lld), but %s's head "
+                        "hashes to %s (%s, %s, %lld x %lld): not the head the hidden states were "
+                        "saved from (--teacher-head / --arm-head PATH names the right model)",
+                        a->path, m->head.sha256, m->head.tensor, m->head.type,
+                        (long long)m->head.rows, (long long)m->head.cols, path, id.sha256, id.tensor,
+                        id.type, (long long)id.rows, (long long)id.cols);
+    kld_levers_default(&u->levers);
+    if (m->levers && strcmp(m->levers, "reference") &&
+        (st = kld_levers_parse(m->levers, &u->levers, err))) {
+        kld_error_prefix(err, "%s/manifest.json: levers", a->path);
+        return st;
+    }
+    if ((st = kld_levers_check(&u->levers, u->head_model, err))) return st;
+    json_object_set_new(a->desc, "head_model", json_string(path));
+    json_object_set_new(a->desc, "head_sha256", json_string(id.sha256));
+    json_object_set_new(a->desc, "hidden_dtype", json_string(kld_dump_hidden_name(m->hidden_dtype)));
+    return KLD_OK;
+}
+
 kld_status kld_arm_open_dump(const char *dir, int64_t n_vocab_limit, kld_arm **out,
                              kld_error *err) {
+    return kld_arm_open_dump_head(dir, NULL, n_vocab_limit, out, err);
+}
+
+kld_status kld_arm_open_dump_head(const char *dir, const char *head_path, int64_t n_vocab_limit,
+                                  kld_arm **out, kld_error *err) {
     *out = NULL;
     kld_arm *a = kld_arm_new(&dump_ops, "dump", dir, sizeof(dump_arm), true);
     if (!a) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
@@ -130,6 +207,10 @@ kld_status kld_arm_open_dump(const char *dir, int64_t n_vocab_limit, kld_arm **o
     u->m = kld_dump_meta_of(u->d);
     a->n_vocab = (int32_t)u->m->n_vocab;
     a->desc = dump_desc(dir, u->m);
+    if (u->m->format_version == 3 && (st = open_head(a, u, head_path, err))) {
+        kld_arm_free(a);
+        return st;
+    }
     pl->chunking = KLD_CHUNKING_STREAM;
     snprintf(pl->note, sizeof pl->note, "%s/tokens.bin: %lld sequences of %lld tokens%s%s", dir,
              (long long)u->m->n_seqs, (long long)u->m->ctx_len, u->m->windows ? "; " : "",

@@ -21,17 +21,22 @@ typedef struct model_arm {
     kld_levers levers;
     bool decode;
     int64_t prompt_len;
+    bool want_hidden;
+    float *hidden;          /* [chunk][n_embd] when want_hidden */
 } model_arm;
 
 static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
                           kld_error *err) {
     model_arm *m = a->impl;
     m->chunk = chunk;
-    kld_session_opts so = {max_len, chunk, 0, pool, &m->levers};
+    kld_session_opts so = {max_len, chunk, 0, pool, &m->levers, false};
     kld_status st = kld_session_create_opts(a->model, &so, &m->s, err);
     if (st) return st;
     m->logits = malloc((size_t)chunk * (size_t)a->n_vocab * sizeof(float));
     if (!m->logits) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory for logits", a->path);
+    if (m->want_hidden &&
+        !(m->hidden = malloc((size_t)chunk * (size_t)kld_model_hparams(a->model)->n_embd * sizeof(float))))
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory for hidden states", a->path);
     return KLD_OK;
 }
 
@@ -67,13 +72,14 @@ static kld_status eval(kld_arm *a, const int32_t *tokens, int64_t c0, int64_t n,
     model_arm *m = a->impl;
     double t0 = kld_now_s();
     kld_status st = m->decode ? eval_decode(m, a->n_vocab, tokens, c0, n, r0, r1, err)
-                    : r1 > r0 ? kld_session_eval_rows(m->s, tokens, n, r0 - c0, m->logits, err)
+                    : r1 > r0 ? kld_session_eval_hidden(m->s, tokens, n, r0 - c0, m->hidden,
+                                                        m->logits, err)
                               : kld_session_eval(m->s, tokens, n, NULL, err);
     a->seconds += kld_now_s() - t0;
     a->tokens += (uint64_t)n;
     if (st) return st;
     *rows = (kld_rows){.kind = KLD_ROWS_DENSE, .row0 = r0, .n = r1 - r0, .n_vocab = a->n_vocab,
-                       .logits = m->logits};
+                       .logits = m->logits, .hidden = m->hidden};
     return KLD_OK;
 }
 
@@ -82,6 +88,7 @@ static void model_free(kld_arm *a) {
     if (m) {
         kld_session_free(m->s);
         free(m->logits);
+        free(m->hidden);
         if (m->owns_model) kld_model_close(a->model);
         free(m);
     }
@@ -211,4 +218,18 @@ kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool de
     json_object_set_new(a->desc, "path_kind", json_string(decode ? "decode" : "prefill"));
     if (decode) json_object_set_new(a->desc, "prompt_len", json_integer(prompt_len));
     return KLD_OK;
+}
+
+kld_status kld_arm_model_want_hidden(kld_arm *a, kld_error *err) {
+    if (a->ops != &model_ops) return kld_fail(err, KLD_ERR_ARG, "%s: not a model arm", a->path);
+    model_arm *m = a->impl;
+    if (m->decode)
+        return kld_fail(err, KLD_ERR_ARG, "%s: hidden states come from the prefill path, not "
+                        "--decode", a->path);
+    m->want_hidden = true;
+    return KLD_OK;
+}
+
+kld_session *kld_arm_model_session(const kld_arm *a) {
+    return a && a->ops == &model_ops ? ((model_arm *)a->impl)->s : NULL;
 }

@@ -60,6 +60,10 @@ kld_status kld_arm_spec_parse(const kld_arm_spec *s, const char *role, kld_arm_p
     if (!runs_a_model(s->kind) && s->decode)
         return kld_fail(err, KLD_ERR_ARG, "--decode applies to a model arm, not to %s %s (%s)", flag,
                         s->path, kld_arm_kind_desc(s->kind));
+    if (s->head && s->kind != KLD_ARM_TEACHER && s->kind != KLD_ARM_CANDIDATE)
+        return kld_fail(err, KLD_ERR_ARG, "%s %s applies to a hidden-state dump, not to %s (%s)",
+                        ref ? "--teacher-head" : "--arm-head", s->head, flag,
+                        kld_arm_kind_desc(s->kind));
     if (s->prompt_len < 0)
         return kld_fail(err, KLD_ERR_ARG, "--prompt-len %lld must be >= 0", (long long)s->prompt_len);
     if (s->prompt_len > 0 && !s->decode)
@@ -111,7 +115,7 @@ static kld_status open_dump(const kld_arm_parsed *p, const kld_arm *partner, kld
                             kld_error *err) {
     bool want_candidate = p->spec.kind == KLD_ARM_CANDIDATE;
     int64_t limit = !want_candidate && partner && partner->n_vocab > 0 ? partner->n_vocab : 0;
-    kld_status st = kld_arm_open_dump(p->spec.path, limit, out, err);
+    kld_status st = kld_arm_open_dump_head(p->spec.path, p->spec.head, limit, out, err);
     if (st) return st;
     const kld_dump_meta *m = kld_dump_meta_of(kld_arm_dump(*out));
     if (m->candidate == want_candidate) return KLD_OK;

@@ -5,6 +5,8 @@
 
 #include "eval/arm.h"
 #include "eval/dump_shard.h"
+#include "eval/head.h"
+#include "tensor/types.h"
 #include "store/dump.h"
 #include "store/lcpp_base.h"
 
@@ -25,7 +27,10 @@ typedef struct dump_state {
     kld_lcpp_base_writer *lw;
     int32_t *fed;          /* n_seqs × ctx tokens as fed (dump tokens.bin) */
     int32_t k;
-    int format_version;    /* 1: float16 logits (kld_row_as_f16), 2: float32 */
+    int format_version;    /* 1: float16 logits (kld_row_as_f16), 2: float32, 3: hidden states */
+    float *rounded, *rounded_logits; /* format 3, bf16/f16: the rows as stored, through the head */
+    double round_sum, round_max;     /* their KL from the float32 rows */
+    uint64_t round_n;
     /* one chunk of records */
     int32_t *idx, *argmax;
     float *val, *lse32;
@@ -63,12 +68,56 @@ static kld_status write_lcpp(void *user, const kld_window *w, size_t wi, const k
     return kld_lcpp_base_write(ds->lw, rows->logits, rows->n, err);
 }
 
+/* What rounding the hidden states to the stored dtype does to the
+ * distributions: the rounded rows through the same head, KL from the
+ * float32 rows (kept in the manifest as hidden_rounding). */
+static kld_status measure_rounding(dump_state *ds, const kld_window *w, const kld_rows *d,
+                                   kld_error *err) {
+    int64_t E = kld_model_hparams(ds->model->model)->n_embd, nv = d->n_vocab;
+    for (int64_t i = 0; i < d->n * E; i++) {
+        uint16_t b = ds->c->hidden_dtype == KLD_DUMP_HIDDEN_F16 ? kld_f32_to_f16(d->hidden[i])
+                                                                 : kld_f32_to_bf16(d->hidden[i]);
+        ds->rounded[i] = ds->c->hidden_dtype == KLD_DUMP_HIDDEN_F16 ? kld_f16_to_f32(b)
+                                                                     : kld_bf16_to_f32(b);
+    }
+    kld_status st = kld_session_head(kld_arm_model_session(ds->model), ds->rounded, d->n,
+                                     ds->rounded_logits, err);
+    for (int64_t r = 0; r < d->n && !st; r++) {
+        kld_position pos;
+        st = kld_position_compute(d->logits + r * nv, ds->rounded_logits + r * nv, (int32_t)nv,
+                                  kld_window_next(w, d->row0 + r), 1, &pos, err);
+        ds->round_sum += pos.kld;
+        if (pos.kld > ds->round_max) ds->round_max = pos.kld;
+        ds->round_n++;
+    }
+    return st;
+}
+
+/* Format 3: each row's final-norm hidden state, and the sidecar from its
+ * logits (log-sum-exp, log p(next), argmax). */
+static kld_status write_hidden(dump_state *ds, const kld_window *w, size_t wi, const kld_rows *d,
+                               kld_error *err) {
+    int32_t nv = d->n_vocab;
+    for (int64_t r = 0; r < d->n; r++) {
+        const float *row = d->logits + (size_t)r * (size_t)nv;
+        kld_row_lse_argmax(row, nv, &ds->lse64[r], &ds->argmax[r]);
+        int32_t next = kld_window_next(w, d->row0 + r);
+        ds->logp_next[r] = next >= 0 ? (double)row[next] - ds->lse64[r] : NAN;
+    }
+    kld_status st;
+    if (ds->c->hidden_dtype != KLD_DUMP_HIDDEN_F32 && (st = measure_rounding(ds, w, d, err))) return st;
+    ds->res->n_records += (uint64_t)d->n;
+    return kld_dump_write_hidden(ds->dw, (int64_t)wi, d->row0, d->n, d->hidden, ds->lse64,
+                                 ds->logp_next, ds->argmax, err);
+}
+
 /* A teacher record per dense row (ref = the model), or a candidate record
  * per teacher row (ref = the teacher dump, arm = the model). */
 static kld_status write_dump(void *user, const kld_window *w, size_t wi, const kld_rows *ref,
                              const kld_rows *arm, kld_error *err) {
     dump_state *ds = user;
     const kld_rows *dense = arm ? arm : ref;
+    if (ds->format_version == 3) return write_hidden(ds, w, wi, dense, err);
     int32_t k = ds->k, nv = dense->n_vocab;
     for (int64_t r = 0; r < dense->n; r++) {
         const float *row = dense->logits + (size_t)r * (size_t)nv;
@@ -171,6 +220,15 @@ static kld_status open_dump_writer(dump_state *ds, size_t *first_window, kld_err
                        .chunking = kld_chunking_name(pl->chunking), .bos = bos,
                        .windows = pl->note, .levers = ds->res->levers, .ext = true,
                        .lse_of_stored = true};
+    kld_head_id head;
+    if (ds->format_version == 3) {
+        kld_status hs = kld_head_identify(ds->model->model, &head, err);
+        if (hs) return hs;
+        m.n_embd = kld_model_hparams(ds->model->model)->n_embd;
+        m.hidden_dtype = c->hidden_dtype;
+        m.head = (kld_dump_head){head.tensor, head.type, head.rows, head.cols, head.sha256,
+                                 head.tied, head.final_softcap};
+    }
     if (ds->teacher) {
         const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));
         m.corpus_sha256 = t->corpus_sha256;
@@ -231,25 +289,26 @@ static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) 
                             c->indices_from, c->model_path);
         /* the candidate's logits as precise as the teacher's: a float16 candidate
          * of a float32 teacher would carry a rounding the teacher does not */
-        if (c->format_version && c->format_version != t->format_version)
+        if (!c->hidden && c->format_version && c->format_version != t->format_version)
             return kld_fail(err, KLD_ERR_MISMATCH,
                             "--logits %s: the teacher %s has %s logits (format_version %d); a "
                             "candidate dump takes its teacher's (leave --logits out)",
                             c->format_version == 1 ? "f16" : "f32", c->indices_from,
                             t->format_version == 1 ? "float16" : "float32", t->format_version);
-        ds->format_version = t->format_version;
+        ds->format_version = c->hidden ? 3 : t->format_version;
         ds->pl = ds->teacher->plan;
-        ds->k = t->top_k;
+        ds->k = c->hidden ? 0 : t->top_k;
     } else {
-        ds->format_version = c->format_version ? c->format_version : 1;
+        ds->format_version = c->hidden ? 3 : c->format_version ? c->format_version : 1;
         if ((st = plan_corpus(ds, err))) return st;
-        ds->k = c->top_k < ds->model->n_vocab ? c->top_k : ds->model->n_vocab;
+        ds->k = c->hidden ? 0 : c->top_k < ds->model->n_vocab ? c->top_k : ds->model->n_vocab;
     }
     ds->res->format_version = ds->format_version;
     ds->pool = kld_pool_create(c->n_threads);
     if (!ds->pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", c->n_threads);
     int64_t max_len = ds->pl->max_len;
     ds->chunk = c->chunk < max_len ? c->chunk : max_len;
+    if (c->hidden && (st = kld_arm_model_want_hidden(ds->model, err))) return st;
     if ((st = ds->model->ops->prepare(ds->model, ds->pool, max_len, ds->chunk, err))) return st;
     if (ds->teacher && (st = ds->teacher->ops->prepare(ds->teacher, ds->pool, max_len, ds->chunk, err)))
         return st;
@@ -265,7 +324,14 @@ static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) 
         free(tok);
         return st;
     }
-    size_t cells = (size_t)ds->chunk * (size_t)ds->k, rows = (size_t)ds->chunk;
+    size_t cells = (size_t)ds->chunk * (size_t)(ds->k ? ds->k : 1), rows = (size_t)ds->chunk;
+    if (c->hidden && c->hidden_dtype != KLD_DUMP_HIDDEN_F32) {
+        const kld_hparams *hp = kld_model_hparams(ds->model->model);
+        ds->rounded = malloc(rows * (size_t)hp->n_embd * sizeof(float));
+        ds->rounded_logits = malloc(rows * (size_t)hp->n_vocab * sizeof(float));
+        if (!ds->rounded || !ds->rounded_logits)
+            return kld_fail(err, KLD_ERR_NOMEM, "out of memory for %zu rounded rows", rows);
+    }
     ds->idx = malloc(cells * sizeof *ds->idx);
     ds->val = malloc(cells * sizeof *ds->val);
     ds->lse32 = malloc(rows * sizeof *ds->lse32);
@@ -297,6 +363,12 @@ kld_status kld_dump_check(const kld_dump_config *c, kld_error *err) {
     if (!c->llamacpp && !c->indices_from && c->chunking == KLD_CHUNKING_DOC)
         return kld_fail(err, KLD_ERR_ARG, "a dump needs windows of exactly --ctx tokens: use "
                         "--chunking stream (default) or llamacpp, not doc");
+    if (c->hidden && (c->llamacpp || c->format_version))
+        return kld_fail(err, KLD_ERR_ARG, "--hidden writes hidden states (format 3): %s does not "
+                        "apply", c->llamacpp ? "--format llamacpp" : "--logits");
+    if (c->hidden_dtype < KLD_DUMP_HIDDEN_F32 || c->hidden_dtype > KLD_DUMP_HIDDEN_F16)
+        return kld_fail(err, KLD_ERR_ARG, "hidden dtype %d (float32, bfloat16 or float16)",
+                        c->hidden_dtype);
     if (c->format_version < 0 || c->format_version > 2)
         return kld_fail(err, KLD_ERR_ARG, "dump format version %d (1: float16 logits, 2: float32, "
                         "0: the default)",
@@ -332,6 +404,11 @@ kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_erro
         out->forward_s = ds.model->seconds;
     }
     /* a stopped or failed dump stays resumable: no manifest */
+    if (!st && !out->partial && ds.round_n) {
+        out->rounding_kld_mean = ds.round_sum / (double)ds.round_n;
+        out->rounding_kld_max = ds.round_max;
+        st = kld_dump_set_rounding(ds.dw, out->rounding_kld_mean, out->rounding_kld_max, err);
+    }
     if (!st && !out->partial) st = c->llamacpp ? kld_lcpp_base_finish(ds.lw, err)
                                                 : kld_dump_finish(ds.dw, err);
     out->elapsed_s = kld_now_s() - t0;
@@ -349,6 +426,8 @@ kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_erro
     free(ds.lse64);
     free(ds.logp_next);
     free(ds.argmax);
+    free(ds.rounded);
+    free(ds.rounded_logits);
     free(ds.select);
     free(ds.held);
     free(ds.shard_json);

@@ -8,6 +8,7 @@
 
 #include "eval/drive.h"
 #include "eval/plan.h"
+#include "store/dump.h"
 
 typedef struct kld_dump_config {
     const char *model_path;
@@ -15,6 +16,8 @@ typedef struct kld_dump_config {
     const char *out;           /* dump directory, or the base file with llamacpp */
     bool llamacpp;             /* write a llama.cpp --kl-divergence-base file */
     int32_t top_k;             /* dump: ids per record */
+    bool hidden;               /* dump: the final-norm hidden states (format 3) */
+    int hidden_dtype;          /* with hidden: KLD_DUMP_HIDDEN_F32 (default), _BF16, _F16 */
     int format_version;        /* dump: 1 (float16 logits), 2 (float32), 0: 1 for a teacher,
                                   the teacher's for a candidate dump */
     const char *indices_from;  /* a teacher dump: write a candidate dump at its ids */
@@ -39,7 +42,8 @@ typedef struct kld_dump_result {
     uint64_t n_windows_total;  /* the whole plan's (n_windows: this shard's) */
     char eval_hash[65];        /* a shard: the hash of the dump's defining inputs */
     char levers[512];          /* the session's levers, as kld_levers_format writes them */
-    int format_version;        /* the dump's: 1 (float16 logits) or 2 (float32) */
+    int format_version;        /* the dump's: 1 (float16 logits), 2 (float32), 3 (hidden) */
+    double rounding_kld_mean, rounding_kld_max; /* format 3, bf16/f16: the rounding's effect */
 } kld_dump_result;
 
 void kld_dump_config_defaults(kld_dump_config *c);

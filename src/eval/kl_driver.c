@@ -154,8 +154,9 @@ static kld_status check_saved_pair(run_state *rs, kld_kl_result *out, kld_error 
     const kld_dump_meta *m = kld_dump_meta_of(kld_arm_dump(rs->ref));
     if (rs->arm_spec.spec.kind != KLD_ARM_CANDIDATE) return check_dump_vocab(rs, m, out, err);
     const kld_dump_meta *am = kld_dump_meta_of(kld_arm_dump(rs->arm));
-    if (am->top_k != m->top_k || am->n_seqs != m->n_seqs || am->ctx_len != m->ctx_len ||
-        strcmp(am->corpus_sha256, m->corpus_sha256))
+    /* a hidden-state candidate has full rows: only the windows must agree */
+    if ((am->format_version != 3 && am->top_k != m->top_k) || am->n_seqs != m->n_seqs ||
+        am->ctx_len != m->ctx_len || strcmp(am->corpus_sha256, m->corpus_sha256))
         return kld_fail(err, KLD_ERR_MISMATCH,
                         "%s/manifest.json: top_k/n_seqs/ctx_len/corpus_sha256 (%d/%lld/%lld/%.12s) "
                         "differ from the teacher's (%d/%lld/%lld/%.12s)",
@@ -163,7 +164,9 @@ static kld_status check_saved_pair(run_state *rs, kld_kl_result *out, kld_error 
                         (long long)am->ctx_len, am->corpus_sha256, (int)m->top_k,
                         (long long)m->n_seqs, (long long)m->ctx_len, m->corpus_sha256);
     rs->n_vocab = (int32_t)(m->n_vocab > 0 ? m->n_vocab : 0);
-    snprintf(out->vocab_note, sizeof out->vocab_note, "the candidate dump holds the teacher's ids");
+    snprintf(out->vocab_note, sizeof out->vocab_note, "%s",
+             am->format_version == 3 ? "the candidate dump's hidden states, through its own head"
+                                     : "the candidate dump holds the teacher's ids");
     return KLD_OK;
 }
 
@@ -349,7 +352,7 @@ static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
     int32_t ref_nv = rs->n_vocab;
     if (d) {
         const kld_dump_meta *m = kld_dump_meta_of(d);
-        if (m->top_k < topk) topk = m->top_k;
+        if (m->format_version != 3 && m->top_k < topk) topk = m->top_k; /* 3: full rows */
         ref_nv = (int32_t)(m->n_vocab > 0 ? m->n_vocab : rs->n_vocab);
     }
     if (rs->n_vocab > 0 && topk > rs->n_vocab) topk = rs->n_vocab;

@@ -71,6 +71,23 @@
 #define KLD_DUMP_EXT_BYTES 24
 #define KLD_DUMP_MAX_TOPK (1 << 20)
 
+/* Format 3 (hidden-state teachers): each record is the final-norm hidden
+ * state of the position (n_embd values in hidden_dtype), scored by applying
+ * the model's output head again, which the manifest identifies. */
+#define KLD_DUMP_HIDDEN_F32 0
+#define KLD_DUMP_HIDDEN_BF16 1
+#define KLD_DUMP_HIDDEN_F16 2
+
+typedef struct kld_dump_head {
+    const char *tensor;          /* GGUF name of the head: "output.weight", or "token_embd.weight"
+                                    when tied */
+    const char *type;            /* its stored type ("q6_K", "f16", ...) */
+    int64_t rows, cols;          /* n_vocab rows of n_embd */
+    const char *sha256;          /* SHA-256 of the head tensor's bytes */
+    bool tied;                   /* the head is the token embedding */
+    double final_softcap;        /* the architecture's final logit soft-cap (0: none) */
+} kld_dump_head;
+
 /* The manifest, as written or as read. Strings are owned by whoever filled
  * the struct (kld_dump_meta_of's strings live as long as the dump). NULL or 0
  * means absent (for the optional extension keys). */
@@ -100,6 +117,12 @@ typedef struct kld_dump_meta {
                                     Absent (false) in other writers' v1 dumps and older ones */
     bool candidate;              /* kind "candidate" (else "teacher") */
     const char *teacher_model, *teacher_corpus_sha256, *teacher_fingerprint, *teacher_created;
+    /* format 3: top_k is 0, records are hidden states */
+    int64_t n_embd;
+    int hidden_dtype;            /* KLD_DUMP_HIDDEN_* */
+    kld_dump_head head;
+    bool has_rounding;           /* bf16/f16: the measured effect of the rounding */
+    double rounding_kld_mean, rounding_kld_max; /* KL(f32 rows || rounded rows), nats */
     /* a shard of a dump (writer only): the sequences it holds, ascending,
      * and its "shard" object as JSON text (written as is; kld_dump_merge
      * reads k, n, mode, windows, eval_hash and config from it) */
@@ -107,6 +130,12 @@ typedef struct kld_dump_meta {
     int64_t n_held;
     const char *shard_json;
 } kld_dump_meta;
+
+/* Bytes of one record of this dump (any format); 0 when the meta is invalid. */
+uint64_t kld_dump_meta_record_bytes(const kld_dump_meta *m);
+/* "float32", "bfloat16", "float16" (NULL for another value), and back (-1). */
+const char *kld_dump_hidden_name(int dtype);
+int kld_dump_hidden_parse(const char *name);
 
 /* n records of one sequence, decoded. The caller allocates the arrays
  * (idx and val: n * top_k; lse, lse64, logp_next, argmax: n). On read,
@@ -157,6 +186,12 @@ const int32_t *kld_dump_tokens(const kld_dump *d, int64_t seq);
 kld_status kld_dump_read(kld_dump *d, int64_t seq, int64_t rec0, int64_t n,
                          const kld_dump_rows *rows, kld_error *err);
 
+/* Format 3: n hidden states (n_embd floats each, widened exactly from the
+ * stored dtype; NaN or infinite values are an error naming the record) and
+ * the sidecar's lse64 / logp_next / argmax (each may be NULL). */
+kld_status kld_dump_read_hidden(kld_dump *d, int64_t seq, int64_t rec0, int64_t n, float *hidden,
+                                double *lse64, double *logp_next, int32_t *argmax, kld_error *err);
+
 /* ---- writing ---- */
 
 typedef struct kld_dump_writer kld_dump_writer;
@@ -186,10 +221,20 @@ kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int
  * refuses further writes and finish: free it and resume. */
 kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t n,
                           const kld_dump_rows *rows, kld_error *err);
+/* Format 3: n hidden states (n_embd floats each, finite) and their sidecar
+ * values, stored in the dump's hidden dtype (rounded to nearest even). */
+kld_status kld_dump_write_hidden(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t n,
+                                 const float *hidden, const double *lse64, const double *logp_next,
+                                 const int32_t *argmax, kld_error *err);
 
 /* Checks that every record of every sequence was written, fsyncs and closes
  * every file, writes manifest.json (temporary name, fsync, rename, fsync of
  * DIR) and removes dump.partial.json. */
+/* Format 3 with a rounded hidden dtype: the measured KL between the float32
+ * rows' distributions and the stored rows' (mean and max over the records
+ * this writer wrote), kept in the manifest as hidden_rounding. */
+kld_status kld_dump_set_rounding(kld_dump_writer *w, double kld_mean, double kld_max,
+                                 kld_error *err);
 kld_status kld_dump_finish(kld_dump_writer *w, kld_error *err);
 /* Closes files and frees; without a successful finish the dump stays
  * resumable. NULL is fine. */

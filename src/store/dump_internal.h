@@ -49,6 +49,11 @@ kld_status kld_dumpi_fsync_dir(const char *dir, kld_error *err);
 int64_t kld_dumpi_pread(int fd, void *buf, uint64_t n, uint64_t off);
 bool kld_dumpi_pwrite(int fd, const void *buf, uint64_t n, uint64_t off);
 
+/* Format-3 records (dump.h): n_embd hidden values, little-endian float32,
+ * bfloat16 (round to nearest even) or float16. */
+void kld_dumpi_encode_hidden(int dtype, int64_t n_embd, const float *h, uint8_t *out);
+void kld_dumpi_decode_hidden(int dtype, int64_t n_embd, const uint8_t *in, float *h);
+
 /* Distinctness of the indices of one record: a stamp array when the
  * vocabulary is bounded and not huge, else a sorted copy. */
 typedef struct kld_dumpi_distinct {

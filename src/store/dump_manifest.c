@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -103,6 +104,57 @@ static kld_status parse_teacher(const mctx *m, const json_t *root, kld_dump_meta
     return KLD_OK;
 }
 
+/* Format 3: n_embd, hidden_dtype, the head that turns hidden states back
+ * into logits, and the sidecar (required: log-sum-exp, next token, argmax). */
+static kld_status parse_hidden(const mctx *m, const json_t *root, kld_dump_meta *meta) {
+    kld_status st;
+    const char *dt = NULL;
+    if ((st = get_int(m, root, "n_embd", true, 1, KLD_DUMP_MAX_TOPK, &meta->n_embd)) ||
+        (st = get_str(m, root, "hidden_dtype", "hidden_dtype", true, false, &dt)))
+        return st;
+    meta->hidden_dtype = kld_dump_hidden_parse(dt);
+    if (meta->hidden_dtype < 0)
+        return kld_fail(m->err, KLD_ERR_FORMAT, "%s: hidden_dtype: expected \"float32\", "
+                        "\"bfloat16\" or \"float16\", got \"%.40s\"", m->path, dt);
+    if (meta->n_vocab < 1) return missing(m, "n_vocab");
+    if (!meta->ext)
+        return kld_fail(m->err, KLD_ERR_FORMAT, "%s: ext: a format-3 dump needs its sidecars "
+                        "(\"ext\": true)", m->path);
+    const json_t *h = json_object_get(root, "head");
+    if (!h) return missing(m, "head");
+    if (!json_is_object(h)) return wrong_type(m, "head", "an object", h);
+    kld_dump_head *hd = &meta->head;
+    int64_t tied = -1;
+    const json_t *t = json_object_get(h, "tied");
+    if (t && !json_is_boolean(t)) return wrong_type(m, "head.tied", "true or false", t);
+    tied = t ? json_is_true(t) : 0;
+    if ((st = get_str(m, h, "tensor", "head.tensor", true, false, &hd->tensor)) ||
+        (st = get_str(m, h, "type", "head.type", true, false, &hd->type)) ||
+        (st = get_str(m, h, "sha256", "head.sha256", true, true, &hd->sha256)) ||
+        (st = get_int(m, h, "rows", true, 1, MAX_N_VOCAB, &hd->rows)) ||
+        (st = get_int(m, h, "cols", true, 1, KLD_DUMP_MAX_TOPK, &hd->cols)))
+        return st;
+    hd->tied = tied == 1;
+    if (hd->rows != meta->n_vocab || hd->cols != meta->n_embd)
+        return kld_fail(m->err, KLD_ERR_FORMAT, "%s: head: %lld x %lld, but n_vocab %lld and "
+                        "n_embd %lld", m->path, (long long)hd->rows, (long long)hd->cols,
+                        (long long)meta->n_vocab, (long long)meta->n_embd);
+    const json_t *sc = json_object_get(h, "final_softcap");
+    if (sc && (!json_is_number(sc) || !(json_number_value(sc) >= 0) || !isfinite(json_number_value(sc))))
+        return wrong_type(m, "head.final_softcap", "a number >= 0", sc);
+    hd->final_softcap = sc ? json_number_value(sc) : 0.0;
+    const json_t *r = json_object_get(root, "hidden_rounding");
+    if (r) {
+        const json_t *mean = json_object_get(r, "kld_mean"), *max = json_object_get(r, "kld_max");
+        if (!json_is_object(r) || !json_is_number(mean) || !json_is_number(max))
+            return wrong_type(m, "hidden_rounding", "{\"kld_mean\": number, \"kld_max\": number}", r);
+        meta->has_rounding = true;
+        meta->rounding_kld_mean = json_number_value(mean);
+        meta->rounding_kld_max = json_number_value(max);
+    }
+    return KLD_OK;
+}
+
 static kld_status parse_meta(const mctx *m, const json_t *root, kld_dump_meta *meta) {
     kld_status st;
     int64_t v = 0;
@@ -110,22 +162,26 @@ static kld_status parse_meta(const mctx *m, const json_t *root, kld_dump_meta *m
     if (!fv) return missing(m, "format_version");
     if (!json_is_integer(fv)) return wrong_type(m, "format_version", "the integer 1 or 2", fv);
     json_int_t fvi = json_integer_value(fv);
-    if (fvi > 2)
+    if (fvi > 3)
         return kld_fail(m->err, KLD_ERR_UNSUPPORTED,
-                        "%s: format_version: %lld is not supported (kldeval reads 1 and 2)",
+                        "%s: format_version: %lld is not supported (kldeval reads 1, 2 and 3)",
                         m->path, (long long)fvi);
     if (fvi < 1)
-        return kld_fail(m->err, KLD_ERR_FORMAT, "%s: format_version: expected 1 or 2, got %lld",
+        return kld_fail(m->err, KLD_ERR_FORMAT, "%s: format_version: expected 1, 2 or 3, got %lld",
                         m->path, (long long)fvi);
     meta->format_version = (int)fvi;
+    bool hidden = fvi == 3;
 
     if ((st = get_str(m, root, "model", "model", true, false, &meta->model)) ||
         (st = get_str(m, root, "corpus_sha256", "corpus_sha256", true, true,
                       &meta->corpus_sha256)) ||
         (st = get_int(m, root, "ctx_len", true, 2, MAX_CTX_LEN, &meta->ctx_len)) ||
-        (st = get_int(m, root, "n_seqs", true, 1, MAX_N_SEQS, &meta->n_seqs)) ||
-        (st = get_int(m, root, "top_k", true, 1, KLD_DUMP_MAX_TOPK, &v)))
+        (st = get_int(m, root, "n_seqs", true, 1, MAX_N_SEQS, &meta->n_seqs)))
         return st;
+    if (hidden && json_object_get(root, "top_k"))
+        return kld_fail(m->err, KLD_ERR_FORMAT, "%s: top_k: a format-3 dump holds hidden states, "
+                        "not a top-k", m->path);
+    if (!hidden && (st = get_int(m, root, "top_k", true, 1, KLD_DUMP_MAX_TOPK, &v))) return st;
     meta->top_k = (int32_t)v;
     if ((st =
              get_int(m, root, "positions_per_seq", true, 1, MAX_CTX_LEN, &meta->positions_per_seq)))
@@ -159,7 +215,11 @@ static kld_status parse_meta(const mctx *m, const json_t *root, kld_dump_meta *m
     if ((st = get_str(m, root, "logit_dtype", "logit_dtype", false, false, &dtype)) ||
         (st = get_str(m, root, "kind", "kind", false, false, &kind)))
         return st;
+    if (hidden && (st = parse_hidden(m, root, meta))) return st;
     const char *implied = meta->format_version == 1 ? "float16" : "float32";
+    if (dtype && hidden)
+        return kld_fail(m->err, KLD_ERR_FORMAT, "%s: logit_dtype: a format-3 dump stores hidden "
+                        "states (hidden_dtype), not logits", m->path);
     if (dtype && strcmp(dtype, implied) != 0)
         return kld_fail(m->err, KLD_ERR_FORMAT,
                         "%s: logit_dtype: \"%.40s\" does not match format_version %d (%s)", m->path,
@@ -242,8 +302,8 @@ static kld_status bad_arg_str(kld_error *err, const char *key, const char *s, bo
 }
 
 kld_status kld_dumpi_meta_check(const kld_dump_meta *m, kld_error *err) {
-    if (m->format_version != 1 && m->format_version != 2)
-        return kld_fail(err, KLD_ERR_ARG, "dump meta: format_version %d (expected 1 or 2)",
+    if (m->format_version < 1 || m->format_version > 3)
+        return kld_fail(err, KLD_ERR_ARG, "dump meta: format_version %d (expected 1, 2 or 3)",
                         m->format_version);
     if (!m->model) return kld_fail(err, KLD_ERR_ARG, "dump meta: model is required");
     if (!m->corpus_sha256)
@@ -254,7 +314,13 @@ kld_status kld_dumpi_meta_check(const kld_dump_meta *m, kld_error *err) {
     if (m->n_seqs < 1 || m->n_seqs > MAX_N_SEQS)
         return kld_fail(err, KLD_ERR_ARG, "dump meta: n_seqs %lld (expected 1 .. 2^40)",
                         (long long)m->n_seqs);
-    if (m->top_k < 1 || m->top_k > KLD_DUMP_MAX_TOPK)
+    if (m->format_version == 3) {
+        if (m->top_k != 0 || !kld_dump_meta_record_bytes(m) || m->n_vocab < 1 || !m->ext ||
+            !m->head.tensor || !m->head.type || !m->head.sha256 || m->head.rows != m->n_vocab ||
+            m->head.cols != m->n_embd)
+            return kld_fail(err, KLD_ERR_ARG, "dump meta: format 3 needs top_k 0, n_embd, a hidden "
+                            "dtype, n_vocab, ext and the head (n_vocab x n_embd)");
+    } else if (m->top_k < 1 || m->top_k > KLD_DUMP_MAX_TOPK)
         return kld_fail(err, KLD_ERR_ARG, "dump meta: top_k %d (expected 1 .. %d)", (int)m->top_k,
                         KLD_DUMP_MAX_TOPK);
     if (m->positions_per_seq != 0 && m->positions_per_seq != m->ctx_len - 1)
@@ -315,14 +381,27 @@ json_t *kld_dumpi_manifest_build(const kld_dump_meta *m) {
     put_str(o, "corpus_sha256", m->corpus_sha256, &ok);
     put(o, "ctx_len", json_integer(m->ctx_len), &ok);
     put(o, "n_seqs", json_integer(m->n_seqs), &ok);
-    put(o, "top_k", json_integer(m->top_k), &ok);
+    if (m->format_version != 3) put(o, "top_k", json_integer(m->top_k), &ok);
     put(o, "positions_per_seq", json_integer(m->ctx_len - 1), &ok);
     put_str(o, "created", m->created, &ok);
     put_str(o, "notes", m->notes ? m->notes : "", &ok);
     /* kldeval's extensions */
     put_str(o, "kldeval_version", m->kldeval_version, &ok);
     put(o, "kind", json_string(m->candidate ? "candidate" : "teacher"), &ok);
-    put(o, "logit_dtype", json_string(m->format_version == 1 ? "float16" : "float32"), &ok);
+    if (m->format_version != 3) {
+        put(o, "logit_dtype", json_string(m->format_version == 1 ? "float16" : "float32"), &ok);
+    } else {
+        put(o, "n_embd", json_integer(m->n_embd), &ok);
+        put(o, "hidden_dtype", json_string(kld_dump_hidden_name(m->hidden_dtype)), &ok);
+        const kld_dump_head *h = &m->head;
+        put(o, "head", json_pack("{s:s,s:s,s:I,s:I,s:s,s:b,s:f}", "tensor", h->tensor, "type",
+                                 h->type, "rows", (json_int_t)h->rows, "cols", (json_int_t)h->cols,
+                                 "sha256", h->sha256, "tied", h->tied, "final_softcap",
+                                 h->final_softcap), &ok);
+        if (m->has_rounding)
+            put(o, "hidden_rounding", json_pack("{s:f,s:f}", "kld_mean", m->rounding_kld_mean,
+                                                "kld_max", m->rounding_kld_max), &ok);
+    }
     put(o, "ext", json_boolean(m->ext), &ok);
     if (m->lse_of_stored) put(o, "lse_of_stored", json_true(), &ok);
     if (m->n_vocab > 0) put(o, "n_vocab", json_integer(m->n_vocab), &ok);

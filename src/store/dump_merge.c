@@ -98,7 +98,7 @@ static kld_status check_files(shard_in *s, kld_error *err) {
     char path[KLD_DUMPI_PATH_MAX];
     kld_dumpi_path(path, s->dir, KLD_DUMPI_TOKENS);
     kld_status st = check_size(path, (uint64_t)m->n_seqs * (uint64_t)m->ctx_len * 4, err);
-    uint64_t rec = kld_dump_record_bytes(m->format_version, m->top_k), pps = (uint64_t)m->positions_per_seq;
+    uint64_t rec = kld_dump_meta_record_bytes(m), pps = (uint64_t)m->positions_per_seq;
     for (int64_t i = 0; i < s->n_windows && !st; i++) {
         kld_dumpi_seq_path(path, s->dir, s->windows[i], false);
         st = check_size(path, pps * rec, err);

@@ -140,7 +140,7 @@ kld_status kld_dump_open(const char *dir, int64_t n_vocab_limit, kld_dump **out,
         kld_dump_close(d);
         return KLD_ERR_FORMAT;
     }
-    d->rec_bytes = kld_dump_record_bytes(d->meta.format_version, d->meta.top_k);
+    d->rec_bytes = kld_dump_meta_record_bytes(&d->meta);
     if ((st = load_tokens(d, err)) || (st = check_seq_files(d, err))) {
         kld_dump_close(d);
         return st;
@@ -215,11 +215,71 @@ static kld_status read_span(int fd, uint8_t *buf, uint64_t bytes, uint64_t off, 
     return KLD_OK;
 }
 
+/* The sidecar of a format-3 record: the facts scoring does not recompute. */
+static kld_status check_hidden_ext(const kld_dump *d, int64_t rec, double lse64, double logp,
+                                   int32_t am, kld_error *err) {
+    if (!isfinite(lse64))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: record %lld: lse64 is %g (not finite)", d->path_ext,
+                        (long long)rec, lse64);
+    if (!(isnan(logp) || (isfinite(logp) && logp <= 1e-6)))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: record %lld: logp_next %g is no log-probability",
+                        d->path_ext, (long long)rec, logp);
+    if (am < 0 || am >= d->meta.n_vocab)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: record %lld: argmax %d outside [0, %lld)",
+                        d->path_ext, (long long)rec, (int)am, (long long)d->meta.n_vocab);
+    return KLD_OK;
+}
+
+kld_status kld_dump_read_hidden(kld_dump *d, int64_t seq, int64_t rec0, int64_t n, float *hidden,
+                                double *lse64, double *logp_next, int32_t *argmax, kld_error *err) {
+    const kld_dump_meta *m = d ? &d->meta : NULL;
+    if (!d || !hidden || m->format_version != 3)
+        return kld_fail(err, KLD_ERR_ARG, "kld_dump_read_hidden: a format-3 dump and a buffer");
+    if (seq < 0 || seq >= m->n_seqs || rec0 < 0 || n < 0 || rec0 > m->positions_per_seq ||
+        n > m->positions_per_seq - rec0)
+        return kld_fail(err, KLD_ERR_ARG, "%s: sequence %lld records [%lld, +%lld) outside the dump",
+                        d->dir, (long long)seq, (long long)rec0, (long long)n);
+    if (n == 0) return KLD_OK;
+    kld_status st = open_seq(d, seq, true, err);
+    if (st) return st;
+    uint64_t bytes = (uint64_t)n * d->rec_bytes, off = (uint64_t)rec0 * d->rec_bytes;
+    if ((st = grow(&d->buf, &d->buf_cap, bytes, d->path, err)) ||
+        (st = read_span(d->fd, d->buf, bytes, off, d->path, err)))
+        return st;
+    size_t e = (size_t)m->n_embd;
+    for (int64_t r = 0; r < n; r++) {
+        float *h = hidden + (size_t)r * e;
+        kld_dumpi_decode_hidden(m->hidden_dtype, m->n_embd, d->buf + (size_t)r * d->rec_bytes, h);
+        for (size_t i = 0; i < e; i++)
+            if (!isfinite(h[i]))
+                return kld_fail(err, KLD_ERR_FORMAT, "%s: record %lld: hidden value %zu is %g "
+                                "(not finite)", d->path, (long long)(rec0 + r), i, (double)h[i]);
+    }
+    bytes = (uint64_t)n * KLD_DUMP_EXT_BYTES;
+    off = (uint64_t)rec0 * KLD_DUMP_EXT_BYTES;
+    if ((st = grow(&d->ebuf, &d->ebuf_cap, bytes, d->path_ext, err)) ||
+        (st = read_span(d->fd_ext, d->ebuf, bytes, off, d->path_ext, err)))
+        return st;
+    for (int64_t r = 0; r < n; r++) {
+        double l, lp;
+        int32_t am;
+        kld_dumpi_decode_ext(d->ebuf + (size_t)r * KLD_DUMP_EXT_BYTES, &l, &lp, &am);
+        if ((st = check_hidden_ext(d, rec0 + r, l, lp, am, err))) return st;
+        if (lse64) lse64[r] = l;
+        if (logp_next) logp_next[r] = lp;
+        if (argmax) argmax[r] = am;
+    }
+    return KLD_OK;
+}
+
 kld_status kld_dump_read(kld_dump *d, int64_t seq, int64_t rec0, int64_t n,
                          const kld_dump_rows *rows, kld_error *err) {
     if (!d || !rows || !rows->idx || !rows->val || !rows->lse)
         return kld_fail(err, KLD_ERR_ARG, "kld_dump_read: NULL dump or row arrays");
     const kld_dump_meta *m = &d->meta;
+    if (m->format_version == 3)
+        return kld_fail(err, KLD_ERR_ARG, "%s: a hidden-state dump (format 3): read it with "
+                        "kld_dump_read_hidden", d->dir);
     if (seq < 0 || seq >= m->n_seqs)
         return kld_fail(err, KLD_ERR_ARG, "%s: sequence %lld is outside [0, %lld)", d->dir,
                         (long long)seq, (long long)m->n_seqs);

@@ -8,6 +8,50 @@
 
 #define STAMP_MAX_VOCAB (1 << 22) /* above this a record's indices are sorted instead */
 
+const char *kld_dump_hidden_name(int dtype) {
+    return dtype == KLD_DUMP_HIDDEN_F32    ? "float32"
+           : dtype == KLD_DUMP_HIDDEN_BF16 ? "bfloat16"
+           : dtype == KLD_DUMP_HIDDEN_F16  ? "float16"
+                                           : NULL;
+}
+
+int kld_dump_hidden_parse(const char *name) {
+    for (int d = 0; d <= KLD_DUMP_HIDDEN_F16; d++)
+        if (name && !strcmp(name, kld_dump_hidden_name(d))) return d;
+    return -1;
+}
+
+uint64_t kld_dump_meta_record_bytes(const kld_dump_meta *m) {
+    if (m->format_version != 3) return kld_dump_record_bytes(m->format_version, m->top_k);
+    if (m->n_embd < 1 || m->n_embd > KLD_DUMP_MAX_TOPK || !kld_dump_hidden_name(m->hidden_dtype))
+        return 0;
+    return (uint64_t)m->n_embd * (m->hidden_dtype == KLD_DUMP_HIDDEN_F32 ? 4u : 2u);
+}
+
+/* A format-3 record: n_embd hidden values in the dump's dtype. */
+void kld_dumpi_encode_hidden(int dtype, int64_t n_embd, const float *h, uint8_t *out) {
+    for (int64_t i = 0; i < n_embd; i++) {
+        if (dtype == KLD_DUMP_HIDDEN_F32) {
+            memcpy(out + 4 * i, &h[i], 4);
+            continue;
+        }
+        uint16_t v = dtype == KLD_DUMP_HIDDEN_F16 ? kld_f32_to_f16(h[i]) : kld_f32_to_bf16(h[i]);
+        memcpy(out + 2 * i, &v, 2);
+    }
+}
+
+void kld_dumpi_decode_hidden(int dtype, int64_t n_embd, const uint8_t *in, float *h) {
+    for (int64_t i = 0; i < n_embd; i++) {
+        if (dtype == KLD_DUMP_HIDDEN_F32) {
+            memcpy(&h[i], in + 4 * i, 4);
+            continue;
+        }
+        uint16_t v;
+        memcpy(&v, in + 2 * i, 2);
+        h[i] = dtype == KLD_DUMP_HIDDEN_F16 ? kld_f16_to_f32(v) : kld_bf16_to_f32(v);
+    }
+}
+
 uint64_t kld_dump_record_bytes(int format_version, int64_t top_k) {
     if (top_k < 1 || top_k > KLD_DUMP_MAX_TOPK) return 0;
     if (format_version == 1) return 6 * (uint64_t)top_k + 4;

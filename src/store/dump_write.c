@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -20,6 +21,8 @@ struct kld_dump_writer {
     json_t *manifest;
     int format_version;
     int32_t top_k;
+    int64_t n_embd;                 /* format 3: hidden values per record */
+    int hidden_dtype;
     int64_t n_seqs, pps, n_vocab;
     bool ext, candidate;
     uint64_t rec_bytes;
@@ -161,6 +164,13 @@ static kld_status same_settings(const char *path, const kld_dump_meta *was,
         return differs(path, "ctx_len", was->ctx_len, now->ctx_len, err);
     if (was->n_seqs != now->n_seqs) return differs(path, "n_seqs", was->n_seqs, now->n_seqs, err);
     if (was->top_k != now->top_k) return differs(path, "top_k", was->top_k, now->top_k, err);
+    if (was->n_embd != now->n_embd) return differs(path, "n_embd", was->n_embd, now->n_embd, err);
+    if (was->hidden_dtype != now->hidden_dtype)
+        return differs(path, "hidden_dtype", was->hidden_dtype, now->hidden_dtype, err);
+    if (now->format_version == 3 && (!was->head.sha256 || strcmp(was->head.sha256, now->head.sha256)))
+        return kld_fail(err, KLD_ERR_MISMATCH, "%s: head.sha256: the interrupted dump's head is "
+                        "%.64s, this run's %s", path, was->head.sha256 ? was->head.sha256 : "(none)",
+                        now->head.sha256);
     if (was->ext != now->ext)
         return kld_fail(err, KLD_ERR_MISMATCH, "%s: ext: the interrupted dump has %s, this run %s",
                         path, was->ext ? "true" : "false", now->ext ? "true" : "false");
@@ -448,7 +458,9 @@ kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int
     w->n_vocab = meta->n_vocab;
     w->ext = meta->ext;
     w->candidate = meta->candidate;
-    w->rec_bytes = kld_dump_record_bytes(meta->format_version, meta->top_k);
+    w->rec_bytes = kld_dump_meta_record_bytes(meta);
+    w->n_embd = meta->n_embd;
+    w->hidden_dtype = meta->hidden_dtype;
     w->shard = meta->held != NULL;
     if (!w->dir)
         st = kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", dir);
@@ -530,10 +542,41 @@ static kld_status check_rows(kld_dump_writer *w, int64_t seq, int64_t rec0, int6
     return KLD_OK;
 }
 
+/* Format 3: every hidden value finite (a NaN would poison every logit). */
+static kld_status check_hidden(const kld_dump_writer *w, int64_t rec0, int64_t n,
+                               const float *hidden, kld_error *err) {
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < w->n_embd; i++)
+            if (!isfinite(hidden[r * w->n_embd + i]))
+                return kld_fail(err, KLD_ERR_ARG, "%s: record %lld: hidden value %lld is %g", w->dir,
+                                (long long)(rec0 + r), (long long)i,
+                                (double)hidden[r * w->n_embd + i]);
+    return KLD_OK;
+}
+
+static kld_status write_records(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t n,
+                                const kld_dump_rows *rows, const float *hidden, kld_error *err);
+
+kld_status kld_dump_write_hidden(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t n,
+                                 const float *hidden, const double *lse64, const double *logp_next,
+                                 const int32_t *argmax, kld_error *err) {
+    if (!w || !hidden || w->format_version != 3)
+        return kld_fail(err, KLD_ERR_ARG, "kld_dump_write_hidden: a format-3 writer and rows");
+    kld_dump_rows rows = {NULL, NULL, NULL, (double *)lse64, (double *)logp_next, (int32_t *)argmax};
+    return write_records(w, seq, rec0, n, &rows, hidden, err);
+}
+
 kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t n,
                           const kld_dump_rows *rows, kld_error *err) {
     if (!w || !rows || !rows->idx || !rows->val || !rows->lse)
         return kld_fail(err, KLD_ERR_ARG, "kld_dump_write: NULL writer or row arrays");
+    if (w->format_version == 3)
+        return kld_fail(err, KLD_ERR_ARG, "%s: a hidden-state dump: kld_dump_write_hidden", w->dir);
+    return write_records(w, seq, rec0, n, rows, NULL, err);
+}
+
+static kld_status write_records(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t n,
+                                const kld_dump_rows *rows, const float *hidden, kld_error *err) {
     if (w->ext && (!rows->lse64 || !rows->logp_next || !rows->argmax))
         return kld_fail(err, KLD_ERR_ARG,
                         "%s: the dump has sidecars: lse64, logp_next and argmax are required",
@@ -553,7 +596,7 @@ kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t
     if (!is_held(w, seq))
         return kld_fail(err, KLD_ERR_ARG, "%s: sequence %lld is not one of the shard's", w->dir,
                         (long long)seq);
-    kld_status st = check_rows(w, seq, rec0, n, rows, err);
+    kld_status st = hidden ? check_hidden(w, rec0, n, hidden, err) : check_rows(w, seq, rec0, n, rows, err);
     if (st) return st;
     /* records before the resume point are on disk already */
     int64_t skip = 0;
@@ -584,8 +627,12 @@ kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t
     if ((st = grow(&w->buf, &w->buf_cap, bytes, w->dir, err))) return st;
     for (int64_t r = 0; r < m; r++) {
         size_t i = (size_t)(skip + r);
-        kld_dumpi_encode(w->format_version, w->top_k, rows->idx + i * k, rows->val + i * k,
-                         rows->lse[i], w->buf + (size_t)r * w->rec_bytes);
+        if (hidden)
+            kld_dumpi_encode_hidden(w->hidden_dtype, w->n_embd, hidden + i * (size_t)w->n_embd,
+                                    w->buf + (size_t)r * w->rec_bytes);
+        else
+            kld_dumpi_encode(w->format_version, w->top_k, rows->idx + i * k, rows->val + i * k,
+                             rows->lse[i], w->buf + (size_t)r * w->rec_bytes);
     }
     if (!kld_dumpi_pwrite(w->fd, w->buf, bytes, (uint64_t)r0 * w->rec_bytes)) {
         w->failed = true;
@@ -614,6 +661,17 @@ kld_status kld_dump_write(kld_dump_writer *w, int64_t seq, int64_t rec0, int64_t
         w->cur_seq = held_at(w, ++w->cur_j);
         w->cur_rec = 0;
     }
+    return KLD_OK;
+}
+
+kld_status kld_dump_set_rounding(kld_dump_writer *w, double kld_mean, double kld_max,
+                                 kld_error *err) {
+    if (!w || w->format_version != 3 || !isfinite(kld_mean) || !isfinite(kld_max))
+        return kld_fail(err, KLD_ERR_ARG, "kld_dump_set_rounding: a format-3 writer, finite values");
+    if (w->finished) return KLD_OK; /* resumed complete: the manifest has it already */
+    json_t *r = json_pack("{s:f,s:f}", "kld_mean", kld_mean, "kld_max", kld_max);
+    if (!r || json_object_set_new(w->manifest, "hidden_rounding", r))
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", w->dir);
     return KLD_OK;
 }
 
