@@ -106,7 +106,7 @@ static void put_layer(hf_out *o, const q3n_hf_opts *opt, const synth_shape *s, c
     static const char *const plain[][2] = {
         {"attn_q.weight", "self_attn.q_proj.weight"},      {"attn_k.weight", "self_attn.k_proj.weight"},
         {"attn_v.weight", "self_attn.v_proj.weight"},      {"attn_output.weight", "self_attn.o_proj.weight"},
-        {"ssm_beta_alpha.weight", "linear_attn.in_proj_ba.weight"},
+        {"ssm_ba.weight", "linear_attn.in_proj_ba.weight"},
         {"ssm_out.weight", "linear_attn.out_proj.weight"}, {"ssm_norm.weight", "linear_attn.norm.weight"},
         {"ssm_dt.bias", "linear_attn.dt_bias"},            {"ffn_gate.weight", "mlp.gate_proj.weight"},
         {"ffn_up.weight", "mlp.up_proj.weight"},           {"ffn_down.weight", "mlp.down_proj.weight"},

@@ -48,6 +48,7 @@ typedef struct synth_shape {
     uint64_t seed;
     const char *drop_tensor; /* leave this tensor out (error tests), or NULL */
     const char *bad_shape_tensor; /* give this tensor one row too many, or NULL */
+    const char *rename_from, *rename_to; /* write tensor rename_from under the name rename_to */
     const char *arch_override; /* general.architecture to write instead, or NULL */
     /* gemma3 layout keys (not written by real conversions) */
     bool write_pattern;    /* write <arch>.attention.sliding_window_pattern = pattern */

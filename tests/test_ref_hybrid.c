@@ -247,7 +247,7 @@ static void dn_mixer(const href *r, int64_t il, const double *h, double *out, in
     const int64_t hv = hkey(r, "ssm.inner_size", 0) / nv, rep = nv / nk;
     const int64_t kd = nk * hk, vd = nv * hv, C = 2 * kd + vd;
     double *wqkv = tensor_d(r, "blk.%d.attn_qkv.weight", il), *wz = tensor_d(r, "blk.%d.attn_gate.weight", il);
-    double *wba = tensor_d(r, "blk.%d.ssm_beta_alpha.weight", il), *wo = tensor_d(r, "blk.%d.ssm_out.weight", il);
+    double *wba = tensor_d(r, "blk.%d.ssm_ba.weight", il), *wo = tensor_d(r, "blk.%d.ssm_out.weight", il);
     double *conv = tensor_d(r, "blk.%d.ssm_conv1d.weight", il), *dt = tensor_d(r, "blk.%d.ssm_dt.bias", il);
     double *A = tensor_d(r, "blk.%d.ssm_a", il), *nw = tensor_d(r, "blk.%d.ssm_norm.weight", il);
     double *qkv = malloc(sizeof(double) * (size_t)(n * C)), *cv = malloc(sizeof(double) * (size_t)(n * C));

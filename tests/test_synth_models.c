@@ -112,6 +112,7 @@ static void add3f(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1,
     st->bufs[st->n_bufs++] = data;
     int64_t ne[3] = {ne0, ne1 ? ne1 : 1, ne2};
     kld_error err = {0};
+    if (st->s->rename_from && !strcmp(st->s->rename_from, name)) name = st->s->rename_to;
     if (kld_gguf_writer_add_tensor(st->w, name, type, ne2 ? 3 : ne1 ? 2 : 1, ne, data,
                                    row_bytes * (uint64_t)rows, &err) != KLD_OK) {
         fprintf(stderr, "synth: %s\n", err.msg);
@@ -307,7 +308,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("ssm_conv1d.weight"), s->dn_conv, 2 * kd + vd, 0, 0.5);
             add(&st, T("ssm_dt.bias"), nv, 0, 0, 0.5);
             add(&st, T("ssm_a"), nv, 0, -0.8, 0.2); /* −exp(A_log): negative, so the decay is < 1 */
-            add(&st, T("ssm_beta_alpha.weight"), E, 2 * nv, 0, 1 / sqrt((double)E));
+            add(&st, T("ssm_ba.weight"), E, 2 * nv, 0, 1 / sqrt((double)E));
             add(&st, T("ssm_norm.weight"), s->dn_head, 0, 1, 0.1);
             add(&st, T("ssm_out.weight"), vd, E, 0, 1 / sqrt((double)vd));
             goto ffn;

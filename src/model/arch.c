@@ -5,19 +5,19 @@
 /* LFM2's Hugging Face names (llama.cpp gguf-py tensor_mapping.py, "# lfm2"
  * rows; the final norm is model.embedding_norm, GGUF token_embd_norm). */
 static const kld_name_map lfm2_hf_names[] = {
-    {"token_embd_norm", "model.embedding_norm"},
-    {"attn_norm", "operator_norm"},
-    {"ffn_norm", "ffn_norm"},
-    {"ffn_gate", "feed_forward.w1"},
-    {"ffn_up", "feed_forward.w3"},
-    {"ffn_down", "feed_forward.w2"},
-    {"attn_output", "self_attn.out_proj"},
-    {"attn_q_norm", "self_attn.q_layernorm"},
-    {"attn_k_norm", "self_attn.k_layernorm"},
-    {"shortconv.conv", "conv.conv"},
-    {"shortconv.in_proj", "conv.in_proj"},
-    {"shortconv.out_proj", "conv.out_proj"},
-    {NULL, NULL},
+    {KLD_T_TOKEN_EMBD_NORM, "model.embedding_norm"},
+    {KLD_T_ATTN_NORM, "operator_norm"},
+    {KLD_T_FFN_NORM, "ffn_norm"},
+    {KLD_T_FFN_GATE, "feed_forward.w1"},
+    {KLD_T_FFN_UP, "feed_forward.w3"},
+    {KLD_T_FFN_DOWN, "feed_forward.w2"},
+    {KLD_T_ATTN_OUT, "self_attn.out_proj"},
+    {KLD_T_ATTN_Q_NORM, "self_attn.q_layernorm"},
+    {KLD_T_ATTN_K_NORM, "self_attn.k_layernorm"},
+    {KLD_T_SHORTCONV_CONV, "conv.conv"},
+    {KLD_T_SHORTCONV_INPROJ, "conv.in_proj"},
+    {KLD_T_SHORTCONV_OUTPROJ, "conv.out_proj"},
+    {KLD_T_NONE, NULL},
 };
 
 /* Qwen3-Next's linear-attention names (transformers' Qwen3NextGatedDeltaNet;
@@ -25,12 +25,12 @@ static const kld_name_map lfm2_hf_names[] = {
  * GGUF ssm_in, rebuilt into attn_qkv / attn_gate at load, and A_log /
  * dt_bias become ssm_a / ssm_dt.bias (weights_deltanet.c). */
 static const kld_name_map qwen3next_hf_names[] = {
-    {"ssm_in", "linear_attn.in_proj_qkvz"},
-    {"ssm_conv1d", "linear_attn.conv1d"},
-    {"ssm_beta_alpha", "linear_attn.in_proj_ba"},
-    {"ssm_norm", "linear_attn.norm"},
-    {"ssm_out", "linear_attn.out_proj"},
-    {NULL, NULL},
+    {KLD_T_SSM_IN, "linear_attn.in_proj_qkvz"},
+    {KLD_T_SSM_CONV1D, "linear_attn.conv1d"},
+    {KLD_T_SSM_BETA_ALPHA, "linear_attn.in_proj_ba"},
+    {KLD_T_SSM_NORM, "linear_attn.norm"},
+    {KLD_T_SSM_OUT, "linear_attn.out_proj"},
+    {KLD_T_NONE, NULL},
 };
 
 static const kld_arch_switches arch_table[] = {
@@ -71,12 +71,12 @@ static const kld_arch_switches arch_table[] = {
 };
 
 static const kld_arch_hybrid hybrid_table[] = {
-    {"lfm2", KLD_LAYER_SHORTCONV, "token_embd_norm", lfm2_hf_names, NULL},
-    {"qwen3next", KLD_LAYER_DELTANET, NULL, qwen3next_hf_names, "post_attention_norm"},
+    {"lfm2", KLD_LAYER_SHORTCONV, KLD_T_TOKEN_EMBD_NORM, lfm2_hf_names, KLD_T_FFN_NORM},
+    {"qwen3next", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen3next_hf_names, KLD_T_ATTN_POST_NORM},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {
-    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, NULL, NULL, NULL};
+    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_FFN_NORM};
     for (size_t i = 0; i < sizeof hybrid_table / sizeof hybrid_table[0]; i++)
         if (strcmp(hybrid_table[i].name, name) == 0) return &hybrid_table[i];
     return &none;

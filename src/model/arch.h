@@ -5,6 +5,7 @@
 #define KLD_MODEL_ARCH_H
 
 #include "common/common.h"
+#include "model/gguf_names.h"
 
 typedef enum kld_rope_type {
     KLD_ROPE_NORM = 0, /* interleaved pairs (x0,x1),(x2,x3)…: GGUF llama */
@@ -25,10 +26,11 @@ typedef enum kld_layer_kind {
     KLD_LAYER_DELTANET = 2   /* Qwen3-Next gated DeltaNet linear attention (src/engine/deltanet.c) */
 } kld_layer_kind;
 
-/* A GGUF name → Hugging Face name pair; per-layer rows are suffixes
- * ("attn_norm" → "operator_norm"), the others whole base names. */
+/* A GGUF tensor → Hugging Face name pair; per-layer tensors map to a
+ * suffix after "model.layers.N." (attn_norm → "operator_norm"), the
+ * others to a whole base name. A row with hf NULL ends a table. */
 typedef struct kld_name_map {
-    const char *gguf;
+    kld_tensor_id gguf;
     const char *hf;
 } kld_name_map;
 typedef enum kld_moe_kind {
@@ -65,9 +67,9 @@ typedef struct kld_arch_switches {
 typedef struct kld_arch_hybrid {
     const char *name;
     kld_layer_kind recurrent_kind; /* the kind of the non-attention layers; ATTN: none */
-    const char *output_norm;  /* GGUF base name of the final norm; NULL: "output_norm" */
-    const kld_name_map *hf_names; /* HF names that differ from the llama family's, {NULL} ended */
-    const char *ffn_norm;     /* GGUF suffix of the pre-FFN norm; NULL: "ffn_norm" */
+    kld_tensor_id output_norm; /* the final norm; NONE: output_norm */
+    const kld_name_map *hf_names; /* HF names that differ from the llama family's, {NONE, NULL} ended */
+    kld_tensor_id ffn_norm;   /* the pre-FFN norm; NONE: ffn_norm */
 } kld_arch_hybrid;
 
 /* The switches of a GGUF architecture name, or NULL when unsupported. */

@@ -153,12 +153,12 @@ typedef struct gguf_reader {
     char key[160];
 } gguf_reader;
 
-static const char *gkey(gguf_reader *r, const char *suffix) {
-    snprintf(r->key, sizeof r->key, "%s.%s", r->arch, suffix);
+static const char *gkey(gguf_reader *r, kld_arch_key_id id) {
+    kld_arch_key(r->key, sizeof r->key, r->arch, id);
     return r->key;
 }
 
-static kld_status g_int(gguf_reader *r, const char *suffix, bool required, int64_t *out,
+static kld_status g_int(gguf_reader *r, kld_arch_key_id suffix, bool required, int64_t *out,
                         kld_error *err) {
     const char *key = gkey(r, suffix);
     const kld_gguf_kv *kv = kld_gguf_find(r->g, key);
@@ -185,7 +185,7 @@ static kld_status g_int(gguf_reader *r, const char *suffix, bool required, int64
                     r->path, key, kld_gguf_vtype_name(kv->value.type));
 }
 
-static kld_status g_float(gguf_reader *r, const char *suffix, bool required, double *out,
+static kld_status g_float(gguf_reader *r, kld_arch_key_id suffix, bool required, double *out,
                           kld_error *err) {
     const char *key = gkey(r, suffix);
     const kld_gguf_kv *kv = kld_gguf_find(r->g, key);
@@ -211,40 +211,41 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
     if (kld_gguf_get_str(r.g, "general.name", &s)) copy_name(hp->name, sizeof hp->name, s.ptr, (size_t)s.len);
     else folder_name(hp->name, sizeof hp->name, src->dir);
 
-    if ((st = g_int(&r, "embedding_length", true, &hp->n_embd, err)) ||
-        (st = g_int(&r, "block_count", true, &hp->n_layer, err)) ||
-        (st = g_int(&r, "feed_forward_length", true, &hp->n_ff, err)) ||
-        (st = g_int(&r, "attention.head_count", true, &hp->n_head, err)) ||
-        (st = g_int(&r, "context_length", true, &hp->n_ctx_train, err)) ||
-        (st = g_float(&r, "attention.layer_norm_rms_epsilon", true, &hp->norm_eps, err)))
+    if ((st = g_int(&r, KLD_K_EMBEDDING_LENGTH, true, &hp->n_embd, err)) ||
+        (st = g_int(&r, KLD_K_BLOCK_COUNT, true, &hp->n_layer, err)) ||
+        (st = g_int(&r, KLD_K_FEED_FORWARD_LENGTH, true, &hp->n_ff, err)) ||
+        (st = g_int(&r, KLD_K_HEAD_COUNT, true, &hp->n_head, err)) ||
+        (st = g_int(&r, KLD_K_CONTEXT_LENGTH, true, &hp->n_ctx_train, err)) ||
+        (st = g_float(&r, KLD_K_RMS_EPS, true, &hp->norm_eps, err)))
         return st;
-    if (hp->n_head < 1) return check_range(src->path, gkey(&r, "attention.head_count"), hp->n_head, 1, MAX_DIM, err);
+    if (hp->n_head < 1) return check_range(src->path, gkey(&r, KLD_K_HEAD_COUNT), hp->n_head, 1, MAX_DIM, err);
     hp->n_head_kv = hp->n_head;
     hp->head_dim = hp->n_embd / hp->n_head;
     /* hybrids give head_count_kv per layer, 0 for the recurrent layers */
     if (hp->hy.recurrent_kind != KLD_LAYER_ATTN) st = kld_hp_gguf_recurrent(src, hp, err);
-    else st = g_int(&r, "attention.head_count_kv", false, &hp->n_head_kv, err);
-    if (st || (st = g_int(&r, "attention.key_length", false, &hp->head_dim, err)))
+    else st = g_int(&r, KLD_K_HEAD_COUNT_KV, false, &hp->n_head_kv, err);
+    if (st || (st = g_int(&r, KLD_K_KEY_LENGTH, false, &hp->head_dim, err)))
         return st;
     hp->head_dim_v = hp->head_dim;
     hp->n_rot = hp->head_dim;
-    if ((st = g_int(&r, "attention.value_length", false, &hp->head_dim_v, err)) ||
-        (st = g_int(&r, "rope.dimension_count", false, &hp->n_rot, err)) ||
-        (st = g_float(&r, "rope.freq_base", false, &hp->rope_freq_base, err)) ||
-        (st = g_float(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
-        (st = g_float(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))
+    if ((st = g_int(&r, KLD_K_VALUE_LENGTH, false, &hp->head_dim_v, err)) ||
+        (st = g_int(&r, KLD_K_ROPE_DIMENSION_COUNT, false, &hp->n_rot, err)) ||
+        (st = g_float(&r, KLD_K_ROPE_FREQ_BASE, false, &hp->rope_freq_base, err)) ||
+        (st = g_float(&r, KLD_K_ATTN_SOFTCAP, false, &hp->attn_softcap, err)) ||
+        (st = g_float(&r, KLD_K_FINAL_SOFTCAP, false, &hp->final_softcap, err)))
         return st;
 
     if ((st = kld_hp_gguf_rope_scaling(src, hp, err)) || (st = kld_hp_gguf_swa(src, hp, err)) ||
         (st = kld_hp_gguf_moe(src, hp, err)))
         return st;
 
-    const kld_tensor *emb = kld_source_find(src, "token_embd.weight");
+    char tn[64];
+    const kld_tensor *emb = kld_source_find(src, kld_tn(tn, sizeof tn, KLD_T_TOKEN_EMBD, 0, 0, "weight"));
     if (!emb)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing (expected "
                         "shape [%" PRId64 ", n_vocab])", src->path, hp->n_embd);
     hp->n_vocab = emb->ne[1];
-    hp->tied_output = kld_source_find(src, "output.weight") == NULL;
+    hp->tied_output = kld_source_find(src, kld_tn(tn, sizeof tn, KLD_T_OUTPUT, 0, 0, "weight")) == NULL;
 
     hp->attn_scale = 1.0 / sqrt((double)(hp->head_dim > 0 ? hp->head_dim : 1));
     if (strcmp(hp->arch, "gemma2") == 0) hp->attn_scale = gemma_attn_scale(hp, 46);

@@ -65,10 +65,10 @@ static kld_status gguf_int(const kld_source *src, const char *key, int64_t *out,
 
 kld_status kld_hp_gguf_moe(const kld_source *src, kld_hparams *hp, kld_error *err) {
     char kc[96], ku[96], kf[96], ks[96];
-    snprintf(kc, sizeof kc, "%s.expert_count", hp->arch);
-    snprintf(ku, sizeof ku, "%s.expert_used_count", hp->arch);
-    snprintf(kf, sizeof kf, "%s.expert_feed_forward_length", hp->arch);
-    snprintf(ks, sizeof ks, "%s.expert_shared_feed_forward_length", hp->arch);
+    kld_arch_key(kc, sizeof kc, hp->arch, KLD_K_EXPERT_COUNT);
+    kld_arch_key(ku, sizeof ku, hp->arch, KLD_K_EXPERT_USED_COUNT);
+    kld_arch_key(kf, sizeof kf, hp->arch, KLD_K_EXPERT_FF_LENGTH);
+    kld_arch_key(ks, sizeof ks, hp->arch, KLD_K_EXPERT_SHARED_FF_LENGTH);
     kld_status st;
     if ((st = gguf_int(src, kc, &hp->n_expert, err)) ||
         (st = gguf_int(src, ku, &hp->n_expert_used, err)))

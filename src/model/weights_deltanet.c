@@ -123,10 +123,10 @@ static kld_status hf_a_dt(const kld_source *src, const kld_hparams *hp, const ch
 kld_status kld_weights_dn_derive(const kld_source *src, const kld_hparams *hp, int il,
                                  kld_layer_weights *L, kld_weights *w, kld_error *err) {
     char n[64], sname[300];
-    snprintf(n, sizeof n, "blk.%d.attn_qkv.weight", il);
+    kld_tn(n, sizeof n, KLD_T_ATTN_QKV, il, 0, "weight");
     const bool hf = src->format == KLD_FORMAT_SAFETENSORS;
     if (!hf && kld_source_find(src, n)) return KLD_OK; /* today's layout */
-    snprintf(n, sizeof n, "blk.%d.ssm_in.weight", il);
+    kld_tn(n, sizeof n, KLD_T_SSM_IN, il, 0, "weight");
     const char *fused_name = kld_weights_source_name(src, hp, n, sname, sizeof sname);
     const kld_tensor *fused = kld_source_find(src, fused_name);
     if (!fused) {
