@@ -102,6 +102,37 @@ static void iq4_nl_blocks(const float *x, void *dst, int64_t n, const float *qw)
 
 void kld_quant_iq4_nl_ref(const float *x, void *dst, int64_t n) { iq4_nl_blocks(x, dst, n, NULL); }
 
+/* ggml's quantize_row_iq4_nl_ref, the CPU from_float of iq4_nl: what
+ * ggml_cpy f32 → iq4_nl writes into a KV cache (quantize_row_iq4_nl_impl
+ * with ntry = -1): the largest-magnitude value on the level -127 (d =
+ * max / -127, the opposite sign of the trials' start), levels chosen once
+ * with that d, then the weighted least-squares scale over those levels;
+ * no trials and no requantization. */
+void kld_quant_iq4_nl_cpy(const float *x, void *dst, int64_t n) {
+    const int8_t *values = kld_iq4nl_values;
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32, b += KLD_BYTES_IQ4_NL) {
+        uint8_t L[32] = {0};
+        float amax;
+        const float max = kld_signed_absmax(x, 32, &amax);
+        float d = 0;
+        if (!(amax < GROUP_MAX_EPS)) { /* else ggml leaves d 0 (its levels are unset) */
+            const float id = 1 / (max / (float)values[0]);
+            float sumqx = 0, sumq2 = 0;
+            for (int j = 0; j < 32; j++) {
+                const int l = best_level(values, id * x[j]);
+                L[j] = (uint8_t)l;
+                const float q = values[l], w = x[j] * x[j];
+                sumqx += w * q * x[j];
+                sumq2 += w * q * q;
+            }
+            d = sumqx / sumq2;
+        }
+        kld_store_u16(b, kld_f32_to_f16(d));
+        pack_nibbles(L, b + 2, 32);
+    }
+}
+
 void kld_quant_iq4_nl_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
     iq4_nl_blocks(x, dst, n_per_row, qw);
 }
