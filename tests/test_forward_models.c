@@ -25,6 +25,7 @@ typedef struct ref {
     int swa_pattern; /* -1 none, 0 all, p */
     const uint8_t *slides; /* per-layer flags instead of the pattern, or NULL */
     bool neox, gemma, post_norms, qk_norm, gelu;
+    bool gptoss; /* sinks, o bias, biased router and experts, top-k-then-softmax, clamped SwiGLU */
     const ref_opts *opt;   /* for the weight deltas, or NULL */
 } ref;
 
@@ -141,6 +142,32 @@ static double *expert_weight(const ref *r, int64_t il, const char *kind, int64_t
 
 static double silu_d(double z) { return z / (1 + exp(-z)); }
 
+/* gpt-oss's expert activation (transformers' GptOssExperts): gate clamped
+ * above at 7, up to [-7, 7], gate·σ(1.702·gate)·(up + 1). */
+static double swiglu_oai_d(double g, double u) {
+    g = g < 7 ? g : 7;
+    u = u < -7 ? -7 : u > 7 ? 7 : u;
+    return g / (1 + exp(-1.702 * g)) * (u + 1);
+}
+
+/* The same with the biases of gpt-oss's experts (bg, bu [F], bd [E]). */
+static void swiglu_oai_biased_d(const double *h, const double *wg, const double *wu, const double *wd,
+                                const double *bg, const double *bu, const double *bd, int64_t E, int64_t F,
+                                double *y) {
+    double *a = malloc(sizeof(double) * (size_t)F);
+    for (int64_t f = 0; f < F; f++) {
+        double g = bg[f], u = bu[f];
+        for (int64_t i = 0; i < E; i++) g += h[i] * wg[f * E + i], u += h[i] * wu[f * E + i];
+        a[f] = swiglu_oai_d(g, u);
+    }
+    for (int64_t c = 0; c < E; c++) {
+        double acc = bd[c];
+        for (int64_t f = 0; f < F; f++) acc += a[f] * wd[c * F + f];
+        y[c] = acc;
+    }
+    free(a);
+}
+
 /* y[E] = down · (silu(gate · h) * (up · h)) for one row h[E]. */
 static void swiglu_d(const double *h, const double *wg, const double *wu, const double *wd,
                      int64_t E, int64_t F, double *y) {
@@ -180,17 +207,22 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
     double *sdw = sg ? weightf(r, "blk.%d.ffn_down_shexp.weight", il) : NULL;
     double *p = malloc(sizeof(double) * (size_t)X), *y = malloc(sizeof(double) * (size_t)E);
     int *order = malloc(sizeof(int) * (size_t)X);
+    double *rb = r->gptoss ? weightf(r, "blk.%d.ffn_gate_inp.bias", il) : NULL;
+    double *bg = r->gptoss ? weightf(r, "blk.%d.ffn_gate_exps.bias", il) : NULL;
+    double *bu = r->gptoss ? weightf(r, "blk.%d.ffn_up_exps.bias", il) : NULL;
+    double *bd = r->gptoss ? weightf(r, "blk.%d.ffn_down_exps.bias", il) : NULL;
     for (int64_t t = 0; t < n; t++) {
         const double *ht = h + t * E;
         double mx = -INFINITY, sum = 0;
         for (int64_t e = 0; e < X; e++) {
-            double acc = 0;
+            double acc = rb ? rb[e] : 0;
             for (int64_t i = 0; i < E; i++) acc += ht[i] * router[e * E + i];
             p[e] = acc;
             mx = acc > mx ? acc : mx;
         }
-        for (int64_t e = 0; e < X; e++) sum += (p[e] = exp(p[e] - mx));
-        for (int64_t e = 0; e < X; e++) p[e] /= sum;
+        /* gpt-oss keeps the logits for the top k (softmaxed among them below) */
+        for (int64_t e = 0; !r->gptoss && e < X; e++) sum += (p[e] = exp(p[e] - mx));
+        for (int64_t e = 0; !r->gptoss && e < X; e++) p[e] /= sum;
         for (int64_t e = 0; e < X; e++) order[e] = (int)e;
         if (naive) { /* insertion sort, stable: equal values keep index order */
             for (int64_t a = 1; a < X; a++)
@@ -208,6 +240,12 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
                         order[b] = tmp;
                     }
         }
+        if (r->gptoss) { /* softmax over the chosen k */
+            double kmx = -INFINITY, ks = 0;
+            for (int64_t k = 0; k < K; k++) kmx = p[order[k]] > kmx ? p[order[k]] : kmx;
+            for (int64_t k = 0; k < K; k++) ks += exp(p[order[k]] - kmx);
+            for (int64_t k = 0; k < K; k++) p[order[k]] = exp(p[order[k]] - kmx) / ks;
+        }
         double wsum = 0;
         for (int64_t k = 0; k < K; k++) wsum += p[order[k]];
         double *ot = o + t * E;
@@ -215,7 +253,8 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
         for (int64_t k = 0; k < K; k++) {
             const int e = order[k];
             const double w = norm_w ? p[e] / wsum : p[e];
-            swiglu_d(ht, wg[e], wu[e], wd[e], E, F, y);
+            if (r->gptoss) swiglu_oai_biased_d(ht, wg[e], wu[e], wd[e], bg + e * F, bu + e * F, bd + e * E, E, F, y);
+            else swiglu_d(ht, wg[e], wu[e], wd[e], E, F, y);
             for (int64_t c = 0; c < E; c++) ot[c] += w * y[c];
         }
         if (sg) {
@@ -228,7 +267,7 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
     }
     for (int64_t e = 0; e < X; e++) free(wg[e]), free(wu[e]), free(wd[e]);
     free(wg), free(wu), free(wd), free(router), free(sg), free(sgw), free(suw), free(sdw);
-    free(p), free(y), free(order);
+    free(p), free(y), free(order), free(rb), free(bg), free(bu), free(bd);
 }
 
 static bool layer_slides(const ref *r, int64_t il) {
@@ -282,8 +321,9 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
          qwen3 = !strcmp(r.arch, "qwen3"), phi3 = !strcmp(r.arch, "phi3"),
          gemma2 = !strcmp(r.arch, "gemma2"), gemma3 = !strcmp(r.arch, "gemma3"),
          qwen2moe = !strcmp(r.arch, "qwen2moe"), olmoe = !strcmp(r.arch, "olmoe"),
-         qwen3moe = !strcmp(r.arch, "qwen3moe");
-    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe)) {
+         qwen3moe = !strcmp(r.arch, "qwen3moe"), gptoss = !strcmp(r.arch, "gpt-oss");
+    r.gptoss = gptoss;
+    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss)) {
         fprintf(stderr, "ref_forward: unknown architecture %s\n", r.arch);
         kld_gguf_close(g);
         return NULL;
@@ -306,10 +346,10 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
      * every other (window 4096 unless the key says), gemma3 five of six
      * unless the pattern key says otherwise; none for llama/qwen. */
     r.window = key_int(&r, "attention.sliding_window", gemma2 ? 4096 : 0);
-    if (!(phi3 || gemma2 || gemma3)) r.window = 0;
-    r.swa_pattern = gemma2 ? 2 : gemma3 ? 6 : phi3 ? 0 : -1;
+    if (!(phi3 || gemma2 || gemma3 || gptoss)) r.window = 0;
+    r.swa_pattern = gemma2 || gptoss ? 2 : gemma3 ? 6 : phi3 ? 0 : -1; /* gpt-oss: even layers slide */
     uint8_t flags[256] = {0};
-    if (gemma2 || gemma3) read_pattern_key(&r, flags);
+    if (gemma2 || gemma3 || gptoss) read_pattern_key(&r, flags);
     const double local_base = gemma3 ? key_f(&r, "rope.freq_base_swa", 10000) : r.base;
     /* YaRN from the GGUF: factor, original context (default: context_length),
      * magnitude attn_factor · (1 + 0.1 ln factor). */
@@ -417,6 +457,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         }
         free(qn), free(kn);
         const double scale = 1.0 / sqrt((double)r.HD);
+        double *sinks = gptoss ? weightf(&r, "blk.%d.attn_sinks.weight", il) : NULL;
         for (int64_t hh = 0; hh < r.H; hh++) {
             const int64_t kvh = hh / (r.H / r.KV);
             for (int64_t t = 0; t < n; t++) {
@@ -430,7 +471,9 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
                     sc[j] = s;
                     if (s > mx) mx = s;
                 }
-                double sum = 0;
+                /* a sink: one more logit in the denominator, attending to nothing */
+                if (sinks && sinks[hh] > mx) mx = sinks[hh];
+                double sum = sinks ? exp(sinks[hh] - mx) : 0;
                 for (int64_t j = 0; j <= t; j++) sum += (sc[j] = exp(sc[j] - mx));
                 for (int64_t d = 0; d < r.HDV; d++) {
                     double acc = 0;
@@ -439,14 +482,19 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
                 }
             }
         }
+        free(sinks);
         double *wo = weightf(&r, "blk.%d.attn_output.weight", il);
         matmul_d(att, wo, o, n, r.H * r.HDV, E);
+        double *bo = weightf(&r, "blk.%d.attn_output.bias", il);
+        for (int64_t t = 0; bo && t < n; t++)
+            for (int64_t i = 0; i < E; i++) o[t * E + i] += bo[i];
+        free(bo);
         double *pan = r.post_norms ? weightf(&r, "blk.%d.post_attention_norm.weight", il) : NULL;
         for (int64_t t = 0; t < n; t++) {
             if (pan) rmsnorm_d(o + t * E, pan, o + t * E, E, r.eps);
             for (int64_t i = 0; i < E; i++) x[t * E + i] += o[t * E + i];
         }
-        double *fn = weightf(&r, "blk.%d.ffn_norm.weight", il);
+        double *fn = weightf(&r, gptoss ? "blk.%d.post_attention_norm.weight" : "blk.%d.ffn_norm.weight", il);
         for (int64_t t = 0; t < n; t++) rmsnorm_d(x + t * E, fn, h + t * E, E, r.eps);
         if (X > 0) {
             moe_ffn_d(&r, il, h, o, n, X, K, FX, FS, moe_norm, naive_ties);

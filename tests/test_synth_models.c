@@ -59,6 +59,17 @@ void synth_default(synth_shape *s, const char *arch) {
         s->dn_head = 16;
         s->rope_base = 1e7;
         s->tied = true;
+    } else if (!strcmp(arch, "gpt-oss")) {
+        s->n_layer = 3;           /* layers 0 and 2 slide (set_swa_pattern(2)) */
+        s->head_dim = 16;
+        s->n_head_kv = 2;
+        s->sliding_window = 8;
+        s->rope_base = 150000;
+        s->yarn_factor = 4;       /* the released models: YaRN 32 over 4096 */
+        s->yarn_orig_ctx = 64;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 64;
     } else if (!strcmp(arch, "gemma3")) {
         s->n_layer = 7; /* layers 0-4 and 6 slide, layer 5 is global */
         s->n_head_kv = 1;
@@ -164,6 +175,16 @@ static void add_moe(synth_tensors *st, int64_t il) {
         }
         free(all);
     }
+    if (!strcmp(s->arch, "gpt-oss")) { /* biased router and experts */
+        snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.bias", (int)il);
+        add(st, n, X, 0, 0, 0.5);
+        snprintf(n, sizeof n, "blk.%d.ffn_gate_exps.bias", (int)il);
+        add(st, n, F, X, 0, 0.5);
+        snprintf(n, sizeof n, "blk.%d.ffn_up_exps.bias", (int)il);
+        add(st, n, F, X, 0, 0.5);
+        snprintf(n, sizeof n, "blk.%d.ffn_down_exps.bias", (int)il);
+        add(st, n, E, X, 0, 0.2);
+    }
     if (strcmp(s->arch, "qwen2moe") && strcmp(s->arch, "qwen3next")) return;
     const int64_t S = s->n_ff_shexp;
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp_shexp.weight", (int)il);
@@ -261,7 +282,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
     const bool gemma = !strcmp(s->arch, "gemma3") || !strcmp(s->arch, "gemma2"),
                llama = !strcmp(s->arch, "llama"),
                qwen2 = !strcmp(s->arch, "qwen2") || !strcmp(s->arch, "qwen2moe"),
-               olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3");
+               olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3"),
+               gptoss = !strcmp(s->arch, "gpt-oss");
     const int64_t E = s->n_embd, nq = s->n_head * s->head_dim, nk = s->n_head_kv * s->head_dim;
     add(&st, "token_embd.weight", E, s->n_vocab, 0, 1);
     if (llama && s->llama3_factor > 0) {
@@ -320,7 +342,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
             add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
         }
-        if (qwen2) {
+        if (qwen2 || gptoss) {
             add(&st, T("attn_q.bias"), nq, 0, 0, 0.3);
             add(&st, T("attn_k.bias"), nk, 0, 0, 0.3);
             add(&st, T("attn_v.bias"), nk, 0, 0, 0.3);
@@ -333,9 +355,13 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
         }
         add(&st, T("attn_output.weight"), nq, E, 0, 1 / sqrt((double)nq));
+        if (gptoss) {
+            add(&st, T("attn_output.bias"), E, 0, 0, 0.2);
+            add(&st, T("attn_sinks.weight"), s->n_head, 0, 0.5, 1.0); /* logits near the scores' size */
+        }
         if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
     ffn:
-        add(&st, dn ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
+        add(&st, dn || gptoss ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
         if (s->n_expert > 0) {
             add_moe(&st, il);
         } else if (phi3) { /* fused [gate; up] */

@@ -68,11 +68,21 @@ static const kld_arch_switches arch_table[] = {
     {"qwen3next", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_OPTIONAL, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
      .attn_out_gate = true},
+    /* gpt-oss (src/models/openai-moe.cpp): q/k/v/o biases, attention sinks, NeoX
+     * RoPE (YaRN in the released files), even layers slide (set_swa_pattern(2)),
+     * pre-FFN norm post_attention_norm, every layer a MoE: biased router,
+     * top-k of the logits then softmax over them (SOFTMAX_WEIGHT, norm_w
+     * false), biased experts with the clamped SwiGLU (SWIGLU_OAI_MOE) */
+    {"gpt-oss", KLD_ROPE_NEOX, KLD_ACT_SWIGLU_OAI, false, false, false, false, false, true, 2, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SOFTMAX_WEIGHT, .moe_biases = true, .moe_ff_required = true,
+     .attn_sinks = true, .out_bias_required = true},
 };
 
 static const kld_arch_hybrid hybrid_table[] = {
     {"lfm2", KLD_LAYER_SHORTCONV, KLD_T_TOKEN_EMBD_NORM, lfm2_hf_names, KLD_T_FFN_NORM},
     {"qwen3next", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen3next_hf_names, KLD_T_ATTN_POST_NORM},
+    /* no recurrent layers: only its pre-FFN norm's name */
+    {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {
@@ -89,5 +99,6 @@ const kld_arch_switches *kld_arch_find(const char *name) {
 }
 
 const char *kld_arch_supported(void) {
-    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next";
+    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next, "
+           "gpt-oss";
 }

@@ -13,9 +13,17 @@ typedef enum kld_rope_type {
 } kld_rope_type;
 
 typedef enum kld_act {
-    KLD_ACT_SILU = 0,     /* silu(gate) * up */
-    KLD_ACT_GELU_TANH = 1 /* gelu_tanh(gate) * up (Gemma) */
+    KLD_ACT_SILU = 0,       /* silu(gate) * up */
+    KLD_ACT_GELU_TANH = 1,  /* gelu_tanh(gate) * up (Gemma) */
+    KLD_ACT_SWIGLU_OAI = 2  /* x·σ(1.702·x)·(y + 1), x = min(gate, 7), y = clamp(up, ±7) (gpt-oss:
+                               llama.cpp's LLM_FFN_SWIGLU_OAI_MOE, ggml_swiglu_oai) */
 } kld_act;
+
+/* How the router's logits become the chosen experts and their weights. */
+typedef enum kld_moe_gating {
+    KLD_MOE_GATE_SOFTMAX = 0,       /* softmax over all experts, then top-k (optionally renormalised) */
+    KLD_MOE_GATE_SOFTMAX_WEIGHT = 1 /* top-k of the logits, softmax over those k (gpt-oss) */
+} kld_moe_gating;
 
 /* What mixes the positions in a layer (the block between the first norm
  * and the first residual add). Attention keeps a KV cache; the recurrent
@@ -60,6 +68,12 @@ typedef struct kld_arch_switches {
                                  multiplied by sigmoid(gate) before attn_output (qwen3next) */
     bool moe_ff_per_used;     /* expert_feed_forward_length defaults to n_ff / expert_used_count
                                  (qwen2moe, qwen3moe), else to n_ff */
+    kld_moe_gating moe_gating;/* router → experts and weights */
+    bool moe_ff_required;     /* expert_feed_forward_length is required (gpt-oss) */
+    bool moe_biases;          /* biases on the router and on every expert's gate, up and down (gpt-oss) */
+    bool out_bias_required;   /* attn_output.bias must exist (gpt-oss) */
+    bool attn_sinks;          /* attn_sinks [n_head]: one more logit per head in the softmax's
+                                 denominator, attending to nothing (gpt-oss) */
 } kld_arch_switches;
 
 /* The switches of the hybrid recurrent architectures, in a table of their

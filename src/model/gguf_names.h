@@ -32,6 +32,7 @@
     X(ATTN_K_NORM, "blk.%d.attn_k_norm")                                                              \
     X(ATTN_GATE, "blk.%d.attn_gate")                                                                  \
     X(ATTN_POST_NORM, "blk.%d.post_attention_norm")                                                   \
+    X(ATTN_SINKS, "blk.%d.attn_sinks")                                                                \
     X(FFN_NORM, "blk.%d.ffn_norm")                                                                    \
     X(FFN_GATE, "blk.%d.ffn_gate")                                                                    \
     X(FFN_UP, "blk.%d.ffn_up")                                                                        \

@@ -75,7 +75,11 @@ kld_status kld_hp_gguf_moe(const kld_source *src, kld_hparams *hp, kld_error *er
         return st;
     /* llama.cpp reads the expert sizes for qwen2moe / qwen3moe only; mixtral
      * and olmoe experts are n_ff wide (llama-model.cpp 1555, 2701). */
-    if (hp->sw.moe_ff_per_used && (st = gguf_int(src, kf, &hp->n_ff_exp, err))) return st;
+    if ((hp->sw.moe_ff_per_used || hp->sw.moe_ff_required) && (st = gguf_int(src, kf, &hp->n_ff_exp, err)))
+        return st;
+    if (hp->sw.moe_ff_required && hp->n_expert > 0 && !kld_gguf_find(src->gguf, kf))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing (required for %s)", src->path, kf,
+                        hp->arch);
     if (hp->sw.moe_shared_expert && (st = gguf_int(src, ks, &hp->n_ff_shexp, err))) return st;
     hp->moe_norm_w = hp->sw.moe_norm_w;
     moe_keys k = {kc, ku, kf, ks};

@@ -265,6 +265,14 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "weight");
     if ((s = bind(b, n, E, hp->n_expert, true, &L->moe.gate_inp))) return s;
     if ((s = bind_experts(b, il, L, w))) return s;
+    if (hp->sw.moe_biases) {
+        const int64_t F = hp->n_ff_exp, X = hp->n_expert;
+        if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "bias"), X, 0, true, &L->moe.gate_inp_b)) ||
+            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_EXPS, il, 0, "bias"), F, X, true, &L->moe.gate_exps_b)) ||
+            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_UP_EXPS, il, 0, "bias"), F, X, true, &L->moe.up_exps_b)) ||
+            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "bias"), E, X, true, &L->moe.down_exps_b)))
+            return s;
+    }
     if (!hp->sw.moe_shared_expert) return KLD_OK;
     const int64_t S = hp->n_ff_shexp;
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP_SHEXP, il, 0, "weight");
@@ -326,8 +334,9 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L) {
         B(attn_q_norm, ATTN_Q_NORM, "weight", nq, 0, true);
         B(attn_k_norm, ATTN_K_NORM, "weight", nk, 0, true);
     }
+    if (hp->sw.attn_sinks) B(attn_sinks, ATTN_SINKS, "weight", hp->n_head, 0, true);
     B(attn_output, ATTN_OUT, "weight", no, E, true);
-    B(bo, ATTN_OUT, "bias", E, 0, false);
+    B(bo, ATTN_OUT, "bias", E, 0, hp->sw.out_bias_required);
     if (hp->sw.post_norms) {
         B(attn_post_norm, ATTN_POST_NORM, "weight", E, 0, true);
         B(ffn_post_norm, FFN_POST_NORM, "weight", E, 0, true);

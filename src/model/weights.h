@@ -18,6 +18,9 @@ typedef struct kld_moe_weights {
     const kld_tensor *gate_inp_shexp;    /* shared expert's gate [n_embd] (moe_shared_expert) */
     const kld_tensor *gate_shexp, *up_shexp; /* [n_embd, n_ff_shexp] */
     const kld_tensor *down_shexp;        /* [n_ff_shexp, n_embd] */
+    const kld_tensor *gate_inp_b;        /* router bias [n_expert] (moe_biases) */
+    const kld_tensor *gate_exps_b, *up_exps_b; /* [n_ff_exp, n_expert] (moe_biases) */
+    const kld_tensor *down_exps_b;       /* [n_embd, n_expert] (moe_biases) */
 } kld_moe_weights;
 
 typedef struct kld_layer_weights {
@@ -28,6 +31,7 @@ typedef struct kld_layer_weights {
     const kld_tensor *attn_q_norm, *attn_k_norm; /* [hd] (qk_norm); [n_head·hd], [n_kv·hd] (qk_norm_full) */
     const kld_tensor *attn_output; /* [n_head·hd_v, n_embd] */
     const kld_tensor *attn_post_norm; /* [n_embd] (post_norms) */
+    const kld_tensor *attn_sinks;  /* [n_head] (attn_sinks) */
     const kld_tensor *ffn_norm;    /* [n_embd] */
     const kld_tensor *ffn_gate, *ffn_up; /* [n_embd, n_ff]; fused up: [n_embd, 2·n_ff] and no gate */
     const kld_tensor *ffn_down;    /* [n_ff, n_embd] */
