@@ -5,16 +5,18 @@
 #include "tensor/types.h"
 
 const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
-    {"llama", "dense llama, GQA 4/2, untied output, Llama-3 rope_freqs (factor 8)"},
-    {"mixtral", "llama + 4 experts top-2 (merged ffn_*_exps), weights renormalised"},
-    {"qwen2", "q/k/v biases, NeoX rope"},
-    {"qwen2moe", "4 experts top-2, no renormalisation, sigmoid-gated shared expert"},
-    {"olmoe", "4 experts top-2, full-width q/k RMS norms"},
-    {"phi3", "fused qkv and gate/up, sliding window 24 on every layer"},
-    {"gemma", "embd x sqrt(n_embd), GELU, MQA, head_dim 32 != n_embd/n_head"},
-    {"gemma2", "26 layers (c392e50 needs 26/42/46), even layers window 16, softcaps, post-norms"},
-    {"qwen2-yarn", "qwen2 with YaRN factor 4 over original context 64"},
-    {"llama-bf16", "dense llama with bf16 matrices"},
+    {"llama", "dense llama, GQA 4/2, untied output, Llama-3 rope_freqs (factor 8)", LCPP_C392E50},
+    {"mixtral", "llama + 4 experts top-2 (merged ffn_*_exps), weights renormalised", LCPP_C392E50},
+    {"qwen2", "q/k/v biases, NeoX rope", LCPP_C392E50},
+    {"qwen2moe", "4 experts top-2, no renormalisation, sigmoid-gated shared expert", LCPP_C392E50},
+    {"olmoe", "4 experts top-2, full-width q/k RMS norms", LCPP_C392E50},
+    {"phi3", "fused qkv and gate/up, sliding window 24 on every layer", LCPP_C392E50},
+    {"gemma", "embd x sqrt(n_embd), GELU, MQA, head_dim 32 != n_embd/n_head", LCPP_C392E50},
+    {"gemma2", "26 layers (c392e50 needs 26/42/46), even layers window 16, softcaps, post-norms", LCPP_C392E50},
+    {"qwen2-yarn", "qwen2 with YaRN factor 4 over original context 64", LCPP_C392E50},
+    {"llama-bf16", "dense llama with bf16 matrices", LCPP_C392E50},
+    {"gpt-oss", "sinks, q/k/v/o biases, even layers window 8, YaRN 4 over 64, biased top-k-then-softmax "
+                "router, biased experts with the clamped SwiGLU", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -77,4 +79,15 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->yarn_orig_ctx = 64;
     }
     if (!strcmp(n, "llama-bf16")) s->mat_type = KLD_TYPE_BF16;
+    if (!strcmp(n, "gpt-oss")) { /* synth_default's gpt-oss, 3 layers, at these sizes */
+        s->n_layer = 3;
+        s->tied = false; /* llama.cpp's gpt-oss requires output.weight */
+        s->sliding_window = 8;
+        s->rope_base = 150000;
+        s->yarn_factor = 4;
+        s->yarn_orig_ctx = 64;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+    }
 }
