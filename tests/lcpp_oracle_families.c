@@ -17,12 +17,14 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
     {"llama-bf16", "dense llama with bf16 matrices", LCPP_C392E50},
     {"gpt-oss", "sinks, q/k/v/o biases, even layers window 8, YaRN 4 over 64, biased top-k-then-softmax "
                 "router, biased experts with the clamped SwiGLU", LCPP_2026},
+    {"gpt-oss-mxfp4", "gpt-oss with MXFP4 experts (the released files' type)", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
     const char *n = f->name;
     const char *arch = !strcmp(n, "mixtral") || !strcmp(n, "llama-bf16") ? "llama"
                        : !strcmp(n, "qwen2-yarn")                        ? "qwen2"
+                       : !strcmp(n, "gpt-oss-mxfp4")                     ? "gpt-oss"
                                                                          : n;
     synth_default(s, arch);
     s->n_embd = 64;
@@ -79,7 +81,7 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->yarn_orig_ctx = 64;
     }
     if (!strcmp(n, "llama-bf16")) s->mat_type = KLD_TYPE_BF16;
-    if (!strcmp(n, "gpt-oss")) { /* synth_default's gpt-oss, 3 layers, at these sizes */
+    if (!strncmp(n, "gpt-oss", 7)) { /* synth_default's gpt-oss, 3 layers, at these sizes */
         s->n_layer = 3;
         s->tied = false; /* llama.cpp's gpt-oss requires output.weight */
         s->sliding_window = 8;
@@ -89,5 +91,9 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->n_expert = 4;
         s->n_expert_used = 2;
         s->n_ff_exp = 32;
+    }
+    if (!strcmp(n, "gpt-oss-mxfp4")) {
+        s->exp_type_set = true;
+        s->exp_type = KLD_TYPE_MXFP4;
     }
 }

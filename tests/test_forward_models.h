@@ -82,6 +82,8 @@ typedef struct synth_shape {
     int64_t n_ff_exp;      /* > 0: write <arch>.expert_feed_forward_length (qwen MoE) */
     int64_t n_ff_shexp;    /* qwen2moe: shared expert width (written as the key) */
     bool split_experts;    /* per-expert blk.N.ffn_gate.E.weight … instead of ffn_*_exps */
+    bool exp_type_set;     /* the expert matrices in exp_type (gpt-oss: mxfp4) instead of mat_type */
+    uint32_t exp_type;
     bool tie_router;       /* n_expert 3: router rows 1 = row 0 and 2 = 2·row 0 (tie tests) */
     bool hf_norm_topk;     /* HF copy: "norm_topk_prob" of the Qwen/OLMoE configs */
     int64_t key_used_override; /* > 0: write this expert_used_count instead (error tests) */

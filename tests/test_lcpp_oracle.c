@@ -187,7 +187,9 @@ static void check_rope_freqs_matter(const lcpp_family *f, const int32_t *ids) {
 static void run_family(const lcpp_family *f, const int32_t *ids) {
     char gguf[512];
     snprintf(gguf, sizeof gguf, DIR "%s.gguf", f->name);
-    const bool bf16 = strstr(f->name, "bf16") != NULL, gelu = !strncmp(f->name, "gemma", 5);
+    /* bf16 and mxfp4 weights see rounded activations (bf16; q8_0, mxfp4's vec_dot type) */
+    const bool bf16 = strstr(f->name, "bf16") != NULL || strstr(f->name, "mxfp4") != NULL,
+               gelu = !strncmp(f->name, "gemma", 5);
     printf("%s: %s (llama.cpp %.7s)\n", f->name, f->what, f->lcpp);
     int64_t nv = 0;
     float *ours = engine_logits(gguf, ids, LCPP_N_IDS, bf16 ? "act=q8" : NULL, &nv);
@@ -212,7 +214,7 @@ static void run_family(const lcpp_family *f, const int32_t *ids) {
             }
             free(exact);
         }
-        /* the reference knows every family here but gemma (v1); bf16 needs act=q8 */
+        /* the reference knows every family here but gemma (v1); bf16 and mxfp4 need act=q8 */
         if (!bf16 && strcmp(f->name, "gemma"))
             check_reference(f, gguf, gelu ? ".lcpp-exact-gelu.f32" : ".lcpp.f32", ids);
         if (!strcmp(f->name, "llama")) check_rope_freqs_matter(f, ids);

@@ -91,6 +91,7 @@ typedef struct synth_tensors {
     void *bufs[1024];
     int n_bufs;
     bool ok;
+    bool experts; /* adding expert matrices (s->exp_type applies) */
 } synth_tensors;
 
 /* A [ne0, ne1, ne2] tensor (ne1 = 0: 1-D; ne2 = 0: 2-D) of values
@@ -113,6 +114,7 @@ static void add3f(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1,
         for (int64_t i = 0; i < n; i++) f[i] = (float)(mean + sd * gauss(&st->r));
     }
     uint32_t type = ne1 ? st->s->mat_type : KLD_TYPE_F32;
+    if (ne1 && st->experts && st->s->exp_type_set) type = st->s->exp_type;
     const kld_type_info *ti = kld_type_info_get(type);
     if (ne0 % ti->block_size != 0) /* rows shorter than a block (LFM2's conv kernels) */
         ti = kld_type_info_get(type = KLD_TYPE_F32);
@@ -159,6 +161,7 @@ static void add_moe(synth_tensors *st, int64_t il) {
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", (int)il);
     add3f(st, n, E, X, 0, 0, 0, router);
     static const char *const kinds[3] = {"gate", "up", "down"};
+    st->experts = true;
     for (int k = 0; k < 3; k++) {
         const int64_t ne0 = k == 2 ? F : E, ne1 = k == 2 ? E : F;
         float *all = draw(st, ne0 * ne1 * X, 0, 1 / sqrt((double)ne0));
@@ -175,6 +178,7 @@ static void add_moe(synth_tensors *st, int64_t il) {
         }
         free(all);
     }
+    st->experts = false;
     if (!strcmp(s->arch, "gpt-oss")) { /* biased router and experts */
         snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.bias", (int)il);
         add(st, n, X, 0, 0, 0.5);
