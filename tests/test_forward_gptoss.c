@@ -8,6 +8,7 @@
  * own logits: test_lcpp_oracle (tests/data/lcpp-oracle/gpt-oss.*). */
 #include "engine/engine.h"
 #include "io/gguf.h"
+#include "quant/quant.h"
 #include "tensor/types.h"
 #include "test_forward_models.h"
 #include "testlib.h"
@@ -104,6 +105,52 @@ static void test_policy(void) {
     free(base), free(q);
 }
 
+/* `quantize` to mxfp4 (the released experts' type) and q8_0: matrices
+ * converted, sinks, biases, norms and the router kept float32, the file
+ * loads and stays close to the f32 one. */
+static void test_quantize_file(void) {
+    char src[512], out[512];
+    path_of(src, sizeof src, "f32");
+    static const char *const policies[] = {"mxfp4", "q8_0"};
+    int32_t ids[N_IDS];
+    tf_make_ids(ids, N_IDS, 300, 20261204);
+    int64_t nv = 0;
+    float *base = logits(src, ids, NULL, &nv);
+    for (int i = 0; i < 2; i++) {
+        path_of(out, sizeof out, policies[i]);
+        kld_error err = {0};
+        CHECK_OK(kld_quantize_file(src, out, policies[i], NULL, NULL, &err), err);
+        kld_gguf *g = NULL;
+        CHECK_OK(kld_gguf_open(out, &g, &err), err);
+        int kept = 0, converted = 0, wrong = 0;
+        uint32_t want;
+        kld_type_from_name(policies[i], &want);
+        for (uint64_t t = 0; g && t < g->n_tensors; t++) {
+            const kld_tensor *x = &g->tensors[t];
+            const bool vec = strstr(x->name, ".bias") || strstr(x->name, "attn_sinks") || strstr(x->name, "norm") ||
+                             strstr(x->name, "ffn_gate_inp");
+            if (vec) {
+                kept += x->type == KLD_TYPE_F32;
+                wrong += x->type != KLD_TYPE_F32;
+            } else {
+                converted += x->type == want;
+            }
+        }
+        CHECK(g && wrong == 0 && kept >= 3 * 12 && converted >= 3 * 7,
+              "gpt-oss %s: %d vectors kept f32, %d not, %d matrices converted", policies[i], kept, wrong, converted);
+        kld_gguf_close(g);
+        float *q = logits(out, ids, "act=q8", &nv);
+        if (base && q) {
+            tf_cmp c = tf_compare(base, q, N_IDS, nv);
+            printf("gpt-oss quantize %s vs f32: KLD %.3g, argmax %d/%d\n", policies[i], c.mean_kld, c.same_argmax,
+                   N_IDS);
+            CHECK(c.mean_kld > 0 && c.mean_kld < (i == 0 ? 0.5 : 2e-3), "gpt-oss %s: KLD %.3g", policies[i], c.mean_kld);
+        }
+        free(q);
+    }
+    free(base);
+}
+
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "gpt-oss");
@@ -133,6 +180,7 @@ int main(void) {
     kld_kernels_init();
     test_reference();
     test_policy();
+    test_quantize_file();
     test_errors();
     return kt_finish();
 }
