@@ -18,6 +18,11 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
     {"gpt-oss", "sinks, q/k/v/o biases, even layers window 8, YaRN 4 over 64, biased top-k-then-softmax "
                 "router, biased experts with the clamped SwiGLU", LCPP_2026},
     {"gpt-oss-mxfp4", "gpt-oss with MXFP4 experts (the released files' type)", LCPP_2026},
+    {"qwen3next", "3 gated-DeltaNet layers (ssm_ba, 2 q/k heads, 4 v heads) + gated attention, 4 experts "
+                  "top-2 renormalised + sigmoid-gated shared expert", LCPP_2026},
+    {"qwen3", "per-head q/k RMS norms, NeoX rope", LCPP_2026},
+    {"qwen3moe", "qwen3 attention, 4 experts top-2 renormalised (n_ff_exp 32)", LCPP_2026},
+    {"lfm2", "short-convolution layers (ccacca) between GQA layers with q/k norms, token_embd_norm", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -91,6 +96,22 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->n_expert = 4;
         s->n_expert_used = 2;
         s->n_ff_exp = 32;
+    }
+    if (!strcmp(n, "qwen3next")) { /* synth_default's DeltaNet sizes; llama.cpp requires experts */
+        s->n_layer = 4;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_ff_shexp = 32;
+    }
+    if (!strcmp(n, "qwen3moe")) {
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+    }
+    if (!strcmp(n, "lfm2")) { /* synth_default's layout: 6 layers, conv width 3 */
+        s->n_layer = 6;
+        s->n_head_kv = 2;
     }
     if (!strcmp(n, "gpt-oss-mxfp4")) {
         s->exp_type_set = true;
