@@ -23,6 +23,9 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
     {"qwen3", "per-head q/k RMS norms, NeoX rope", LCPP_2026},
     {"qwen3moe", "qwen3 attention, 4 experts top-2 renormalised (n_ff_exp 32)", LCPP_2026},
     {"lfm2", "short-convolution layers (ccacca) between GQA layers with q/k norms, token_embd_norm", LCPP_2026},
+    {"qwen35", "Qwen3.5 dense: 3 DeltaNet layers (ssm_beta/ssm_alpha, v heads tiled over 2 q/k heads) + "
+               "gated attention with rope sections", LCPP_2026},
+    {"qwen35moe", "qwen35 with 4 experts top-2 renormalised + sigmoid-gated shared expert", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -96,6 +99,13 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->n_expert = 4;
         s->n_expert_used = 2;
         s->n_ff_exp = 32;
+    }
+    if (!strncmp(n, "qwen35", 6)) s->n_layer = 4; /* synth_default's DeltaNet sizes */
+    if (!strcmp(n, "qwen35moe")) {
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_ff_shexp = 32;
     }
     if (!strcmp(n, "qwen3next")) { /* synth_default's DeltaNet sizes; llama.cpp requires experts */
         s->n_layer = 4;

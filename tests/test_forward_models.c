@@ -313,7 +313,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     kld_str a;
     kld_gguf_get_str(g, "general.architecture", &a);
     snprintf(r.arch, sizeof r.arch, "%.*s", (int)a.len, a.ptr);
-    if (!strcmp(r.arch, "lfm2") || !strcmp(r.arch, "qwen3next")) { /* the hybrids' own reference (test_ref_hybrid.c) */
+    if (!strcmp(r.arch, "lfm2") || !strcmp(r.arch, "qwen3next") || !strncmp(r.arch, "qwen35", 6)) { /* the hybrids' own reference (test_ref_hybrid.c) */
         kld_gguf_close(g);
         return ref_forward_hybrid(gguf_path, ids, n, n_vocab);
     }

@@ -250,13 +250,14 @@ static void shape_for(synth_shape *s, const char *arch) {
     synth_default(s, arch);
     s->mat_type = KLD_TYPE_F32;
     const bool moe = !strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen3moe") || !strcmp(arch, "olmoe") ||
-                     !strcmp(arch, "qwen3next");
+                     !strcmp(arch, "qwen3next") || !strcmp(arch, "qwen35moe");
     if (moe) {
         s->n_expert = 4;
         s->n_expert_used = 2;
         if (!strcmp(arch, "olmoe")) s->n_head_kv = s->n_head;
         if (strcmp(arch, "olmoe")) s->n_ff_exp = 32;
-        if (!strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen3next")) s->n_ff_shexp = 48;
+        if (!strcmp(arch, "qwen2moe") || !strcmp(arch, "qwen3next") || !strcmp(arch, "qwen35moe"))
+            s->n_ff_shexp = 48;
     }
     if (!strcmp(arch, "gemma2")) s->attn_softcap = 50, s->final_softcap = 30;
     /* llama.cpp's Gemma graphs always reuse the embedding (no output tensor) */

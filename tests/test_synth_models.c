@@ -48,7 +48,7 @@ void synth_default(synth_shape *s, const char *arch) {
         s->l_cache = 3;
         s->rope_base = 1e6;
         s->tied = true;
-    } else if (!strcmp(arch, "qwen3next")) {
+    } else if (!strcmp(arch, "qwen3next") || !strncmp(arch, "qwen35", 6)) {
         s->n_layer = 4; /* three DeltaNet layers, then attention (full_attention_interval 4) */
         s->dn_interval = 4;
         s->head_dim = 16;
@@ -189,7 +189,7 @@ static void add_moe(synth_tensors *st, int64_t il) {
         snprintf(n, sizeof n, "blk.%d.ffn_down_exps.bias", (int)il);
         add(st, n, E, X, 0, 0.2);
     }
-    if (strcmp(s->arch, "qwen2moe") && strcmp(s->arch, "qwen3next")) return;
+    if (strcmp(s->arch, "qwen2moe") && strcmp(s->arch, "qwen3next") && strcmp(s->arch, "qwen35moe")) return;
     const int64_t S = s->n_ff_shexp;
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp_shexp.weight", (int)il);
     add(st, n, E, 0, 0, 1 / sqrt((double)E));
@@ -227,7 +227,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
     } else {
         KEY_U32("attention.head_count_kv", s->n_head_kv);
     }
-    const bool dn = !strcmp(s->arch, "qwen3next");
+    const bool dn = !strcmp(s->arch, "qwen3next") || !strncmp(s->arch, "qwen35", 6);
+    const bool q35 = !strncmp(s->arch, "qwen35", 6); /* ssm_beta / ssm_alpha, rope sections */
     if (dn) {
 #define DN_KEY(suffix, v) if (!s->dn_skip_key || strcmp(s->dn_skip_key, suffix)) KEY_U32(suffix, v)
         if (s->dn_interval > 0) DN_KEY("full_attention_interval", s->dn_interval);
@@ -237,6 +238,13 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         DN_KEY("ssm.time_step_rank", s->dn_n_v_heads);
         DN_KEY("ssm.inner_size", s->dn_inner_key ? s->dn_inner_key : s->dn_n_v_heads * s->dn_head);
         KEY_U32("rope.dimension_count", s->head_dim / 2); /* partial_rotary_factor (0.25 in the models) */
+        if (q35) { /* the released [11, 11, 10, 0] over 64 dims, here over head_dim / 2 */
+            /* pairs: t h w t ... (interleaved) so that none falls to the fourth section */
+            const int32_t half = (int32_t)(s->head_dim / 4);
+            const int32_t sec[4] = {half - 2 * (half / 4), half / 4, half / 4, 0};
+            snprintf(k, sizeof k, "%s.rope.dimension_sections", arch);
+            kld_gguf_writer_set_arr_i32(w, k, sec, 4);
+        }
 #undef DN_KEY
         if (s->dn_nextn > 0) KEY_U32("nextn_predict_layers", s->dn_nextn);
         if (s->dn_recurrent_flags) {
@@ -334,7 +342,12 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("ssm_conv1d.weight"), s->dn_conv, 2 * kd + vd, 0, 0.5);
             add(&st, T("ssm_dt.bias"), nv, 0, 0, 0.5);
             add(&st, T("ssm_a"), nv, 0, -0.8, 0.2); /* −exp(A_log): negative, so the decay is < 1 */
-            add(&st, T("ssm_ba.weight"), E, 2 * nv, 0, 1 / sqrt((double)E));
+            if (q35) {
+                add(&st, T("ssm_beta.weight"), E, nv, 0, 1 / sqrt((double)E));
+                add(&st, T("ssm_alpha.weight"), E, nv, 0, 1 / sqrt((double)E));
+            } else {
+                add(&st, T("ssm_ba.weight"), E, 2 * nv, 0, 1 / sqrt((double)E));
+            }
             add(&st, T("ssm_norm.weight"), s->dn_head, 0, 1, 0.1);
             add(&st, T("ssm_out.weight"), vd, E, 0, 1 / sqrt((double)vd));
             goto ffn;

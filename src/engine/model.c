@@ -59,7 +59,8 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
                                     L->moe.up_exps_b, L->moe.down_exps_b};
         const kld_tensor *mats[] = {L->attn_q, L->attn_k, L->attn_v, L->attn_qkv, L->attn_output,
                                     L->ffn_gate, L->ffn_up, L->ffn_down, L->shortconv_in_proj,
-                                    L->shortconv_out_proj, L->dn_qkv, L->dn_gate, L->dn_ba, L->dn_out};
+                                    L->shortconv_out_proj, L->dn_qkv, L->dn_gate, L->dn_ba, L->dn_out,
+                                    L->dn_beta, L->dn_alpha};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
             total += padded(vecs[i]);
             m->weights_bytes += tensor_bytes(vecs[i]);

@@ -87,7 +87,8 @@ static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
                  {&L->shortconv_in_proj, KLD_T_SHORTCONV_INPROJ, "weight"},
                  {&L->shortconv_out_proj, KLD_T_SHORTCONV_OUTPROJ, "weight"},
                  {&L->dn_qkv, KLD_T_ATTN_QKV, "weight"}, {&L->dn_gate, KLD_T_ATTN_GATE, "weight"},
-                 {&L->dn_ba, KLD_T_SSM_BETA_ALPHA, "weight"}, {&L->dn_out, KLD_T_SSM_OUT, "weight"}};
+                 {&L->dn_ba, KLD_T_SSM_BETA_ALPHA, "weight"}, {&L->dn_out, KLD_T_SSM_OUT, "weight"},
+                 {&L->dn_beta, KLD_T_SSM_BETA, "weight"}, {&L->dn_alpha, KLD_T_SSM_ALPHA, "weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             kld_tn(name, sizeof name, t[i].id, il, 0, t[i].kind);
             fn(ctx, t[i].slot, name);

@@ -73,20 +73,32 @@ static const kld_arch_switches arch_table[] = {
      * pre-FFN norm post_attention_norm, every layer a MoE: biased router,
      * top-k of the logits then softmax over them (SOFTMAX_WEIGHT, norm_w
      * false), biased experts with the clamped SwiGLU (SWIGLU_OAI_MOE) */
+    /* qwen35 / qwen35moe (src/models/qwen35.cpp, qwen35moe.cpp): Qwen3-Next's layout with the
+     * DeltaNet changes of the hybrid row below; qwen35 is dense (llama.cpp asserts no router),
+     * qwen35moe always a mixture of experts with Qwen3-Next's shared expert */
+    {"qwen35", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_NONE, .attn_out_gate = true},
+    {"qwen35moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
+     .attn_out_gate = true},
     {"gpt-oss", KLD_ROPE_NEOX, KLD_ACT_SWIGLU_OAI, false, false, false, false, false, true, 2, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SOFTMAX_WEIGHT, .moe_biases = true, .moe_ff_required = true,
      .attn_sinks = true, .out_bias_required = true},
 };
 
 static const kld_arch_hybrid hybrid_table[] = {
-    {"lfm2", KLD_LAYER_SHORTCONV, KLD_T_TOKEN_EMBD_NORM, lfm2_hf_names, KLD_T_FFN_NORM},
-    {"qwen3next", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen3next_hf_names, KLD_T_ATTN_POST_NORM},
+    {"lfm2", KLD_LAYER_SHORTCONV, KLD_T_TOKEN_EMBD_NORM, lfm2_hf_names, KLD_T_FFN_NORM, .dn_split_ba = false},
+    {"qwen3next", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen3next_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
+    {"qwen35", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
+     .dn_v_tiled = true, .rope_sections = true},
+    {"qwen35moe", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
+     .dn_v_tiled = true, .rope_sections = true},
     /* no recurrent layers: only its pre-FFN norm's name */
-    {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM},
+    {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {
-    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_FFN_NORM};
+    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_FFN_NORM, .dn_split_ba = false};
     for (size_t i = 0; i < sizeof hybrid_table / sizeof hybrid_table[0]; i++)
         if (strcmp(hybrid_table[i].name, name) == 0) return &hybrid_table[i];
     return &none;
@@ -100,5 +112,5 @@ const kld_arch_switches *kld_arch_find(const char *name) {
 
 const char *kld_arch_supported(void) {
     return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next, "
-           "gpt-oss";
+           "qwen35, qwen35moe, gpt-oss";
 }

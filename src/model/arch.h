@@ -84,6 +84,13 @@ typedef struct kld_arch_hybrid {
     kld_tensor_id output_norm; /* the final norm; NONE: output_norm */
     const kld_name_map *hf_names; /* HF names that differ from the llama family's, {NONE, NULL} ended */
     kld_tensor_id ffn_norm;   /* the pre-FFN norm; NONE: ffn_norm */
+    /* Qwen3.5's gated DeltaNet (src/models/qwen35.cpp) beside Qwen3-Next's: */
+    bool dn_split_ba;         /* β and α from ssm_beta / ssm_alpha [n_embd, v heads] (v head order)
+                                 instead of ssm_ba's per-q/k-head [b…, a…] groups */
+    bool dn_v_tiled;          /* v head h reads q/k head h mod (q/k heads) (the converter's tiled
+                                 order), not h / (v heads / q/k heads) */
+    bool rope_sections;       /* <arch>.rope.dimension_sections (multi-section RoPE) is required; text
+                                 positions are the same in every section, i.e. plain NeoX RoPE */
 } kld_arch_hybrid;
 
 /* The switches of a GGUF architecture name, or NULL when unsupported. */

@@ -57,6 +57,8 @@
     X(SSM_DT, "blk.%d.ssm_dt")                                                                        \
     X(SSM_A, "blk.%d.ssm_a")                                                                          \
     X(SSM_BETA_ALPHA, "blk.%d.ssm_ba")                                                                \
+    X(SSM_BETA, "blk.%d.ssm_beta")                                                                    \
+    X(SSM_ALPHA, "blk.%d.ssm_alpha")                                                                  \
     X(SSM_NORM, "blk.%d.ssm_norm")                                                                    \
     X(SSM_OUT, "blk.%d.ssm_out")
 
@@ -78,6 +80,7 @@
     X(SLIDING_WINDOW_PATTERN, "attention.sliding_window_pattern")                                     \
     X(RECURRENT_LAYERS, "attention.recurrent_layers")                                                 \
     X(ROPE_DIMENSION_COUNT, "rope.dimension_count")                                                   \
+    X(ROPE_DIMENSION_SECTIONS, "rope.dimension_sections")                                             \
     X(ROPE_FREQ_BASE, "rope.freq_base")                                                               \
     X(ROPE_FREQ_BASE_SWA, "rope.freq_base_swa")                                                       \
     X(ROPE_SCALE_LINEAR, "rope.scale_linear")                                                         \

@@ -66,6 +66,7 @@ typedef struct kld_hparams {
     int64_t dn_n_v_heads;   /* ssm.time_step_rank: v heads (a multiple of the q/k heads) */
     int64_t dn_head_k;      /* ssm.state_size: q/k head size */
     int64_t dn_head_v;      /* ssm.inner_size / v heads: v head size */
+    int64_t rope_sections[4]; /* rope.dimension_sections (hy.rope_sections), else 0 */
     /* Mixture of experts (all 0 for a dense model; see hparams_moe.c). */
     int64_t n_expert;       /* <arch>.expert_count / num_local_experts / num_experts */
     int64_t n_expert_used;  /* <arch>.expert_used_count / num_experts_per_tok */

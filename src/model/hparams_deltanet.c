@@ -65,6 +65,25 @@ static kld_status layer_kinds(const kld_source *src, kld_hparams *hp, int64_t n_
     return KLD_OK;
 }
 
+/* "<arch>.rope.dimension_sections": four section sizes (llama.cpp requires
+ * the key; get_key_or_arr(..., 4, true)), checked against n_rot later. */
+static kld_status rope_sections(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    char key[160];
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_ROPE_DIMENSION_SECTIONS);
+    const kld_gguf_value *arr = kld_gguf_get_arr(src->gguf, key);
+    if (!arr)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing or not an array (four section "
+                        "sizes, e.g. [11, 11, 10, 0])", src->path, key);
+    if (arr->v.arr.n != 4)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has %" PRIu64 " entries, expected 4", src->path,
+                        key, arr->v.arr.n);
+    for (int i = 0; i < 4; i++)
+        if (!kld_gguf_arr_int(arr, (uint64_t)i, &hp->rope_sections[i]) || hp->rope_sections[i] < 0 ||
+            hp->rope_sections[i] > 4096)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s'[%d] is not a section size", src->path, key, i);
+    return KLD_OK;
+}
+
 kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_error *err) {
     char key[160];
     if (hp->n_layer < 1 || hp->n_layer > KLD_MAX_LAYER)
@@ -98,10 +117,27 @@ kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_erro
                         "time_step_rank × state_size = %" PRId64, src->path, hp->arch, inner,
                         hp->dn_n_v_heads * hp->dn_head_k);
     hp->dn_head_v = inner / hp->dn_n_v_heads; /* llama.cpp: head_v_dim = state_size */
-    return KLD_OK;
+    return hp->hy.rope_sections ? rope_sections(src, hp, err) : KLD_OK;
 }
 
 kld_status kld_hp_check_gated_attn(const char *path, const kld_hparams *hp, kld_error *err) {
+    const int64_t *sec = hp->rope_sections;
+    if (hp->hy.rope_sections && 2 * (sec[0] + sec[1] + sec[2] + sec[3]) != hp->n_rot)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s.rope.dimension_sections [%" PRId64 ", %" PRId64 ", %" PRId64
+                        ", %" PRId64 "] rotate %" PRId64 " dims, rope.dimension_count is %" PRId64, path, hp->arch,
+                        sec[0], sec[1], sec[2], sec[3], 2 * (sec[0] + sec[1] + sec[2] + sec[3]), hp->n_rot);
+    /* Interleaved multi-section RoPE (LLAMA_ROPE_TYPE_IMROPE; ggml_mrope_cache_init): dim pair i
+     * takes the t, h or w position by (i mod Σ) mod 3, else the fourth (e) position. A text token
+     * has one position in t, h and w: NeoX RoPE, as long as no pair falls to e. */
+    const int64_t sum = sec[0] + sec[1] + sec[2] + sec[3];
+    for (int64_t i = 0; hp->hy.rope_sections && i < hp->n_rot / 2; i++) {
+        const int64_t k = i % sum;
+        if (!((k % 3 == 0 && k < 3 * sec[0]) || (k % 3 == 1 && k < 3 * sec[1]) || (k % 3 == 2 && k < 3 * sec[2])))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: %s.rope.dimension_sections [%" PRId64 ", %" PRId64
+                            ", %" PRId64 ", %" PRId64 "] put rotary pair %" PRId64 " on the fourth position id "
+                            "(not supported: a text token's is not defined)", path, hp->arch, sec[0], sec[1],
+                            sec[2], sec[3], i);
+    }
     if (hp->sw.attn_out_gate && hp->head_dim_v != hp->head_dim)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: %s.attention.value_length = %" PRId64 " differs from "
                         "key_length = %" PRId64 " (the output gate of %s needs them equal)", path,

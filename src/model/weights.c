@@ -380,8 +380,11 @@ static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L, kld_wei
     if (!L->dn_dt) B(dn_dt, SSM_DT, "bias", nv, 0, true);
     kld_tn(n, sizeof n, KLD_T_SSM_A, il, 0, NULL); /* no ".weight" suffix in llama.cpp's name */
     if (!L->dn_a && (s = bind(b, n, nv, 0, true, &L->dn_a))) return s;
-    kld_tn(n, sizeof n, KLD_T_SSM_BETA_ALPHA, il, 0, "weight");
-    if ((s = bind(b, n, E, 2 * nv, true, &L->dn_ba)) == KLD_ERR_FORMAT) {
+    if (hp->hy.dn_split_ba) {
+        B(dn_beta, SSM_BETA, "weight", E, nv, true);
+        B(dn_alpha, SSM_ALPHA, "weight", E, nv, true);
+    } else if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_SSM_BETA_ALPHA, il, 0, "weight"), E, 2 * nv, true,
+                         &L->dn_ba)) == KLD_ERR_FORMAT) {
         /* kldeval's converter wrote this misspelling before issue 30; llama.cpp never read it */
         char old[64];
         snprintf(old, sizeof old, "blk.%d.ssm_beta_alpha.weight", il);

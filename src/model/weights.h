@@ -49,6 +49,7 @@ typedef struct kld_layer_weights {
     const kld_tensor *dn_dt;       /* ssm_dt.bias [v heads] */
     const kld_tensor *dn_a;        /* ssm_a [v heads] = −exp(A_log) */
     const kld_tensor *dn_ba;       /* ssm_ba [n_embd, 2·v heads]: per q/k head, r b then r a */
+    const kld_tensor *dn_beta, *dn_alpha; /* ssm_beta, ssm_alpha [n_embd, v heads] (dn_split_ba) */
     const kld_tensor *dn_norm;     /* ssm_norm [head_v] gated RMSNorm weight */
     const kld_tensor *dn_out;      /* ssm_out [vd, n_embd] */
     kld_moe_weights moe;           /* n_expert > 0 (then ffn_gate/up/down are NULL) */
