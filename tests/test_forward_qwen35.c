@@ -9,11 +9,13 @@
  * llama.cpp's own logits: test_lcpp_oracle (qwen35, qwen35moe). */
 #include "engine/engine.h"
 #include "tensor/types.h"
+#include "synth_qwen3next_hf.h"
 #include "test_forward_models.h"
 #include "testlib.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #define N_IDS 40
 
@@ -64,6 +66,51 @@ static void test_order_matters(void) {
     free(a), free(b);
 }
 
+/* The Hugging Face checkpoint (v heads grouped) gives the GGUF's logits bit
+ * for bit: the loader puts every v-indexed tensor in tiled order, exactly. */
+static void test_hf(void) {
+    synth_shape s;
+    shape(&s, "qwen35");
+    char gguf[512], dir[512];
+    snprintf(gguf, sizeof gguf, "%s/qwen35.gguf", kt_build_dir());
+    snprintf(dir, sizeof dir, "%s/qwen35-hf", kt_build_dir());
+    mkdir(dir, 0755);
+    CHECK(q35_write_hf(&s, gguf, dir), "write the Qwen3.5 HF checkpoint");
+    int32_t ids[N_IDS];
+    tf_make_ids(ids, N_IDS, s.n_vocab, 20261205);
+    int64_t nv = 0, nv2 = 0;
+    float *a = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv), *b = tf_engine_logits(dir, ids, N_IDS, 7, 2, &nv2);
+    CHECK(a && b && nv == nv2 && !memcmp(a, b, sizeof(float) * (size_t)(N_IDS * nv)),
+          "qwen35: the HF checkpoint's logits equal the GGUF's bit for bit");
+    free(a), free(b);
+    kld_model *m = NULL;
+    kld_error err = {0};
+    CHECK_OK(kld_model_open(dir, NULL, &m, &err), err);
+    if (m) {
+        const kld_hparams *hp = kld_model_hparams(m);
+        CHECK(hp->rope_sections[0] == 2 && hp->rope_sections[1] == 1 && hp->rope_sections[2] == 1 &&
+                  hp->n_rot == s.head_dim / 2 && hp->norm_weight_offset == 1.0,
+              "qwen35 config.json: rope_parameters' sections and partial factor, zero-centred norms");
+        kld_model_close(m);
+    }
+    /* a missing projection is named */
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    /* rewrite without layer 1's in_proj_b: rename it in the header (same length) */
+    size_t size = 0;
+    char *buf = kt_read_file(path, &size);
+    char *at = buf ? strstr(buf + 8, "layers.1.linear_attn.in_proj_b.weight") : NULL;
+    if (at) {
+        memcpy(at, "layers.1.linear_attn.in_proj_X", 30);
+        kt_write_file(path, buf, size);
+        CHECK(kld_model_open(dir, NULL, &m, &err) == KLD_ERR_FORMAT &&
+                  strstr(err.msg, "model.layers.1.linear_attn.in_proj_b.weight' is missing"),
+              "qwen35 HF without in_proj_b: %s", err.msg);
+    }
+    CHECK(at != NULL, "the HF header names in_proj_b");
+    free(buf);
+}
+
 static void test_errors(void) {
     synth_shape s;
     shape(&s, "qwen35");
@@ -93,6 +140,7 @@ int main(void) {
     test_reference("qwen35");
     test_reference("qwen35moe");
     test_order_matters();
+    test_hf();
     test_errors();
     return kt_finish();
 }

@@ -33,6 +33,14 @@ static const kld_name_map qwen3next_hf_names[] = {
     {KLD_T_NONE, NULL},
 };
 
+/* Qwen3.5's names that differ from the llama family's (transformers'
+ * Qwen3_5GatedDeltaNet); its projections are rebuilt at load in tiled
+ * v-head order (weights_deltanet.c). */
+static const kld_name_map qwen35_hf_names[] = {
+    {KLD_T_SSM_NORM, "linear_attn.norm"},
+    {KLD_T_NONE, NULL},
+};
+
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
     /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
@@ -89,9 +97,9 @@ static const kld_arch_switches arch_table[] = {
 static const kld_arch_hybrid hybrid_table[] = {
     {"lfm2", KLD_LAYER_SHORTCONV, KLD_T_TOKEN_EMBD_NORM, lfm2_hf_names, KLD_T_FFN_NORM, .dn_split_ba = false},
     {"qwen3next", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen3next_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
-    {"qwen35", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
+    {"qwen35", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen35_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
      .dn_v_tiled = true, .rope_sections = true},
-    {"qwen35moe", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
+    {"qwen35moe", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen35_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
      .dn_v_tiled = true, .rope_sections = true},
     /* no recurrent layers: only its pre-FFN norm's name */
     {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},

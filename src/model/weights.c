@@ -370,19 +370,35 @@ static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L, kld_wei
     char n[64];
     kld_status s;
     if ((s = kld_weights_dn_derive(b->src, hp, il, L, w, b->err))) return s;
+    /* tensors rebuilt from a Hugging Face checkpoint (Qwen3.5) keep their HF names: check their shapes */
+    const struct {
+        const kld_tensor *t;
+        int64_t ne0, ne1;
+    } derived[] = {{L->dn_qkv, E, C},      {L->dn_gate, E, vd}, {L->dn_beta, E, nv}, {L->dn_alpha, E, nv},
+                   {L->dn_out, vd, E},     {L->dn_dt, nv, 1},   {L->dn_a, nv, 1}};
+    for (size_t i = 0; hp->hy.dn_v_tiled && i < sizeof derived / sizeof derived[0]; i++) {
+        const kld_tensor *t = derived[i].t;
+        if (t && (t->ne[0] != derived[i].ne0 || kld_tensor_nelements(t) != derived[i].ne0 * derived[i].ne1))
+            return kld_fail(b->err, KLD_ERR_FORMAT, "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%"
+                            PRId64 ", %" PRId64 "] (ggml order)", b->src->path, t->name, t->ne[0], t->ne[1],
+                            derived[i].ne0, derived[i].ne1);
+    }
+    if (L->dn_conv && (L->dn_conv->ne[0] != hp->dn_conv || kld_tensor_nelements(L->dn_conv) != hp->dn_conv * C))
+        return kld_fail(b->err, KLD_ERR_FORMAT, "%s: tensor '%s' has %" PRId64 " values, expected [%" PRId64 ", 1, %"
+                        PRId64 "]", b->src->path, L->dn_conv->name, kld_tensor_nelements(L->dn_conv), hp->dn_conv, C);
     if (!L->dn_qkv) B(dn_qkv, ATTN_QKV, "weight", E, C, true);
     if (!L->dn_gate) B(dn_gate, ATTN_GATE, "weight", E, vd, true);
     char why[128];
     kld_tn(n, sizeof n, KLD_T_SSM_CONV1D, il, 0, "weight");
     snprintf(why, sizeof why, "ssm.conv_kernel = %" PRId64 ", 2·group_count·state_size + inner_size = %" PRId64,
              hp->dn_conv, C);
-    if ((s = bind_conv(b, n, hp->dn_conv, C, &L->dn_conv, why))) return s;
+    if (!L->dn_conv && (s = bind_conv(b, n, hp->dn_conv, C, &L->dn_conv, why))) return s;
     if (!L->dn_dt) B(dn_dt, SSM_DT, "bias", nv, 0, true);
     kld_tn(n, sizeof n, KLD_T_SSM_A, il, 0, NULL); /* no ".weight" suffix in llama.cpp's name */
     if (!L->dn_a && (s = bind(b, n, nv, 0, true, &L->dn_a))) return s;
     if (hp->hy.dn_split_ba) {
-        B(dn_beta, SSM_BETA, "weight", E, nv, true);
-        B(dn_alpha, SSM_ALPHA, "weight", E, nv, true);
+        if (!L->dn_beta) B(dn_beta, SSM_BETA, "weight", E, nv, true);
+        if (!L->dn_alpha) B(dn_alpha, SSM_ALPHA, "weight", E, nv, true);
     } else if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_SSM_BETA_ALPHA, il, 0, "weight"), E, 2 * nv, true,
                          &L->dn_ba)) == KLD_ERR_FORMAT) {
         /* kldeval's converter wrote this misspelling before issue 30; llama.cpp never read it */
@@ -396,7 +412,7 @@ static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L, kld_wei
     }
     if (s) return s;
     B(dn_norm, SSM_NORM, "weight", hp->dn_head_v, 0, true);
-    B(dn_out, SSM_OUT, "weight", vd, E, true);
+    if (!L->dn_out) B(dn_out, SSM_OUT, "weight", vd, E, true);
     return KLD_OK;
 }
 
