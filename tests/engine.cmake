@@ -22,3 +22,5 @@ kld_add_test(NAME test_forward_gptoss SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_f
 kld_add_test(NAME test_forward_qwen35 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_qwen35.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_qwen3next_hf.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
+kld_add_test(NAME test_forward_glm4moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_glm4moe.c
+             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

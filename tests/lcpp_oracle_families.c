@@ -26,6 +26,8 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
     {"qwen35", "Qwen3.5 dense: 3 DeltaNet layers (ssm_beta/ssm_alpha, v heads tiled over 2 q/k heads) + "
                "gated attention with rope sections", LCPP_2026},
     {"qwen35moe", "qwen35 with 4 experts top-2 renormalised + sigmoid-gated shared expert", LCPP_2026},
+    {"glm4moe", "q/k/v biases, q/k norms, partial NeoX rope, 1 leading dense layer, 4 experts top-2 by "
+                "sigmoid + exp_probs_b, renormalised x 2.5, ungated shared expert", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -122,6 +124,16 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
     if (!strcmp(n, "lfm2")) { /* synth_default's layout: 6 layers, conv width 3 */
         s->n_layer = 6;
         s->n_head_kv = 2;
+    }
+    if (!strcmp(n, "glm4moe")) { /* synth_default's routing keys, 3 layers */
+        s->n_layer = 3;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_dense_lead = 1;
+        s->n_shared = 1;
+        s->w_scale = 2.5;
+        s->tied = false;
     }
     if (!strcmp(n, "gpt-oss-mxfp4")) {
         s->exp_type_set = true;

@@ -158,6 +158,11 @@ static void check_gptoss(void) {
           "gpt-oss --json: attn_sinks, moe_biases, moe_gating, swa_layers: %s", out ? out : "");
     json_decref(root);
     free(out);
+    out = run("inspect tests/data/lcpp-oracle/glm4moe.gguf", &status);
+    CHECK(status == 0 && out && strstr(out, "features       ffn silu, experts sigmoid-topk x 2.5, 1 leading dense "
+                                            "layer(s)") && strstr(out, "n_rot=8") && strstr(out, "n_ff_shexp=32"),
+          "glm4moe: routing, scale, leading dense layer, partial rope, shared expert: %s", out ? out : "");
+    free(out);
 }
 
 int main(int argc, char **argv) {

@@ -81,6 +81,9 @@ typedef struct synth_shape {
     int64_t n_expert, n_expert_used;
     int64_t n_ff_exp;      /* > 0: write <arch>.expert_feed_forward_length (qwen MoE) */
     int64_t n_ff_shexp;    /* qwen2moe: shared expert width (written as the key) */
+    int64_t n_dense_lead;  /* glm4moe: leading_dense_block_count (dense FFN layers first) */
+    int64_t n_shared;      /* glm4moe: expert_shared_count (shared expert n_shared · n_ff_exp wide) */
+    double w_scale;        /* glm4moe: expert_weights_scale */
     bool split_experts;    /* per-expert blk.N.ffn_gate.E.weight … instead of ffn_*_exps */
     bool exp_type_set;     /* the expert matrices in exp_type (gpt-oss: mxfp4) instead of mat_type */
     uint32_t exp_type;

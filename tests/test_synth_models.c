@@ -59,6 +59,17 @@ void synth_default(synth_shape *s, const char *arch) {
         s->dn_head = 16;
         s->rope_base = 1e7;
         s->tied = true;
+    } else if (!strcmp(arch, "glm4moe")) {
+        s->n_layer = 3;           /* layer 0 dense, layers 1-2 MoE */
+        s->n_head_kv = 2;
+        s->head_dim = 16;
+        s->rope_base = 1e6;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_dense_lead = 1;
+        s->n_shared = 1;
+        s->w_scale = 2.5;
     } else if (!strcmp(arch, "gpt-oss")) {
         s->n_layer = 3;           /* layers 0 and 2 slide (set_swa_pattern(2)) */
         s->head_dim = 16;
@@ -160,6 +171,10 @@ static void add_moe(synth_tensors *st, int64_t il) {
         }
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", (int)il);
     add3f(st, n, E, X, 0, 0, 0, router);
+    if (!strcmp(s->arch, "glm4moe")) { /* the selection bias of sigmoid routing */
+        snprintf(n, sizeof n, "blk.%d.exp_probs_b.bias", (int)il);
+        add(st, n, X, 0, 0, 0.3);
+    }
     static const char *const kinds[3] = {"gate", "up", "down"};
     st->experts = true;
     for (int k = 0; k < 3; k++) {
@@ -188,6 +203,16 @@ static void add_moe(synth_tensors *st, int64_t il) {
         add(st, n, F, X, 0, 0.5);
         snprintf(n, sizeof n, "blk.%d.ffn_down_exps.bias", (int)il);
         add(st, n, E, X, 0, 0.2);
+    }
+    if (!strcmp(s->arch, "glm4moe")) { /* ungated shared expert, n_shared · n_ff_exp wide */
+        const int64_t S = s->n_shared * F;
+        snprintf(n, sizeof n, "blk.%d.ffn_gate_shexp.weight", (int)il);
+        add(st, n, E, S, 0, 1 / sqrt((double)E));
+        snprintf(n, sizeof n, "blk.%d.ffn_up_shexp.weight", (int)il);
+        add(st, n, E, S, 0, 1 / sqrt((double)E));
+        snprintf(n, sizeof n, "blk.%d.ffn_down_shexp.weight", (int)il);
+        add(st, n, S, E, 0, 1 / sqrt((double)S));
+        return;
     }
     if (strcmp(s->arch, "qwen2moe") && strcmp(s->arch, "qwen3next") && strcmp(s->arch, "qwen35moe")) return;
     const int64_t S = s->n_ff_shexp;
@@ -288,6 +313,15 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         KEY_U32("expert_used_count", s->key_used_override > 0 ? s->key_used_override : s->n_expert_used);
         if (s->n_ff_exp > 0) KEY_U32("expert_feed_forward_length", s->n_ff_exp);
         if (s->n_ff_shexp > 0) KEY_U32("expert_shared_feed_forward_length", s->n_ff_shexp);
+        if (s->n_shared > 0) KEY_U32("expert_shared_count", s->n_shared);
+        if (s->n_dense_lead > 0) KEY_U32("leading_dense_block_count", s->n_dense_lead);
+        if (s->w_scale > 0) KEY_F32("expert_weights_scale", s->w_scale);
+        if (!strcmp(s->arch, "glm4moe")) {
+            KEY_U32("rope.dimension_count", s->head_dim / 2); /* GLM-4.5's partial_rotary_factor 0.5 */
+            snprintf(k, sizeof k, "%s.expert_weights_norm", arch);
+            kld_gguf_writer_set_bool(w, k, true);
+            KEY_U32("expert_gating_func", 2); /* sigmoid */
+        }
     }
 #undef KEY_U32
 #undef KEY_F32
@@ -295,7 +329,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
                llama = !strcmp(s->arch, "llama"),
                qwen2 = !strcmp(s->arch, "qwen2") || !strcmp(s->arch, "qwen2moe"),
                olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3"),
-               gptoss = !strcmp(s->arch, "gpt-oss");
+               gptoss = !strcmp(s->arch, "gpt-oss"), glm = !strcmp(s->arch, "glm4moe");
     const int64_t E = s->n_embd, nq = s->n_head * s->head_dim, nk = s->n_head_kv * s->head_dim;
     add(&st, "token_embd.weight", E, s->n_vocab, 0, 1);
     if (llama && s->llama3_factor > 0) {
@@ -359,7 +393,11 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
             add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
         }
-        if (qwen2 || gptoss) {
+        if (qwen2 || gptoss || glm) {
+            if (glm) { /* GLM-4.5's optional q/k norms, here present */
+                add(&st, T("attn_q_norm.weight"), s->head_dim, 0, 1, 0.2);
+                add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
+            }
             add(&st, T("attn_q.bias"), nq, 0, 0, 0.3);
             add(&st, T("attn_k.bias"), nk, 0, 0, 0.3);
             add(&st, T("attn_v.bias"), nk, 0, 0, 0.3);
@@ -378,8 +416,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         }
         if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
     ffn:
-        add(&st, dn || gptoss ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
-        if (s->n_expert > 0) {
+        add(&st, dn || gptoss || glm ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
+        if (s->n_expert > 0 && il >= s->n_dense_lead) {
             add_moe(&st, il);
         } else if (phi3) { /* fused [gate; up] */
             add(&st, T("ffn_up.weight"), E, 2 * s->n_ff, 0, 1 / sqrt((double)E));

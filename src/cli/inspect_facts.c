@@ -116,8 +116,11 @@ static json_t *hparams_json(const kld_source *src) {
         json_object_set_new(o, "n_expert_used", json_integer(hp.n_expert_used));
         json_object_set_new(o, "n_ff_exp", json_integer(hp.n_ff_exp));
         if (hp.n_ff_shexp > 0) json_object_set_new(o, "n_ff_shexp", json_integer(hp.n_ff_shexp));
-        json_object_set_new(o, "moe_gating", json_string(hp.sw.moe_gating == KLD_MOE_GATE_SOFTMAX_WEIGHT
-                                                             ? "topk-softmax" : "softmax-topk"));
+        static const char *const gating[] = {"softmax-topk", "topk-softmax", "sigmoid-topk"};
+        json_object_set_new(o, "moe_gating", json_string(gating[hp.moe_gating]));
+        if (hp.moe_w_scale != 0 && hp.moe_w_scale != 1) json_object_set_new(o, "moe_w_scale", json_real(hp.moe_w_scale));
+        if (hp.n_layer_dense_lead > 0)
+            json_object_set_new(o, "n_layer_dense_lead", json_integer(hp.n_layer_dense_lead));
         if (hp.sw.moe_biases) json_object_set_new(o, "moe_biases", json_true());
     }
     static const char *const acts[] = {"silu", "gelu_tanh", "swiglu_oai"};
@@ -253,6 +256,9 @@ static void print_hparams(FILE *out, const json_t *hp) {
     if (swa) fprintf(out, ", sliding layers %s (s: window)", json_string_value(swa));
     if (gating) fprintf(out, ", experts %s%s", json_string_value(gating),
                         json_is_true(json_object_get(hp, "moe_biases")) ? " with biases" : "");
+    const json_t *wsc = json_object_get(hp, "moe_w_scale"), *lead = json_object_get(hp, "n_layer_dense_lead");
+    if (wsc) fprintf(out, " x %g", json_real_value(wsc));
+    if (lead) fprintf(out, ", %" JSON_INTEGER_FORMAT " leading dense layer(s)", json_integer_value(lead));
     fputc('\n', out);
     const json_t *kinds = json_object_get(hp, "layer_kinds");
     const json_t *dn = json_object_get(hp, "deltanet");

@@ -30,6 +30,7 @@ typedef struct kld_layer_vecs {
     const float *moe_gate_inp_b;          /* [n_expert] router bias */
     const float *moe_gate_b, *moe_up_b;   /* [n_expert][n_ff_exp] expert biases */
     const float *moe_down_b;              /* [n_expert][n_embd] */
+    const float *moe_probs_b;             /* [n_expert] selection bias (exp_probs_b) */
 } kld_layer_vecs;
 
 struct kld_model {

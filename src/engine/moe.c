@@ -57,7 +57,8 @@ static void route_task(void *ctx, int ith, int nth) {
     kld_split(j->n, ith, nth, &b, &e);
     int32_t *idx = s->moe_sort + (int64_t)ith * X;
     const float *bias = s->model->lv[j->il].moe_gate_inp_b;
-    const bool softmax_weight = hp->sw.moe_gating == KLD_MOE_GATE_SOFTMAX_WEIGHT;
+    const bool softmax_weight = hp->moe_gating == KLD_MOE_GATE_SOFTMAX_WEIGHT;
+    const float *sel_b = s->model->lv[j->il].moe_probs_b;
     for (int64_t r = b; r < e; r++) {
         float *p = s->moe_probs + r * X;
         if (bias)
@@ -72,6 +73,24 @@ static void route_task(void *ctx, int ith, int nth) {
             for (int64_t i = 0; i < K; i++) sum += (double)(w[i] = expf(p[ids[i]] - mx));
             const float inv = (float)(1.0 / sum);
             for (int64_t i = 0; i < K; i++) w[i] *= inv;
+            continue;
+        }
+        if (hp->moe_gating == KLD_MOE_GATE_SIGMOID) { /* GLM-4.5 / DeepSeek V3 */
+            float sel[512]; /* hparams_moe.c: at most 512 experts */
+            for (int64_t i = 0; i < X; i++) {
+                p[i] = 1.0f / (1.0f + expf(-p[i]));
+                sel[i] = sel_b ? p[i] + sel_b[i] : p[i]; /* the bias picks, the weights stay unbiased */
+            }
+            top_k(sel, X, K, idx, ids);
+            for (int64_t i = 0; i < K; i++) w[i] = p[ids[i]];
+            if (hp->moe_norm_w) { /* ggml_sum_rows, clamped at f16's smallest normal, ggml_div */
+                double ws = 0;
+                for (int64_t i = 0; i < K; i++) ws += (double)w[i];
+                const float wsf = (float)ws < 6.103515625e-5f ? 6.103515625e-5f : (float)ws;
+                for (int64_t i = 0; i < K; i++) w[i] = w[i] / wsf;
+            }
+            if (hp->moe_w_scale != 0 && hp->moe_w_scale != 1)
+                for (int64_t i = 0; i < K; i++) w[i] *= (float)hp->moe_w_scale;
             continue;
         }
         float mx = -INFINITY;
@@ -176,7 +195,14 @@ void kld_moe_ffn(kld_session *s, int64_t il, int64_t n) {
         for (int64_t i = 1; i < K; i++)
             for (int64_t c = 0; c < E; c++) out[c] = out[c] + y[i * E + c];
     }
-    if (!M->gate_inp_shexp) return;
+    if (!M->gate_shexp) return;
+    if (!M->gate_inp_shexp) { /* ungated shared expert (glm4moe): routed + shared */
+        expert_ffn(s, M->gate_shexp, M->up_shexp, M->down_shexp, hp->n_ff_shexp, s->xn, n, s->moe_x, NULL,
+                   NULL, NULL);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < E; c++) s->tmp[r * E + c] = s->tmp[r * E + c] + s->moe_x[r * E + c];
+        return;
+    }
 
     kld_forward_gemm(s, M->gate_inp_shexp, n, s->xn, E, s->moe_sg, 1);
     expert_ffn(s, M->gate_shexp, M->up_shexp, M->down_shexp, hp->n_ff_shexp, s->xn, n, s->moe_x, NULL,

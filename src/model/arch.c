@@ -89,6 +89,14 @@ static const kld_arch_switches arch_table[] = {
     {"qwen35moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
      .attn_out_gate = true},
+    /* glm4moe (src/models/glm4-moe.cpp): q/k/v biases, optional q/k norms, partial NeoX RoPE,
+     * pre-FFN norm post_attention_norm, leading_dense_block_count dense layers, then MoE layers:
+     * sigmoid gating with the exp_probs_b selection bias (expert_gating_func, default sigmoid),
+     * expert_weights_norm / expert_weights_scale, an ungated shared expert added to the routed sum;
+     * the appended NextN layers (nextn_predict_layers) are not run */
+    {"glm4moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SIGMOID, .moe_shared_expert = true,
+     .moe_shexp_ungated = true, .moe_ff_required = true, .qk_norm_optional = true},
     {"gpt-oss", KLD_ROPE_NEOX, KLD_ACT_SWIGLU_OAI, false, false, false, false, false, true, 2, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SOFTMAX_WEIGHT, .moe_biases = true, .moe_ff_required = true,
      .attn_sinks = true, .out_bias_required = true},
@@ -101,7 +109,8 @@ static const kld_arch_hybrid hybrid_table[] = {
      .dn_v_tiled = true, .rope_sections = true},
     {"qwen35moe", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen35_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
      .dn_v_tiled = true, .rope_sections = true},
-    /* no recurrent layers: only its pre-FFN norm's name */
+    /* no recurrent layers: only their pre-FFN norm's name */
+    {"glm4moe", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
     {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
 };
 
@@ -120,5 +129,5 @@ const kld_arch_switches *kld_arch_find(const char *name) {
 
 const char *kld_arch_supported(void) {
     return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next, "
-           "qwen35, qwen35moe, gpt-oss";
+           "qwen35, qwen35moe, gpt-oss, glm4moe";
 }

@@ -22,7 +22,9 @@ typedef enum kld_act {
 /* How the router's logits become the chosen experts and their weights. */
 typedef enum kld_moe_gating {
     KLD_MOE_GATE_SOFTMAX = 0,       /* softmax over all experts, then top-k (optionally renormalised) */
-    KLD_MOE_GATE_SOFTMAX_WEIGHT = 1 /* top-k of the logits, softmax over those k (gpt-oss) */
+    KLD_MOE_GATE_SOFTMAX_WEIGHT = 1, /* top-k of the logits, softmax over those k (gpt-oss) */
+    KLD_MOE_GATE_SIGMOID = 2         /* sigmoid of each logit; top-k of sigmoid + exp_probs_b (GLM-4.5,
+                                        DeepSeek V3), weights the unbiased sigmoids */
 } kld_moe_gating;
 
 /* What mixes the positions in a layer (the block between the first norm
@@ -72,6 +74,9 @@ typedef struct kld_arch_switches {
     bool moe_ff_required;     /* expert_feed_forward_length is required (gpt-oss) */
     bool moe_biases;          /* biases on the router and on every expert's gate, up and down (gpt-oss) */
     bool out_bias_required;   /* attn_output.bias must exist (gpt-oss) */
+    bool qk_norm_optional;    /* per-head q/k RMSNorms when the file has them (glm4moe) */
+    bool moe_shexp_ungated;   /* the shared expert is added as is (expert_shared_count of n_ff_exp
+                                 wide experts, no ffn_gate_inp_shexp: glm4moe) */
     bool attn_sinks;          /* attn_sinks [n_head]: one more logit per head in the softmax's
                                  denominator, attending to nothing (gpt-oss) */
 } kld_arch_switches;

@@ -46,6 +46,7 @@
     X(FFN_UP_EXP, "blk.%d.ffn_up.%d")                                                                 \
     X(FFN_DOWN_EXP, "blk.%d.ffn_down.%d")                                                             \
     X(FFN_GATE_INP_SHEXP, "blk.%d.ffn_gate_inp_shexp")                                                \
+    X(FFN_EXP_PROBS_B, "blk.%d.exp_probs_b")                                                          \
     X(FFN_GATE_SHEXP, "blk.%d.ffn_gate_shexp")                                                        \
     X(FFN_UP_SHEXP, "blk.%d.ffn_up_shexp")                                                            \
     X(FFN_DOWN_SHEXP, "blk.%d.ffn_down_shexp")                                                        \
@@ -92,6 +93,11 @@
     X(EXPERT_USED_COUNT, "expert_used_count")                                                         \
     X(EXPERT_FF_LENGTH, "expert_feed_forward_length")                                                 \
     X(EXPERT_SHARED_FF_LENGTH, "expert_shared_feed_forward_length")                                   \
+    X(EXPERT_SHARED_COUNT, "expert_shared_count")                                                     \
+    X(EXPERT_WEIGHTS_SCALE, "expert_weights_scale")                                                   \
+    X(EXPERT_WEIGHTS_NORM, "expert_weights_norm")                                                     \
+    X(EXPERT_GATING_FUNC, "expert_gating_func")                                                       \
+    X(LEADING_DENSE_BLOCK_COUNT, "leading_dense_block_count")                                         \
     X(FULL_ATTENTION_INTERVAL, "full_attention_interval")                                             \
     X(NEXTN_PREDICT_LAYERS, "nextn_predict_layers")                                                   \
     X(SSM_CONV_KERNEL, "ssm.conv_kernel")                                                             \

@@ -126,6 +126,7 @@ static kld_status set_arch(const char *path, const char *arch, size_t len, kld_h
     hp->hy = *kld_arch_hybrid_find(hp->arch);
     hp->rope_type = sw->rope_type;
     hp->swa_pattern = sw->swa_pattern;
+    hp->moe_gating = sw->moe_gating;
     return KLD_OK;
 }
 
@@ -235,6 +236,16 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
         (st = g_float(&r, KLD_K_FINAL_SOFTCAP, false, &hp->final_softcap, err)))
         return st;
 
+    /* NextN / MTP layers appended to the stack (glm4moe): loaded by llama.cpp, never run; the
+     * hybrids' reader (hparams_deltanet.c) does the same for theirs */
+    if (hp->hy.recurrent_kind == KLD_LAYER_ATTN && kld_gguf_find(r.g, gkey(&r, KLD_K_NEXTN_PREDICT_LAYERS))) {
+        int64_t nextn = 0;
+        if ((st = g_int(&r, KLD_K_NEXTN_PREDICT_LAYERS, true, &nextn, err))) return st;
+        if (nextn < 0 || nextn >= hp->n_layer)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " is out of range [0, %" PRId64 ")",
+                            src->path, gkey(&r, KLD_K_NEXTN_PREDICT_LAYERS), nextn, hp->n_layer);
+        hp->n_layer -= nextn;
+    }
     if ((st = kld_hp_gguf_rope_scaling(src, hp, err)) || (st = kld_hp_gguf_swa(src, hp, err)) ||
         (st = kld_hp_gguf_moe(src, hp, err)))
         return st;

@@ -273,10 +273,16 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
             (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "bias"), E, X, true, &L->moe.down_exps_b)))
             return s;
     }
+    if (hp->moe_gating == KLD_MOE_GATE_SIGMOID &&
+        (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_EXP_PROBS_B, il, 0, "bias"), hp->n_expert, 0, true,
+                  &L->moe.exp_probs_b)))
+        return s;
     if (!hp->sw.moe_shared_expert) return KLD_OK;
     const int64_t S = hp->n_ff_shexp;
+    if (hp->sw.moe_shexp_ungated) goto shexp; /* no gate vector: added as is */
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP_SHEXP, il, 0, "weight");
     if ((s = bind(b, n, E, 0, true, &L->moe.gate_inp_shexp))) return s;
+shexp:
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_SHEXP, il, 0, "weight");
     if ((s = bind(b, n, E, S, true, &L->moe.gate_shexp))) return s;
     kld_tn(n, sizeof n, KLD_T_FFN_UP_SHEXP, il, 0, "weight");
@@ -326,9 +332,9 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L) {
         B(bk, ATTN_K, "bias", nk, 0, hp->sw.qkv_bias_required);
         B(bv, ATTN_V, "bias", nv, 0, hp->sw.qkv_bias_required);
     }
-    if (hp->sw.qk_norm) {
-        B(attn_q_norm, ATTN_Q_NORM, "weight", hp->head_dim, 0, true);
-        B(attn_k_norm, ATTN_K_NORM, "weight", hp->head_dim, 0, true);
+    if (hp->sw.qk_norm || hp->sw.qk_norm_optional) {
+        B(attn_q_norm, ATTN_Q_NORM, "weight", hp->head_dim, 0, hp->sw.qk_norm);
+        B(attn_k_norm, ATTN_K_NORM, "weight", hp->head_dim, 0, hp->sw.qk_norm);
     }
     if (hp->sw.qk_norm_full) { /* llama.cpp declares both [n_embd]: equal when n_head_kv = n_head */
         B(attn_q_norm, ATTN_Q_NORM, "weight", nq, 0, true);
@@ -430,7 +436,7 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
     if (s != KLD_OK) return s;
     kld_tn(n, sizeof n, hp->hy.ffn_norm, il, 0, "weight");
     if ((s = bind(b, n, E, 0, true, &L->ffn_norm))) return s;
-    if (kld_hparams_is_moe(hp)) return bind_moe(b, il, L, w);
+    if (kld_hparams_layer_moe(hp, il)) return bind_moe(b, il, L, w);
     if (hp->sw.fused_gate_up) {
         B(ffn_up, FFN_UP, "weight", E, 2 * hp->n_ff, true);
         B(b_up, FFN_UP, "bias", 2 * hp->n_ff, 0, false);

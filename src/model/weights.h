@@ -21,6 +21,7 @@ typedef struct kld_moe_weights {
     const kld_tensor *gate_inp_b;        /* router bias [n_expert] (moe_biases) */
     const kld_tensor *gate_exps_b, *up_exps_b; /* [n_ff_exp, n_expert] (moe_biases) */
     const kld_tensor *down_exps_b;       /* [n_embd, n_expert] (moe_biases) */
+    const kld_tensor *exp_probs_b;       /* [n_expert] selection bias (sigmoid gating) */
 } kld_moe_weights;
 
 typedef struct kld_layer_weights {
