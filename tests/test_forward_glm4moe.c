@@ -7,6 +7,7 @@
  * decode), the selection bias shown to matter, the appended NextN layer
  * skipped, and the malformed files. llama.cpp's own logits: test_lcpp_oracle. */
 #include "engine/engine.h"
+#include "quant/quant.h"
 #include "tensor/types.h"
 #include "test_forward_models.h"
 #include "testlib.h"
@@ -43,6 +44,31 @@ static void test_reference(void) {
     free(ref);
 }
 
+/* quantize (file) and @POLICY (on load) to q8_0: every matrix converted
+ * (norms, biases and vectors kept), the results close to the f32 model and
+ * equal to each other. */
+static void test_quantize(const char *arch, const char *gguf, int64_t n_vocab) {
+    char out[600], onload[600];
+    snprintf(out, sizeof out, "%s/%s-q8_0.gguf", kt_build_dir(), arch);
+    snprintf(onload, sizeof onload, "%s@q8_0", gguf);
+    kld_error err = {0};
+    CHECK_OK(kld_quantize_file(gguf, out, "q8_0", NULL, NULL, &err), err);
+    int32_t ids[N_IDS];
+    tf_make_ids(ids, N_IDS, n_vocab, 20261207);
+    int64_t nv = 0;
+    float *base = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv);
+    float *file = tf_engine_logits(out, ids, N_IDS, N_IDS, 2, &nv);
+    float *load = tf_engine_logits(onload, ids, N_IDS, N_IDS, 2, &nv);
+    if (base && file && load) {
+        tf_cmp c = tf_compare(base, file, N_IDS, nv);
+        printf("%s quantize q8_0 vs f32: KLD %.3g, argmax %d/%d\n", arch, c.mean_kld, c.same_argmax, N_IDS);
+        CHECK(c.mean_kld > 0 && c.mean_kld < 5e-3, "%s q8_0: KLD %.3g", arch, c.mean_kld);
+        CHECK(!memcmp(file, load, sizeof(float) * (size_t)(N_IDS * nv)),
+              "%s: quantize q8_0 and @q8_0 on load give the same logits", arch);
+    }
+    free(base), free(file), free(load);
+}
+
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "glm4moe");
@@ -65,6 +91,11 @@ static void test_errors(void) {
 int main(void) {
     kld_kernels_init();
     test_reference();
+    {
+        char p[512];
+        snprintf(p, sizeof p, "%s/glm4moe.gguf", kt_build_dir());
+        test_quantize("glm4moe", p, 300);
+    }
     test_errors();
     return kt_finish();
 }
