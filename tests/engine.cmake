@@ -17,3 +17,10 @@ kld_add_test(NAME test_forward_moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forw
 kld_add_test(NAME test_engine_batch SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine_batch.c)
 kld_add_test(NAME test_qwen3next_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen3next_hf.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_qwen3next_hf.c ${KLD_TEST_FORWARD_SOURCES})
+kld_add_test(NAME test_forward_gptoss SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_gptoss.c
+             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
+kld_add_test(NAME test_forward_qwen35 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_qwen35.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/synth_qwen3next_hf.c
+             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
+kld_add_test(NAME test_forward_glm4moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_glm4moe.c
+             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

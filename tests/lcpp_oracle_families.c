@@ -5,22 +5,36 @@
 #include "tensor/types.h"
 
 const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
-    {"llama", "dense llama, GQA 4/2, untied output, Llama-3 rope_freqs (factor 8)"},
-    {"mixtral", "llama + 4 experts top-2 (merged ffn_*_exps), weights renormalised"},
-    {"qwen2", "q/k/v biases, NeoX rope"},
-    {"qwen2moe", "4 experts top-2, no renormalisation, sigmoid-gated shared expert"},
-    {"olmoe", "4 experts top-2, full-width q/k RMS norms"},
-    {"phi3", "fused qkv and gate/up, sliding window 24 on every layer"},
-    {"gemma", "embd x sqrt(n_embd), GELU, MQA, head_dim 32 != n_embd/n_head"},
-    {"gemma2", "26 layers (c392e50 needs 26/42/46), even layers window 16, softcaps, post-norms"},
-    {"qwen2-yarn", "qwen2 with YaRN factor 4 over original context 64"},
-    {"llama-bf16", "dense llama with bf16 matrices"},
+    {"llama", "dense llama, GQA 4/2, untied output, Llama-3 rope_freqs (factor 8)", LCPP_C392E50},
+    {"mixtral", "llama + 4 experts top-2 (merged ffn_*_exps), weights renormalised", LCPP_C392E50},
+    {"qwen2", "q/k/v biases, NeoX rope", LCPP_C392E50},
+    {"qwen2moe", "4 experts top-2, no renormalisation, sigmoid-gated shared expert", LCPP_C392E50},
+    {"olmoe", "4 experts top-2, full-width q/k RMS norms", LCPP_C392E50},
+    {"phi3", "fused qkv and gate/up, sliding window 24 on every layer", LCPP_C392E50},
+    {"gemma", "embd x sqrt(n_embd), GELU, MQA, head_dim 32 != n_embd/n_head", LCPP_C392E50},
+    {"gemma2", "26 layers (c392e50 needs 26/42/46), even layers window 16, softcaps, post-norms", LCPP_C392E50},
+    {"qwen2-yarn", "qwen2 with YaRN factor 4 over original context 64", LCPP_C392E50},
+    {"llama-bf16", "dense llama with bf16 matrices", LCPP_C392E50},
+    {"gpt-oss", "sinks, q/k/v/o biases, even layers window 8, YaRN 4 over 64, biased top-k-then-softmax "
+                "router, biased experts with the clamped SwiGLU", LCPP_2026},
+    {"gpt-oss-mxfp4", "gpt-oss with MXFP4 experts (the released files' type)", LCPP_2026},
+    {"qwen3next", "3 gated-DeltaNet layers (ssm_ba, 2 q/k heads, 4 v heads) + gated attention, 4 experts "
+                  "top-2 renormalised + sigmoid-gated shared expert", LCPP_2026},
+    {"qwen3", "per-head q/k RMS norms, NeoX rope", LCPP_2026},
+    {"qwen3moe", "qwen3 attention, 4 experts top-2 renormalised (n_ff_exp 32)", LCPP_2026},
+    {"lfm2", "short-convolution layers (ccacca) between GQA layers with q/k norms, token_embd_norm", LCPP_2026},
+    {"qwen35", "Qwen3.5 dense: 3 DeltaNet layers (ssm_beta/ssm_alpha, v heads tiled over 2 q/k heads) + "
+               "gated attention with rope sections", LCPP_2026},
+    {"qwen35moe", "qwen35 with 4 experts top-2 renormalised + sigmoid-gated shared expert", LCPP_2026},
+    {"glm4moe", "q/k/v biases, q/k norms, partial NeoX rope, 1 leading dense layer, 4 experts top-2 by "
+                "sigmoid + exp_probs_b, renormalised x 2.5, ungated shared expert", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
     const char *n = f->name;
     const char *arch = !strcmp(n, "mixtral") || !strcmp(n, "llama-bf16") ? "llama"
                        : !strcmp(n, "qwen2-yarn")                        ? "qwen2"
+                       : !strcmp(n, "gpt-oss-mxfp4")                     ? "gpt-oss"
                                                                          : n;
     synth_default(s, arch);
     s->n_embd = 64;
@@ -77,4 +91,52 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->yarn_orig_ctx = 64;
     }
     if (!strcmp(n, "llama-bf16")) s->mat_type = KLD_TYPE_BF16;
+    if (!strncmp(n, "gpt-oss", 7)) { /* synth_default's gpt-oss, 3 layers, at these sizes */
+        s->n_layer = 3;
+        s->tied = false; /* llama.cpp's gpt-oss requires output.weight */
+        s->sliding_window = 8;
+        s->rope_base = 150000;
+        s->yarn_factor = 4;
+        s->yarn_orig_ctx = 64;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+    }
+    if (!strncmp(n, "qwen35", 6)) s->n_layer = 4; /* synth_default's DeltaNet sizes */
+    if (!strcmp(n, "qwen35moe")) {
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_ff_shexp = 32;
+    }
+    if (!strcmp(n, "qwen3next")) { /* synth_default's DeltaNet sizes; llama.cpp requires experts */
+        s->n_layer = 4;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_ff_shexp = 32;
+    }
+    if (!strcmp(n, "qwen3moe")) {
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+    }
+    if (!strcmp(n, "lfm2")) { /* synth_default's layout: 6 layers, conv width 3 */
+        s->n_layer = 6;
+        s->n_head_kv = 2;
+    }
+    if (!strcmp(n, "glm4moe")) { /* synth_default's routing keys, 3 layers */
+        s->n_layer = 3;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_dense_lead = 1;
+        s->n_shared = 1;
+        s->w_scale = 2.5;
+        s->tied = false;
+    }
+    if (!strcmp(n, "gpt-oss-mxfp4")) {
+        s->exp_type_set = true;
+        s->exp_type = KLD_TYPE_MXFP4;
+    }
 }

@@ -10,13 +10,16 @@
 #define LCPP_N_IDS 80     /* longer than the sliding windows (16, 24) */
 #define LCPP_N_VOCAB 128
 #define LCPP_IDS_SEED 20261201
+#define LCPP_C392E50 "c392e5094deaf2d1a7c18683214f007fad3fe42b"
+#define LCPP_2026 "d32676d77426540327835040d5d3279728f0b4c8" /* unslothai/llama.cpp, 2026-08-18 */
 
 typedef struct lcpp_family {
     const char *name;     /* file stem: tests/data/lcpp-oracle/<name>.gguf */
     const char *what;     /* the semantics the file exercises */
+    const char *lcpp;     /* the llama.cpp commit whose logits are stored */
 } lcpp_family;
 
-#define LCPP_N_FAMILIES 10
+#define LCPP_N_FAMILIES 19
 extern const lcpp_family lcpp_families[LCPP_N_FAMILIES];
 
 /* The synthesizer's shape of family f. */

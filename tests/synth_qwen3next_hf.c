@@ -106,7 +106,7 @@ static void put_layer(hf_out *o, const q3n_hf_opts *opt, const synth_shape *s, c
     static const char *const plain[][2] = {
         {"attn_q.weight", "self_attn.q_proj.weight"},      {"attn_k.weight", "self_attn.k_proj.weight"},
         {"attn_v.weight", "self_attn.v_proj.weight"},      {"attn_output.weight", "self_attn.o_proj.weight"},
-        {"ssm_beta_alpha.weight", "linear_attn.in_proj_ba.weight"},
+        {"ssm_ba.weight", "linear_attn.in_proj_ba.weight"},
         {"ssm_out.weight", "linear_attn.out_proj.weight"}, {"ssm_norm.weight", "linear_attn.norm.weight"},
         {"ssm_dt.bias", "linear_attn.dt_bias"},            {"ffn_gate.weight", "mlp.gate_proj.weight"},
         {"ffn_up.weight", "mlp.up_proj.weight"},           {"ffn_down.weight", "mlp.down_proj.weight"},
@@ -349,5 +349,151 @@ bool q3n_rewrite_gguf(const synth_shape *s, const char *in, const char *out, boo
     for (int i = 0; i < nb; i++) free(bufs[i]);
     kld_gguf_writer_free(w);
     kld_gguf_close(g);
+    return ok;
+}
+
+/* ---- Qwen3.5 (qwen35): the GGUF's tiled v heads back to HF's grouped order ---- */
+
+/* HF (grouped) v head q = g·r + j is the GGUF's tiled head j·n_k + g. */
+static int64_t tiled_of(const synth_shape *s, int64_t q) {
+    const int64_t nk = s->dn_n_k_heads, r = s->dn_n_v_heads / nk;
+    return (q % r) * nk + q / r;
+}
+
+/* Rows [row0, row0 + nv·per) of f (rows of cols values) put in grouped order. */
+static float *group_rows(const synth_shape *s, float *f, int64_t row0, int64_t per, int64_t cols) {
+    const int64_t nv = s->dn_n_v_heads;
+    float *g = malloc(sizeof(float) * (size_t)((row0 + nv * per) * cols));
+    memcpy(g, f, sizeof(float) * (size_t)(row0 * cols));
+    for (int64_t q = 0; q < nv; q++)
+        memcpy(g + (row0 + q * per) * cols, f + (row0 + tiled_of(s, q) * per) * cols,
+               sizeof(float) * (size_t)(per * cols));
+    free(f);
+    return g;
+}
+
+static void put_q35_layer(hf_out *o, const synth_shape *s, const kld_tensor *t, int il, const char *rest) {
+    static const char *const plain[][2] = {
+        {"attn_q.weight", "self_attn.q_proj.weight"},      {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},      {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},       {"ffn_up.weight", "mlp.up_proj.weight"},
+        {"ffn_down.weight", "mlp.down_proj.weight"},       {"ssm_norm.weight", "linear_attn.norm.weight"}};
+    static const char *const centred[][2] = {
+        {"attn_norm.weight", "input_layernorm.weight"},
+        {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"}};
+    char name[160];
+    const int64_t n = kld_tensor_nelements(t), E = s->n_embd, hv = s->dn_head, nv = s->dn_n_v_heads;
+    const int64_t kd = s->dn_n_k_heads * s->dn_head, vd = nv * hv, C = 2 * kd + vd;
+    int64_t dims[2] = {t->ne[1], t->ne[0]};
+    const int nd = t->n_dims == 1 ? 1 : 2;
+    if (nd == 1) dims[0] = t->ne[0];
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if (!strcmp(rest, plain[i][0])) {
+            snprintf(name, sizeof name, "model.layers.%d.%s", il, plain[i][1]);
+            put(o, NULL, name, nd, dims, floats(t));
+            return;
+        }
+    for (size_t i = 0; i < sizeof centred / sizeof centred[0]; i++)
+        if (!strcmp(rest, centred[i][0])) {
+            float *f = floats(t);
+            for (int64_t j = 0; j < n; j++) f[j] -= 1.0f; /* zero-centred RMSNorm: 1 + w */
+            snprintf(name, sizeof name, "model.layers.%d.%s", il, centred[i][1]);
+            put(o, NULL, name, 1, dims, f);
+            return;
+        }
+#define LA(x) (snprintf(name, sizeof name, "model.layers.%d.linear_attn." x, il), name)
+    if (!strcmp(rest, "attn_qkv.weight")) {
+        put(o, NULL, LA("in_proj_qkv.weight"), 2, dims, group_rows(s, floats(t), 2 * kd, hv, E));
+    } else if (!strcmp(rest, "attn_gate.weight")) {
+        put(o, NULL, LA("in_proj_z.weight"), 2, dims, group_rows(s, floats(t), 0, hv, E));
+    } else if (!strcmp(rest, "ssm_beta.weight")) {
+        put(o, NULL, LA("in_proj_b.weight"), 2, dims, group_rows(s, floats(t), 0, 1, E));
+    } else if (!strcmp(rest, "ssm_alpha.weight")) {
+        put(o, NULL, LA("in_proj_a.weight"), 2, dims, group_rows(s, floats(t), 0, 1, E));
+    } else if (!strcmp(rest, "ssm_a")) {
+        float *f = group_rows(s, floats(t), 0, 1, 1);
+        for (int64_t j = 0; j < n; j++) f[j] = logf(-f[j]);
+        put(o, NULL, LA("A_log"), 1, dims, f);
+    } else if (!strcmp(rest, "ssm_dt.bias")) {
+        put(o, NULL, LA("dt_bias"), 1, dims, group_rows(s, floats(t), 0, 1, 1));
+    } else if (!strcmp(rest, "ssm_conv1d.weight")) { /* [K, C] → nn.Conv1d [C, 1, K] */
+        const int64_t d[3] = {C, 1, s->dn_conv};
+        put(o, NULL, LA("conv1d.weight"), 3, d, group_rows(s, floats(t), 2 * kd, hv, s->dn_conv));
+    } else if (!strcmp(rest, "ssm_out.weight")) { /* [vd, E]: columns per v head */
+        float *f = floats(t), *g = malloc(sizeof(float) * (size_t)n);
+        for (int64_t r = 0; r < E; r++)
+            for (int64_t q = 0; q < nv; q++)
+                memcpy(g + r * vd + q * hv, f + r * vd + tiled_of(s, q) * hv, sizeof(float) * (size_t)hv);
+        free(f);
+        put(o, NULL, LA("out_proj.weight"), 2, dims, g);
+    }
+#undef LA
+}
+
+bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir) {
+    kld_error err = {0};
+    kld_gguf *g = NULL;
+    if (kld_gguf_open(gguf_path, &g, &err) != KLD_OK) {
+        fprintf(stderr, "q35_write_hf: %s\n", err.msg);
+        return false;
+    }
+    hf_out o = {.header = json_object()};
+    for (uint64_t i = 0; i < g->n_tensors && o.n < 480; i++) {
+        const kld_tensor *t = &g->tensors[i];
+        int il = 0, used = 0;
+        const int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
+        if (!strcmp(t->name, "token_embd.weight")) put(&o, NULL, "model.embed_tokens.weight", 2, d2, floats(t));
+        else if (!strcmp(t->name, "output.weight")) put(&o, NULL, "lm_head.weight", 2, d2, floats(t));
+        else if (!strcmp(t->name, "output_norm.weight")) {
+            float *f = floats(t);
+            for (int64_t j = 0; j < t->ne[0]; j++) f[j] -= 1.0f;
+            put(&o, NULL, "model.norm.weight", 1, d1, f);
+        } else if (sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used)
+            put_q35_layer(&o, s, t, il, t->name + used);
+    }
+    kld_gguf_close(g);
+    char *hdr = json_dumps(o.header, JSON_COMPACT);
+    json_decref(o.header);
+    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    bool ok = f != NULL;
+    uint64_t hl64 = hl + pad;
+    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
+    for (int i = 0; ok && i < o.n; i++) ok = fwrite(o.data[i], 1, o.count[i], f) == o.count[i];
+    if (f && fclose(f) != 0) ok = false;
+    for (int i = 0; i < o.n; i++) free(o.data[i]);
+    free(hdr);
+    json_t *c = json_object();
+    json_object_set_new(c, "architectures", json_pack("[s]", "Qwen3_5ForCausalLM"));
+    json_object_set_new(c, "model_type", json_string("qwen3_5_text"));
+    json_object_set_new(c, "hidden_size", json_integer(s->n_embd));
+    json_object_set_new(c, "num_hidden_layers", json_integer(s->n_layer));
+    json_object_set_new(c, "intermediate_size", json_integer(s->n_ff));
+    json_object_set_new(c, "num_attention_heads", json_integer(s->n_head));
+    json_object_set_new(c, "num_key_value_heads", json_integer(s->n_head_kv));
+    json_object_set_new(c, "head_dim", json_integer(s->head_dim));
+    json_object_set_new(c, "vocab_size", json_integer(s->n_vocab));
+    json_object_set_new(c, "max_position_embeddings", json_integer(4096));
+    json_object_set_new(c, "rms_norm_eps", json_real(1e-6));
+    const int64_t half = s->head_dim / 4; /* synth_write_gguf's sections */
+    json_object_set_new(c, "rope_parameters",
+                        json_pack("{s:s, s:f, s:f, s:[I, I, I], s:b}", "rope_type", "default", "rope_theta",
+                                  s->rope_base, "partial_rotary_factor", 0.5, "mrope_section",
+                                  (json_int_t)(half - 2 * (half / 4)), (json_int_t)(half / 4), (json_int_t)(half / 4),
+                                  "mrope_interleaved", 1));
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tied));
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "full_attention_interval", json_integer(s->dn_interval));
+    json_object_set_new(c, "linear_conv_kernel_dim", json_integer(s->dn_conv));
+    json_object_set_new(c, "linear_key_head_dim", json_integer(s->dn_head));
+    json_object_set_new(c, "linear_value_head_dim", json_integer(s->dn_head));
+    json_object_set_new(c, "linear_num_key_heads", json_integer(s->dn_n_k_heads));
+    json_object_set_new(c, "linear_num_value_heads", json_integer(s->dn_n_v_heads));
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ok = ok && json_dump_file(c, path, JSON_INDENT(1)) == 0;
+    json_decref(c);
     return ok;
 }

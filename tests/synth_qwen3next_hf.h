@@ -24,4 +24,10 @@ bool q3n_write_hf(const synth_shape *s, const char *gguf_path, const char *dir, 
  * one interleaved ssm_in (legacy_ssm_in) and/or one MTP block appended. */
 bool q3n_rewrite_gguf(const synth_shape *s, const char *in, const char *out, bool legacy_ssm_in, bool mtp);
 
+/* Qwen3.5 (s->arch "qwen35", dense): dir/model.safetensors and config.json
+ * as transformers' Qwen3_5ForCausalLM saves them (model_type qwen3_5_text,
+ * in_proj_qkv / in_proj_z / in_proj_b / in_proj_a, v heads grouped by q/k
+ * head: the GGUF's tiled order undone), from the GGUF at gguf_path. */
+bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir);
+
 #endif

@@ -140,6 +140,31 @@ static void check_hybrids(void) {
     }
 }
 
+/* gpt-oss: its sinks, sliding layers and gating on the features line and in --json */
+static void check_gptoss(void) {
+    int status;
+    char *out = run("inspect tests/data/lcpp-oracle/gpt-oss-mxfp4.gguf", &status);
+    CHECK(status == 0 && out && strstr(out, "features       ffn swiglu_oai, attention sinks, sliding layers s.s "
+                                            "(s: window), experts topk-softmax with biases") &&
+              strstr(out, "mxfp4"),
+          "gpt-oss: the features line and the mxfp4 experts: %s", out ? out : "");
+    free(out);
+    out = run("inspect tests/data/lcpp-oracle/gpt-oss-mxfp4.gguf --json", &status);
+    json_t *root = json_loads(out ? out : "", 0, NULL), *hp = json_object_get(root, "hparams");
+    CHECK(status == 0 && json_is_true(json_object_get(hp, "attn_sinks")) &&
+              json_is_true(json_object_get(hp, "moe_biases")) &&
+              !strcmp(json_string_value(json_object_get(hp, "moe_gating")), "topk-softmax") &&
+              !strcmp(json_string_value(json_object_get(hp, "swa_layers")), "s.s"),
+          "gpt-oss --json: attn_sinks, moe_biases, moe_gating, swa_layers: %s", out ? out : "");
+    json_decref(root);
+    free(out);
+    out = run("inspect tests/data/lcpp-oracle/glm4moe.gguf", &status);
+    CHECK(status == 0 && out && strstr(out, "features       ffn silu, experts sigmoid-topk x 2.5, 1 leading dense "
+                                            "layer(s)") && strstr(out, "n_rot=8") && strstr(out, "n_ff_shexp=32"),
+          "glm4moe: routing, scale, leading dense layer, partial rope, shared expert: %s", out ? out : "");
+    free(out);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_cli_inspect KLDEVAL\n");
@@ -148,6 +173,7 @@ int main(int argc, char **argv) {
     kldeval = argv[1];
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_model(&models[i]);
     check_hybrids();
+    check_gptoss();
 
     int status;
     /* the read-only block types: names and sizes from the type table

@@ -144,8 +144,14 @@ static void test_recurrent_flags(void) {
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "qwen3next");
-    s.drop_tensor = "blk.1.ssm_beta_alpha.weight";
-    tf_expect_open_error("dn-no-ba", &s, "blk.1.ssm_beta_alpha.weight", "missing");
+    s.drop_tensor = "blk.1.ssm_ba.weight";
+    tf_expect_open_error("dn-no-ba", &s, "blk.1.ssm_ba.weight", "missing");
+    s.drop_tensor = NULL; /* the misspelling kldeval's converter wrote before issue 30 is named */
+    s.rename_from = "blk.1.ssm_ba.weight";
+    s.rename_to = "blk.1.ssm_beta_alpha.weight";
+    tf_expect_open_error("dn-old-ba-name", &s, "blk.1.ssm_ba.weight' is missing",
+                         "has 'blk.1.ssm_beta_alpha.weight' instead");
+    s.rename_from = s.rename_to = NULL;
     synth_default(&s, "qwen3next");
     s.drop_tensor = "blk.0.ssm_a";
     tf_expect_open_error("dn-no-a", &s, "blk.0.ssm_a'", "missing");

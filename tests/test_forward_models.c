@@ -25,6 +25,8 @@ typedef struct ref {
     int swa_pattern; /* -1 none, 0 all, p */
     const uint8_t *slides; /* per-layer flags instead of the pattern, or NULL */
     bool neox, gemma, post_norms, qk_norm, gelu;
+    bool gptoss; /* sinks, o bias, biased router and experts, top-k-then-softmax, clamped SwiGLU */
+    bool glm;    /* sigmoid router with exp_probs_b selection bias, norm + scale, ungated shared expert */
     const ref_opts *opt;   /* for the weight deltas, or NULL */
 } ref;
 
@@ -141,6 +143,32 @@ static double *expert_weight(const ref *r, int64_t il, const char *kind, int64_t
 
 static double silu_d(double z) { return z / (1 + exp(-z)); }
 
+/* gpt-oss's expert activation (transformers' GptOssExperts): gate clamped
+ * above at 7, up to [-7, 7], gate·σ(1.702·gate)·(up + 1). */
+static double swiglu_oai_d(double g, double u) {
+    g = g < 7 ? g : 7;
+    u = u < -7 ? -7 : u > 7 ? 7 : u;
+    return g / (1 + exp(-1.702 * g)) * (u + 1);
+}
+
+/* The same with the biases of gpt-oss's experts (bg, bu [F], bd [E]). */
+static void swiglu_oai_biased_d(const double *h, const double *wg, const double *wu, const double *wd,
+                                const double *bg, const double *bu, const double *bd, int64_t E, int64_t F,
+                                double *y) {
+    double *a = malloc(sizeof(double) * (size_t)F);
+    for (int64_t f = 0; f < F; f++) {
+        double g = bg[f], u = bu[f];
+        for (int64_t i = 0; i < E; i++) g += h[i] * wg[f * E + i], u += h[i] * wu[f * E + i];
+        a[f] = swiglu_oai_d(g, u);
+    }
+    for (int64_t c = 0; c < E; c++) {
+        double acc = bd[c];
+        for (int64_t f = 0; f < F; f++) acc += a[f] * wd[c * F + f];
+        y[c] = acc;
+    }
+    free(a);
+}
+
 /* y[E] = down · (silu(gate · h) * (up · h)) for one row h[E]. */
 static void swiglu_d(const double *h, const double *wg, const double *wu, const double *wd,
                      int64_t E, int64_t F, double *y) {
@@ -175,26 +203,36 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
         wd[e] = expert_weight(r, il, "down", e, E * F);
     }
     double *sg = weightf(r, "blk.%d.ffn_gate_inp_shexp.weight", il);
-    double *sgw = sg ? weightf(r, "blk.%d.ffn_gate_shexp.weight", il) : NULL;
-    double *suw = sg ? weightf(r, "blk.%d.ffn_up_shexp.weight", il) : NULL;
-    double *sdw = sg ? weightf(r, "blk.%d.ffn_down_shexp.weight", il) : NULL;
+    double *sgw = weightf(r, "blk.%d.ffn_gate_shexp.weight", il); /* GLM-4.5: no gate vector */
+    double *suw = sgw ? weightf(r, "blk.%d.ffn_up_shexp.weight", il) : NULL;
+    double *sdw = sgw ? weightf(r, "blk.%d.ffn_down_shexp.weight", il) : NULL;
+    double *pb = r->glm ? weightf(r, "blk.%d.exp_probs_b.bias", il) : NULL;
+    double *sel = malloc(sizeof(double) * (size_t)X);
     double *p = malloc(sizeof(double) * (size_t)X), *y = malloc(sizeof(double) * (size_t)E);
     int *order = malloc(sizeof(int) * (size_t)X);
+    double *rb = r->gptoss ? weightf(r, "blk.%d.ffn_gate_inp.bias", il) : NULL;
+    double *bg = r->gptoss ? weightf(r, "blk.%d.ffn_gate_exps.bias", il) : NULL;
+    double *bu = r->gptoss ? weightf(r, "blk.%d.ffn_up_exps.bias", il) : NULL;
+    double *bd = r->gptoss ? weightf(r, "blk.%d.ffn_down_exps.bias", il) : NULL;
     for (int64_t t = 0; t < n; t++) {
         const double *ht = h + t * E;
         double mx = -INFINITY, sum = 0;
         for (int64_t e = 0; e < X; e++) {
-            double acc = 0;
+            double acc = rb ? rb[e] : 0;
             for (int64_t i = 0; i < E; i++) acc += ht[i] * router[e * E + i];
             p[e] = acc;
             mx = acc > mx ? acc : mx;
         }
-        for (int64_t e = 0; e < X; e++) sum += (p[e] = exp(p[e] - mx));
-        for (int64_t e = 0; e < X; e++) p[e] /= sum;
+        /* gpt-oss keeps the logits for the top k (softmaxed among them below); GLM-4.5 takes
+         * the sigmoid of each and picks the top k of sigmoid + exp_probs_b */
+        for (int64_t e = 0; !r->gptoss && !r->glm && e < X; e++) sum += (p[e] = exp(p[e] - mx));
+        for (int64_t e = 0; !r->gptoss && !r->glm && e < X; e++) p[e] /= sum;
+        for (int64_t e = 0; r->glm && e < X; e++) p[e] = 1 / (1 + exp(-p[e]));
+        for (int64_t e = 0; e < X; e++) sel[e] = p[e] + (pb ? pb[e] : 0);
         for (int64_t e = 0; e < X; e++) order[e] = (int)e;
         if (naive) { /* insertion sort, stable: equal values keep index order */
             for (int64_t a = 1; a < X; a++)
-                for (int64_t b = a; b > 0 && p[order[b - 1]] < p[order[b]]; b--) {
+                for (int64_t b = a; b > 0 && sel[order[b - 1]] < sel[order[b]]; b--) {
                     int tmp = order[b];
                     order[b] = order[b - 1];
                     order[b - 1] = tmp;
@@ -202,11 +240,17 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
         } else { /* ggml-cpu.c's exchange sort, all of it */
             for (int64_t a = 0; a < X; a++)
                 for (int64_t b = a + 1; b < X; b++)
-                    if (p[order[a]] < p[order[b]]) {
+                    if (sel[order[a]] < sel[order[b]]) {
                         int tmp = order[a];
                         order[a] = order[b];
                         order[b] = tmp;
                     }
+        }
+        if (r->gptoss) { /* softmax over the chosen k */
+            double kmx = -INFINITY, ks = 0;
+            for (int64_t k = 0; k < K; k++) kmx = p[order[k]] > kmx ? p[order[k]] : kmx;
+            for (int64_t k = 0; k < K; k++) ks += exp(p[order[k]] - kmx);
+            for (int64_t k = 0; k < K; k++) p[order[k]] = exp(p[order[k]] - kmx) / ks;
         }
         double wsum = 0;
         for (int64_t k = 0; k < K; k++) wsum += p[order[k]];
@@ -214,21 +258,22 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
         for (int64_t c = 0; c < E; c++) ot[c] = 0;
         for (int64_t k = 0; k < K; k++) {
             const int e = order[k];
-            const double w = norm_w ? p[e] / wsum : p[e];
-            swiglu_d(ht, wg[e], wu[e], wd[e], E, F, y);
+            const double w = (norm_w ? p[e] / wsum : p[e]) * (r->glm ? key_f(r, "expert_weights_scale", 1) : 1);
+            if (r->gptoss) swiglu_oai_biased_d(ht, wg[e], wu[e], wd[e], bg + e * F, bu + e * F, bd + e * E, E, F, y);
+            else swiglu_d(ht, wg[e], wu[e], wd[e], E, F, y);
             for (int64_t c = 0; c < E; c++) ot[c] += w * y[c];
         }
-        if (sg) {
+        if (sgw) {
             double g = 0;
-            for (int64_t i = 0; i < E; i++) g += ht[i] * sg[i];
-            const double gate = 1 / (1 + exp(-g));
+            for (int64_t i = 0; sg && i < E; i++) g += ht[i] * sg[i];
+            const double gate = sg ? 1 / (1 + exp(-g)) : 1;
             swiglu_d(ht, sgw, suw, sdw, E, S, y);
             for (int64_t c = 0; c < E; c++) ot[c] += gate * y[c];
         }
     }
     for (int64_t e = 0; e < X; e++) free(wg[e]), free(wu[e]), free(wd[e]);
     free(wg), free(wu), free(wd), free(router), free(sg), free(sgw), free(suw), free(sdw);
-    free(p), free(y), free(order);
+    free(p), free(y), free(order), free(rb), free(bg), free(bu), free(bd), free(pb), free(sel);
 }
 
 static bool layer_slides(const ref *r, int64_t il) {
@@ -274,7 +319,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     kld_str a;
     kld_gguf_get_str(g, "general.architecture", &a);
     snprintf(r.arch, sizeof r.arch, "%.*s", (int)a.len, a.ptr);
-    if (!strcmp(r.arch, "lfm2") || !strcmp(r.arch, "qwen3next")) { /* the hybrids' own reference (test_ref_hybrid.c) */
+    if (!strcmp(r.arch, "lfm2") || !strcmp(r.arch, "qwen3next") || !strncmp(r.arch, "qwen35", 6)) { /* the hybrids' own reference (test_ref_hybrid.c) */
         kld_gguf_close(g);
         return ref_forward_hybrid(gguf_path, ids, n, n_vocab);
     }
@@ -282,8 +327,11 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
          qwen3 = !strcmp(r.arch, "qwen3"), phi3 = !strcmp(r.arch, "phi3"),
          gemma2 = !strcmp(r.arch, "gemma2"), gemma3 = !strcmp(r.arch, "gemma3"),
          qwen2moe = !strcmp(r.arch, "qwen2moe"), olmoe = !strcmp(r.arch, "olmoe"),
-         qwen3moe = !strcmp(r.arch, "qwen3moe");
-    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe)) {
+         qwen3moe = !strcmp(r.arch, "qwen3moe"), gptoss = !strcmp(r.arch, "gpt-oss"),
+         glm = !strcmp(r.arch, "glm4moe");
+    r.gptoss = gptoss;
+    r.glm = glm;
+    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss || glm)) {
         fprintf(stderr, "ref_forward: unknown architecture %s\n", r.arch);
         kld_gguf_close(g);
         return NULL;
@@ -306,10 +354,10 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
      * every other (window 4096 unless the key says), gemma3 five of six
      * unless the pattern key says otherwise; none for llama/qwen. */
     r.window = key_int(&r, "attention.sliding_window", gemma2 ? 4096 : 0);
-    if (!(phi3 || gemma2 || gemma3)) r.window = 0;
-    r.swa_pattern = gemma2 ? 2 : gemma3 ? 6 : phi3 ? 0 : -1;
+    if (!(phi3 || gemma2 || gemma3 || gptoss)) r.window = 0;
+    r.swa_pattern = gemma2 || gptoss ? 2 : gemma3 ? 6 : phi3 ? 0 : -1; /* gpt-oss: even layers slide */
     uint8_t flags[256] = {0};
-    if (gemma2 || gemma3) read_pattern_key(&r, flags);
+    if (gemma2 || gemma3 || gptoss) read_pattern_key(&r, flags);
     const double local_base = gemma3 ? key_f(&r, "rope.freq_base_swa", 10000) : r.base;
     /* YaRN from the GGUF: factor, original context (default: context_length),
      * magnitude attn_factor · (1 + 0.1 ln factor). */
@@ -334,14 +382,16 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     r.neox = !llama;
     r.gemma = gemma2 || gemma3;
     r.post_norms = gemma2 || gemma3;
-    r.qk_norm = qwen3 || gemma3 || qwen3moe;
+    r.qk_norm = qwen3 || gemma3 || qwen3moe || glm; /* glm4moe: when the file has them */
     /* Mixture of experts: Mixtral (llama with experts) and Qwen3-MoE
      * renormalise the chosen weights, Qwen2-MoE and OLMoE do not. */
     const int64_t X = key_int(&r, "expert_count", 0), K = key_int(&r, "expert_used_count", 0);
     const bool qwen_moe = qwen2moe || qwen3moe;
     const int64_t FX = key_int(&r, "expert_feed_forward_length", qwen_moe && K ? r.FF / K : r.FF);
-    const int64_t FS = key_int(&r, "expert_shared_feed_forward_length", r.FF);
-    bool moe_norm = llama || qwen3moe;
+    const int64_t FS = glm ? FX * key_int(&r, "expert_shared_count", 1)
+                           : key_int(&r, "expert_shared_feed_forward_length", r.FF);
+    const int64_t dense_lead = key_int(&r, "leading_dense_block_count", 0);
+    bool moe_norm = llama || qwen3moe || glm; /* glm4moe: expert_weights_norm (written true) */
     if (opt && opt->moe_norm_w) moe_norm = opt->moe_norm_w > 0;
     const bool naive_ties = opt && opt->naive_ties;
     r.gelu = r.gemma;
@@ -417,6 +467,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         }
         free(qn), free(kn);
         const double scale = 1.0 / sqrt((double)r.HD);
+        double *sinks = gptoss ? weightf(&r, "blk.%d.attn_sinks.weight", il) : NULL;
         for (int64_t hh = 0; hh < r.H; hh++) {
             const int64_t kvh = hh / (r.H / r.KV);
             for (int64_t t = 0; t < n; t++) {
@@ -430,7 +481,9 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
                     sc[j] = s;
                     if (s > mx) mx = s;
                 }
-                double sum = 0;
+                /* a sink: one more logit in the denominator, attending to nothing */
+                if (sinks && sinks[hh] > mx) mx = sinks[hh];
+                double sum = sinks ? exp(sinks[hh] - mx) : 0;
                 for (int64_t j = 0; j <= t; j++) sum += (sc[j] = exp(sc[j] - mx));
                 for (int64_t d = 0; d < r.HDV; d++) {
                     double acc = 0;
@@ -439,16 +492,21 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
                 }
             }
         }
+        free(sinks);
         double *wo = weightf(&r, "blk.%d.attn_output.weight", il);
         matmul_d(att, wo, o, n, r.H * r.HDV, E);
+        double *bo = weightf(&r, "blk.%d.attn_output.bias", il);
+        for (int64_t t = 0; bo && t < n; t++)
+            for (int64_t i = 0; i < E; i++) o[t * E + i] += bo[i];
+        free(bo);
         double *pan = r.post_norms ? weightf(&r, "blk.%d.post_attention_norm.weight", il) : NULL;
         for (int64_t t = 0; t < n; t++) {
             if (pan) rmsnorm_d(o + t * E, pan, o + t * E, E, r.eps);
             for (int64_t i = 0; i < E; i++) x[t * E + i] += o[t * E + i];
         }
-        double *fn = weightf(&r, "blk.%d.ffn_norm.weight", il);
+        double *fn = weightf(&r, gptoss || glm ? "blk.%d.post_attention_norm.weight" : "blk.%d.ffn_norm.weight", il);
         for (int64_t t = 0; t < n; t++) rmsnorm_d(x + t * E, fn, h + t * E, E, r.eps);
-        if (X > 0) {
+        if (X > 0 && il >= dense_lead) {
             moe_ffn_d(&r, il, h, o, n, X, K, FX, FS, moe_norm, naive_ties);
             for (int64_t i = 0; i < n * E; i++) x[i] += o[i];
             free(an), free(wo), free(pan), free(fn);

@@ -48,6 +48,7 @@ typedef struct synth_shape {
     uint64_t seed;
     const char *drop_tensor; /* leave this tensor out (error tests), or NULL */
     const char *bad_shape_tensor; /* give this tensor one row too many, or NULL */
+    const char *rename_from, *rename_to; /* write tensor rename_from under the name rename_to */
     const char *arch_override; /* general.architecture to write instead, or NULL */
     /* gemma3 layout keys (not written by real conversions) */
     bool write_pattern;    /* write <arch>.attention.sliding_window_pattern = pattern */
@@ -80,7 +81,12 @@ typedef struct synth_shape {
     int64_t n_expert, n_expert_used;
     int64_t n_ff_exp;      /* > 0: write <arch>.expert_feed_forward_length (qwen MoE) */
     int64_t n_ff_shexp;    /* qwen2moe: shared expert width (written as the key) */
+    int64_t n_dense_lead;  /* glm4moe: leading_dense_block_count (dense FFN layers first) */
+    int64_t n_shared;      /* glm4moe: expert_shared_count (shared expert n_shared · n_ff_exp wide) */
+    double w_scale;        /* glm4moe: expert_weights_scale */
     bool split_experts;    /* per-expert blk.N.ffn_gate.E.weight … instead of ffn_*_exps */
+    bool exp_type_set;     /* the expert matrices in exp_type (gpt-oss: mxfp4) instead of mat_type */
+    uint32_t exp_type;
     bool tie_router;       /* n_expert 3: router rows 1 = row 0 and 2 = 2·row 0 (tie tests) */
     bool hf_norm_topk;     /* HF copy: "norm_topk_prob" of the Qwen/OLMoE configs */
     int64_t key_used_override; /* > 0: write this expert_used_count instead (error tests) */

@@ -1,7 +1,9 @@
 /* test_lcpp_oracle.c — the engine against llama.cpp itself (issue 19): for
  * each family of lcpp_oracle_families.c, tests/data/lcpp-oracle holds a
- * tiny GGUF and the logits llama.cpp c392e50 computed for it over ids.i32
- * in one batch (CPU, f32 weights and KV cache). The engine evaluates the
+ * tiny GGUF and the logits llama.cpp computed for it over ids.i32 in one
+ * batch (CPU, f32 weights and KV cache): c392e50 for the families it runs,
+ * the 2026 unslothai/llama.cpp d32676d for the later ones (gpt-oss); the
+ * family table names the commit of each. The engine evaluates the
  * same ids in one pass; every logit must agree within float32 summation
  * noise and every position's argmax must be the same. The float64
  * reference forwards of the other tests are our own reading of the
@@ -143,7 +145,10 @@ static void check_reference(const lcpp_family *f, const char *gguf, const char *
     CHECK(ref && nv == LCPP_N_VOCAB, "%s: float64 reference runs", f->name);
     if (ref && nv == LCPP_N_VOCAB) check_against(f, suffix, ref, "ref-f64", REL_BOUND_F32);
     free(ref);
-    const int64_t window = !strcmp(f->name, "phi3") ? 24 : !strcmp(f->name, "gemma2") ? 16 : 0;
+    const int64_t window = !strcmp(f->name, "phi3")      ? 24
+                           : !strcmp(f->name, "gemma2")  ? 16
+                           : !strcmp(f->name, "gpt-oss") ? 8
+                                                         : 0;
     const bool yarn = !strcmp(f->name, "qwen2-yarn");
     if (!window && !yarn) return;
     /* the semantics one notch off: a window one wider, or YaRN factor 2 for 4 */
@@ -182,8 +187,10 @@ static void check_rope_freqs_matter(const lcpp_family *f, const int32_t *ids) {
 static void run_family(const lcpp_family *f, const int32_t *ids) {
     char gguf[512];
     snprintf(gguf, sizeof gguf, DIR "%s.gguf", f->name);
-    const bool bf16 = strstr(f->name, "bf16") != NULL, gelu = !strncmp(f->name, "gemma", 5);
-    printf("%s: %s\n", f->name, f->what);
+    /* bf16 and mxfp4 weights see rounded activations (bf16; q8_0, mxfp4's vec_dot type) */
+    const bool bf16 = strstr(f->name, "bf16") != NULL || strstr(f->name, "mxfp4") != NULL,
+               gelu = !strncmp(f->name, "gemma", 5);
+    printf("%s: %s (llama.cpp %.7s)\n", f->name, f->what, f->lcpp);
     int64_t nv = 0;
     float *ours = engine_logits(gguf, ids, LCPP_N_IDS, bf16 ? "act=q8" : NULL, &nv);
     CHECK(nv == LCPP_N_VOCAB, "%s: n_vocab %" PRId64, f->name, nv);
@@ -207,7 +214,7 @@ static void run_family(const lcpp_family *f, const int32_t *ids) {
             }
             free(exact);
         }
-        /* the reference knows every family here but gemma (v1); bf16 needs act=q8 */
+        /* the reference knows every family here but gemma (v1); bf16 and mxfp4 need act=q8 */
         if (!bf16 && strcmp(f->name, "gemma"))
             check_reference(f, gguf, gelu ? ".lcpp-exact-gelu.f32" : ".lcpp.f32", ids);
         if (!strcmp(f->name, "llama")) check_rope_freqs_matter(f, ids);

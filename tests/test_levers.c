@@ -296,6 +296,77 @@ static float *read_f32(const char *path, size_t count) {
     return f;
 }
 
+/* llama.cpp's logits with -ctk iq4_nl -ctv iq4_nl -fa (c392e50; tests/data/lcpp-kv/README.md):
+ * stored as int8 steps of a per-row scale from the shared f16/f16 file's logits. */
+static float *read_iq4_nl_oracle(const float *lf16, int64_t n, int64_t nv) {
+    char *path = kt_gunzip_to_build("tests/data/lcpp-kv/k-iq4_nl.v-iq4_nl.fa1.delta-i8.gz");
+    size_t size = 0;
+    char *b = path ? kt_read_file(path, &size) : NULL;
+    const size_t row = 4 + (size_t)nv;
+    CHECK(b && size == (size_t)n * row, "%s holds %lld rows of a scale and %lld int8", path ? path : "(gunzip failed)",
+          (long long)n, (long long)nv);
+    float *l = NULL;
+    if (b && size == (size_t)n * row) {
+        l = malloc(sizeof(float) * (size_t)(n * nv));
+        for (int64_t r = 0; r < n; r++) {
+            float scale;
+            memcpy(&scale, b + r * row, 4);
+            const int8_t *q = (const int8_t *)(b + r * row + 4);
+            for (int64_t i = 0; i < nv; i++) l[r * nv + i] = lf16[r * nv + i] + scale * (float)q[i];
+        }
+    }
+    free(b);
+    free(path);
+    return l;
+}
+
+/* The rows of tests/data/lcpp-kv/iq4_nl-cpy.bin (its README: the same
+ * generator in the one-off program that asked ggml for their bytes). */
+static void iq4_cpy_rows(float *x, int n_blocks) {
+    uint64_t s = 20261204;
+    for (int b = 0; b < n_blocks; b++)
+        for (int j = 0; j < 32; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const int v = (int)(s >> 44) - (1 << 19);
+            float f = (float)v / (float)(1 << 19);
+            if (b % 4 == 1) f *= 1e-3f;
+            if (b % 4 == 2 && j == b % 32) f = 4 * (b & 8 ? -1 : 1);
+            if (b % 4 == 3) f = f * f * f;
+            x[b * 32 + j] = f;
+        }
+}
+
+/* iq4_nl cache rows are ggml_cpy's bytes (quantize_row_iq4_nl_ref, no
+ * scale trials), not llama-quantize's (issue 30). */
+static void test_iq4_nl_cpy(void) {
+    enum { NB = 64 };
+    float x[NB * 32];
+    uint8_t got[NB * 18], trials[NB * 18];
+    iq4_cpy_rows(x, NB);
+    size_t size = 0;
+    char *want = kt_read_file("tests/data/lcpp-kv/iq4_nl-cpy.bin", &size);
+    CHECK(want && size == sizeof got, "iq4_nl-cpy.bin holds %d blocks", NB);
+    const kld_type_info *ti = kld_type_info_get(KLD_TYPE_IQ4_NL);
+    CHECK(ti->quantize_row_cpy != NULL, "iq4_nl has a ggml_cpy quantizer");
+    if (!want || size != sizeof got || !ti->quantize_row_cpy) {
+        free(want);
+        return;
+    }
+    ti->quantize_row_cpy(x, got, NB * 32);
+    ti->quantize_row(x, trials, NB * 32);
+    int bad = 0, differ = 0;
+    for (int b = 0; b < NB; b++) {
+        bad += memcmp(got + 18 * b, want + 18 * b, 18) != 0;
+        differ += memcmp(trials + 18 * b, want + 18 * b, 18) != 0;
+    }
+    printf("iq4_nl ggml_cpy bytes: %d of %d blocks differ from ggml's; llama-quantize's quantizer differs in %d\n",
+           bad, NB, differ);
+    CHECK(bad == 0, "iq4_nl: %d of %d blocks differ from ggml_cpy's bytes", bad, NB);
+    CHECK(differ > NB / 4, "llama-quantize's iq4_nl bytes differ from ggml_cpy's in %d of %d blocks (the test "
+          "tells the two apart)", differ, NB);
+    free(want);
+}
+
 /* KV quantization against llama.cpp's -ctk/-ctv logits of rand-llama f16. */
 static void test_kv_oracle(void) {
     const char *dir = KT_SHARED "/oracle/rand-llama/kv";
@@ -313,10 +384,11 @@ static void test_kv_oracle(void) {
     float *of16 = run(m, ids, n, n, "kv=f16,act=q8", -1, NULL);
     tf_cmp c = tf_compare(lf16, of16, n, nv);
     printf("kv f16: KLD(llama.cpp || ours) %.3g, max |d| %.3g\n", c.mean_kld, c.max_abs);
-    static const char *const types[] = {"q8_0", "q4_0"};
-    for (int t = 0; t < 2; t++) {
+    static const char *const types[] = {"q8_0", "q4_0", "iq4_nl"};
+    for (int t = 0; t < 3; t++) {
         snprintf(path, sizeof path, "%s/k-%s.v-%s.fa1.logits.f32", dir, types[t], types[t]);
-        float *lq = read_f32(path, (size_t)(n * nv));
+        float *lq = t < 2 ? read_f32(path, (size_t)(n * nv)) : read_iq4_nl_oracle(lf16, n, nv);
+        if (!lq) continue;
         char lv[32];
         snprintf(lv, sizeof lv, "kv=%s,act=q8", types[t]);
         kld_session *s = NULL;
@@ -337,6 +409,8 @@ static void test_kv_oracle(void) {
         const kld_hparams *hp = kld_model_hparams(m);
         uint32_t ty;
         kld_type_from_name(types[t], &ty);
+        const kld_type_info *ti = kld_type_info_get(ty); /* the bytes ggml_cpy writes */
+        const kld_from_float_fn cpy = ti->quantize_row_cpy ? ti->quantize_row_cpy : ti->quantize_row;
         int bad = 0;
         uint8_t qb[256];
         float row[256];
@@ -346,14 +420,14 @@ static void test_kv_oracle(void) {
                 const uint8_t *kq = kld_session_kv_row(s, 0, false, h, p, &bytes);
                 const float *kt = f->kvl[0].k;
                 for (int64_t d = 0; d < hp->head_dim; d++) row[d] = kt[(h * hp->head_dim + d) * f->ldk + p];
-                CHECK_OK(kld_quantize_rows(ty, row, 1, hp->head_dim, qb, sizeof qb, "k", &err), err);
+                cpy(row, qb, hp->head_dim);
                 bad += memcmp(qb, kq, bytes) != 0;
                 const uint8_t *vq = kld_session_kv_row(s, 0, true, h, p, &bytes);
                 const float *vf = kld_session_kv_row(f, 0, true, h, p, &fb);
-                CHECK_OK(kld_quantize_rows(ty, vf, 1, hp->head_dim_v, qb, sizeof qb, "v", &err), err);
+                cpy(vf, qb, hp->head_dim_v);
                 bad += memcmp(qb, vq, bytes) != 0;
             }
-        CHECK(bad == 0, "kv=%s: %d layer-0 K/V rows differ from kld_quantize_rows of the f32 rows",
+        CHECK(bad == 0, "kv=%s: %d layer-0 K/V rows differ from ggml_cpy's quantizer on the f32 rows",
               types[t], bad);
         kld_session_free(f);
         kld_session_free(s);
@@ -470,6 +544,7 @@ int main(void) {
     test_bad_levers();
     test_reference_values();
     test_online();
+    test_iq4_nl_cpy();
     test_kv_oracle();
     test_act_q8();
     test_plan();

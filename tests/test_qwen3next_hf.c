@@ -264,7 +264,7 @@ static void test_errors(const synth_shape *s) {
     expect_error("qkvz-shape", s, &o, "in_proj_qkvz.weight' has shape", "q/k heads 2");
     memset(&o, 0, sizeof o);
     o.bad_shape = "model.layers.0.linear_attn.in_proj_ba.weight";
-    expect_error("ba-shape", s, &o, "blk.0.ssm_beta_alpha.weight' (model.layers.0.linear_attn.in_proj_ba.weight)", "shape");
+    expect_error("ba-shape", s, &o, "blk.0.ssm_ba.weight' (model.layers.0.linear_attn.in_proj_ba.weight)", "shape");
     synth_shape x = *s;
     x.n_expert = 4;
     x.n_expert_used = 2;

@@ -114,7 +114,8 @@ static void lfm2_conv(const href *r, int64_t il, const double *h, double *out, i
 /* Lfm2Attention on h [n][E] → out [n][E]. */
 static void lfm2_attn(const href *r, int64_t il, const double *h, double *out, int64_t n, int64_t E,
                       int64_t H, int64_t KV, int64_t HD, double eps, double theta) {
-    const bool gated = !strcmp(r->arch, "qwen3next"); /* Qwen3NextAttention: q_proj → [q; gate] per head */
+    /* Qwen3NextAttention (and Qwen3.5's): q_proj → [q; gate] per head */
+    const bool gated = !strcmp(r->arch, "qwen3next") || !strncmp(r->arch, "qwen35", 6);
     const int64_t nq = H * HD, nk = KV * HD, R = hkey(r, "rope.dimension_count", HD);
     double *wq = tensor_d(r, "blk.%d.attn_q.weight", il), *wk = tensor_d(r, "blk.%d.attn_k.weight", il);
     double *wv = tensor_d(r, "blk.%d.attn_v.weight", il), *wo = tensor_d(r, "blk.%d.attn_output.weight", il);
@@ -247,7 +248,12 @@ static void dn_mixer(const href *r, int64_t il, const double *h, double *out, in
     const int64_t hv = hkey(r, "ssm.inner_size", 0) / nv, rep = nv / nk;
     const int64_t kd = nk * hk, vd = nv * hv, C = 2 * kd + vd;
     double *wqkv = tensor_d(r, "blk.%d.attn_qkv.weight", il), *wz = tensor_d(r, "blk.%d.attn_gate.weight", il);
-    double *wba = tensor_d(r, "blk.%d.ssm_beta_alpha.weight", il), *wo = tensor_d(r, "blk.%d.ssm_out.weight", il);
+    /* Qwen3.5 (llama.cpp qwen35.cpp): in_proj_b / in_proj_a as ssm_beta / ssm_alpha, one row
+     * per v head, and the v heads tiled over the q/k heads (the converter's reorder) */
+    const bool q35 = !strncmp(r->arch, "qwen35", 6);
+    double *wba = q35 ? NULL : tensor_d(r, "blk.%d.ssm_ba.weight", il), *wo = tensor_d(r, "blk.%d.ssm_out.weight", il);
+    double *wb = q35 ? tensor_d(r, "blk.%d.ssm_beta.weight", il) : NULL;
+    double *wa = q35 ? tensor_d(r, "blk.%d.ssm_alpha.weight", il) : NULL;
     double *conv = tensor_d(r, "blk.%d.ssm_conv1d.weight", il), *dt = tensor_d(r, "blk.%d.ssm_dt.bias", il);
     double *A = tensor_d(r, "blk.%d.ssm_a", il), *nw = tensor_d(r, "blk.%d.ssm_norm.weight", il);
     double *qkv = malloc(sizeof(double) * (size_t)(n * C)), *cv = malloc(sizeof(double) * (size_t)(n * C));
@@ -256,7 +262,16 @@ static void dn_mixer(const href *r, int64_t il, const double *h, double *out, in
     double q[MAX_REF_HEAD], k[MAX_REF_HEAD], dl[MAX_REF_HEAD];
     linear_d(h, wqkv, qkv, n, E, C);
     linear_d(h, wz, z, n, E, vd);
-    linear_d(h, wba, ba, n, E, 2 * nv);
+    if (q35) { /* ba[t] = [β of every v head, α of every v head] */
+        double *bb = malloc(sizeof(double) * (size_t)(n * nv)), *aa = malloc(sizeof(double) * (size_t)(n * nv));
+        linear_d(h, wb, bb, n, E, nv);
+        linear_d(h, wa, aa, n, E, nv);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < nv; i++) ba[t * 2 * nv + i] = bb[t * nv + i], ba[t * 2 * nv + nv + i] = aa[t * nv + i];
+        free(bb), free(aa);
+    } else {
+        linear_d(h, wba, ba, n, E, 2 * nv);
+    }
     for (int64_t t = 0; t < n; t++)
         for (int64_t c = 0; c < C; c++) {
             double acc = 0;
@@ -267,7 +282,7 @@ static void dn_mixer(const href *r, int64_t il, const double *h, double *out, in
             cv[t * C + c] = acc / (1 + exp(-acc));
         }
     for (int64_t hh = 0; hh < nv; hh++) {
-        const int64_t g = hh / rep, j = hh % rep;
+        const int64_t g = q35 ? hh % nk : hh / rep, j = hh % rep;
         for (int64_t i = 0; i < hk * hv; i++) S[i] = 0;
         for (int64_t t = 0; t < n; t++) {
             double sq = 0, sk = 0;
@@ -282,7 +297,8 @@ static void dn_mixer(const href *r, int64_t il, const double *h, double *out, in
                 k[i] = k[i] / sqrt(sk + 1e-6);
             }
             const double *v = cv + t * C + 2 * kd + hh * hv;
-            const double b = ba[t * 2 * nv + g * 2 * rep + j], a = ba[t * 2 * nv + g * 2 * rep + rep + j];
+            const double b = q35 ? ba[t * 2 * nv + hh] : ba[t * 2 * nv + g * 2 * rep + j];
+            const double a = q35 ? ba[t * 2 * nv + nv + hh] : ba[t * 2 * nv + g * 2 * rep + rep + j];
             const double beta = 1 / (1 + exp(-b)), gate = A[hh] * log1p(exp(a + dt[hh]));
             for (int64_t i = 0; i < hk * hv; i++) S[i] *= exp(gate);
             for (int64_t c = 0; c < hv; c++) {
@@ -306,6 +322,7 @@ static void dn_mixer(const href *r, int64_t il, const double *h, double *out, in
         }
     }
     linear_d(y, wo, out, n, vd, E);
+    free(wb), free(wa);
     free(wqkv), free(wz), free(wba), free(wo), free(conv), free(dt), free(A), free(nw);
     free(qkv), free(cv), free(z), free(ba), free(y), free(S);
 }
@@ -313,7 +330,7 @@ static void dn_mixer(const href *r, int64_t il, const double *h, double *out, in
 static float *hybrid_forward(const href *r, const int32_t *ids, int64_t n, int64_t *n_vocab) {
     const int64_t E = hkey(r, "embedding_length", 0), NL = hkey(r, "block_count", 0);
     const int64_t H = hkey(r, "attention.head_count", 0), FF = hkey(r, "feed_forward_length", 0);
-    const bool dn = !strcmp(r->arch, "qwen3next");
+    const bool dn = !strcmp(r->arch, "qwen3next") || !strncmp(r->arch, "qwen35", 6);
     const int64_t HD = hkey(r, "attention.key_length", E / H), L = hkey(r, "shortconv.l_cache", 3), interval = hkey(r, "full_attention_interval", 4);
     const double eps = hkey_f(r, "attention.layer_norm_rms_epsilon", 1e-5);
     const double theta = hkey_f(r, "rope.freq_base", 1e6);
@@ -379,7 +396,8 @@ float *ref_forward_hybrid(const char *gguf_path, const int32_t *ids, int64_t n, 
     kld_gguf_get_str(g, "general.architecture", &a);
     snprintf(r.arch, sizeof r.arch, "%.*s", (int)a.len, a.ptr);
     float *out = NULL;
-    if (!strcmp(r.arch, "lfm2") || !strcmp(r.arch, "qwen3next")) out = hybrid_forward(&r, ids, n, n_vocab);
+    if (!strcmp(r.arch, "lfm2") || !strcmp(r.arch, "qwen3next") || !strncmp(r.arch, "qwen35", 6))
+        out = hybrid_forward(&r, ids, n, n_vocab);
     else fprintf(stderr, "ref_forward_hybrid: unknown architecture %s\n", r.arch);
     kld_gguf_close(g);
     return out;

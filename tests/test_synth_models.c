@@ -48,7 +48,7 @@ void synth_default(synth_shape *s, const char *arch) {
         s->l_cache = 3;
         s->rope_base = 1e6;
         s->tied = true;
-    } else if (!strcmp(arch, "qwen3next")) {
+    } else if (!strcmp(arch, "qwen3next") || !strncmp(arch, "qwen35", 6)) {
         s->n_layer = 4; /* three DeltaNet layers, then attention (full_attention_interval 4) */
         s->dn_interval = 4;
         s->head_dim = 16;
@@ -59,6 +59,28 @@ void synth_default(synth_shape *s, const char *arch) {
         s->dn_head = 16;
         s->rope_base = 1e7;
         s->tied = true;
+    } else if (!strcmp(arch, "glm4moe")) {
+        s->n_layer = 3;           /* layer 0 dense, layers 1-2 MoE */
+        s->n_head_kv = 2;
+        s->head_dim = 16;
+        s->rope_base = 1e6;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_dense_lead = 1;
+        s->n_shared = 1;
+        s->w_scale = 2.5;
+    } else if (!strcmp(arch, "gpt-oss")) {
+        s->n_layer = 3;           /* layers 0 and 2 slide (set_swa_pattern(2)) */
+        s->head_dim = 16;
+        s->n_head_kv = 2;
+        s->sliding_window = 8;
+        s->rope_base = 150000;
+        s->yarn_factor = 4;       /* the released models: YaRN 32 over 4096 */
+        s->yarn_orig_ctx = 64;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 64;
     } else if (!strcmp(arch, "gemma3")) {
         s->n_layer = 7; /* layers 0-4 and 6 slide, layer 5 is global */
         s->n_head_kv = 1;
@@ -80,6 +102,7 @@ typedef struct synth_tensors {
     void *bufs[1024];
     int n_bufs;
     bool ok;
+    bool experts; /* adding expert matrices (s->exp_type applies) */
 } synth_tensors;
 
 /* A [ne0, ne1, ne2] tensor (ne1 = 0: 1-D; ne2 = 0: 2-D) of values
@@ -102,6 +125,7 @@ static void add3f(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1,
         for (int64_t i = 0; i < n; i++) f[i] = (float)(mean + sd * gauss(&st->r));
     }
     uint32_t type = ne1 ? st->s->mat_type : KLD_TYPE_F32;
+    if (ne1 && st->experts && st->s->exp_type_set) type = st->s->exp_type;
     const kld_type_info *ti = kld_type_info_get(type);
     if (ne0 % ti->block_size != 0) /* rows shorter than a block (LFM2's conv kernels) */
         ti = kld_type_info_get(type = KLD_TYPE_F32);
@@ -112,6 +136,7 @@ static void add3f(synth_tensors *st, const char *name, int64_t ne0, int64_t ne1,
     st->bufs[st->n_bufs++] = data;
     int64_t ne[3] = {ne0, ne1 ? ne1 : 1, ne2};
     kld_error err = {0};
+    if (st->s->rename_from && !strcmp(st->s->rename_from, name)) name = st->s->rename_to;
     if (kld_gguf_writer_add_tensor(st->w, name, type, ne2 ? 3 : ne1 ? 2 : 1, ne, data,
                                    row_bytes * (uint64_t)rows, &err) != KLD_OK) {
         fprintf(stderr, "synth: %s\n", err.msg);
@@ -146,7 +171,12 @@ static void add_moe(synth_tensors *st, int64_t il) {
         }
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", (int)il);
     add3f(st, n, E, X, 0, 0, 0, router);
+    if (!strcmp(s->arch, "glm4moe")) { /* the selection bias of sigmoid routing */
+        snprintf(n, sizeof n, "blk.%d.exp_probs_b.bias", (int)il);
+        add(st, n, X, 0, 0, 0.3);
+    }
     static const char *const kinds[3] = {"gate", "up", "down"};
+    st->experts = true;
     for (int k = 0; k < 3; k++) {
         const int64_t ne0 = k == 2 ? F : E, ne1 = k == 2 ? E : F;
         float *all = draw(st, ne0 * ne1 * X, 0, 1 / sqrt((double)ne0));
@@ -163,7 +193,28 @@ static void add_moe(synth_tensors *st, int64_t il) {
         }
         free(all);
     }
-    if (strcmp(s->arch, "qwen2moe") && strcmp(s->arch, "qwen3next")) return;
+    st->experts = false;
+    if (!strcmp(s->arch, "gpt-oss")) { /* biased router and experts */
+        snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.bias", (int)il);
+        add(st, n, X, 0, 0, 0.5);
+        snprintf(n, sizeof n, "blk.%d.ffn_gate_exps.bias", (int)il);
+        add(st, n, F, X, 0, 0.5);
+        snprintf(n, sizeof n, "blk.%d.ffn_up_exps.bias", (int)il);
+        add(st, n, F, X, 0, 0.5);
+        snprintf(n, sizeof n, "blk.%d.ffn_down_exps.bias", (int)il);
+        add(st, n, E, X, 0, 0.2);
+    }
+    if (!strcmp(s->arch, "glm4moe")) { /* ungated shared expert, n_shared · n_ff_exp wide */
+        const int64_t S = s->n_shared * F;
+        snprintf(n, sizeof n, "blk.%d.ffn_gate_shexp.weight", (int)il);
+        add(st, n, E, S, 0, 1 / sqrt((double)E));
+        snprintf(n, sizeof n, "blk.%d.ffn_up_shexp.weight", (int)il);
+        add(st, n, E, S, 0, 1 / sqrt((double)E));
+        snprintf(n, sizeof n, "blk.%d.ffn_down_shexp.weight", (int)il);
+        add(st, n, S, E, 0, 1 / sqrt((double)S));
+        return;
+    }
+    if (strcmp(s->arch, "qwen2moe") && strcmp(s->arch, "qwen3next") && strcmp(s->arch, "qwen35moe")) return;
     const int64_t S = s->n_ff_shexp;
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp_shexp.weight", (int)il);
     add(st, n, E, 0, 0, 1 / sqrt((double)E));
@@ -201,7 +252,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
     } else {
         KEY_U32("attention.head_count_kv", s->n_head_kv);
     }
-    const bool dn = !strcmp(s->arch, "qwen3next");
+    const bool dn = !strcmp(s->arch, "qwen3next") || !strncmp(s->arch, "qwen35", 6);
+    const bool q35 = !strncmp(s->arch, "qwen35", 6); /* ssm_beta / ssm_alpha, rope sections */
     if (dn) {
 #define DN_KEY(suffix, v) if (!s->dn_skip_key || strcmp(s->dn_skip_key, suffix)) KEY_U32(suffix, v)
         if (s->dn_interval > 0) DN_KEY("full_attention_interval", s->dn_interval);
@@ -211,6 +263,13 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         DN_KEY("ssm.time_step_rank", s->dn_n_v_heads);
         DN_KEY("ssm.inner_size", s->dn_inner_key ? s->dn_inner_key : s->dn_n_v_heads * s->dn_head);
         KEY_U32("rope.dimension_count", s->head_dim / 2); /* partial_rotary_factor (0.25 in the models) */
+        if (q35) { /* the released [11, 11, 10, 0] over 64 dims, here over head_dim / 2 */
+            /* pairs: t h w t ... (interleaved) so that none falls to the fourth section */
+            const int32_t half = (int32_t)(s->head_dim / 4);
+            const int32_t sec[4] = {half - 2 * (half / 4), half / 4, half / 4, 0};
+            snprintf(k, sizeof k, "%s.rope.dimension_sections", arch);
+            kld_gguf_writer_set_arr_i32(w, k, sec, 4);
+        }
 #undef DN_KEY
         if (s->dn_nextn > 0) KEY_U32("nextn_predict_layers", s->dn_nextn);
         if (s->dn_recurrent_flags) {
@@ -254,13 +313,23 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         KEY_U32("expert_used_count", s->key_used_override > 0 ? s->key_used_override : s->n_expert_used);
         if (s->n_ff_exp > 0) KEY_U32("expert_feed_forward_length", s->n_ff_exp);
         if (s->n_ff_shexp > 0) KEY_U32("expert_shared_feed_forward_length", s->n_ff_shexp);
+        if (s->n_shared > 0) KEY_U32("expert_shared_count", s->n_shared);
+        if (s->n_dense_lead > 0) KEY_U32("leading_dense_block_count", s->n_dense_lead);
+        if (s->w_scale > 0) KEY_F32("expert_weights_scale", s->w_scale);
+        if (!strcmp(s->arch, "glm4moe")) {
+            KEY_U32("rope.dimension_count", s->head_dim / 2); /* GLM-4.5's partial_rotary_factor 0.5 */
+            snprintf(k, sizeof k, "%s.expert_weights_norm", arch);
+            kld_gguf_writer_set_bool(w, k, true);
+            KEY_U32("expert_gating_func", 2); /* sigmoid */
+        }
     }
 #undef KEY_U32
 #undef KEY_F32
     const bool gemma = !strcmp(s->arch, "gemma3") || !strcmp(s->arch, "gemma2"),
                llama = !strcmp(s->arch, "llama"),
                qwen2 = !strcmp(s->arch, "qwen2") || !strcmp(s->arch, "qwen2moe"),
-               olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3");
+               olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3"),
+               gptoss = !strcmp(s->arch, "gpt-oss"), glm = !strcmp(s->arch, "glm4moe");
     const int64_t E = s->n_embd, nq = s->n_head * s->head_dim, nk = s->n_head_kv * s->head_dim;
     add(&st, "token_embd.weight", E, s->n_vocab, 0, 1);
     if (llama && s->llama3_factor > 0) {
@@ -307,7 +376,12 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("ssm_conv1d.weight"), s->dn_conv, 2 * kd + vd, 0, 0.5);
             add(&st, T("ssm_dt.bias"), nv, 0, 0, 0.5);
             add(&st, T("ssm_a"), nv, 0, -0.8, 0.2); /* −exp(A_log): negative, so the decay is < 1 */
-            add(&st, T("ssm_beta_alpha.weight"), E, 2 * nv, 0, 1 / sqrt((double)E));
+            if (q35) {
+                add(&st, T("ssm_beta.weight"), E, nv, 0, 1 / sqrt((double)E));
+                add(&st, T("ssm_alpha.weight"), E, nv, 0, 1 / sqrt((double)E));
+            } else {
+                add(&st, T("ssm_ba.weight"), E, 2 * nv, 0, 1 / sqrt((double)E));
+            }
             add(&st, T("ssm_norm.weight"), s->dn_head, 0, 1, 0.1);
             add(&st, T("ssm_out.weight"), vd, E, 0, 1 / sqrt((double)vd));
             goto ffn;
@@ -319,7 +393,11 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
             add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
         }
-        if (qwen2) {
+        if (qwen2 || gptoss || glm) {
+            if (glm) { /* GLM-4.5's optional q/k norms, here present */
+                add(&st, T("attn_q_norm.weight"), s->head_dim, 0, 1, 0.2);
+                add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
+            }
             add(&st, T("attn_q.bias"), nq, 0, 0, 0.3);
             add(&st, T("attn_k.bias"), nk, 0, 0, 0.3);
             add(&st, T("attn_v.bias"), nk, 0, 0, 0.3);
@@ -332,10 +410,14 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
         }
         add(&st, T("attn_output.weight"), nq, E, 0, 1 / sqrt((double)nq));
+        if (gptoss) {
+            add(&st, T("attn_output.bias"), E, 0, 0, 0.2);
+            add(&st, T("attn_sinks.weight"), s->n_head, 0, 0.5, 1.0); /* logits near the scores' size */
+        }
         if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
     ffn:
-        add(&st, dn ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
-        if (s->n_expert > 0) {
+        add(&st, dn || gptoss || glm ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
+        if (s->n_expert > 0 && il >= s->n_dense_lead) {
             add_moe(&st, il);
         } else if (phi3) { /* fused [gate; up] */
             add(&st, T("ffn_up.weight"), E, 2 * s->n_ff, 0, 1 / sqrt((double)E));

@@ -15,6 +15,8 @@
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
 #include "tensor/convert.h"
+#include "tensor/kernels.h"
+#include "tensor/types.h"
 #include "testlib.h"
 
 #include <math.h>
@@ -341,8 +343,49 @@ static void test_row_not_blocks(void) {
     }
 }
 
+/* mxfp4's quantizer against ggml's bytes (tests/data/mxfp4-ref.bin: the
+ * 2026 ggml's from_float of mxfp4, quantize_row_mxfp4_ref, on these rows;
+ * tests/data/README.md), and its values within half a level step. */
+static void test_mxfp4_quant(void) {
+    enum { NB = 64 };
+    float x[NB * 32], back[NB * 32];
+    uint8_t got[NB * 17];
+    uint64_t s = 20261204; /* the generator of tests/test_levers.c iq4_cpy_rows */
+    for (int b = 0; b < NB; b++)
+        for (int j = 0; j < 32; j++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const int v = (int)(s >> 44) - (1 << 19);
+            float f = (float)v / (float)(1 << 19);
+            if (b % 4 == 1) f *= 1e-3f;
+            if (b % 4 == 2 && j == b % 32) f = 4 * (b & 8 ? -1 : 1);
+            if (b % 4 == 3) f = f * f * f;
+            x[b * 32 + j] = f;
+        }
+    const kld_type_info *t = kld_type_info_get(KLD_TYPE_MXFP4);
+    CHECK(t->quantize_row != NULL, "mxfp4 has a quantizer");
+    if (!t->quantize_row) return;
+    t->quantize_row(x, got, NB * 32);
+    size_t size = 0;
+    char *want = kt_read_file("tests/data/mxfp4-ref.bin", &size);
+    CHECK(want && size == sizeof got && !memcmp(want, got, sizeof got), "mxfp4: %d blocks as ggml's quantizer writes",
+          NB);
+    free(want);
+    t->to_float_ref(got, back, NB * 32);
+    /* within half the widest E2M1 gap (8 → 12), or clipped at 12·d ≥ 3/4 of the block's |max| */
+    int bad = 0;
+    for (int b = 0; b < NB; b++) {
+        const float d = kld_e8m0_to_f32_half(got[b * 17]);
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        const float bound = fmaxf(2 * d, amax / 4) + 1e-30f;
+        for (int j = 0; j < 32; j++) bad += fabsf(back[b * 32 + j] - x[b * 32 + j]) > bound;
+    }
+    CHECK(bad == 0, "mxfp4: %d values farther than half a level step (or the clipping) from their input", bad);
+}
+
 int main(void) {
     test_table();
+    test_mxfp4_quant();
     test_zoo();
     test_avx2_random();
     test_gguf_matmul();

@@ -116,6 +116,21 @@ static json_t *hparams_json(const kld_source *src) {
         json_object_set_new(o, "n_expert_used", json_integer(hp.n_expert_used));
         json_object_set_new(o, "n_ff_exp", json_integer(hp.n_ff_exp));
         if (hp.n_ff_shexp > 0) json_object_set_new(o, "n_ff_shexp", json_integer(hp.n_ff_shexp));
+        static const char *const gating[] = {"softmax-topk", "topk-softmax", "sigmoid-topk"};
+        json_object_set_new(o, "moe_gating", json_string(gating[hp.moe_gating]));
+        if (hp.moe_w_scale != 0 && hp.moe_w_scale != 1) json_object_set_new(o, "moe_w_scale", json_real(hp.moe_w_scale));
+        if (hp.n_layer_dense_lead > 0)
+            json_object_set_new(o, "n_layer_dense_lead", json_integer(hp.n_layer_dense_lead));
+        if (hp.sw.moe_biases) json_object_set_new(o, "moe_biases", json_true());
+    }
+    static const char *const acts[] = {"silu", "gelu_tanh", "swiglu_oai"};
+    json_object_set_new(o, "ffn_act", json_string(acts[hp.sw.act]));
+    if (hp.sw.attn_sinks) json_object_set_new(o, "attn_sinks", json_true());
+    if (hp.sliding_window > 0) { /* "s" a sliding layer, "." a global one */
+        char swa[KLD_MAX_LAYER + 1];
+        for (int64_t il = 0; il < hp.n_layer; il++) swa[il] = kld_hparams_layer_swa(&hp, il) ? 's' : '.';
+        swa[hp.n_layer] = '\0';
+        json_object_set_new(o, "swa_layers", json_string(swa));
     }
     return o;
 }
@@ -234,6 +249,16 @@ static void print_hparams(FILE *out, const json_t *hp) {
     if (sc) fprintf(out, " attn_softcap=%g", json_real_value(sc));
     sc = json_object_get(hp, "final_softcap");
     if (sc) fprintf(out, " final_softcap=%g", json_real_value(sc));
+    fputc('\n', out);
+    const json_t *swa = json_object_get(hp, "swa_layers"), *gating = json_object_get(hp, "moe_gating");
+    fprintf(out, "%-14s ffn %s", "features", json_string_value(json_object_get(hp, "ffn_act")));
+    if (json_is_true(json_object_get(hp, "attn_sinks"))) fprintf(out, ", attention sinks");
+    if (swa) fprintf(out, ", sliding layers %s (s: window)", json_string_value(swa));
+    if (gating) fprintf(out, ", experts %s%s", json_string_value(gating),
+                        json_is_true(json_object_get(hp, "moe_biases")) ? " with biases" : "");
+    const json_t *wsc = json_object_get(hp, "moe_w_scale"), *lead = json_object_get(hp, "n_layer_dense_lead");
+    if (wsc) fprintf(out, " x %g", json_real_value(wsc));
+    if (lead) fprintf(out, ", %" JSON_INTEGER_FORMAT " leading dense layer(s)", json_integer_value(lead));
     fputc('\n', out);
     const json_t *kinds = json_object_get(hp, "layer_kinds");
     const json_t *dn = json_object_get(hp, "deltanet");

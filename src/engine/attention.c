@@ -7,7 +7,8 @@
  * takes the row maximum first; attention=online walks key blocks once and
  * rescales, exactly, by powers of two. Masked keys contribute exact zeros
  * and every sum runs over the keys in order, so rows do not depend on
- * chunk size or threads. */
+ * chunk size or threads. Attention sinks (gpt-oss: one logit per head that
+ * attends to nothing) join the maximum and the sum as one more weight. */
 #include "engine/gemm.h"
 #include "engine/internal.h"
 #include "engine/kv_scheme.h"
@@ -102,6 +103,25 @@ static double pow2_exponent(float max_score) {
     return max_score == -INFINITY ? -INFINITY : ceil((double)max_score * KLD_LOG2E_D);
 }
 
+/* The base-2 weight of a sink logit against exponent K (added to the
+ * softmax's sum only: the sink contributes no value). */
+static double sink_weight(const kld_engine_kernels *kr, float sink, double K) {
+    float w = sink;
+    return kr->base2_weights(&w, 1, K);
+}
+
+/* act=q8 with an f16 V and a sink: ggml_soft_max with sinks (the sink
+ * joins the maximum and the double sum of expf), float32 probabilities. */
+static void softmax_sink(float *row, int64_t n, float sink) {
+    float mx = sink;
+    for (int64_t c = 0; c < n; c++) mx = row[c] > mx ? row[c] : mx;
+    double sum = 0;
+    for (int64_t c = 0; c < n; c++) sum += (double)(row[c] = expf(row[c] - mx));
+    sum += (double)expf(sink - mx);
+    const float inv = (float)(1.0 / sum);
+    for (int64_t c = 0; c < n; c++) row[c] *= inv;
+}
+
 /* attention=online: key blocks of attn_block keys, one pass: per query row
  * a running maximum (as the exponent k) and sum l, the output O so far
  * rescaled by 2^(k_old - k_new) whenever a block raises the maximum
@@ -109,7 +129,7 @@ static double pow2_exponent(float max_score) {
  * O / l at the end. */
 static void online_block(const attn_job *j, int ith, const float *q, int64_t rows, int64_t p0,
                          int64_t lo, int64_t hi, const float *kt, int64_t ldkt, const float *v,
-                         float *out, int64_t ldo) {
+                         float *out, int64_t ldo, const float *sink) {
     kld_session *s = j->s;
     const kld_hparams *hp = &s->model->hp;
     const int64_t hd = hp->head_dim, hdv = hp->head_dim_v, B = s->lv.attn_block;
@@ -119,9 +139,9 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
                  KLD_ONLINE_AUX_FLOATS(hdv);
     double *l = (double *)(void *)aux, *k = l + KLD_ATTN_QB;
     float *O = (float *)(void *)(k + KLD_ATTN_QB);
-    for (int64_t r = 0; r < rows; r++) {
-        k[r] = -INFINITY;
-        l[r] = 0;
+    for (int64_t r = 0; r < rows; r++) { /* a sink starts the running maximum and sum */
+        k[r] = sink ? pow2_exponent(*sink) : -INFINITY;
+        l[r] = sink ? sink_weight(s->kr, *sink, k[r]) : 0;
         for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] = 0;
     }
     for (int64_t b0 = lo; b0 < hi; b0 += B) {
@@ -180,8 +200,9 @@ static void attn_task(void *ctx, int ith, int nth) {
         int64_t ldkt;
         kv_view(j, cs, ith, kvh, lo, L, &kt, &ldkt, &v);
         float *out = s->attn + i0 * ldo + h * hdv;
+        const float *sink = s->model->lv[j->il].sinks ? s->model->lv[j->il].sinks + h : NULL;
         if (s->lv.attention == KLD_ATTN_ONLINE) {
-            online_block(j, ith, q, rows, p_first, lo, hi, kt, ldkt, v, out, ldo);
+            online_block(j, ith, q, rows, p_first, lo, hi, kt, ldkt, v, out, ldo, sink);
             continue;
         }
         kld_gemm_strided(kr, rows, L, hd, q, s->ld_qkv, kt, ldkt, S, s->ldk);
@@ -193,11 +214,15 @@ static void attn_task(void *ctx, int ith, int nth) {
             float *row = S + r * s->ldk;
             scores_finish(j, row, L, lo, p_first + r);
             if (f16_probs) {
-                kr->softmax(row, L);
+                if (sink) softmax_sink(row, L, *sink);
+                else kr->softmax(row, L);
                 kld_act_round_vec(KLD_ACT_Q8, KLD_TYPE_F16, row, row, L);
                 continue;
             }
-            l[r] = kr->base2_weights(row, L, pow2_exponent(row_max(row, L)));
+            float mx = row_max(row, L);
+            if (sink && *sink > mx) mx = *sink;
+            const double K = pow2_exponent(mx);
+            l[r] = kr->base2_weights(row, L, K) + (sink ? sink_weight(kr, *sink, K) : 0);
         }
         kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, out, ldo);
         if (!f16_probs) /* the normalisation last, as the online softmax can only do it */

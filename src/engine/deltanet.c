@@ -1,6 +1,7 @@
 /* deltanet.c — Qwen3-Next's gated DeltaNet (linear attention) block, as
  * llama.cpp builds it (src/models/qwen3next.cpp, build_layer_attn_linear
- * with the fused attn_qkv / attn_gate path) and transformers defines it
+ * with the fused attn_qkv / attn_gate path; Qwen3.5's qwen35.cpp: β and α
+ * from ssm_beta / ssm_alpha, v heads tiled over the q/k heads) and transformers defines it
  * (Qwen3NextGatedDeltaNet, torch_recurrent_gated_delta_rule):
  *   [q; k; v] = silu(causal depthwise conv_K(attn_qkv · h)),  z = attn_gate · h
  *   q, k ← l2norm per q/k head;  q ← q / sqrt(head_k);  v head j uses q/k head j / (nv / nk)
@@ -117,13 +118,17 @@ static void delta_task(void *ctx, int ith, int nth) {
     kld_split(d->nv, ith, nth, &b, &e);
     for (int64_t h = b; h < e; h++) {
         float *S = j->s->recl[j->il].ssm + h * hk * hv;
-        const int64_t g = h / r, jj = h % r;
+        const bool tiled = j->s->model->hp.hy.dn_v_tiled, split = j->s->model->hp.hy.dn_split_ba;
+        const int64_t g = tiled ? h % d->nk : h / r, jj = h % r;
         for (int64_t t = 0; t < j->n; t++) {
             const float *row = j->cv + t * d->C;
             const float *q = row + g * hk, *k = row + d->kd + g * hk, *vv = row + 2 * d->kd + h * hv;
-            const float *bat = j->ba + t * 2 * d->nv + g * 2 * r;
-            const float beta = 1.0f / (1.0f + expf(-bat[jj]));
-            const float decay = expf(v->dn_a[h] * softplus(bat[r + jj] + v->dn_dt[h]));
+            /* ssm_ba: per q/k head g, r β then r α; split: β[h] then (after nv) α[h] */
+            const float *bar = j->ba + t * 2 * d->nv;
+            const float b_in = split ? bar[h] : bar[g * 2 * r + jj];
+            const float a_in = split ? bar[d->nv + h] : bar[g * 2 * r + r + jj];
+            const float beta = 1.0f / (1.0f + expf(-b_in));
+            const float decay = expf(v->dn_a[h] * softplus(a_in + v->dn_dt[h]));
             for (int64_t i = 0; i < hk * hv; i++) S[i] *= decay;
             for (int64_t c = 0; c < hv; c++) u[c] = 0.0f;
             for (int64_t a = 0; a < hk; a++)
@@ -157,7 +162,12 @@ void kld_deltanet_forward(kld_session *s, int64_t il, int64_t n) {
     j.o = j.ba + mc * 2 * d->nv;
     kld_forward_gemm(s, L->dn_qkv, n, s->xn, d->E, j.raw, d->C);
     kld_forward_gemm(s, L->dn_gate, n, s->xn, d->E, j.z, d->vd);
-    kld_forward_gemm(s, L->dn_ba, n, s->xn, d->E, j.ba, 2 * d->nv);
+    if (L->dn_ba) {
+        kld_forward_gemm(s, L->dn_ba, n, s->xn, d->E, j.ba, 2 * d->nv);
+    } else { /* Qwen3.5: [β of every v head; α of every v head] per row */
+        kld_forward_gemm(s, L->dn_beta, n, s->xn, d->E, j.ba, 2 * d->nv);
+        kld_forward_gemm(s, L->dn_alpha, n, s->xn, d->E, j.ba + d->nv, 2 * d->nv);
+    }
     kld_pool_run(s->pool, conv_task, &j);
     advance_conv(&j);
     kld_pool_run(s->pool, delta_task, &j);

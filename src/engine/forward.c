@@ -245,7 +245,7 @@ static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, 
     case KLD_LAYER_ATTN: attention_forward(s, rows, il, n, pos); break;
     }
     run_pass(s, rows, PASS_ATTN_OUT, il, 0, n, pos);
-    if (kld_hparams_is_moe(hp)) {
+    if (kld_hparams_layer_moe(hp, il)) {
         kld_moe_ffn(s, il, n);
         run_pass(s, rows, PASS_FFN_OUT, il, 0, n, pos);
         return;

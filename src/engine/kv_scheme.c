@@ -102,7 +102,10 @@ uint64_t kld_kv_row_bytes(uint32_t id, int64_t n) {
 void kld_kv_store_row(uint32_t id, const float *x, void *dst, int64_t n) {
     if (is_mlx(id)) kld_kv_mlx_store(mlx_bits(id), mlx_group(id), x, dst, n);
     else if (is_rot(id)) kld_kv_rot_store(rot_bits(id), x, dst, n);
-    else kld_type_info_get(id)->quantize_row(x, dst, n);
+    else { /* the bytes ggml_cpy writes into llama.cpp's cache */
+        const kld_type_info *ti = kld_type_info_get(id);
+        (ti->quantize_row_cpy ? ti->quantize_row_cpy : ti->quantize_row)(x, dst, n);
+    }
 }
 
 void kld_kv_load_rows(uint32_t id, const void *src, float *dst, int64_t rows, int64_t n) {

@@ -6,7 +6,8 @@
  * kld_type id for the block types, KLD_KV_MLX(bits, group) or
  * KLD_KV_ROT(bits) for the others. Every scheme stores one (kv head,
  * position) row of n values in kld_kv_row_bytes(id, n) bytes, written by
- * kld_kv_store_row and read back by kld_kv_load_rows. */
+ * kld_kv_store_row (with the bytes ggml_cpy writes into llama.cpp's cache) and
+ * read back by kld_kv_load_rows. */
 #ifndef KLD_ENGINE_KV_SCHEME_H
 #define KLD_ENGINE_KV_SCHEME_H
 

@@ -54,10 +54,13 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
         const kld_tensor *vecs[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm,
                                     L->ffn_post_norm, L->attn_q_norm, L->attn_k_norm, L->bq, L->bk,
                                     L->bv, L->bqkv, L->bo, L->b_gate, L->b_up, L->b_down,
-                                    L->shortconv_conv, L->dn_conv, L->dn_dt, L->dn_a, L->dn_norm};
+                                    L->shortconv_conv, L->dn_conv, L->dn_dt, L->dn_a, L->dn_norm,
+                                    L->attn_sinks, L->moe.gate_inp_b, L->moe.gate_exps_b,
+                                    L->moe.up_exps_b, L->moe.down_exps_b, L->moe.exp_probs_b};
         const kld_tensor *mats[] = {L->attn_q, L->attn_k, L->attn_v, L->attn_qkv, L->attn_output,
                                     L->ffn_gate, L->ffn_up, L->ffn_down, L->shortconv_in_proj,
-                                    L->shortconv_out_proj, L->dn_qkv, L->dn_gate, L->dn_ba, L->dn_out};
+                                    L->shortconv_out_proj, L->dn_qkv, L->dn_gate, L->dn_ba, L->dn_out,
+                                    L->dn_beta, L->dn_alpha};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
             total += padded(vecs[i]);
             m->weights_bytes += tensor_bytes(vecs[i]);
@@ -98,7 +101,13 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
             (s = load_vec(&vl, L->shortconv_conv, 0, &v->conv)) ||
             (s = load_vec(&vl, L->dn_conv, 0, &v->dn_conv)) ||
             (s = load_vec(&vl, L->dn_dt, 0, &v->dn_dt)) || (s = load_vec(&vl, L->dn_a, 0, &v->dn_a)) ||
-            (s = load_vec(&vl, L->dn_norm, 0, &v->dn_norm)))
+            (s = load_vec(&vl, L->dn_norm, 0, &v->dn_norm)) ||
+            (s = load_vec(&vl, L->attn_sinks, 0, &v->sinks)) ||
+            (s = load_vec(&vl, L->moe.gate_inp_b, 0, &v->moe_gate_inp_b)) ||
+            (s = load_vec(&vl, L->moe.gate_exps_b, 0, &v->moe_gate_b)) ||
+            (s = load_vec(&vl, L->moe.up_exps_b, 0, &v->moe_up_b)) ||
+            (s = load_vec(&vl, L->moe.down_exps_b, 0, &v->moe_down_b)) ||
+            (s = load_vec(&vl, L->moe.exp_probs_b, 0, &v->moe_probs_b)))
             break;
         if (bqkv) { /* fused [q; k; v] bias */
             v->bq = bqkv;

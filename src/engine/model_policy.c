@@ -45,49 +45,52 @@ typedef void (*slot_fn)(void *ctx, const kld_tensor **slot, const char *name);
 static void walk_moe(int64_t il, kld_moe_weights *X, int64_t n_expert, slot_fn fn, void *ctx) {
     struct {
         const kld_tensor **slot;
-        const char *suffix;
-    } t[] = {{&X->gate_inp, "ffn_gate_inp.weight"}, {&X->gate_exps, "ffn_gate_exps.weight"},
-             {&X->up_exps, "ffn_up_exps.weight"}, {&X->down_exps, "ffn_down_exps.weight"},
-             {&X->gate_inp_shexp, "ffn_gate_inp_shexp.weight"},
-             {&X->gate_shexp, "ffn_gate_shexp.weight"}, {&X->up_shexp, "ffn_up_shexp.weight"},
-             {&X->down_shexp, "ffn_down_shexp.weight"}};
+        kld_tensor_id id;
+        const char *kind;
+    } t[] = {{&X->gate_inp, KLD_T_FFN_GATE_INP, "weight"}, {&X->gate_exps, KLD_T_FFN_GATE_EXPS, "weight"},
+             {&X->up_exps, KLD_T_FFN_UP_EXPS, "weight"}, {&X->down_exps, KLD_T_FFN_DOWN_EXPS, "weight"},
+             {&X->gate_inp_shexp, KLD_T_FFN_GATE_INP_SHEXP, "weight"},
+             {&X->gate_shexp, KLD_T_FFN_GATE_SHEXP, "weight"}, {&X->up_shexp, KLD_T_FFN_UP_SHEXP, "weight"},
+             {&X->down_shexp, KLD_T_FFN_DOWN_SHEXP, "weight"}};
     char name[96];
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+        kld_tn(name, sizeof name, t[i].id, il, 0, t[i].kind);
         fn(ctx, t[i].slot, name);
     }
     const kld_tensor *merged[3] = {X->gate_exps, X->up_exps, X->down_exps};
     const kld_tensor **per[3] = {X->gate, X->up, X->down};
-    static const char *const kinds[3] = {"gate", "up", "down"};
+    static const kld_tensor_id per_id[3] = {KLD_T_FFN_GATE_EXP, KLD_T_FFN_UP_EXP, KLD_T_FFN_DOWN_EXP};
     for (int k = 0; k < 3; k++)
         for (int64_t e = 0; !merged[k] && per[k] && e < n_expert; e++) {
-            snprintf(name, sizeof name, "blk.%" PRId64 ".ffn_%s.%" PRId64 ".weight", il, kinds[k], e);
+            kld_tn(name, sizeof name, per_id[k], il, e, "weight");
             fn(ctx, &per[k][e], name);
         }
 }
 
 static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
     kld_weights *w = &m->w;
-    fn(ctx, &w->token_embd, "token_embd.weight");
-    fn(ctx, &w->output_norm, "output_norm.weight");
-    if (!m->hp.tied_output) fn(ctx, &w->output, "output.weight");
+    char name[96];
+    fn(ctx, &w->token_embd, kld_tn(name, sizeof name, KLD_T_TOKEN_EMBD, 0, 0, "weight"));
+    fn(ctx, &w->output_norm, kld_tn(name, sizeof name, m->hp.hy.output_norm, 0, 0, "weight"));
+    if (!m->hp.tied_output) fn(ctx, &w->output, kld_tn(name, sizeof name, KLD_T_OUTPUT, 0, 0, "weight"));
     for (int64_t il = 0; il < w->n_layer; il++) {
         kld_layer_weights *L = &w->layers[il];
         struct {
             const kld_tensor **slot;
-            const char *suffix;
-        } t[] = {{&L->attn_norm, "attn_norm.weight"}, {&L->attn_q, "attn_q.weight"},
-                 {&L->attn_k, "attn_k.weight"}, {&L->attn_v, "attn_v.weight"},
-                 {&L->attn_qkv, "attn_qkv.weight"}, {&L->attn_output, "attn_output.weight"},
-                 {&L->ffn_norm, "ffn_norm.weight"}, {&L->ffn_gate, "ffn_gate.weight"},
-                 {&L->ffn_up, "ffn_up.weight"}, {&L->ffn_down, "ffn_down.weight"},
-                 {&L->shortconv_in_proj, "shortconv.in_proj.weight"},
-                 {&L->shortconv_out_proj, "shortconv.out_proj.weight"},
-                 {&L->dn_qkv, "attn_qkv.weight"}, {&L->dn_gate, "attn_gate.weight"},
-                 {&L->dn_ba, "ssm_beta_alpha.weight"}, {&L->dn_out, "ssm_out.weight"}};
+            kld_tensor_id id;
+            const char *kind;
+        } t[] = {{&L->attn_norm, KLD_T_ATTN_NORM, "weight"}, {&L->attn_q, KLD_T_ATTN_Q, "weight"},
+                 {&L->attn_k, KLD_T_ATTN_K, "weight"}, {&L->attn_v, KLD_T_ATTN_V, "weight"},
+                 {&L->attn_qkv, KLD_T_ATTN_QKV, "weight"}, {&L->attn_output, KLD_T_ATTN_OUT, "weight"},
+                 {&L->ffn_norm, m->hp.hy.ffn_norm, "weight"}, {&L->ffn_gate, KLD_T_FFN_GATE, "weight"},
+                 {&L->ffn_up, KLD_T_FFN_UP, "weight"}, {&L->ffn_down, KLD_T_FFN_DOWN, "weight"},
+                 {&L->shortconv_in_proj, KLD_T_SHORTCONV_INPROJ, "weight"},
+                 {&L->shortconv_out_proj, KLD_T_SHORTCONV_OUTPROJ, "weight"},
+                 {&L->dn_qkv, KLD_T_ATTN_QKV, "weight"}, {&L->dn_gate, KLD_T_ATTN_GATE, "weight"},
+                 {&L->dn_ba, KLD_T_SSM_BETA_ALPHA, "weight"}, {&L->dn_out, KLD_T_SSM_OUT, "weight"},
+                 {&L->dn_beta, KLD_T_SSM_BETA, "weight"}, {&L->dn_alpha, KLD_T_SSM_ALPHA, "weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            char name[96];
-            snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+            kld_tn(name, sizeof name, t[i].id, il, 0, t[i].kind);
             fn(ctx, t[i].slot, name);
         }
         walk_moe(il, &L->moe, w->n_expert, fn, ctx);

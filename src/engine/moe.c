@@ -12,6 +12,11 @@
  *   out    = ((y_0 + y_1) + y_2) + …     in slot order, float32
  *   + shared expert (qwen2moe): ffn_shexp(x) · sigmoid(gate_inp_shexp · x),
  *     the sigmoid as ggml_div(ggml_silu(g), g) (src/llama.cpp 3657, 3650-3672).
+ * gpt-oss (the 2026 llama.cpp's build_moe_ffn with SOFTMAX_WEIGHT gating and
+ * LLM_FFN_SWIGLU_OAI_MOE): the router's bias is added to the logits, the
+ * top k are taken of the logits themselves and softmaxed among them, every
+ * expert's gate, up and down get their bias (ggml_add_id), and the
+ * activation is ggml_swiglu_oai (arch.h KLD_ACT_SWIGLU_OAI).
  *
  * The chunk's rows are grouped by expert, so each expert's matrices are read
  * once per chunk; each product row depends only on its own input row (gemm.h),
@@ -24,7 +29,7 @@
 
 typedef struct route_job {
     kld_session *s;
-    int64_t n;
+    int64_t n, il;
 } route_job;
 
 /* ggml_compute_forward_argsort_f32 (ggml-cpu.c 10874-10892) restricted to the
@@ -51,16 +56,49 @@ static void route_task(void *ctx, int ith, int nth) {
     int64_t b, e;
     kld_split(j->n, ith, nth, &b, &e);
     int32_t *idx = s->moe_sort + (int64_t)ith * X;
+    const float *bias = s->model->lv[j->il].moe_gate_inp_b;
+    const bool softmax_weight = hp->moe_gating == KLD_MOE_GATE_SOFTMAX_WEIGHT;
+    const float *sel_b = s->model->lv[j->il].moe_probs_b;
     for (int64_t r = b; r < e; r++) {
         float *p = s->moe_probs + r * X;
+        if (bias)
+            for (int64_t i = 0; i < X; i++) p[i] = p[i] + bias[i];
+        int32_t *ids = s->moe_ids + r * K;
+        float *w = s->moe_w + r * K;
+        if (softmax_weight) { /* top-k of the logits, then ggml_soft_max over those k */
+            top_k(p, X, K, idx, ids);
+            float mx = -INFINITY;
+            for (int64_t i = 0; i < K; i++) mx = p[ids[i]] > mx ? p[ids[i]] : mx;
+            double sum = 0;
+            for (int64_t i = 0; i < K; i++) sum += (double)(w[i] = expf(p[ids[i]] - mx));
+            const float inv = (float)(1.0 / sum);
+            for (int64_t i = 0; i < K; i++) w[i] *= inv;
+            continue;
+        }
+        if (hp->moe_gating == KLD_MOE_GATE_SIGMOID) { /* GLM-4.5 / DeepSeek V3 */
+            float sel[512]; /* hparams_moe.c: at most 512 experts */
+            for (int64_t i = 0; i < X; i++) {
+                p[i] = 1.0f / (1.0f + expf(-p[i]));
+                sel[i] = sel_b ? p[i] + sel_b[i] : p[i]; /* the bias picks, the weights stay unbiased */
+            }
+            top_k(sel, X, K, idx, ids);
+            for (int64_t i = 0; i < K; i++) w[i] = p[ids[i]];
+            if (hp->moe_norm_w) { /* ggml_sum_rows, clamped at f16's smallest normal, ggml_div */
+                double ws = 0;
+                for (int64_t i = 0; i < K; i++) ws += (double)w[i];
+                const float wsf = (float)ws < 6.103515625e-5f ? 6.103515625e-5f : (float)ws;
+                for (int64_t i = 0; i < K; i++) w[i] = w[i] / wsf;
+            }
+            if (hp->moe_w_scale != 0 && hp->moe_w_scale != 1)
+                for (int64_t i = 0; i < K; i++) w[i] *= (float)hp->moe_w_scale;
+            continue;
+        }
         float mx = -INFINITY;
         for (int64_t i = 0; i < X; i++) mx = p[i] > mx ? p[i] : mx;
         double sum = 0;
         for (int64_t i = 0; i < X; i++) sum += (double)(p[i] = expf(p[i] - mx));
         const float inv = (float)(1.0 / sum);
         for (int64_t i = 0; i < X; i++) p[i] *= inv;
-        int32_t *ids = s->moe_ids + r * K;
-        float *w = s->moe_w + r * K;
         top_k(p, X, K, idx, ids);
         for (int64_t i = 0; i < K; i++) w[i] = p[ids[i]];
         if (hp->moe_norm_w) {
@@ -75,27 +113,45 @@ static void route_task(void *ctx, int ith, int nth) {
 typedef struct act_job {
     kld_session *s;
     int64_t n, ff;
+    const float *bg, *bu; /* gate and up biases [ff], or NULL */
 } act_job;
+
+/* ggml_swiglu_oai (ggml-cpu ops.cpp) with llama.cpp's alpha 1.702, limit 7. */
+static void swiglu_oai(float *g, const float *u, int64_t n) {
+    const float alpha = 1.702f, limit = 7.0f;
+    for (int64_t k = 0; k < n; k++) {
+        const float x = g[k] < limit ? g[k] : limit;
+        const float y = u[k] < -limit ? -limit : u[k] > limit ? limit : u[k];
+        const float out_glu = x / (1.f + expf(alpha * (-x)));
+        g[k] = out_glu * (y + 1.f);
+    }
+}
 
 static void act_task(void *ctx, int ith, int nth) {
     const act_job *j = ctx;
     int64_t b, e;
     kld_split(j->n, ith, nth, &b, &e);
     for (int64_t r = b; r < e; r++) {
-        float *g = j->s->gu + r * 2 * j->ff;
-        j->s->kr->silu_mul(g, g + j->ff, j->ff);
+        float *g = j->s->gu + r * 2 * j->ff, *u = g + j->ff;
+        for (int64_t k = 0; j->bg && k < j->ff; k++) g[k] = g[k] + j->bg[k];
+        for (int64_t k = 0; j->bu && k < j->ff; k++) u[k] = u[k] + j->bu[k];
+        if (j->s->model->hp.sw.act == KLD_ACT_SWIGLU_OAI) swiglu_oai(g, u, j->ff);
+        else j->s->kr->silu_mul(g, u, j->ff);
     }
 }
 
-/* gu = [silu(gate·x) * (up·x)] for rows x[0..n), then y = down · gu. */
+/* gu = [act(gate·x + bg, up·x + bu)] for rows x[0..n), then y = down · gu (+ bd). */
 static void expert_ffn(kld_session *s, const kld_tensor *gate, const kld_tensor *up,
-                       const kld_tensor *down, int64_t ff, const float *x, int64_t n, float *y) {
+                       const kld_tensor *down, int64_t ff, const float *x, int64_t n, float *y,
+                       const float *bg, const float *bu, const float *bd) {
     const int64_t E = s->model->hp.n_embd;
     kld_forward_gemm(s, gate, n, x, E, s->gu, 2 * ff);
     kld_forward_gemm(s, up, n, x, E, s->gu + ff, 2 * ff);
-    act_job a = {s, n, ff};
+    act_job a = {s, n, ff, bg, bu};
     kld_pool_run(s->pool, act_task, &a);
     kld_forward_gemm(s, down, n, s->gu, 2 * ff, y, E);
+    for (int64_t r = 0; bd && r < n; r++)
+        for (int64_t c = 0; c < E; c++) y[r * E + c] = y[r * E + c] + bd[c];
 }
 
 void kld_moe_ffn(kld_session *s, int64_t il, int64_t n) {
@@ -103,7 +159,7 @@ void kld_moe_ffn(kld_session *s, int64_t il, int64_t n) {
     const kld_moe_weights *M = &s->model->w.layers[il].moe;
     const int64_t E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
     kld_forward_gemm(s, M->gate_inp, n, s->xn, E, s->moe_probs, X);
-    route_job rj = {s, n};
+    route_job rj = {s, n, il};
     kld_pool_run(s->pool, route_task, &rj);
 
     /* counting sort of the (row, slot) pairs by expert, rows ascending */
@@ -121,7 +177,10 @@ void kld_moe_ffn(kld_session *s, int64_t il, int64_t n) {
         const int32_t *list = s->moe_list + start[e];
         for (int64_t j = 0; j < cnt; j++)
             memcpy(s->moe_x + j * E, s->xn + (list[j] / K) * E, sizeof(float) * (size_t)E);
-        expert_ffn(s, M->gate[e], M->up[e], M->down[e], F, s->moe_x, cnt, s->moe_x);
+        const kld_layer_vecs *v = &s->model->lv[il];
+        expert_ffn(s, M->gate[e], M->up[e], M->down[e], F, s->moe_x, cnt, s->moe_x,
+                   v->moe_gate_b ? v->moe_gate_b + e * F : NULL, v->moe_up_b ? v->moe_up_b + e * F : NULL,
+                   v->moe_down_b ? v->moe_down_b + e * E : NULL);
         for (int64_t j = 0; j < cnt; j++) {
             const float w = s->moe_w[list[j]];
             const float *src = s->moe_x + j * E;
@@ -136,10 +195,18 @@ void kld_moe_ffn(kld_session *s, int64_t il, int64_t n) {
         for (int64_t i = 1; i < K; i++)
             for (int64_t c = 0; c < E; c++) out[c] = out[c] + y[i * E + c];
     }
-    if (!M->gate_inp_shexp) return;
+    if (!M->gate_shexp) return;
+    if (!M->gate_inp_shexp) { /* ungated shared expert (glm4moe): routed + shared */
+        expert_ffn(s, M->gate_shexp, M->up_shexp, M->down_shexp, hp->n_ff_shexp, s->xn, n, s->moe_x, NULL,
+                   NULL, NULL);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < E; c++) s->tmp[r * E + c] = s->tmp[r * E + c] + s->moe_x[r * E + c];
+        return;
+    }
 
     kld_forward_gemm(s, M->gate_inp_shexp, n, s->xn, E, s->moe_sg, 1);
-    expert_ffn(s, M->gate_shexp, M->up_shexp, M->down_shexp, hp->n_ff_shexp, s->xn, n, s->moe_x);
+    expert_ffn(s, M->gate_shexp, M->up_shexp, M->down_shexp, hp->n_ff_shexp, s->xn, n, s->moe_x, NULL,
+               NULL, NULL);
     for (int64_t r = 0; r < n; r++) {
         const float g = s->moe_sg[r];
         /* ggml_div(ggml_silu(g), g); at g = 0 (NaN there) the limit 1/2 */

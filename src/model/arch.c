@@ -5,19 +5,19 @@
 /* LFM2's Hugging Face names (llama.cpp gguf-py tensor_mapping.py, "# lfm2"
  * rows; the final norm is model.embedding_norm, GGUF token_embd_norm). */
 static const kld_name_map lfm2_hf_names[] = {
-    {"token_embd_norm", "model.embedding_norm"},
-    {"attn_norm", "operator_norm"},
-    {"ffn_norm", "ffn_norm"},
-    {"ffn_gate", "feed_forward.w1"},
-    {"ffn_up", "feed_forward.w3"},
-    {"ffn_down", "feed_forward.w2"},
-    {"attn_output", "self_attn.out_proj"},
-    {"attn_q_norm", "self_attn.q_layernorm"},
-    {"attn_k_norm", "self_attn.k_layernorm"},
-    {"shortconv.conv", "conv.conv"},
-    {"shortconv.in_proj", "conv.in_proj"},
-    {"shortconv.out_proj", "conv.out_proj"},
-    {NULL, NULL},
+    {KLD_T_TOKEN_EMBD_NORM, "model.embedding_norm"},
+    {KLD_T_ATTN_NORM, "operator_norm"},
+    {KLD_T_FFN_NORM, "ffn_norm"},
+    {KLD_T_FFN_GATE, "feed_forward.w1"},
+    {KLD_T_FFN_UP, "feed_forward.w3"},
+    {KLD_T_FFN_DOWN, "feed_forward.w2"},
+    {KLD_T_ATTN_OUT, "self_attn.out_proj"},
+    {KLD_T_ATTN_Q_NORM, "self_attn.q_layernorm"},
+    {KLD_T_ATTN_K_NORM, "self_attn.k_layernorm"},
+    {KLD_T_SHORTCONV_CONV, "conv.conv"},
+    {KLD_T_SHORTCONV_INPROJ, "conv.in_proj"},
+    {KLD_T_SHORTCONV_OUTPROJ, "conv.out_proj"},
+    {KLD_T_NONE, NULL},
 };
 
 /* Qwen3-Next's linear-attention names (transformers' Qwen3NextGatedDeltaNet;
@@ -25,12 +25,20 @@ static const kld_name_map lfm2_hf_names[] = {
  * GGUF ssm_in, rebuilt into attn_qkv / attn_gate at load, and A_log /
  * dt_bias become ssm_a / ssm_dt.bias (weights_deltanet.c). */
 static const kld_name_map qwen3next_hf_names[] = {
-    {"ssm_in", "linear_attn.in_proj_qkvz"},
-    {"ssm_conv1d", "linear_attn.conv1d"},
-    {"ssm_beta_alpha", "linear_attn.in_proj_ba"},
-    {"ssm_norm", "linear_attn.norm"},
-    {"ssm_out", "linear_attn.out_proj"},
-    {NULL, NULL},
+    {KLD_T_SSM_IN, "linear_attn.in_proj_qkvz"},
+    {KLD_T_SSM_CONV1D, "linear_attn.conv1d"},
+    {KLD_T_SSM_BETA_ALPHA, "linear_attn.in_proj_ba"},
+    {KLD_T_SSM_NORM, "linear_attn.norm"},
+    {KLD_T_SSM_OUT, "linear_attn.out_proj"},
+    {KLD_T_NONE, NULL},
+};
+
+/* Qwen3.5's names that differ from the llama family's (transformers'
+ * Qwen3_5GatedDeltaNet); its projections are rebuilt at load in tiled
+ * v-head order (weights_deltanet.c). */
+static const kld_name_map qwen35_hf_names[] = {
+    {KLD_T_SSM_NORM, "linear_attn.norm"},
+    {KLD_T_NONE, NULL},
 };
 
 static const kld_arch_switches arch_table[] = {
@@ -68,15 +76,46 @@ static const kld_arch_switches arch_table[] = {
     {"qwen3next", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_OPTIONAL, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
      .attn_out_gate = true},
+    /* gpt-oss (src/models/openai-moe.cpp): q/k/v/o biases, attention sinks, NeoX
+     * RoPE (YaRN in the released files), even layers slide (set_swa_pattern(2)),
+     * pre-FFN norm post_attention_norm, every layer a MoE: biased router,
+     * top-k of the logits then softmax over them (SOFTMAX_WEIGHT, norm_w
+     * false), biased experts with the clamped SwiGLU (SWIGLU_OAI_MOE) */
+    /* qwen35 / qwen35moe (src/models/qwen35.cpp, qwen35moe.cpp): Qwen3-Next's layout with the
+     * DeltaNet changes of the hybrid row below; qwen35 is dense (llama.cpp asserts no router),
+     * qwen35moe always a mixture of experts with Qwen3-Next's shared expert */
+    {"qwen35", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_NONE, .attn_out_gate = true},
+    {"qwen35moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
+     .attn_out_gate = true},
+    /* glm4moe (src/models/glm4-moe.cpp): q/k/v biases, optional q/k norms, partial NeoX RoPE,
+     * pre-FFN norm post_attention_norm, leading_dense_block_count dense layers, then MoE layers:
+     * sigmoid gating with the exp_probs_b selection bias (expert_gating_func, default sigmoid),
+     * expert_weights_norm / expert_weights_scale, an ungated shared expert added to the routed sum;
+     * the appended NextN layers (nextn_predict_layers) are not run */
+    {"glm4moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SIGMOID, .moe_shared_expert = true,
+     .moe_shexp_ungated = true, .moe_ff_required = true, .qk_norm_optional = true},
+    {"gpt-oss", KLD_ROPE_NEOX, KLD_ACT_SWIGLU_OAI, false, false, false, false, false, true, 2, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SOFTMAX_WEIGHT, .moe_biases = true, .moe_ff_required = true,
+     .attn_sinks = true, .out_bias_required = true},
 };
 
 static const kld_arch_hybrid hybrid_table[] = {
-    {"lfm2", KLD_LAYER_SHORTCONV, "token_embd_norm", lfm2_hf_names, NULL},
-    {"qwen3next", KLD_LAYER_DELTANET, NULL, qwen3next_hf_names, "post_attention_norm"},
+    {"lfm2", KLD_LAYER_SHORTCONV, KLD_T_TOKEN_EMBD_NORM, lfm2_hf_names, KLD_T_FFN_NORM, .dn_split_ba = false},
+    {"qwen3next", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen3next_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
+    {"qwen35", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen35_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
+     .dn_v_tiled = true, .rope_sections = true},
+    {"qwen35moe", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen35_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
+     .dn_v_tiled = true, .rope_sections = true},
+    /* no recurrent layers: only their pre-FFN norm's name */
+    {"glm4moe", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
+    {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {
-    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, NULL, NULL, NULL};
+    static const kld_arch_hybrid none = {"", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_FFN_NORM, .dn_split_ba = false};
     for (size_t i = 0; i < sizeof hybrid_table / sizeof hybrid_table[0]; i++)
         if (strcmp(hybrid_table[i].name, name) == 0) return &hybrid_table[i];
     return &none;
@@ -89,5 +128,6 @@ const kld_arch_switches *kld_arch_find(const char *name) {
 }
 
 const char *kld_arch_supported(void) {
-    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next";
+    return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next, "
+           "qwen35, qwen35moe, gpt-oss, glm4moe";
 }

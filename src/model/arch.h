@@ -5,6 +5,7 @@
 #define KLD_MODEL_ARCH_H
 
 #include "common/common.h"
+#include "model/gguf_names.h"
 
 typedef enum kld_rope_type {
     KLD_ROPE_NORM = 0, /* interleaved pairs (x0,x1),(x2,x3)…: GGUF llama */
@@ -12,9 +13,19 @@ typedef enum kld_rope_type {
 } kld_rope_type;
 
 typedef enum kld_act {
-    KLD_ACT_SILU = 0,     /* silu(gate) * up */
-    KLD_ACT_GELU_TANH = 1 /* gelu_tanh(gate) * up (Gemma) */
+    KLD_ACT_SILU = 0,       /* silu(gate) * up */
+    KLD_ACT_GELU_TANH = 1,  /* gelu_tanh(gate) * up (Gemma) */
+    KLD_ACT_SWIGLU_OAI = 2  /* x·σ(1.702·x)·(y + 1), x = min(gate, 7), y = clamp(up, ±7) (gpt-oss:
+                               llama.cpp's LLM_FFN_SWIGLU_OAI_MOE, ggml_swiglu_oai) */
 } kld_act;
+
+/* How the router's logits become the chosen experts and their weights. */
+typedef enum kld_moe_gating {
+    KLD_MOE_GATE_SOFTMAX = 0,       /* softmax over all experts, then top-k (optionally renormalised) */
+    KLD_MOE_GATE_SOFTMAX_WEIGHT = 1, /* top-k of the logits, softmax over those k (gpt-oss) */
+    KLD_MOE_GATE_SIGMOID = 2         /* sigmoid of each logit; top-k of sigmoid + exp_probs_b (GLM-4.5,
+                                        DeepSeek V3), weights the unbiased sigmoids */
+} kld_moe_gating;
 
 /* What mixes the positions in a layer (the block between the first norm
  * and the first residual add). Attention keeps a KV cache; the recurrent
@@ -25,10 +36,11 @@ typedef enum kld_layer_kind {
     KLD_LAYER_DELTANET = 2   /* Qwen3-Next gated DeltaNet linear attention (src/engine/deltanet.c) */
 } kld_layer_kind;
 
-/* A GGUF name → Hugging Face name pair; per-layer rows are suffixes
- * ("attn_norm" → "operator_norm"), the others whole base names. */
+/* A GGUF tensor → Hugging Face name pair; per-layer tensors map to a
+ * suffix after "model.layers.N." (attn_norm → "operator_norm"), the
+ * others to a whole base name. A row with hf NULL ends a table. */
 typedef struct kld_name_map {
-    const char *gguf;
+    kld_tensor_id gguf;
     const char *hf;
 } kld_name_map;
 typedef enum kld_moe_kind {
@@ -58,6 +70,15 @@ typedef struct kld_arch_switches {
                                  multiplied by sigmoid(gate) before attn_output (qwen3next) */
     bool moe_ff_per_used;     /* expert_feed_forward_length defaults to n_ff / expert_used_count
                                  (qwen2moe, qwen3moe), else to n_ff */
+    kld_moe_gating moe_gating;/* router → experts and weights */
+    bool moe_ff_required;     /* expert_feed_forward_length is required (gpt-oss) */
+    bool moe_biases;          /* biases on the router and on every expert's gate, up and down (gpt-oss) */
+    bool out_bias_required;   /* attn_output.bias must exist (gpt-oss) */
+    bool qk_norm_optional;    /* per-head q/k RMSNorms when the file has them (glm4moe) */
+    bool moe_shexp_ungated;   /* the shared expert is added as is (expert_shared_count of n_ff_exp
+                                 wide experts, no ffn_gate_inp_shexp: glm4moe) */
+    bool attn_sinks;          /* attn_sinks [n_head]: one more logit per head in the softmax's
+                                 denominator, attending to nothing (gpt-oss) */
 } kld_arch_switches;
 
 /* The switches of the hybrid recurrent architectures, in a table of their
@@ -65,9 +86,16 @@ typedef struct kld_arch_switches {
 typedef struct kld_arch_hybrid {
     const char *name;
     kld_layer_kind recurrent_kind; /* the kind of the non-attention layers; ATTN: none */
-    const char *output_norm;  /* GGUF base name of the final norm; NULL: "output_norm" */
-    const kld_name_map *hf_names; /* HF names that differ from the llama family's, {NULL} ended */
-    const char *ffn_norm;     /* GGUF suffix of the pre-FFN norm; NULL: "ffn_norm" */
+    kld_tensor_id output_norm; /* the final norm; NONE: output_norm */
+    const kld_name_map *hf_names; /* HF names that differ from the llama family's, {NONE, NULL} ended */
+    kld_tensor_id ffn_norm;   /* the pre-FFN norm; NONE: ffn_norm */
+    /* Qwen3.5's gated DeltaNet (src/models/qwen35.cpp) beside Qwen3-Next's: */
+    bool dn_split_ba;         /* β and α from ssm_beta / ssm_alpha [n_embd, v heads] (v head order)
+                                 instead of ssm_ba's per-q/k-head [b…, a…] groups */
+    bool dn_v_tiled;          /* v head h reads q/k head h mod (q/k heads) (the converter's tiled
+                                 order), not h / (v heads / q/k heads) */
+    bool rope_sections;       /* <arch>.rope.dimension_sections (multi-section RoPE) is required; text
+                                 positions are the same in every section, i.e. plain NeoX RoPE */
 } kld_arch_hybrid;
 
 /* The switches of a GGUF architecture name, or NULL when unsupported. */

@@ -126,6 +126,7 @@ static kld_status set_arch(const char *path, const char *arch, size_t len, kld_h
     hp->hy = *kld_arch_hybrid_find(hp->arch);
     hp->rope_type = sw->rope_type;
     hp->swa_pattern = sw->swa_pattern;
+    hp->moe_gating = sw->moe_gating;
     return KLD_OK;
 }
 
@@ -153,12 +154,12 @@ typedef struct gguf_reader {
     char key[160];
 } gguf_reader;
 
-static const char *gkey(gguf_reader *r, const char *suffix) {
-    snprintf(r->key, sizeof r->key, "%s.%s", r->arch, suffix);
+static const char *gkey(gguf_reader *r, kld_arch_key_id id) {
+    kld_arch_key(r->key, sizeof r->key, r->arch, id);
     return r->key;
 }
 
-static kld_status g_int(gguf_reader *r, const char *suffix, bool required, int64_t *out,
+static kld_status g_int(gguf_reader *r, kld_arch_key_id suffix, bool required, int64_t *out,
                         kld_error *err) {
     const char *key = gkey(r, suffix);
     const kld_gguf_kv *kv = kld_gguf_find(r->g, key);
@@ -185,7 +186,7 @@ static kld_status g_int(gguf_reader *r, const char *suffix, bool required, int64
                     r->path, key, kld_gguf_vtype_name(kv->value.type));
 }
 
-static kld_status g_float(gguf_reader *r, const char *suffix, bool required, double *out,
+static kld_status g_float(gguf_reader *r, kld_arch_key_id suffix, bool required, double *out,
                           kld_error *err) {
     const char *key = gkey(r, suffix);
     const kld_gguf_kv *kv = kld_gguf_find(r->g, key);
@@ -211,40 +212,51 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
     if (kld_gguf_get_str(r.g, "general.name", &s)) copy_name(hp->name, sizeof hp->name, s.ptr, (size_t)s.len);
     else folder_name(hp->name, sizeof hp->name, src->dir);
 
-    if ((st = g_int(&r, "embedding_length", true, &hp->n_embd, err)) ||
-        (st = g_int(&r, "block_count", true, &hp->n_layer, err)) ||
-        (st = g_int(&r, "feed_forward_length", true, &hp->n_ff, err)) ||
-        (st = g_int(&r, "attention.head_count", true, &hp->n_head, err)) ||
-        (st = g_int(&r, "context_length", true, &hp->n_ctx_train, err)) ||
-        (st = g_float(&r, "attention.layer_norm_rms_epsilon", true, &hp->norm_eps, err)))
+    if ((st = g_int(&r, KLD_K_EMBEDDING_LENGTH, true, &hp->n_embd, err)) ||
+        (st = g_int(&r, KLD_K_BLOCK_COUNT, true, &hp->n_layer, err)) ||
+        (st = g_int(&r, KLD_K_FEED_FORWARD_LENGTH, true, &hp->n_ff, err)) ||
+        (st = g_int(&r, KLD_K_HEAD_COUNT, true, &hp->n_head, err)) ||
+        (st = g_int(&r, KLD_K_CONTEXT_LENGTH, true, &hp->n_ctx_train, err)) ||
+        (st = g_float(&r, KLD_K_RMS_EPS, true, &hp->norm_eps, err)))
         return st;
-    if (hp->n_head < 1) return check_range(src->path, gkey(&r, "attention.head_count"), hp->n_head, 1, MAX_DIM, err);
+    if (hp->n_head < 1) return check_range(src->path, gkey(&r, KLD_K_HEAD_COUNT), hp->n_head, 1, MAX_DIM, err);
     hp->n_head_kv = hp->n_head;
     hp->head_dim = hp->n_embd / hp->n_head;
     /* hybrids give head_count_kv per layer, 0 for the recurrent layers */
     if (hp->hy.recurrent_kind != KLD_LAYER_ATTN) st = kld_hp_gguf_recurrent(src, hp, err);
-    else st = g_int(&r, "attention.head_count_kv", false, &hp->n_head_kv, err);
-    if (st || (st = g_int(&r, "attention.key_length", false, &hp->head_dim, err)))
+    else st = g_int(&r, KLD_K_HEAD_COUNT_KV, false, &hp->n_head_kv, err);
+    if (st || (st = g_int(&r, KLD_K_KEY_LENGTH, false, &hp->head_dim, err)))
         return st;
     hp->head_dim_v = hp->head_dim;
     hp->n_rot = hp->head_dim;
-    if ((st = g_int(&r, "attention.value_length", false, &hp->head_dim_v, err)) ||
-        (st = g_int(&r, "rope.dimension_count", false, &hp->n_rot, err)) ||
-        (st = g_float(&r, "rope.freq_base", false, &hp->rope_freq_base, err)) ||
-        (st = g_float(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
-        (st = g_float(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))
+    if ((st = g_int(&r, KLD_K_VALUE_LENGTH, false, &hp->head_dim_v, err)) ||
+        (st = g_int(&r, KLD_K_ROPE_DIMENSION_COUNT, false, &hp->n_rot, err)) ||
+        (st = g_float(&r, KLD_K_ROPE_FREQ_BASE, false, &hp->rope_freq_base, err)) ||
+        (st = g_float(&r, KLD_K_ATTN_SOFTCAP, false, &hp->attn_softcap, err)) ||
+        (st = g_float(&r, KLD_K_FINAL_SOFTCAP, false, &hp->final_softcap, err)))
         return st;
 
+    /* NextN / MTP layers appended to the stack (glm4moe): loaded by llama.cpp, never run; the
+     * hybrids' reader (hparams_deltanet.c) does the same for theirs */
+    if (hp->hy.recurrent_kind == KLD_LAYER_ATTN && kld_gguf_find(r.g, gkey(&r, KLD_K_NEXTN_PREDICT_LAYERS))) {
+        int64_t nextn = 0;
+        if ((st = g_int(&r, KLD_K_NEXTN_PREDICT_LAYERS, true, &nextn, err))) return st;
+        if (nextn < 0 || nextn >= hp->n_layer)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " is out of range [0, %" PRId64 ")",
+                            src->path, gkey(&r, KLD_K_NEXTN_PREDICT_LAYERS), nextn, hp->n_layer);
+        hp->n_layer -= nextn;
+    }
     if ((st = kld_hp_gguf_rope_scaling(src, hp, err)) || (st = kld_hp_gguf_swa(src, hp, err)) ||
         (st = kld_hp_gguf_moe(src, hp, err)))
         return st;
 
-    const kld_tensor *emb = kld_source_find(src, "token_embd.weight");
+    char tn[64];
+    const kld_tensor *emb = kld_source_find(src, kld_tn(tn, sizeof tn, KLD_T_TOKEN_EMBD, 0, 0, "weight"));
     if (!emb)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing (expected "
                         "shape [%" PRId64 ", n_vocab])", src->path, hp->n_embd);
     hp->n_vocab = emb->ne[1];
-    hp->tied_output = kld_source_find(src, "output.weight") == NULL;
+    hp->tied_output = kld_source_find(src, kld_tn(tn, sizeof tn, KLD_T_OUTPUT, 0, 0, "weight")) == NULL;
 
     hp->attn_scale = 1.0 / sqrt((double)(hp->head_dim > 0 ? hp->head_dim : 1));
     if (strcmp(hp->arch, "gemma2") == 0) hp->attn_scale = gemma_attn_scale(hp, 46);
@@ -379,6 +391,7 @@ static const hf_arch hf_archs[] = {
     {"mixtral", "llama", false, true}, {"qwen2_moe", "qwen2moe", false, false},
     {"qwen3_moe", "qwen3moe", false, false}, {"olmoe", "olmoe", false, false},
     {"lfm2", "lfm2", true, false},      {"qwen3_next", "qwen3next", false, false},
+    {"qwen3_5_text", "qwen35", false, false},
 };
 
 static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err) {
@@ -399,7 +412,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
                         "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
                         "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe, lfm2, "
-                        "qwen3_next)", path, model_type);
+                        "qwen3_next, qwen3_5_text)", path, model_type);
     /* A multimodal gemma3 keeps the language model's fields in text_config. */
     if (strcmp(model_type, "gemma3") == 0) {
         const json_t *tc = json_object_get(r.cfg, "text_config");
@@ -467,7 +480,8 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     hp->embd_scale = hp->sw.embd_scale ? sqrt((double)hp->n_embd) : 1.0;
     /* zero-centred RMSNorm weights: HF Gemma and Qwen3NextRMSNorm scale by 1 + w (not the gated
      * linear_attn.norm, which the engine loads without the offset) */
-    if (strncmp(hp->arch, "gemma", 5) == 0 || strcmp(hp->arch, "qwen3next") == 0) hp->norm_weight_offset = 1.0;
+    if (strncmp(hp->arch, "gemma", 5) == 0 || strcmp(hp->arch, "qwen3next") == 0 || strncmp(hp->arch, "qwen35", 6) == 0)
+        hp->norm_weight_offset = 1.0;
 
     const json_t *act = json_object_get(r.cfg, "hidden_activation");
     if (!act || json_is_null(act)) act = json_object_get(r.cfg, "hidden_act");

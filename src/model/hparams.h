@@ -66,12 +66,16 @@ typedef struct kld_hparams {
     int64_t dn_n_v_heads;   /* ssm.time_step_rank: v heads (a multiple of the q/k heads) */
     int64_t dn_head_k;      /* ssm.state_size: q/k head size */
     int64_t dn_head_v;      /* ssm.inner_size / v heads: v head size */
+    int64_t rope_sections[4]; /* rope.dimension_sections (hy.rope_sections), else 0 */
     /* Mixture of experts (all 0 for a dense model; see hparams_moe.c). */
     int64_t n_expert;       /* <arch>.expert_count / num_local_experts / num_experts */
     int64_t n_expert_used;  /* <arch>.expert_used_count / num_experts_per_tok */
     int64_t n_ff_exp;       /* rows of one routed expert's gate/up */
     int64_t n_ff_shexp;     /* rows of the shared expert's gate/up (moe_shared_expert) */
     bool moe_norm_w;        /* top-k router weights renormalised (switch, or HF norm_topk_prob) */
+    double moe_w_scale;     /* expert_weights_scale: the weights multiplied after (0 and 1: none) */
+    kld_moe_gating moe_gating; /* the switch, or <arch>.expert_gating_func */
+    int64_t n_layer_dense_lead; /* leading_dense_block_count: layers before it have a dense FFN */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a
@@ -82,6 +86,10 @@ kld_status kld_hparams_read(const kld_source *src, kld_hparams *hp, kld_error *e
 kld_layer_kind kld_hparams_layer_kind(const kld_hparams *hp, int64_t il);
 /* True when the layers' FFN is a mixture of experts. */
 static inline bool kld_hparams_is_moe(const kld_hparams *hp) { return hp->n_expert > 0; }
+/* True when layer il's FFN is the mixture of experts (not a leading dense layer). */
+static inline bool kld_hparams_layer_moe(const kld_hparams *hp, int64_t il) {
+    return hp->n_expert > 0 && il >= hp->n_layer_dense_lead;
+}
 
 /* True when layer il uses the sliding window. */
 bool kld_hparams_layer_swa(const kld_hparams *hp, int64_t il);

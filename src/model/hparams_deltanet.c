@@ -21,10 +21,10 @@
 #define MAX_CONV 64     /* widest convolution accepted (Qwen3-Next uses 4) */
 #define MAX_HEAD 1024   /* largest q/k or v head size accepted (128 in the models) */
 
-static kld_status req_int(const kld_source *src, const kld_hparams *hp, const char *suffix,
+static kld_status req_int(const kld_source *src, const kld_hparams *hp, kld_arch_key_id suffix,
                           int64_t lo, int64_t hi, int64_t *out, kld_error *err) {
     char key[160];
-    snprintf(key, sizeof key, "%s.%s", hp->arch, suffix);
+    kld_arch_key(key, sizeof key, hp->arch, suffix);
     const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
     if (!kv) return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing", src->path, key);
     if (!kld_gguf_get_int(src->gguf, key, out))
@@ -39,7 +39,7 @@ static kld_status req_int(const kld_source *src, const kld_hparams *hp, const ch
 /* n_all: block_count (the flags may cover the MTP blocks too) */
 static kld_status layer_kinds(const kld_source *src, kld_hparams *hp, int64_t n_all, kld_error *err) {
     char key[160];
-    snprintf(key, sizeof key, "%s.attention.recurrent_layers", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_RECURRENT_LAYERS);
     const kld_gguf_value *arr = kld_gguf_get_arr(src->gguf, key);
     if (arr) {
         if ((int64_t)arr->v.arr.n != n_all && (int64_t)arr->v.arr.n != hp->n_layer)
@@ -55,13 +55,32 @@ static kld_status layer_kinds(const kld_source *src, kld_hparams *hp, int64_t n_
         return KLD_OK;
     }
     int64_t interval = 4;
-    snprintf(key, sizeof key, "%s.full_attention_interval", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_FULL_ATTENTION_INTERVAL);
     if (kld_gguf_find(src->gguf, key)) {
-        kld_status st = req_int(src, hp, "full_attention_interval", 1, KLD_MAX_LAYER, &interval, err);
+        kld_status st = req_int(src, hp, KLD_K_FULL_ATTENTION_INTERVAL, 1, KLD_MAX_LAYER, &interval, err);
         if (st) return st;
     }
     for (int64_t il = 0; il < hp->n_layer; il++)
         hp->layer_kind[il] = (uint8_t)((il + 1) % interval ? KLD_LAYER_DELTANET : KLD_LAYER_ATTN);
+    return KLD_OK;
+}
+
+/* "<arch>.rope.dimension_sections": four section sizes (llama.cpp requires
+ * the key; get_key_or_arr(..., 4, true)), checked against n_rot later. */
+static kld_status rope_sections(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    char key[160];
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_ROPE_DIMENSION_SECTIONS);
+    const kld_gguf_value *arr = kld_gguf_get_arr(src->gguf, key);
+    if (!arr)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing or not an array (four section "
+                        "sizes, e.g. [11, 11, 10, 0])", src->path, key);
+    if (arr->v.arr.n != 4)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has %" PRIu64 " entries, expected 4", src->path,
+                        key, arr->v.arr.n);
+    for (int i = 0; i < 4; i++)
+        if (!kld_gguf_arr_int(arr, (uint64_t)i, &hp->rope_sections[i]) || hp->rope_sections[i] < 0 ||
+            hp->rope_sections[i] > 4096)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s'[%d] is not a section size", src->path, key, i);
     return KLD_OK;
 }
 
@@ -71,23 +90,23 @@ kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_erro
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s.block_count' = %" PRId64 " is out of "
                         "range [1, %d]", src->path, hp->arch, hp->n_layer, KLD_MAX_LAYER);
     kld_status st;
-    snprintf(key, sizeof key, "%s.nextn_predict_layers", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_NEXTN_PREDICT_LAYERS);
     int64_t nextn = 0;
     const int64_t n_all = hp->n_layer;
     if (kld_gguf_find(src->gguf, key) &&
-        (st = req_int(src, hp, "nextn_predict_layers", 0, n_all - 1, &nextn, err)))
+        (st = req_int(src, hp, KLD_K_NEXTN_PREDICT_LAYERS, 0, n_all - 1, &nextn, err)))
         return st;
     hp->n_layer = n_all - nextn; /* the MTP blocks after them stay unbound */
-    snprintf(key, sizeof key, "%s.attention.head_count_kv", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_HEAD_COUNT_KV);
     if (kld_gguf_find(src->gguf, key) && !kld_gguf_get_int(src->gguf, key, &hp->n_head_kv))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' must be one integer", src->path, key);
     int64_t inner = 0;
     if ((st = layer_kinds(src, hp, n_all, err)) ||
-        (st = req_int(src, hp, "ssm.conv_kernel", 2, MAX_CONV, &hp->dn_conv, err)) ||
-        (st = req_int(src, hp, "ssm.state_size", 1, MAX_HEAD, &hp->dn_head_k, err)) ||
-        (st = req_int(src, hp, "ssm.group_count", 1, 1 << 12, &hp->dn_n_k_heads, err)) ||
-        (st = req_int(src, hp, "ssm.time_step_rank", 1, 1 << 12, &hp->dn_n_v_heads, err)) ||
-        (st = req_int(src, hp, "ssm.inner_size", 1, INT64_C(1) << 24, &inner, err)))
+        (st = req_int(src, hp, KLD_K_SSM_CONV_KERNEL, 2, MAX_CONV, &hp->dn_conv, err)) ||
+        (st = req_int(src, hp, KLD_K_SSM_STATE_SIZE, 1, MAX_HEAD, &hp->dn_head_k, err)) ||
+        (st = req_int(src, hp, KLD_K_SSM_GROUP_COUNT, 1, 1 << 12, &hp->dn_n_k_heads, err)) ||
+        (st = req_int(src, hp, KLD_K_SSM_TIME_STEP_RANK, 1, 1 << 12, &hp->dn_n_v_heads, err)) ||
+        (st = req_int(src, hp, KLD_K_SSM_INNER_SIZE, 1, INT64_C(1) << 24, &inner, err)))
         return st;
     if (hp->dn_n_v_heads % hp->dn_n_k_heads)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s.ssm.time_step_rank' = %" PRId64 " (v "
@@ -98,10 +117,27 @@ kld_status kld_hp_gguf_deltanet(const kld_source *src, kld_hparams *hp, kld_erro
                         "time_step_rank × state_size = %" PRId64, src->path, hp->arch, inner,
                         hp->dn_n_v_heads * hp->dn_head_k);
     hp->dn_head_v = inner / hp->dn_n_v_heads; /* llama.cpp: head_v_dim = state_size */
-    return KLD_OK;
+    return hp->hy.rope_sections ? rope_sections(src, hp, err) : KLD_OK;
 }
 
 kld_status kld_hp_check_gated_attn(const char *path, const kld_hparams *hp, kld_error *err) {
+    const int64_t *sec = hp->rope_sections;
+    if (hp->hy.rope_sections && 2 * (sec[0] + sec[1] + sec[2] + sec[3]) != hp->n_rot)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: %s.rope.dimension_sections [%" PRId64 ", %" PRId64 ", %" PRId64
+                        ", %" PRId64 "] rotate %" PRId64 " dims, rope.dimension_count is %" PRId64, path, hp->arch,
+                        sec[0], sec[1], sec[2], sec[3], 2 * (sec[0] + sec[1] + sec[2] + sec[3]), hp->n_rot);
+    /* Interleaved multi-section RoPE (LLAMA_ROPE_TYPE_IMROPE; ggml_mrope_cache_init): dim pair i
+     * takes the t, h or w position by (i mod Σ) mod 3, else the fourth (e) position. A text token
+     * has one position in t, h and w: NeoX RoPE, as long as no pair falls to e. */
+    const int64_t sum = sec[0] + sec[1] + sec[2] + sec[3];
+    for (int64_t i = 0; hp->hy.rope_sections && i < hp->n_rot / 2; i++) {
+        const int64_t k = i % sum;
+        if (!((k % 3 == 0 && k < 3 * sec[0]) || (k % 3 == 1 && k < 3 * sec[1]) || (k % 3 == 2 && k < 3 * sec[2])))
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: %s.rope.dimension_sections [%" PRId64 ", %" PRId64
+                            ", %" PRId64 ", %" PRId64 "] put rotary pair %" PRId64 " on the fourth position id "
+                            "(not supported: a text token's is not defined)", path, hp->arch, sec[0], sec[1],
+                            sec[2], sec[3], i);
+    }
     if (hp->sw.attn_out_gate && hp->head_dim_v != hp->head_dim)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: %s.attention.value_length = %" PRId64 " differs from "
                         "key_length = %" PRId64 " (the output gate of %s needs them equal)", path,

@@ -73,6 +73,39 @@ static kld_status experts(const json_t *cfg, const char *path, kld_hparams *hp, 
     return kld_hp_json_bool(cfg, path, "norm_topk_prob", &hp->moe_norm_w, err);
 }
 
+/* Qwen3.5 (Qwen3_5TextConfig): "rope_parameters" with rope_theta,
+ * partial_rotary_factor (0.25) and mrope_section (the converter's default
+ * [11, 11, 10], a fourth section 0). */
+static kld_status rope_parameters(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err) {
+    static const int64_t dflt[4] = {11, 11, 10, 0};
+    memcpy(hp->rope_sections, dflt, sizeof dflt);
+    const json_t *rp = json_object_get(cfg, "rope_parameters");
+    if (!rp || json_is_null(rp)) return KLD_OK;
+    if (!json_is_object(rp)) return kld_fail(err, KLD_ERR_FORMAT, "%s: \"rope_parameters\" must be an object", path);
+    double partial = 0.25;
+    kld_status st;
+    if ((st = kld_hp_json_num(rp, path, "rope_theta", false, &hp->rope_freq_base, err)) ||
+        (st = kld_hp_json_num(rp, path, "partial_rotary_factor", false, &partial, err)))
+        return st;
+    if (!(partial > 0 && partial <= 1))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: rope_parameters.partial_rotary_factor = %g is out of range (0, 1]",
+                        path, partial);
+    if (json_object_get(rp, "partial_rotary_factor")) hp->n_rot = (int64_t)((double)hp->head_dim * partial);
+    const json_t *ms = json_object_get(rp, "mrope_section");
+    if (ms && !json_is_null(ms)) {
+        if (!json_is_array(ms) || json_array_size(ms) < 3 || json_array_size(ms) > 4)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: rope_parameters.mrope_section must be 3 or 4 section sizes", path);
+        for (size_t i = 0; i < 4; i++) {
+            const json_t *v = json_array_get(ms, i);
+            hp->rope_sections[i] = i < json_array_size(ms) && json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+            if (i < json_array_size(ms) && (!json_is_integer(v) || hp->rope_sections[i] < 0))
+                return kld_fail(err, KLD_ERR_FORMAT, "%s: rope_parameters.mrope_section[%zu] is not a section size",
+                                path, i);
+        }
+    }
+    return KLD_OK;
+}
+
 kld_status kld_hp_hf_deltanet(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err) {
     kld_status st;
     int64_t head_v = 0;
@@ -102,5 +135,6 @@ kld_status kld_hp_hf_deltanet(const json_t *cfg, const char *path, kld_hparams *
                         "(llama.cpp's Qwen3-Next attention has no biases)", path);
     if (!json_object_get(cfg, "partial_rotary_factor"))
         hp->n_rot = (int64_t)((double)hp->head_dim * 0.25);
+    if (hp->hy.rope_sections && (st = rope_parameters(cfg, path, hp, err))) return st;
     return experts(cfg, path, hp, err);
 }

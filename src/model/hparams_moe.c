@@ -63,23 +63,78 @@ static kld_status gguf_int(const kld_source *src, const char *key, int64_t *out,
     return KLD_OK;
 }
 
+/* GLM-4.5's (and DeepSeek's) routing keys: expert_gating_func (llama.cpp's
+ * enum: 1 softmax, 2 sigmoid, 3 softmax of the top k; absent: sigmoid),
+ * expert_weights_norm, expert_weights_scale, leading_dense_block_count. */
+static kld_status gguf_sigmoid_keys(const kld_source *src, kld_hparams *hp, kld_error *err) {
+    char key[96];
+    kld_status st;
+    int64_t func = 0, lead = 0;
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_EXPERT_GATING_FUNC);
+    if ((st = gguf_int(src, key, &func, err))) return st;
+    static const kld_moe_gating funcs[] = {KLD_MOE_GATE_SIGMOID, KLD_MOE_GATE_SOFTMAX, KLD_MOE_GATE_SIGMOID,
+                                           KLD_MOE_GATE_SOFTMAX_WEIGHT};
+    if (func < 0 || func > 3)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 " is not a gating kind kldeval "
+                        "runs (1 softmax, 2 sigmoid, 3 softmax of the top k)", src->path, key, func);
+    hp->moe_gating = funcs[func];
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_EXPERT_WEIGHTS_NORM);
+    const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
+    if (kv) {
+        if (kv->value.type != KLD_GGUF_BOOL)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has type %s, expected a bool", src->path, key,
+                            kld_gguf_vtype_name(kv->value.type));
+        hp->moe_norm_w = kv->value.v.b;
+    }
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_EXPERT_WEIGHTS_SCALE);
+    if (kld_gguf_find(src->gguf, key)) {
+        if (!kld_gguf_get_float(src->gguf, key, &hp->moe_w_scale) || !(hp->moe_w_scale >= 0) ||
+            !(hp->moe_w_scale < 1e6))
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is not a scale >= 0", src->path, key);
+    }
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_LEADING_DENSE_BLOCK_COUNT);
+    if ((st = gguf_int(src, key, &lead, err))) return st;
+    if (lead < 0 || lead > hp->n_layer)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " is out of range [0, %" PRId64 "]",
+                        src->path, key, lead, hp->n_layer);
+    hp->n_layer_dense_lead = lead;
+    return KLD_OK;
+}
+
 kld_status kld_hp_gguf_moe(const kld_source *src, kld_hparams *hp, kld_error *err) {
     char kc[96], ku[96], kf[96], ks[96];
-    snprintf(kc, sizeof kc, "%s.expert_count", hp->arch);
-    snprintf(ku, sizeof ku, "%s.expert_used_count", hp->arch);
-    snprintf(kf, sizeof kf, "%s.expert_feed_forward_length", hp->arch);
-    snprintf(ks, sizeof ks, "%s.expert_shared_feed_forward_length", hp->arch);
+    kld_arch_key(kc, sizeof kc, hp->arch, KLD_K_EXPERT_COUNT);
+    kld_arch_key(ku, sizeof ku, hp->arch, KLD_K_EXPERT_USED_COUNT);
+    kld_arch_key(kf, sizeof kf, hp->arch, KLD_K_EXPERT_FF_LENGTH);
+    kld_arch_key(ks, sizeof ks, hp->arch, KLD_K_EXPERT_SHARED_FF_LENGTH);
     kld_status st;
     if ((st = gguf_int(src, kc, &hp->n_expert, err)) ||
         (st = gguf_int(src, ku, &hp->n_expert_used, err)))
         return st;
     /* llama.cpp reads the expert sizes for qwen2moe / qwen3moe only; mixtral
      * and olmoe experts are n_ff wide (llama-model.cpp 1555, 2701). */
-    if (hp->sw.moe_ff_per_used && (st = gguf_int(src, kf, &hp->n_ff_exp, err))) return st;
+    if ((hp->sw.moe_ff_per_used || hp->sw.moe_ff_required) && (st = gguf_int(src, kf, &hp->n_ff_exp, err)))
+        return st;
+    if (hp->sw.moe_ff_required && hp->n_expert > 0 && !kld_gguf_find(src->gguf, kf))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing (required for %s)", src->path, kf,
+                        hp->arch);
     if (hp->sw.moe_shared_expert && (st = gguf_int(src, ks, &hp->n_ff_shexp, err))) return st;
     hp->moe_norm_w = hp->sw.moe_norm_w;
+    hp->moe_gating = hp->sw.moe_gating;
+    if (hp->sw.moe_gating == KLD_MOE_GATE_SIGMOID && (st = gguf_sigmoid_keys(src, hp, err))) return st;
     moe_keys k = {kc, ku, kf, ks};
-    return check(src->path, &k, hp, err);
+    if ((st = check(src->path, &k, hp, err))) return st;
+    if (hp->sw.moe_shexp_ungated && hp->n_expert > 0) { /* expert_shared_count experts of n_ff_exp */
+        char key[96];
+        int64_t count = 0;
+        kld_arch_key(key, sizeof key, hp->arch, KLD_K_EXPERT_SHARED_COUNT);
+        if ((st = gguf_int(src, key, &count, err))) return st;
+        if (count < 1 || count > 64)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " is missing or out of range "
+                            "[1, 64]", src->path, key, count);
+        hp->n_ff_shexp = count * hp->n_ff_exp;
+    }
+    return KLD_OK;
 }
 
 /* config.json: the keys of each transformers config class. Variants the

@@ -21,7 +21,7 @@ static kld_status gguf_layer_kinds(const kld_source *src, kld_hparams *hp, kld_e
     if (hp->n_layer < 1 || hp->n_layer > KLD_MAX_LAYER)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s.block_count' = %" PRId64 " is out of "
                         "range [1, %d]", src->path, hp->arch, hp->n_layer, KLD_MAX_LAYER);
-    snprintf(key, sizeof key, "%s.attention.head_count_kv", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_HEAD_COUNT_KV);
     const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
     if (!kv)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing (one entry per layer, 0 "
@@ -63,7 +63,7 @@ kld_status kld_hp_gguf_recurrent(const kld_source *src, kld_hparams *hp, kld_err
     kld_status st = gguf_layer_kinds(src, hp, err);
     if (st != KLD_OK || hp->hy.recurrent_kind != KLD_LAYER_SHORTCONV) return st;
     char key[160];
-    snprintf(key, sizeof key, "%s.shortconv.l_cache", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_SHORTCONV_L_CACHE);
     const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
     if (!kv) return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing", src->path, key);
     if (!kld_gguf_get_int(src->gguf, key, &hp->shortconv_l_cache))

@@ -10,10 +10,10 @@
 
 /* ---- GGUF ---- */
 
-static kld_status gguf_num(const kld_source *src, const char *arch, const char *suffix,
+static kld_status gguf_num(const kld_source *src, const char *arch, kld_arch_key_id suffix,
                            double *out, bool *found, kld_error *err) {
     char key[160];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    kld_arch_key(key, sizeof key, arch, suffix);
     const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
     if (found) *found = kv != NULL;
     if (!kv) return KLD_OK;
@@ -31,9 +31,9 @@ kld_status kld_hp_gguf_rope_scaling(const kld_source *src, kld_hparams *hp, kld_
     hp->rope_orig_ctx = hp->n_ctx_train;
     double orig = 0, factor = 0;
     bool has_orig = false, has_factor = false;
-    if ((st = gguf_num(src, arch, "rope.scaling.original_context_length", &orig, &has_orig, err)) ||
-        (st = gguf_num(src, arch, "rope.scaling.attn_factor", &hp->rope_attn_factor, NULL, err)) ||
-        (st = gguf_num(src, arch, "rope.scaling.factor", &factor, &has_factor, err)))
+    if ((st = gguf_num(src, arch, KLD_K_ROPE_SCALING_ORIG_CTX, &orig, &has_orig, err)) ||
+        (st = gguf_num(src, arch, KLD_K_ROPE_SCALING_ATTN_FACTOR, &hp->rope_attn_factor, NULL, err)) ||
+        (st = gguf_num(src, arch, KLD_K_ROPE_SCALING_FACTOR, &factor, &has_factor, err)))
         return st;
     if (has_orig) {
         if (!(orig >= 1 && orig <= (double)(INT64_C(1) << 30)) || orig != floor(orig))
@@ -42,13 +42,13 @@ kld_status kld_hp_gguf_rope_scaling(const kld_source *src, kld_hparams *hp, kld_
         hp->rope_orig_ctx = (int64_t)orig;
     }
     /* the old key name of the factor (llama-model.cpp 465-467) */
-    if (!has_factor && (st = gguf_num(src, arch, "rope.scale_linear", &factor, NULL, err))) return st;
+    if (!has_factor && (st = gguf_num(src, arch, KLD_K_ROPE_SCALE_LINEAR, &factor, NULL, err))) return st;
 
     /* An absent type means "linear" (llama-model.cpp 458-461); llama.cpp
      * asserts on any spelling outside its table (lines 94-108). */
     const char *type = "linear";
     kld_str ts;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    kld_arch_key(key, sizeof key, arch, KLD_K_ROPE_SCALING_TYPE);
     const kld_gguf_kv *tkv = kld_gguf_find(src->gguf, key);
     if (tkv && !kld_gguf_get_str(src->gguf, key, &ts))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has type %s, expected a string",
@@ -64,7 +64,7 @@ kld_status kld_hp_gguf_rope_scaling(const kld_source *src, kld_hparams *hp, kld_
                             (int)(ts.len > 32 ? 32 : ts.len), ts.ptr);
     }
     if (factor != 0) {
-        snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+        kld_arch_key(key, sizeof key, arch, KLD_K_ROPE_SCALING_FACTOR);
         if ((st = kld_hp_check_positive(src->path, key, factor, err))) return st;
     }
     /* freq_scale = 1/factor, except that "none" never scales (llama.cpp 9631-9633). */
@@ -81,8 +81,10 @@ kld_status kld_hp_gguf_rope_scaling(const kld_source *src, kld_hparams *hp, kld_
         hp->rope_yarn_hf_ramp = false;
         hp->rope_attn_factor *= 1.0 + 0.1 * log(1.0 / hp->rope_freq_scale);
     }
-    if (kld_source_find(src, "rope_freqs.weight") && strcmp(name, "yarn") != 0) name = "llama3";
-    if (kld_source_find(src, "rope_factors_long.weight")) name = "longrope";
+    char tn[64];
+    if (kld_source_find(src, kld_tn(tn, sizeof tn, KLD_T_ROPE_FREQS, 0, 0, "weight")) && strcmp(name, "yarn") != 0)
+        name = "llama3";
+    if (kld_source_find(src, kld_tn(tn, sizeof tn, KLD_T_ROPE_FACTORS_LONG, 0, 0, "weight"))) name = "longrope";
     snprintf(hp->rope_scaling, sizeof hp->rope_scaling, "%s", name);
     return KLD_OK;
 }

@@ -76,7 +76,7 @@ kld_status kld_hp_gguf_swa(const kld_source *src, kld_hparams *hp, kld_error *er
     char key[160];
     bool found = false;
     kld_status st;
-    snprintf(key, sizeof key, "%s.attention.sliding_window", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_SLIDING_WINDOW);
     hp->sliding_window = hp->sw.swa_default_window;
     if ((st = gguf_int(src, key, &hp->sliding_window, &found, err))) return st;
     if (!found && !strcmp(hp->arch, "phi3") && (st = phi3_default_window(src, key, hp, err))) return st;
@@ -87,9 +87,9 @@ kld_status kld_hp_gguf_swa(const kld_source *src, kld_hparams *hp, kld_error *er
     /* Interleaved architectures (gemma2, gemma3): the later llama.cpp keys
      * for the layout and the sliding layers' base; real conversions do not
      * write them and get the defaults. */
-    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_SLIDING_WINDOW_PATTERN);
     if ((st = gguf_pattern(src, key, hp, err))) return st;
-    snprintf(key, sizeof key, "%s.rope.freq_base_swa", hp->arch);
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_ROPE_FREQ_BASE_SWA);
     if (kld_gguf_find(src->gguf, key)) {
         if (!kld_gguf_get_float(src->gguf, key, &hp->rope_freq_base_swa))
             return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is not a number", src->path, key);

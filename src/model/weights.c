@@ -7,23 +7,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* GGUF per-layer suffix → Hugging Face suffix. The "ffn_norm" row depends on
+/* GGUF per-layer tensor → Hugging Face suffix. The ffn_norm row depends on
  * whether the architecture has post-norms (Gemma 2/3 call the pre-FFN norm
  * pre_feedforward_layernorm and use post_attention_layernorm for the
  * post-attention norm). */
 static const kld_name_map layer_map[] = {
-    {"attn_norm", "input_layernorm"},
-    {"attn_q", "self_attn.q_proj"},
-    {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},
-    {"attn_qkv", "self_attn.qkv_proj"},
-    {"attn_output", "self_attn.o_proj"},
-    {"attn_q_norm", "self_attn.q_norm"},
-    {"attn_k_norm", "self_attn.k_norm"},
-    {"post_attention_norm", "post_attention_layernorm"},
-    {"post_ffw_norm", "post_feedforward_layernorm"},
-    {"ffn_gate", "mlp.gate_proj"},
-    {"ffn_down", "mlp.down_proj"},
+    {KLD_T_ATTN_NORM, "input_layernorm"},
+    {KLD_T_ATTN_Q, "self_attn.q_proj"},
+    {KLD_T_ATTN_K, "self_attn.k_proj"},
+    {KLD_T_ATTN_V, "self_attn.v_proj"},
+    {KLD_T_ATTN_QKV, "self_attn.qkv_proj"},
+    {KLD_T_ATTN_OUT, "self_attn.o_proj"},
+    {KLD_T_ATTN_Q_NORM, "self_attn.q_norm"},
+    {KLD_T_ATTN_K_NORM, "self_attn.k_norm"},
+    {KLD_T_ATTN_POST_NORM, "post_attention_layernorm"},
+    {KLD_T_FFN_POST_NORM, "post_feedforward_layernorm"},
+    {KLD_T_FFN_GATE, "mlp.gate_proj"},
+    {KLD_T_FFN_DOWN, "mlp.down_proj"},
 };
 
 /* Expert tensors (convert_hf_to_gguf.py's mappings): Mixtral keeps them
@@ -31,11 +31,11 @@ static const kld_name_map layer_map[] = {
  * Qwen MoE and OLMoE checkpoints under mlp (gate; experts.E.*_proj;
  * shared_expert.*_proj and shared_expert_gate). */
 static const kld_name_map moe_map[] = {
-    {"ffn_gate_inp", "mlp.gate"},
-    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
-    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
-    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
-    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+    {KLD_T_FFN_GATE_INP, "mlp.gate"},
+    {KLD_T_FFN_GATE_INP_SHEXP, "mlp.shared_expert_gate"},
+    {KLD_T_FFN_GATE_SHEXP, "mlp.shared_expert.gate_proj"},
+    {KLD_T_FFN_UP_SHEXP, "mlp.shared_expert.up_proj"},
+    {KLD_T_FFN_DOWN_SHEXP, "mlp.shared_expert.down_proj"},
 };
 
 /* HF name of the per-expert GGUF suffix "ffn_gate.E" etc., or false. */
@@ -86,36 +86,40 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
     int il = -1, used = 0;
     const bool in_layer = sscanf(base, "blk.%d.%n", &il, &used) == 1 && used > 0;
     /* the architecture's own names first (whole names outside the layers) */
-    for (const kld_name_map *m = hp->hy.hf_names; m && m->gguf; m++) {
-        if (in_layer && !strcmp(m->gguf, base + used)) {
+    for (const kld_name_map *m = hp->hy.hf_names; m && m->hf; m++) {
+        const bool layer_row = strncmp(kld_tensor_pattern(m->gguf), "blk.%d.", 7) == 0;
+        if (in_layer && layer_row && !strcmp(kld_tensor_suffix(m->gguf), base + used)) {
             snprintf(buf, cap, "%smodel.layers.%d.%s.%s", pre, il, m->hf, kind);
             return buf;
         }
-        if (!in_layer && !strcmp(m->gguf, base)) {
+        if (!in_layer && !layer_row && !strcmp(kld_tensor_pattern(m->gguf), base)) {
             snprintf(buf, cap, "%s%s.%s", pre, m->hf, kind);
             return buf;
         }
     }
 
-    if (strcmp(base, "token_embd") == 0) snprintf(buf, cap, "%smodel.embed_tokens.%s", pre, kind);
-    else if (strcmp(base, "output_norm") == 0) snprintf(buf, cap, "%smodel.norm.%s", pre, kind);
-    else if (strcmp(base, "output") == 0) snprintf(buf, cap, "%slm_head.%s", pre, kind);
+    if (!strcmp(base, kld_tensor_pattern(KLD_T_TOKEN_EMBD)))
+        snprintf(buf, cap, "%smodel.embed_tokens.%s", pre, kind);
+    else if (!strcmp(base, kld_tensor_pattern(KLD_T_OUTPUT_NORM)))
+        snprintf(buf, cap, "%smodel.norm.%s", pre, kind);
+    else if (!strcmp(base, kld_tensor_pattern(KLD_T_OUTPUT))) snprintf(buf, cap, "%slm_head.%s", pre, kind);
     else {
         if (in_layer) {
             const char *suffix = base + used;
             const char *hf = NULL;
-            if (strcmp(suffix, "ffn_norm") == 0)
+            if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_NORM)))
                 hf = hp->sw.post_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm";
-            else if (strcmp(suffix, "ffn_up") == 0)
+            else if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_UP)))
                 hf = hp->sw.fused_gate_up ? "mlp.gate_up_proj" : "mlp.up_proj";
             for (size_t i = 0; !hf && i < sizeof layer_map / sizeof layer_map[0]; i++)
-                if (strcmp(layer_map[i].gguf, suffix) == 0) hf = layer_map[i].hf;
+                if (!strcmp(kld_tensor_suffix(layer_map[i].gguf), suffix)) hf = layer_map[i].hf;
             char probe[160];
             snprintf(probe, sizeof probe, "%smodel.layers.%d.block_sparse_moe.gate.weight", pre, il);
-            if (!hf && !strcmp(suffix, "ffn_gate_inp") && src && kld_source_find(src, probe))
+            if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_INP)) && src &&
+                kld_source_find(src, probe))
                 hf = "block_sparse_moe.gate";
             for (size_t i = 0; !hf && i < sizeof moe_map / sizeof moe_map[0]; i++)
-                if (strcmp(moe_map[i].gguf, suffix) == 0) hf = moe_map[i].hf;
+                if (!strcmp(kld_tensor_suffix(moe_map[i].gguf), suffix)) hf = moe_map[i].hf;
             if (!hf && src && hf_expert_name(src, pre, il, suffix, kind, buf, cap)) return buf;
             if (hf) {
                 snprintf(buf, cap, "%smodel.layers.%d.%s.%s", pre, il, hf, kind);
@@ -223,15 +227,16 @@ static void slice_view(const kld_tensor *t, int64_t e, kld_tensor *v) {
 static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
     const int64_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert;
-    static const char *const kinds[3] = {"gate", "up", "down"};
+    static const kld_tensor_id merged_id[3] = {KLD_T_FFN_GATE_EXPS, KLD_T_FFN_UP_EXPS, KLD_T_FFN_DOWN_EXPS};
+    static const kld_tensor_id per_id[3] = {KLD_T_FFN_GATE_EXP, KLD_T_FFN_UP_EXP, KLD_T_FFN_DOWN_EXP};
     const kld_tensor **merged[3] = {&L->moe.gate_exps, &L->moe.up_exps, &L->moe.down_exps};
     const kld_tensor ***per[3] = {&L->moe.gate, &L->moe.up, &L->moe.down};
     char n[96];
-    snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", il);
+    kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "weight");
     char sname[256];
     const bool is_merged = kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname,
                                                                             sizeof sname)) != NULL;
-    snprintf(n, sizeof n, "blk.%d.ffn_down.0.weight", il);
+    kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXP, il, 0, "weight");
     const bool is_split = !is_merged &&
         kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)) != NULL;
     kld_status s;
@@ -240,12 +245,12 @@ static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weig
         const int64_t ne0 = down ? F : E, ne1 = down ? E : F;
         *per[k] = w->expert_slots + ((int64_t)il * 3 + k) * X;
         if (!is_split) {
-            snprintf(n, sizeof n, "blk.%d.ffn_%s_exps.weight", il, kinds[k]);
+            kld_tn(n, sizeof n, merged_id[k], il, 0, "weight");
             if ((s = bind3(b, n, ne0, ne1, X, true, merged[k]))) return s;
             continue;
         }
         for (int64_t e = 0; e < X; e++) {
-            snprintf(n, sizeof n, "blk.%d.ffn_%s.%" PRId64 ".weight", il, kinds[k], e);
+            kld_tn(n, sizeof n, per_id[k], il, e, "weight");
             if ((s = bind(b, n, ne0, ne1, true, &(*per[k])[e]))) return s;
         }
     }
@@ -257,18 +262,32 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     const int64_t E = hp->n_embd;
     char n[64];
     kld_status s;
-    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", il);
+    kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "weight");
     if ((s = bind(b, n, E, hp->n_expert, true, &L->moe.gate_inp))) return s;
     if ((s = bind_experts(b, il, L, w))) return s;
+    if (hp->sw.moe_biases) {
+        const int64_t F = hp->n_ff_exp, X = hp->n_expert;
+        if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "bias"), X, 0, true, &L->moe.gate_inp_b)) ||
+            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_EXPS, il, 0, "bias"), F, X, true, &L->moe.gate_exps_b)) ||
+            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_UP_EXPS, il, 0, "bias"), F, X, true, &L->moe.up_exps_b)) ||
+            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "bias"), E, X, true, &L->moe.down_exps_b)))
+            return s;
+    }
+    if (hp->moe_gating == KLD_MOE_GATE_SIGMOID &&
+        (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_EXP_PROBS_B, il, 0, "bias"), hp->n_expert, 0, true,
+                  &L->moe.exp_probs_b)))
+        return s;
     if (!hp->sw.moe_shared_expert) return KLD_OK;
     const int64_t S = hp->n_ff_shexp;
-    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp_shexp.weight", il);
+    if (hp->sw.moe_shexp_ungated) goto shexp; /* no gate vector: added as is */
+    kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP_SHEXP, il, 0, "weight");
     if ((s = bind(b, n, E, 0, true, &L->moe.gate_inp_shexp))) return s;
-    snprintf(n, sizeof n, "blk.%d.ffn_gate_shexp.weight", il);
+shexp:
+    kld_tn(n, sizeof n, KLD_T_FFN_GATE_SHEXP, il, 0, "weight");
     if ((s = bind(b, n, E, S, true, &L->moe.gate_shexp))) return s;
-    snprintf(n, sizeof n, "blk.%d.ffn_up_shexp.weight", il);
+    kld_tn(n, sizeof n, KLD_T_FFN_UP_SHEXP, il, 0, "weight");
     if ((s = bind(b, n, E, S, true, &L->moe.up_shexp))) return s;
-    snprintf(n, sizeof n, "blk.%d.ffn_down_shexp.weight", il);
+    kld_tn(n, sizeof n, KLD_T_FFN_DOWN_SHEXP, il, 0, "weight");
     return bind(b, n, S, E, true, &L->moe.down_shexp);
 }
 
@@ -290,9 +309,9 @@ void kld_weights_moe_refresh(kld_weights *w) {
 }
 
 /* Binds suffix of layer il into L->field (the locals n, s of the caller). */
-#define B(field, suffix, ne0, ne1, req)                                                       \
+#define B(field, id, kind, ne0, ne1, req)                                                     \
     do {                                                                                      \
-        snprintf(n, sizeof n, "blk.%d." suffix, il);                                          \
+        kld_tn(n, sizeof n, KLD_T_##id, il, 0, kind);                                         \
         if ((s = bind(b, n, (ne0), (ne1), (req), &L->field)) != KLD_OK) return s;             \
     } while (0)
 
@@ -303,29 +322,30 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L) {
     char n[64];
     kld_status s;
     if (hp->sw.fused_qkv) {
-        B(attn_qkv, "attn_qkv.weight", E, nq + nk + nv, true);
-        B(bqkv, "attn_qkv.bias", nq + nk + nv, 0, false);
+        B(attn_qkv, ATTN_QKV, "weight", E, nq + nk + nv, true);
+        B(bqkv, ATTN_QKV, "bias", nq + nk + nv, 0, false);
     } else {
-        B(attn_q, "attn_q.weight", E, hp->sw.attn_out_gate ? 2 * nq : nq, true); /* [q; gate] per head */
-        B(attn_k, "attn_k.weight", E, nk, true);
-        B(attn_v, "attn_v.weight", E, nv, true);
-        B(bq, "attn_q.bias", nq, 0, hp->sw.qkv_bias_required);
-        B(bk, "attn_k.bias", nk, 0, hp->sw.qkv_bias_required);
-        B(bv, "attn_v.bias", nv, 0, hp->sw.qkv_bias_required);
+        B(attn_q, ATTN_Q, "weight", E, hp->sw.attn_out_gate ? 2 * nq : nq, true); /* [q; gate] per head */
+        B(attn_k, ATTN_K, "weight", E, nk, true);
+        B(attn_v, ATTN_V, "weight", E, nv, true);
+        B(bq, ATTN_Q, "bias", nq, 0, hp->sw.qkv_bias_required);
+        B(bk, ATTN_K, "bias", nk, 0, hp->sw.qkv_bias_required);
+        B(bv, ATTN_V, "bias", nv, 0, hp->sw.qkv_bias_required);
     }
-    if (hp->sw.qk_norm) {
-        B(attn_q_norm, "attn_q_norm.weight", hp->head_dim, 0, true);
-        B(attn_k_norm, "attn_k_norm.weight", hp->head_dim, 0, true);
+    if (hp->sw.qk_norm || hp->sw.qk_norm_optional) {
+        B(attn_q_norm, ATTN_Q_NORM, "weight", hp->head_dim, 0, hp->sw.qk_norm);
+        B(attn_k_norm, ATTN_K_NORM, "weight", hp->head_dim, 0, hp->sw.qk_norm);
     }
     if (hp->sw.qk_norm_full) { /* llama.cpp declares both [n_embd]: equal when n_head_kv = n_head */
-        B(attn_q_norm, "attn_q_norm.weight", nq, 0, true);
-        B(attn_k_norm, "attn_k_norm.weight", nk, 0, true);
+        B(attn_q_norm, ATTN_Q_NORM, "weight", nq, 0, true);
+        B(attn_k_norm, ATTN_K_NORM, "weight", nk, 0, true);
     }
-    B(attn_output, "attn_output.weight", no, E, true);
-    B(bo, "attn_output.bias", E, 0, false);
+    if (hp->sw.attn_sinks) B(attn_sinks, ATTN_SINKS, "weight", hp->n_head, 0, true);
+    B(attn_output, ATTN_OUT, "weight", no, E, true);
+    B(bo, ATTN_OUT, "bias", E, 0, hp->sw.out_bias_required);
     if (hp->sw.post_norms) {
-        B(attn_post_norm, "post_attention_norm.weight", E, 0, true);
-        B(ffn_post_norm, "post_ffw_norm.weight", E, 0, true);
+        B(attn_post_norm, ATTN_POST_NORM, "weight", E, 0, true);
+        B(ffn_post_norm, FFN_POST_NORM, "weight", E, 0, true);
     }
     return KLD_OK;
 }
@@ -338,11 +358,11 @@ static kld_status bind_shortconv(binder *b, int il, kld_layer_weights *L) {
     char n[64];
     kld_status s;
     char why[96];
-    snprintf(n, sizeof n, "blk.%d.shortconv.conv.weight", il);
+    kld_tn(n, sizeof n, KLD_T_SHORTCONV_CONV, il, 0, "weight");
     snprintf(why, sizeof why, "shortconv.l_cache = %" PRId64, hp->shortconv_l_cache);
     if ((s = bind_conv(b, n, hp->shortconv_l_cache, E, &L->shortconv_conv, why))) return s;
-    B(shortconv_in_proj, "shortconv.in_proj.weight", E, 3 * E, true);
-    B(shortconv_out_proj, "shortconv.out_proj.weight", E, E, true);
+    B(shortconv_in_proj, SHORTCONV_INPROJ, "weight", E, 3 * E, true);
+    B(shortconv_out_proj, SHORTCONV_OUTPROJ, "weight", E, E, true);
     return KLD_OK;
 }
 
@@ -356,19 +376,49 @@ static kld_status bind_deltanet(binder *b, int il, kld_layer_weights *L, kld_wei
     char n[64];
     kld_status s;
     if ((s = kld_weights_dn_derive(b->src, hp, il, L, w, b->err))) return s;
-    if (!L->dn_qkv) B(dn_qkv, "attn_qkv.weight", E, C, true);
-    if (!L->dn_gate) B(dn_gate, "attn_gate.weight", E, vd, true);
+    /* tensors rebuilt from a Hugging Face checkpoint (Qwen3.5) keep their HF names: check their shapes */
+    const struct {
+        const kld_tensor *t;
+        int64_t ne0, ne1;
+    } derived[] = {{L->dn_qkv, E, C},      {L->dn_gate, E, vd}, {L->dn_beta, E, nv}, {L->dn_alpha, E, nv},
+                   {L->dn_out, vd, E},     {L->dn_dt, nv, 1},   {L->dn_a, nv, 1}};
+    for (size_t i = 0; hp->hy.dn_v_tiled && i < sizeof derived / sizeof derived[0]; i++) {
+        const kld_tensor *t = derived[i].t;
+        if (t && (t->ne[0] != derived[i].ne0 || kld_tensor_nelements(t) != derived[i].ne0 * derived[i].ne1))
+            return kld_fail(b->err, KLD_ERR_FORMAT, "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64 "], expected [%"
+                            PRId64 ", %" PRId64 "] (ggml order)", b->src->path, t->name, t->ne[0], t->ne[1],
+                            derived[i].ne0, derived[i].ne1);
+    }
+    if (L->dn_conv && (L->dn_conv->ne[0] != hp->dn_conv || kld_tensor_nelements(L->dn_conv) != hp->dn_conv * C))
+        return kld_fail(b->err, KLD_ERR_FORMAT, "%s: tensor '%s' has %" PRId64 " values, expected [%" PRId64 ", 1, %"
+                        PRId64 "]", b->src->path, L->dn_conv->name, kld_tensor_nelements(L->dn_conv), hp->dn_conv, C);
+    if (!L->dn_qkv) B(dn_qkv, ATTN_QKV, "weight", E, C, true);
+    if (!L->dn_gate) B(dn_gate, ATTN_GATE, "weight", E, vd, true);
     char why[128];
-    snprintf(n, sizeof n, "blk.%d.ssm_conv1d.weight", il);
+    kld_tn(n, sizeof n, KLD_T_SSM_CONV1D, il, 0, "weight");
     snprintf(why, sizeof why, "ssm.conv_kernel = %" PRId64 ", 2·group_count·state_size + inner_size = %" PRId64,
              hp->dn_conv, C);
-    if ((s = bind_conv(b, n, hp->dn_conv, C, &L->dn_conv, why))) return s;
-    if (!L->dn_dt) B(dn_dt, "ssm_dt.bias", nv, 0, true);
-    snprintf(n, sizeof n, "blk.%d.ssm_a", il); /* no ".weight" suffix in llama.cpp's name */
+    if (!L->dn_conv && (s = bind_conv(b, n, hp->dn_conv, C, &L->dn_conv, why))) return s;
+    if (!L->dn_dt) B(dn_dt, SSM_DT, "bias", nv, 0, true);
+    kld_tn(n, sizeof n, KLD_T_SSM_A, il, 0, NULL); /* no ".weight" suffix in llama.cpp's name */
     if (!L->dn_a && (s = bind(b, n, nv, 0, true, &L->dn_a))) return s;
-    B(dn_ba, "ssm_beta_alpha.weight", E, 2 * nv, true);
-    B(dn_norm, "ssm_norm.weight", hp->dn_head_v, 0, true);
-    B(dn_out, "ssm_out.weight", vd, E, true);
+    if (hp->hy.dn_split_ba) {
+        if (!L->dn_beta) B(dn_beta, SSM_BETA, "weight", E, nv, true);
+        if (!L->dn_alpha) B(dn_alpha, SSM_ALPHA, "weight", E, nv, true);
+    } else if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_SSM_BETA_ALPHA, il, 0, "weight"), E, 2 * nv, true,
+                         &L->dn_ba)) == KLD_ERR_FORMAT) {
+        /* kldeval's converter wrote this misspelling before issue 30; llama.cpp never read it */
+        char old[64];
+        snprintf(old, sizeof old, "blk.%d.ssm_beta_alpha.weight", il);
+        if (b->src->format == KLD_FORMAT_GGUF && kld_source_find(b->src, old)) {
+            const size_t len = strlen(b->err->msg);
+            snprintf(b->err->msg + len, sizeof b->err->msg - len, "; the file has '%s' instead, the "
+                     "name older kldeval conversions used: convert the checkpoint again", old);
+        }
+    }
+    if (s) return s;
+    B(dn_norm, SSM_NORM, "weight", hp->dn_head_v, 0, true);
+    if (!L->dn_out) B(dn_out, SSM_OUT, "weight", vd, E, true);
     return KLD_OK;
 }
 
@@ -377,27 +427,27 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
     const int64_t E = hp->n_embd;
     char n[64];
     kld_status s;
-    B(attn_norm, "attn_norm.weight", E, 0, true);
+    B(attn_norm, ATTN_NORM, "weight", E, 0, true);
     switch (kld_hparams_layer_kind(hp, il)) {
     case KLD_LAYER_SHORTCONV: s = bind_shortconv(b, il, L); break;
     case KLD_LAYER_DELTANET: s = bind_deltanet(b, il, L, w); break;
     default: s = bind_attention(b, il, L); break;
     }
     if (s != KLD_OK) return s;
-    snprintf(n, sizeof n, "blk.%d.%s.weight", il, hp->hy.ffn_norm ? hp->hy.ffn_norm : "ffn_norm");
+    kld_tn(n, sizeof n, hp->hy.ffn_norm, il, 0, "weight");
     if ((s = bind(b, n, E, 0, true, &L->ffn_norm))) return s;
-    if (kld_hparams_is_moe(hp)) return bind_moe(b, il, L, w);
+    if (kld_hparams_layer_moe(hp, il)) return bind_moe(b, il, L, w);
     if (hp->sw.fused_gate_up) {
-        B(ffn_up, "ffn_up.weight", E, 2 * hp->n_ff, true);
-        B(b_up, "ffn_up.bias", 2 * hp->n_ff, 0, false);
+        B(ffn_up, FFN_UP, "weight", E, 2 * hp->n_ff, true);
+        B(b_up, FFN_UP, "bias", 2 * hp->n_ff, 0, false);
     } else {
-        B(ffn_gate, "ffn_gate.weight", E, hp->n_ff, true);
-        B(ffn_up, "ffn_up.weight", E, hp->n_ff, true);
-        B(b_gate, "ffn_gate.bias", hp->n_ff, 0, false);
-        B(b_up, "ffn_up.bias", hp->n_ff, 0, false);
+        B(ffn_gate, FFN_GATE, "weight", E, hp->n_ff, true);
+        B(ffn_up, FFN_UP, "weight", E, hp->n_ff, true);
+        B(b_gate, FFN_GATE, "bias", hp->n_ff, 0, false);
+        B(b_up, FFN_UP, "bias", hp->n_ff, 0, false);
     }
-    B(ffn_down, "ffn_down.weight", hp->n_ff, E, true);
-    B(b_down, "ffn_down.bias", E, 0, false);
+    B(ffn_down, FFN_DOWN, "weight", hp->n_ff, E, true);
+    B(b_down, FFN_DOWN, "bias", E, 0, false);
     return KLD_OK;
 }
 #undef B
@@ -407,18 +457,23 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
     memset(w, 0, sizeof *w);
     binder b = {src, hp, err, false};
     kld_status s;
-    char onorm[64];
-    snprintf(onorm, sizeof onorm, "%s.weight", hp->hy.output_norm ? hp->hy.output_norm : "output_norm");
-    if ((s = bind(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &w->token_embd)) ||
+    char onorm[64], n[64];
+    kld_tn(onorm, sizeof onorm, hp->hy.output_norm, 0, 0, "weight");
+    if ((s = bind(&b, kld_tn(n, sizeof n, KLD_T_TOKEN_EMBD, 0, 0, "weight"), hp->n_embd, hp->n_vocab,
+                  true, &w->token_embd)) ||
         (s = bind(&b, onorm, hp->n_embd, 0, true, &w->output_norm)))
         return s;
     if (hp->tied_output) w->output = w->token_embd;
-    else if ((s = bind(&b, "output.weight", hp->n_embd, hp->n_vocab, true, &w->output)))
+    else if ((s = bind(&b, kld_tn(n, sizeof n, KLD_T_OUTPUT, 0, 0, "weight"), hp->n_embd, hp->n_vocab,
+                       true, &w->output)))
         return s;
     const int64_t half = hp->n_rot / 2;
-    if ((s = bind(&b, "rope_freqs.weight", half, 0, false, &w->rope_freqs)) ||
-        (s = bind(&b, "rope_factors_long.weight", half, 0, false, &w->rope_long)) ||
-        (s = bind(&b, "rope_factors_short.weight", half, 0, false, &w->rope_short)))
+    if ((s = bind(&b, kld_tn(n, sizeof n, KLD_T_ROPE_FREQS, 0, 0, "weight"), half, 0, false,
+                  &w->rope_freqs)) ||
+        (s = bind(&b, kld_tn(n, sizeof n, KLD_T_ROPE_FACTORS_LONG, 0, 0, "weight"), half, 0, false,
+                  &w->rope_long)) ||
+        (s = bind(&b, kld_tn(n, sizeof n, KLD_T_ROPE_FACTORS_SHORT, 0, 0, "weight"), half, 0, false,
+                  &w->rope_short)))
         return s;
     w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
     w->n_expert = hp->n_expert;

@@ -18,6 +18,10 @@ typedef struct kld_moe_weights {
     const kld_tensor *gate_inp_shexp;    /* shared expert's gate [n_embd] (moe_shared_expert) */
     const kld_tensor *gate_shexp, *up_shexp; /* [n_embd, n_ff_shexp] */
     const kld_tensor *down_shexp;        /* [n_ff_shexp, n_embd] */
+    const kld_tensor *gate_inp_b;        /* router bias [n_expert] (moe_biases) */
+    const kld_tensor *gate_exps_b, *up_exps_b; /* [n_ff_exp, n_expert] (moe_biases) */
+    const kld_tensor *down_exps_b;       /* [n_embd, n_expert] (moe_biases) */
+    const kld_tensor *exp_probs_b;       /* [n_expert] selection bias (sigmoid gating) */
 } kld_moe_weights;
 
 typedef struct kld_layer_weights {
@@ -28,6 +32,7 @@ typedef struct kld_layer_weights {
     const kld_tensor *attn_q_norm, *attn_k_norm; /* [hd] (qk_norm); [n_head·hd], [n_kv·hd] (qk_norm_full) */
     const kld_tensor *attn_output; /* [n_head·hd_v, n_embd] */
     const kld_tensor *attn_post_norm; /* [n_embd] (post_norms) */
+    const kld_tensor *attn_sinks;  /* [n_head] (attn_sinks) */
     const kld_tensor *ffn_norm;    /* [n_embd] */
     const kld_tensor *ffn_gate, *ffn_up; /* [n_embd, n_ff]; fused up: [n_embd, 2·n_ff] and no gate */
     const kld_tensor *ffn_down;    /* [n_ff, n_embd] */
@@ -44,7 +49,8 @@ typedef struct kld_layer_weights {
     const kld_tensor *dn_conv;     /* ssm_conv1d [conv_kernel, C] depthwise causal kernel */
     const kld_tensor *dn_dt;       /* ssm_dt.bias [v heads] */
     const kld_tensor *dn_a;        /* ssm_a [v heads] = −exp(A_log) */
-    const kld_tensor *dn_ba;       /* ssm_beta_alpha [n_embd, 2·v heads]: per q/k head, r b then r a */
+    const kld_tensor *dn_ba;       /* ssm_ba [n_embd, 2·v heads]: per q/k head, r b then r a */
+    const kld_tensor *dn_beta, *dn_alpha; /* ssm_beta, ssm_alpha [n_embd, v heads] (dn_split_ba) */
     const kld_tensor *dn_norm;     /* ssm_norm [head_v] gated RMSNorm weight */
     const kld_tensor *dn_out;      /* ssm_out [vd, n_embd] */
     kld_moe_weights moe;           /* n_expert > 0 (then ffn_gate/up/down are NULL) */

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { DN_QKV, DN_GATE, DN_A, DN_DT, DN_SLOTS };
+enum { DN_QKV, DN_GATE, DN_A, DN_DT, DN_BETA, DN_ALPHA, DN_CONV, DN_OUT, DN_SLOTS };
 
 static kld_tensor *slot(kld_weights *w, int il, int k) { return &w->dn_derived[(int64_t)il * DN_SLOTS + k]; }
 
@@ -120,13 +120,133 @@ static kld_status hf_a_dt(const kld_source *src, const kld_hparams *hp, const ch
     return KLD_OK;
 }
 
+/* ---- Qwen3.5 from Hugging Face: the v heads from grouped to tiled order ----
+ * HF keeps the v heads grouped by q/k head (v head g·r + j reads q/k head g);
+ * llama.cpp's converter (_LinearAttentionVReorderBase._reorder_v_heads)
+ * tiles them (head j·n_k + g), the order the engine runs (dn_v_tiled). Every
+ * tensor indexed by v head is rebuilt in that order: in_proj_qkv's v rows,
+ * in_proj_z, in_proj_b / in_proj_a, A_log (→ −exp) and dt_bias, conv1d's v
+ * channels, out_proj's columns. */
+
+/* The HF (grouped) v head that tiled head p comes from. */
+static int64_t grouped_of(const kld_hparams *hp, int64_t p) {
+    const int64_t nk = hp->dn_n_k_heads, r = hp->dn_n_v_heads / nk;
+    return (p % nk) * r + p / nk;
+}
+
+/* An owned copy of t in slot k with rows [row0, row0 + nv·per) reordered per
+ * v head (blocks of per rows); the other rows as they are. */
+static kld_status reorder_rows(const kld_source *src, const kld_hparams *hp, const kld_tensor *t, int64_t row0,
+                               int64_t per, int il, int k, kld_weights *w, kld_error *err) {
+    /* a vector's "rows" are its values (A_log, dt_bias: float types) */
+    const int64_t rows = t->n_dims == 1 ? t->ne[0] : kld_tensor_nelements(t) / t->ne[0], nv = hp->dn_n_v_heads;
+    if (t->nbytes % (uint64_t)rows || row0 + nv * per > rows)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' has %" PRId64 " rows, not %" PRId64 " + %" PRId64
+                        " v heads × %" PRId64, src->path, t->name, rows, row0, nv, per);
+    const uint64_t rb = t->nbytes / (uint64_t)rows;
+    uint8_t *out = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+    if (!out) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    const uint8_t *in = t->data;
+    memcpy(out, in, (size_t)t->nbytes);
+    for (int64_t p = 0; p < nv; p++)
+        memcpy(out + (uint64_t)(row0 + p * per) * rb, in + (uint64_t)(row0 + grouped_of(hp, p) * per) * rb,
+               (size_t)((uint64_t)per * rb));
+    kld_tensor *o = slot(w, il, k);
+    *o = *t;
+    o->data = out;
+    w->dn_owned[(int64_t)il * DN_SLOTS + k] = out;
+    return KLD_OK;
+}
+
+/* out_proj [vd, n_embd]: columns reordered per v head (float types only:
+ * a column is not a whole block of a quantized row). */
+static kld_status reorder_cols(const kld_source *src, const kld_hparams *hp, const kld_tensor *t, int il,
+                               kld_weights *w, kld_error *err) {
+    const kld_type_info *ti = kld_type_info_get(t->type);
+    const int64_t hv = hp->dn_head_v, vd = hp->dn_n_v_heads * hv;
+    if (!ti || ti->block_size != 1 || t->ne[0] != vd)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': %" PRId64 " columns of type %s cannot be put "
+                        "in tiled v-head order (float types of %" PRId64 " columns only)", src->path, t->name,
+                        t->ne[0], ti ? ti->name : "?", vd);
+    const int64_t rows = kld_tensor_nelements(t) / vd;
+    const size_t es = (size_t)ti->type_size;
+    uint8_t *out = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+    if (!out) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    const uint8_t *in = t->data;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t p = 0; p < hp->dn_n_v_heads; p++)
+            memcpy(out + ((size_t)(r * vd + p * hv)) * es, in + ((size_t)(r * vd + grouped_of(hp, p) * hv)) * es,
+                   (size_t)hv * es);
+    kld_tensor *o = slot(w, il, DN_OUT);
+    *o = *t;
+    o->data = out;
+    w->dn_owned[(int64_t)il * DN_SLOTS + DN_OUT] = out;
+    return KLD_OK;
+}
+
+static kld_status hf_q35_find(const kld_source *src, const char *base, const char *what, const kld_tensor **out,
+                              kld_error *err) {
+    char name[300];
+    snprintf(name, sizeof name, "%s%s", base, what);
+    if (!(*out = kld_source_find(src, name)))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' is missing (a Qwen3.5 linear-attention layer)",
+                        src->path, name);
+    return KLD_OK;
+}
+
+static kld_status hf_qwen35(const kld_source *src, const kld_hparams *hp, int il, kld_layer_weights *L,
+                            kld_weights *w, kld_error *err) {
+    char base[160];
+    snprintf(base, sizeof base, "%smodel.layers.%d.linear_attn.",
+             kld_source_find(src, "language_model.model.embed_tokens.weight") ? "language_model." : "", il);
+    const kld_tensor *qkv, *z, *b, *a, *conv, *out, *alog, *dt;
+    kld_status s;
+    if ((s = hf_q35_find(src, base, "in_proj_qkv.weight", &qkv, err)) ||
+        (s = hf_q35_find(src, base, "in_proj_z.weight", &z, err)) ||
+        (s = hf_q35_find(src, base, "in_proj_b.weight", &b, err)) ||
+        (s = hf_q35_find(src, base, "in_proj_a.weight", &a, err)) ||
+        (s = hf_q35_find(src, base, "conv1d.weight", &conv, err)) ||
+        (s = hf_q35_find(src, base, "out_proj.weight", &out, err)) ||
+        (s = hf_vector(src, hp, base, "A_log", &alog, err)) || (s = hf_vector(src, hp, base, "dt_bias", &dt, err)))
+        return s;
+    const int64_t hv = hp->dn_head_v, kd = hp->dn_n_k_heads * hp->dn_head_k;
+    if ((s = alloc_store(src, w, err)) || (s = reorder_rows(src, hp, qkv, 2 * kd, hv, il, DN_QKV, w, err)) ||
+        (s = reorder_rows(src, hp, z, 0, hv, il, DN_GATE, w, err)) ||
+        (s = reorder_rows(src, hp, b, 0, 1, il, DN_BETA, w, err)) ||
+        (s = reorder_rows(src, hp, a, 0, 1, il, DN_ALPHA, w, err)) ||
+        (s = reorder_rows(src, hp, conv, 2 * kd, hv, il, DN_CONV, w, err)) || (s = reorder_cols(src, hp, out, il, w, err)) ||
+        (s = reorder_rows(src, hp, dt, 0, 1, il, DN_DT, w, err)) || (s = reorder_rows(src, hp, alog, 0, 1, il, DN_A, w, err)))
+        return s;
+    /* A_log → ssm_a = −exp(A_log), float32 (as the converter writes it) */
+    kld_tensor *A = slot(w, il, DN_A);
+    float *av = malloc(sizeof(float) * (size_t)hp->dn_n_v_heads);
+    if (!av) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    kld_type_info_get(A->type)->to_float(A->data, av, hp->dn_n_v_heads);
+    for (int64_t i = 0; i < hp->dn_n_v_heads; i++) av[i] = (float)-exp((double)av[i]);
+    free(w->dn_owned[(int64_t)il * DN_SLOTS + DN_A]);
+    w->dn_owned[(int64_t)il * DN_SLOTS + DN_A] = av;
+    A->type = KLD_TYPE_F32;
+    A->data = av;
+    A->nbytes = sizeof(float) * (uint64_t)hp->dn_n_v_heads;
+    L->dn_qkv = slot(w, il, DN_QKV);
+    L->dn_gate = slot(w, il, DN_GATE);
+    L->dn_beta = slot(w, il, DN_BETA);
+    L->dn_alpha = slot(w, il, DN_ALPHA);
+    L->dn_conv = slot(w, il, DN_CONV);
+    L->dn_out = slot(w, il, DN_OUT);
+    L->dn_a = A;
+    L->dn_dt = slot(w, il, DN_DT);
+    return KLD_OK;
+}
+
 kld_status kld_weights_dn_derive(const kld_source *src, const kld_hparams *hp, int il,
                                  kld_layer_weights *L, kld_weights *w, kld_error *err) {
     char n[64], sname[300];
-    snprintf(n, sizeof n, "blk.%d.attn_qkv.weight", il);
+    if (src->format == KLD_FORMAT_SAFETENSORS && hp->hy.dn_v_tiled) return hf_qwen35(src, hp, il, L, w, err);
+    kld_tn(n, sizeof n, KLD_T_ATTN_QKV, il, 0, "weight");
     const bool hf = src->format == KLD_FORMAT_SAFETENSORS;
     if (!hf && kld_source_find(src, n)) return KLD_OK; /* today's layout */
-    snprintf(n, sizeof n, "blk.%d.ssm_in.weight", il);
+    kld_tn(n, sizeof n, KLD_T_SSM_IN, il, 0, "weight");
     const char *fused_name = kld_weights_source_name(src, hp, n, sname, sizeof sname);
     const kld_tensor *fused = kld_source_find(src, fused_name);
     if (!fused) {

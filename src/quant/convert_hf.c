@@ -53,56 +53,57 @@ static void list_moe(int64_t il, const kld_moe_weights *X, int64_t n_expert, tab
     char name[96];
     const struct {
         const kld_tensor *t;
-        const char *suffix;
-    } t[] = {{X->gate_inp, "ffn_gate_inp.weight"}, {X->gate_inp_shexp, "ffn_gate_inp_shexp.weight"},
-             {X->gate_shexp, "ffn_gate_shexp.weight"}, {X->up_shexp, "ffn_up_shexp.weight"},
-             {X->down_shexp, "ffn_down_shexp.weight"}};
+        kld_tensor_id id;
+        const char *kind;
+    } t[] = {{X->gate_inp, KLD_T_FFN_GATE_INP, "weight"}, {X->gate_inp_shexp, KLD_T_FFN_GATE_INP_SHEXP, "weight"},
+             {X->gate_shexp, KLD_T_FFN_GATE_SHEXP, "weight"}, {X->up_shexp, KLD_T_FFN_UP_SHEXP, "weight"},
+             {X->down_shexp, KLD_T_FFN_DOWN_SHEXP, "weight"}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+        kld_tn(name, sizeof name, t[i].id, il, 0, t[i].kind);
         add(tb, t[i].t, name);
     }
     const kld_tensor *const *per[3] = {X->gate, X->up, X->down};
-    static const char *const kinds[3] = {"gate", "up", "down"};
+    static const kld_tensor_id per_id[3] = {KLD_T_FFN_GATE_EXP, KLD_T_FFN_UP_EXP, KLD_T_FFN_DOWN_EXP};
     for (int k = 0; k < 3; k++)
         for (int64_t e = 0; per[k] && e < n_expert; e++) {
-            snprintf(name, sizeof name, "blk.%" PRId64 ".ffn_%s.%" PRId64 ".weight", il, kinds[k], e);
+            kld_tn(name, sizeof name, per_id[k], il, e, "weight");
             add(tb, per[k][e], name);
         }
 }
 
 /* The weight table in GGUF order and names (llama.cpp's tensor map). */
 static void list(const kld_weights *w, const kld_hparams *hp, table *tb) {
-    add(tb, w->token_embd, "token_embd.weight");
+    char name[96];
+    add(tb, w->token_embd, kld_tn(name, sizeof name, KLD_T_TOKEN_EMBD, 0, 0, "weight"));
     for (int64_t il = 0; il < w->n_layer; il++) {
         const kld_layer_weights *L = &w->layers[il];
         const struct {
             const kld_tensor *t;
-            const char *suffix;
-        } t[] = {{L->attn_norm, "attn_norm.weight"},     {L->attn_q, "attn_q.weight"},
-                 {L->bq, "attn_q.bias"},                 {L->attn_qkv, "attn_qkv.weight"},
-                 {L->bqkv, "attn_qkv.bias"},             {L->attn_k, "attn_k.weight"},
-                 {L->bk, "attn_k.bias"},                 {L->attn_v, "attn_v.weight"},
-                 {L->bv, "attn_v.bias"},                 {L->attn_q_norm, "attn_q_norm.weight"},
-                 {L->attn_k_norm, "attn_k_norm.weight"}, {L->attn_output, "attn_output.weight"},
-                 {L->bo, "attn_output.bias"},            {L->attn_post_norm, "post_attention_norm.weight"},
-                 {L->ffn_norm, "ffn_norm.weight"},       {L->ffn_gate, "ffn_gate.weight"},
-                 {L->b_gate, "ffn_gate.bias"},           {L->ffn_up, "ffn_up.weight"},
-                 {L->b_up, "ffn_up.bias"},               {L->ffn_down, "ffn_down.weight"},
-                 {L->b_down, "ffn_down.bias"},           {L->ffn_post_norm, "post_ffw_norm.weight"},
-                 {L->shortconv_conv, "shortconv.conv.weight"},
-                 {L->shortconv_in_proj, "shortconv.in_proj.weight"},
-                 {L->shortconv_out_proj, "shortconv.out_proj.weight"}};
+            kld_tensor_id id;
+            const char *kind;
+        } t[] = {{L->attn_norm, KLD_T_ATTN_NORM, "weight"},     {L->attn_q, KLD_T_ATTN_Q, "weight"},
+                 {L->bq, KLD_T_ATTN_Q, "bias"},                 {L->attn_qkv, KLD_T_ATTN_QKV, "weight"},
+                 {L->bqkv, KLD_T_ATTN_QKV, "bias"},             {L->attn_k, KLD_T_ATTN_K, "weight"},
+                 {L->bk, KLD_T_ATTN_K, "bias"},                 {L->attn_v, KLD_T_ATTN_V, "weight"},
+                 {L->bv, KLD_T_ATTN_V, "bias"},                 {L->attn_q_norm, KLD_T_ATTN_Q_NORM, "weight"},
+                 {L->attn_k_norm, KLD_T_ATTN_K_NORM, "weight"}, {L->attn_output, KLD_T_ATTN_OUT, "weight"},
+                 {L->bo, KLD_T_ATTN_OUT, "bias"},            {L->attn_post_norm, KLD_T_ATTN_POST_NORM, "weight"},
+                 {L->ffn_norm, hp->hy.ffn_norm, "weight"},       {L->ffn_gate, KLD_T_FFN_GATE, "weight"},
+                 {L->b_gate, KLD_T_FFN_GATE, "bias"},           {L->ffn_up, KLD_T_FFN_UP, "weight"},
+                 {L->b_up, KLD_T_FFN_UP, "bias"},               {L->ffn_down, KLD_T_FFN_DOWN, "weight"},
+                 {L->b_down, KLD_T_FFN_DOWN, "bias"},           {L->ffn_post_norm, KLD_T_FFN_POST_NORM, "weight"},
+                 {L->shortconv_conv, KLD_T_SHORTCONV_CONV, "weight"},
+                 {L->shortconv_in_proj, KLD_T_SHORTCONV_INPROJ, "weight"},
+                 {L->shortconv_out_proj, KLD_T_SHORTCONV_OUTPROJ, "weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            char name[96];
-            snprintf(name, sizeof name, "blk.%" PRId64 ".%s", il, t[i].suffix);
+            kld_tn(name, sizeof name, t[i].id, il, 0, t[i].kind);
             add(tb, t[i].t, name);
         }
         list_moe(il, &L->moe, w->n_expert, tb);
     }
-    char onorm[64]; /* LFM2's final norm is token_embd_norm */
-    snprintf(onorm, sizeof onorm, "%s.weight", hp->hy.output_norm ? hp->hy.output_norm : "output_norm");
-    add(tb, w->output_norm, onorm);
-    if (!hp->tied_output) add(tb, w->output, "output.weight");
+    /* LFM2's final norm is token_embd_norm */
+    add(tb, w->output_norm, kld_tn(name, sizeof name, hp->hy.output_norm, 0, 0, "weight"));
+    if (!hp->tied_output) add(tb, w->output, kld_tn(name, sizeof name, KLD_T_OUTPUT, 0, 0, "weight"));
 }
 
 /* Rotate-half rows → interleaved pairs (llama.cpp's permute): GGUF row

@@ -31,9 +31,9 @@ kld_status kld_hf_shortconv_put_hparams(const kld_hparams *hp, kld_gguf_writer *
     char k[96];
     bool ok = true;
     /* replaces the scalar convert_hf_meta.c wrote */
-    snprintf(k, sizeof k, "%s.attention.head_count_kv", hp->arch);
+    kld_arch_key(k, sizeof k, hp->arch, KLD_K_HEAD_COUNT_KV);
     ok = ok && !kld_gguf_writer_set_arr_i32(w, k, kv, (uint64_t)hp->n_layer);
-    snprintf(k, sizeof k, "%s.shortconv.l_cache", hp->arch);
+    kld_arch_key(k, sizeof k, hp->arch, KLD_K_SHORTCONV_L_CACHE);
     ok = ok && !kld_gguf_writer_set_u32(w, k, (uint32_t)hp->shortconv_l_cache);
     return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
 }

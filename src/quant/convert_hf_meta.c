@@ -87,35 +87,35 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
     const bool gemma12 = gemma && strcmp(hp->arch, "gemma3");
     char k[96];
     bool ok = true;
-#define KEY(s) (snprintf(k, sizeof k, "%s.%s", hp->arch, s), k)
-#define U32(s, v) (ok = ok && !kld_gguf_writer_set_u32(w, KEY(s), (uint32_t)(v)))
-#define F32(s, v) (ok = ok && !kld_gguf_writer_set_f32(w, KEY(s), (float)(v)))
+#define KEY(id) kld_arch_key(k, sizeof k, hp->arch, id)
+#define U32(id, v) (ok = ok && !kld_gguf_writer_set_u32(w, KEY(id), (uint32_t)(v)))
+#define F32(id, v) (ok = ok && !kld_gguf_writer_set_f32(w, KEY(id), (float)(v)))
     ok = ok && !kld_gguf_writer_set_str(w, "general.architecture", hp->arch);
     ok = ok && !kld_gguf_writer_set_str(w, "general.name", hp->name);
-    U32("context_length", hp->n_ctx_train);
-    if (phi3) U32("rope.scaling.original_context_length", hf_orig_ctx(src, hp));
-    U32("embedding_length", hp->n_embd);
-    U32("block_count", hp->n_layer);
-    U32("feed_forward_length", hp->n_ff);
-    U32("attention.head_count", hp->n_head);
-    U32("attention.head_count_kv", hp->n_head_kv);
-    F32("attention.layer_norm_rms_epsilon", hp->norm_eps);
+    U32(KLD_K_CONTEXT_LENGTH, hp->n_ctx_train);
+    if (phi3) U32(KLD_K_ROPE_SCALING_ORIG_CTX, hf_orig_ctx(src, hp));
+    U32(KLD_K_EMBEDDING_LENGTH, hp->n_embd);
+    U32(KLD_K_BLOCK_COUNT, hp->n_layer);
+    U32(KLD_K_FEED_FORWARD_LENGTH, hp->n_ff);
+    U32(KLD_K_HEAD_COUNT, hp->n_head);
+    U32(KLD_K_HEAD_COUNT_KV, hp->n_head_kv);
+    F32(KLD_K_RMS_EPS, hp->norm_eps);
     /* Gemma 1/2's converter writes neither key: llama.cpp's defaults (base
      * 10000, every dimension) then apply, so they are written only when the
      * checkpoint differs from them. */
-    if (!gemma12 || hp->rope_freq_base != 10000.0) F32("rope.freq_base", hp->rope_freq_base);
-    if (!gemma || hp->n_rot != hp->head_dim) U32("rope.dimension_count", hp->n_rot);
-    if (!gemma) U32("vocab_size", hp->n_vocab);
+    if (!gemma12 || hp->rope_freq_base != 10000.0) F32(KLD_K_ROPE_FREQ_BASE, hp->rope_freq_base);
+    if (!gemma || hp->n_rot != hp->head_dim) U32(KLD_K_ROPE_DIMENSION_COUNT, hp->n_rot);
+    if (!gemma) U32(KLD_K_VOCAB_SIZE, hp->n_vocab);
     if (gemma || hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim_v != hp->head_dim) {
-        U32("attention.key_length", hp->head_dim);
-        U32("attention.value_length", hp->head_dim_v);
+        U32(KLD_K_KEY_LENGTH, hp->head_dim);
+        U32(KLD_K_VALUE_LENGTH, hp->head_dim_v);
     }
-    if (!strcmp(hp->arch, "gemma2") || hp->attn_softcap > 0) F32("attn_logit_softcapping", hp->attn_softcap);
-    if (!strcmp(hp->arch, "gemma2") || hp->final_softcap > 0) F32("final_logit_softcapping", hp->final_softcap);
+    if (!strcmp(hp->arch, "gemma2") || hp->attn_softcap > 0) F32(KLD_K_ATTN_SOFTCAP, hp->attn_softcap);
+    if (!strcmp(hp->arch, "gemma2") || hp->final_softcap > 0) F32(KLD_K_FINAL_SOFTCAP, hp->final_softcap);
     /* LFM2's converter writes no window (the reader's default: none) */
     const bool lfm2 = hp->hy.recurrent_kind == KLD_LAYER_SHORTCONV;
     if (hp->sw.swa_pattern >= 0 && (hp->sliding_window > 0 || !lfm2))
-        U32("attention.sliding_window", hp->sliding_window);
+        U32(KLD_K_SLIDING_WINDOW, hp->sliding_window);
     if (hp->sw.swa_pattern > 0 && hp->sliding_window > 0) {
         /* A layout other than the architecture's default goes into the later
          * llama.cpp's per-layer key (one flag per layer). */
@@ -125,16 +125,16 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
         if (!same) {
             int32_t flags[KLD_MAX_LAYER];
             for (int64_t il = 0; il < hp->n_layer; il++) flags[il] = kld_hparams_layer_swa(hp, il);
-            ok = ok && !kld_gguf_writer_set_arr_i32(w, KEY("attention.sliding_window_pattern"),
+            ok = ok && !kld_gguf_writer_set_arr_i32(w, KEY(KLD_K_SLIDING_WINDOW_PATTERN),
                                                     flags, (uint64_t)hp->n_layer);
         }
     }
     if (hp->sw.swa_rope_freq_base > 0 && hp->rope_freq_base_swa != hp->sw.swa_rope_freq_base)
-        F32("rope.freq_base_swa", hp->rope_freq_base_swa);
-    if (!strcmp(hp->rope_scaling, "longrope")) F32("rope.scaling.attn_factor", hp->rope_attn_factor);
+        F32(KLD_K_ROPE_FREQ_BASE_SWA, hp->rope_freq_base_swa);
+    if (!strcmp(hp->rope_scaling, "longrope")) F32(KLD_K_ROPE_SCALING_ATTN_FACTOR, hp->rope_attn_factor);
     if (!strcmp(hp->rope_scaling, "linear")) {
-        ok = ok && !kld_gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
-        F32("rope.scaling.factor", 1.0 / hp->rope_freq_scale);
+        ok = ok && !kld_gguf_writer_set_str(w, KEY(KLD_K_ROPE_SCALING_TYPE), "linear");
+        F32(KLD_K_ROPE_SCALING_FACTOR, 1.0 / hp->rope_freq_scale);
     }
 #undef F32
 #undef U32

@@ -34,10 +34,10 @@ static size_t find(const kld_hf_tensors *o, const char *name) {
 /* Replaces the n_expert entries blk.il.ffn_kind.E.weight by one stacked
  * blk.il.ffn_kind_exps.weight [ne0, ne1, n_expert] in the first one's slot;
  * the others are marked for removal (name NULL). */
-static kld_status stack_kind(kld_hf_tensors *o, int64_t il, const char *kind, int64_t n_expert,
-                             kld_error *err) {
+static kld_status stack_kind(kld_hf_tensors *o, int64_t il, kld_tensor_id per, kld_tensor_id stacked,
+                             int64_t n_expert, kld_error *err) {
     char name[96];
-    snprintf(name, sizeof name, "blk.%" PRId64 ".ffn_%s.0.weight", il, kind);
+    kld_tn(name, sizeof name, per, il, 0, "weight");
     const size_t first = find(o, name);
     if (first == o->n) return KLD_OK; /* merged already, or not an expert layer */
     const kld_tensor t0 = o->tensors[first];
@@ -49,7 +49,7 @@ static kld_status stack_kind(kld_hf_tensors *o, int64_t il, const char *kind, in
     if (!buf) return kld_fail(err, KLD_ERR_NOMEM, "tensor '%s': out of memory stacking %" PRId64
                               " experts", name, n_expert);
     for (int64_t e = 0; e < n_expert; e++) {
-        snprintf(name, sizeof name, "blk.%" PRId64 ".ffn_%s.%" PRId64 ".weight", il, kind, e);
+        kld_tn(name, sizeof name, per, il, e, "weight");
         const size_t k = find(o, name);
         const kld_tensor *t = k < o->n ? &o->tensors[k] : NULL;
         /* torch.stack needs equal shapes; a GGUF tensor has one type */
@@ -68,7 +68,7 @@ static kld_status stack_kind(kld_hf_tensors *o, int64_t il, const char *kind, in
             o->names[k] = NULL;
         }
     }
-    snprintf(name, sizeof name, "blk.%" PRId64 ".ffn_%s_exps.weight", il, kind);
+    kld_tn(name, sizeof name, stacked, il, 0, "weight");
     char *merged = kld_strdup(name);
     if (!merged) {
         free(buf);
@@ -88,10 +88,11 @@ static kld_status stack_kind(kld_hf_tensors *o, int64_t il, const char *kind, in
 }
 
 kld_status kld_hf_moe_stack(kld_hf_tensors *o, const kld_hparams *hp, kld_error *err) {
-    static const char *const kinds[3] = {"gate", "up", "down"};
+    static const kld_tensor_id per[3] = {KLD_T_FFN_GATE_EXP, KLD_T_FFN_UP_EXP, KLD_T_FFN_DOWN_EXP};
+    static const kld_tensor_id stacked[3] = {KLD_T_FFN_GATE_EXPS, KLD_T_FFN_UP_EXPS, KLD_T_FFN_DOWN_EXPS};
     kld_status s = KLD_OK;
     for (int64_t il = 0; !s && kld_hparams_is_moe(hp) && il < hp->n_layer; il++)
-        for (int k = 0; !s && k < 3; k++) s = stack_kind(o, il, kinds[k], hp->n_expert, err);
+        for (int k = 0; !s && k < 3; k++) s = stack_kind(o, il, per[k], stacked[k], hp->n_expert, err);
     /* drop the stacked experts' entries, keeping the order of the rest */
     size_t j = 0;
     for (size_t i = 0; i < o->n; i++) {
@@ -109,14 +110,15 @@ kld_status kld_hf_moe_stack(kld_hf_tensors *o, const kld_hparams *hp, kld_error 
 }
 
 bool kld_hf_keeps_f32(const char *name) {
-    /* the converter's always-float32 classes: FFN_GATE_INP, FFN_GATE_INP_SHEXP,
-     * SHORTCONV_CONV, SSM_CONV1D (matched on the GGUF name's suffix) */
-    static const char *const suffixes[] = {".ffn_gate_inp.weight", ".ffn_gate_inp_shexp.weight",
-                                           ".shortconv.conv.weight", ".ssm_conv1d.weight"};
+    /* the converter's always-float32 classes (matched on the GGUF name's suffix) */
+    static const kld_tensor_id f32[] = {KLD_T_FFN_GATE_INP, KLD_T_FFN_GATE_INP_SHEXP, KLD_T_SHORTCONV_CONV,
+                                        KLD_T_SSM_CONV1D};
     const size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
-        const size_t m = strlen(suffixes[i]);
-        if (n >= m && !strcmp(name + n - m, suffixes[i])) return true;
+    for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++) {
+        char suffix[64];
+        snprintf(suffix, sizeof suffix, ".%s.weight", kld_tensor_suffix(f32[i]));
+        const size_t m = strlen(suffix);
+        if (n >= m && !strcmp(name + n - m, suffix)) return true;
     }
     return false;
 }
@@ -125,15 +127,15 @@ kld_status kld_hf_moe_put_hparams(const kld_hparams *hp, kld_gguf_writer *w, kld
     if (!kld_hparams_is_moe(hp)) return KLD_OK;
     char k[96];
     bool ok = true;
-#define U32(s, v) (snprintf(k, sizeof k, "%s.%s", hp->arch, s), \
-                   ok = ok && !kld_gguf_writer_set_u32(w, k, (uint32_t)(v)))
-    U32("expert_count", hp->n_expert);
-    U32("expert_used_count", hp->n_expert_used);
+#define U32(id, v) (kld_arch_key(k, sizeof k, hp->arch, id), \
+                    ok = ok && !kld_gguf_writer_set_u32(w, k, (uint32_t)(v)))
+    U32(KLD_K_EXPERT_COUNT, hp->n_expert);
+    U32(KLD_K_EXPERT_USED_COUNT, hp->n_expert_used);
     /* Qwen2MoeModel (and Qwen3MoeModel after it) write the expert widths
      * from moe_intermediate_size / shared_expert_intermediate_size; Mixtral's
      * and OLMoE's experts are feed_forward_length wide */
-    if (hp->sw.moe_ff_per_used) U32("expert_feed_forward_length", hp->n_ff_exp);
-    if (hp->sw.moe_shared_expert) U32("expert_shared_feed_forward_length", hp->n_ff_shexp);
+    if (hp->sw.moe_ff_per_used) U32(KLD_K_EXPERT_FF_LENGTH, hp->n_ff_exp);
+    if (hp->sw.moe_shared_expert) U32(KLD_K_EXPERT_SHARED_FF_LENGTH, hp->n_ff_shexp);
 #undef U32
     return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
 }

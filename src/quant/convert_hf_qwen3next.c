@@ -63,29 +63,21 @@ static bool append_copy(kld_hf_tensors *o, const kld_weights *w, const kld_tenso
 
 kld_status kld_hf_list_qwen3next(const kld_weights *w, const kld_hparams *hp, kld_hf_tensors *out,
                                  kld_error *err) {
-    char from[96], to[96];
+    (void)hp; /* the generic listing names the pre-FFN norm hp->hy.ffn_norm */
+    char to[96];
     for (int64_t il = 0; il < w->n_layer; il++) {
-        /* the generic listing names the pre-FFN norm ffn_norm */
-        snprintf(from, sizeof from, "blk.%" PRId64 ".ffn_norm.weight", il);
-        snprintf(to, sizeof to, "blk.%" PRId64 ".%s.weight", il, hp->hy.ffn_norm);
-        for (size_t i = 0; i < out->n; i++)
-            if (!strcmp(out->names[i], from)) {
-                char *c = kld_strdup(to);
-                if (!c) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-                free(out->names[i]);
-                out->names[i] = c;
-            }
         const kld_layer_weights *L = &w->layers[il];
         const struct {
             const kld_tensor *t;
-            const char *suffix;
-        } t[] = {{L->dn_qkv, "attn_qkv.weight"},        {L->dn_gate, "attn_gate.weight"},
-                 {L->dn_conv, "ssm_conv1d.weight"},     {L->dn_dt, "ssm_dt.bias"},
-                 {L->dn_a, "ssm_a"},                    {L->dn_ba, "ssm_beta_alpha.weight"},
-                 {L->dn_norm, "ssm_norm.weight"},       {L->dn_out, "ssm_out.weight"}};
+            kld_tensor_id id;
+            const char *kind;
+        } t[] = {{L->dn_qkv, KLD_T_ATTN_QKV, "weight"},        {L->dn_gate, KLD_T_ATTN_GATE, "weight"},
+                 {L->dn_conv, KLD_T_SSM_CONV1D, "weight"},     {L->dn_dt, KLD_T_SSM_DT, "bias"},
+                 {L->dn_a, KLD_T_SSM_A, NULL},                    {L->dn_ba, KLD_T_SSM_BETA_ALPHA, "weight"},
+                 {L->dn_norm, KLD_T_SSM_NORM, "weight"},       {L->dn_out, KLD_T_SSM_OUT, "weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             if (!t[i].t) continue;
-            snprintf(to, sizeof to, "blk.%" PRId64 ".%s", il, t[i].suffix);
+            kld_tn(to, sizeof to, t[i].id, il, 0, t[i].kind);
             if (!append_copy(out, w, t[i].t, to)) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
         }
     }
@@ -96,16 +88,16 @@ kld_status kld_hf_put_hparams_qwen3next(const kld_hparams *hp, kld_gguf_writer *
     if (hp->hy.recurrent_kind != KLD_LAYER_DELTANET) return KLD_OK;
     char k[96];
     bool ok = true;
-#define KEY(s) (snprintf(k, sizeof k, "%s.%s", hp->arch, s), k)
-#define U32(s, v) (ok = ok && !kld_gguf_writer_set_u32(w, KEY(s), (uint32_t)(v)))
-    U32("ssm.conv_kernel", hp->dn_conv);
-    U32("ssm.state_size", hp->dn_head_k);
-    U32("ssm.group_count", hp->dn_n_k_heads);
-    U32("ssm.time_step_rank", hp->dn_n_v_heads);
-    U32("ssm.inner_size", hp->dn_n_v_heads * hp->dn_head_v);
-    U32("attention.key_length", hp->head_dim);
-    U32("attention.value_length", hp->head_dim_v);
-    U32("rope.dimension_count", hp->n_rot);
+#define KEY(id) kld_arch_key(k, sizeof k, hp->arch, id)
+#define U32(id, v) (ok = ok && !kld_gguf_writer_set_u32(w, KEY(id), (uint32_t)(v)))
+    U32(KLD_K_SSM_CONV_KERNEL, hp->dn_conv);
+    U32(KLD_K_SSM_STATE_SIZE, hp->dn_head_k);
+    U32(KLD_K_SSM_GROUP_COUNT, hp->dn_n_k_heads);
+    U32(KLD_K_SSM_TIME_STEP_RANK, hp->dn_n_v_heads);
+    U32(KLD_K_SSM_INNER_SIZE, hp->dn_n_v_heads * hp->dn_head_v);
+    U32(KLD_K_KEY_LENGTH, hp->head_dim);
+    U32(KLD_K_VALUE_LENGTH, hp->head_dim_v);
+    U32(KLD_K_ROPE_DIMENSION_COUNT, hp->n_rot);
     /* the converter writes the interval only; a layer_types list that no
      * interval gives goes into the per-layer flags llama.cpp also reads */
     int64_t interval = 0;
@@ -116,11 +108,11 @@ kld_status kld_hf_put_hparams_qwen3next(const kld_hparams *hp, kld_gguf_writer *
         if (same) interval = p;
     }
     if (interval) {
-        U32("full_attention_interval", interval);
+        U32(KLD_K_FULL_ATTENTION_INTERVAL, interval);
     } else {
         int32_t flags[KLD_MAX_LAYER];
         for (int64_t il = 0; il < hp->n_layer; il++) flags[il] = hp->layer_kind[il] == KLD_LAYER_DELTANET;
-        ok = ok && !kld_gguf_writer_set_arr_i32(w, KEY("attention.recurrent_layers"), flags, (uint64_t)hp->n_layer);
+        ok = ok && !kld_gguf_writer_set_arr_i32(w, KEY(KLD_K_RECURRENT_LAYERS), flags, (uint64_t)hp->n_layer);
     }
 #undef U32
 #undef KEY

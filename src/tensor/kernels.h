@@ -158,6 +158,8 @@ void kld_quant_q4_k_ref(const float *src, void *dst, int64_t n);
 void kld_quant_q5_k_ref(const float *src, void *dst, int64_t n);
 void kld_quant_q6_k_ref(const float *src, void *dst, int64_t n);
 void kld_quant_iq4_nl_ref(const float *src, void *dst, int64_t n);
+void kld_quant_iq4_nl_cpy(const float *src, void *dst, int64_t n); /* ggml_cpy's bytes */
+void kld_quant_mxfp4_ref(const float *src, void *dst, int64_t n);
 void kld_quant_iq4_xs_ref(const float *src, void *dst, int64_t n);
 
 /* Importance-weighted quantizers (quantize_k_imat.c and beside the _ref

@@ -1,4 +1,4 @@
-/* quantize_iq4_ref.c — iq4_nl and iq4_xs quantizers, byte for byte as
+/* quantize_iq4_ref.c — iq4_nl, iq4_xs (and mxfp4: a 4-bit table type too) quantizers, byte for byte as
  * llama.cpp's quantize_iq4_nl / quantize_iq4_xs without an importance matrix
  * (quantize_row_iq4_nl_impl with x^2 weights and 7 scale trials each way:
  * what llama-quantize writes; ggml's quantize_row_iq4_nl_ref uses no trials
@@ -102,6 +102,37 @@ static void iq4_nl_blocks(const float *x, void *dst, int64_t n, const float *qw)
 
 void kld_quant_iq4_nl_ref(const float *x, void *dst, int64_t n) { iq4_nl_blocks(x, dst, n, NULL); }
 
+/* ggml's quantize_row_iq4_nl_ref, the CPU from_float of iq4_nl: what
+ * ggml_cpy f32 → iq4_nl writes into a KV cache (quantize_row_iq4_nl_impl
+ * with ntry = -1): the largest-magnitude value on the level -127 (d =
+ * max / -127, the opposite sign of the trials' start), levels chosen once
+ * with that d, then the weighted least-squares scale over those levels;
+ * no trials and no requantization. */
+void kld_quant_iq4_nl_cpy(const float *x, void *dst, int64_t n) {
+    const int8_t *values = kld_iq4nl_values;
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32, b += KLD_BYTES_IQ4_NL) {
+        uint8_t L[32] = {0};
+        float amax;
+        const float max = kld_signed_absmax(x, 32, &amax);
+        float d = 0;
+        if (!(amax < GROUP_MAX_EPS)) { /* else ggml leaves d 0 (its levels are unset) */
+            const float id = 1 / (max / (float)values[0]);
+            float sumqx = 0, sumq2 = 0;
+            for (int j = 0; j < 32; j++) {
+                const int l = best_level(values, id * x[j]);
+                L[j] = (uint8_t)l;
+                const float q = values[l], w = x[j] * x[j];
+                sumqx += w * q * x[j];
+                sumq2 += w * q * q;
+            }
+            d = sumqx / sumq2;
+        }
+        kld_store_u16(b, kld_f32_to_f16(d));
+        pack_nibbles(L, b + 2, 32);
+    }
+}
+
 void kld_quant_iq4_nl_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
     iq4_nl_blocks(x, dst, n_per_row, qw);
 }
@@ -148,4 +179,37 @@ void kld_quant_iq4_xs_ref(const float *x, void *dst, int64_t n) { iq4_xs_blocks(
 
 void kld_quant_iq4_xs_imat(const float *x, void *dst, int64_t n_per_row, const float *qw) {
     iq4_xs_blocks(x, dst, n_per_row, qw);
+}
+
+/* ggml's quantize_row_mxfp4_ref (what llama-quantize writes without an
+ * imatrix, and ggml_cpy): the E8M0 exponent floor(log2(amax)) − 2 + 127
+ * (0 for an all-zero block), each value the nearest E2M1 level times half
+ * that power of two (first index on ties). */
+void kld_quant_mxfp4_ref(const float *x, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32, b += KLD_BYTES_MXFP4) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        const uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const float d = kld_e8m0_to_f32_half(e);
+        b[0] = e;
+        for (int j = 0; j < 16; j++) {
+            uint8_t q[2];
+            for (int h = 0; h < 2; h++) {
+                const float v = x[j + 16 * h];
+                int best = 0;
+                float best_err = fabsf((float)kld_mxfp4_values[0] * d - v);
+                for (int l = 1; l < 16; l++) {
+                    const float err = fabsf((float)kld_mxfp4_values[l] * d - v);
+                    if (err < best_err) {
+                        best = l;
+                        best_err = err;
+                    }
+                }
+                q[h] = (uint8_t)best;
+            }
+            b[1 + j] = (uint8_t)(q[0] | q[1] << 4);
+        }
+    }
 }

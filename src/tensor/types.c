@@ -74,7 +74,7 @@ static kld_type_info type_table[KLD_TYPE_COUNT] = {
     [KLD_TYPE_IQ4_NL] = {"iq4_nl", 32, KLD_BYTES_IQ4_NL, true, kld_dequant_iq4_nl_ref, NULL,
                          kld_dequant_iq4_nl_avx2, kld_quant_iq4_nl_ref, true,
                        kld_quant_iq4_nl_imat,
-                       NULL, NULL},
+                       NULL, NULL, kld_quant_iq4_nl_cpy},
     [KLD_TYPE_IQ3_S] = {"iq3_s", KLD_QK_K, KLD_BYTES_IQ3_S, true, kld_dequant_iq3_s_ref, NULL,
                        kld_dequant_iq3_s_avx2, NULL, false, NULL, NULL, NULL},
     [KLD_TYPE_IQ2_S] = {"iq2_s", KLD_QK_K, KLD_BYTES_IQ2_S, true, kld_dequant_iq2_s_ref, NULL,
@@ -103,7 +103,7 @@ static kld_type_info type_table[KLD_TYPE_COUNT] = {
     [KLD_TYPE_TQ2_0] = {"tq2_0", KLD_QK_K, KLD_BYTES_TQ2_0, true, kld_dequant_tq2_0_ref, NULL,
                        kld_dequant_tq2_0_avx2, NULL, false, NULL, NULL, NULL},
     [KLD_TYPE_MXFP4] = {"mxfp4", 32, KLD_BYTES_MXFP4, true, kld_dequant_mxfp4_ref, NULL,
-                        kld_dequant_mxfp4_avx2, NULL, false, NULL, NULL, NULL},
+                        kld_dequant_mxfp4_avx2, kld_quant_mxfp4_ref, false, NULL, NULL, NULL},
 };
 
 /* ---- kernel selection ---- */

@@ -73,6 +73,10 @@ typedef struct kld_type_info {
                                                  implemented (or not used) */
     kld_from_float_fn quantize_row_avx2; /* AVX2 twin of quantize_row (same bytes) or NULL */
     kld_from_float_fn quantize;          /* fastest of the two, chosen at start-up */
+    /* ggml's CPU from_float where it writes other bytes than quantize_row:
+     * what ggml_cpy f32 → type stores, i.e. a quantized KV cache (iq4_nl:
+     * quantize_row_iq4_nl_ref, no scale trials); NULL: quantize_row */
+    kld_from_float_fn quantize_row_cpy;
 } kld_type_info;
 
 /* The entry for a type id, or NULL for ids that no format defines. */
