@@ -156,6 +156,51 @@ static void candidate_and_sizes(void) {
           (long long)sb.st_size, (long long)se.st_size, CTX - 1);
     printf("bytes per position: %d (hidden) + 24 (sidecar), against %d of llama.cpp's base file "
            "for n_vocab 32000\n", 4 * 256, (2 * 16000 + 4) * 2);
+    /* inspect's facts */
+    kld_dump *d = NULL;
+    CHECK_OK(kld_dump_open(t, 0, &d, &err), err);
+    json_t *facts = d ? kld_dump_describe(d) : NULL;
+    CHECK(facts && json_integer_value(json_object_get(facts, "format_version")) == 3 &&
+              json_integer_value(json_object_get(facts, "n_embd")) == 256 &&
+              json_integer_value(json_object_get(facts, "bytes_per_position")) == 4 * 256 + 24 &&
+              json_is_true(json_object_get(json_object_get(facts, "head"), "tied")),
+          "inspect describes the hidden-state dump (format 3, n_embd 256, 1048 bytes a position, tied head)");
+    json_decref(facts);
+    kld_dump_close(d);
+    /* two shards merge into the unsharded dump's bytes */
+    char *sh0 = scratch("shard0"), *sh1 = scratch("shard1"), *mg = scratch("merged");
+    const char *dirs[2] = {sh0, sh1};
+    bool ok = true;
+    for (int k = 0; k < 2 && ok; k++) {
+        kld_dump_config c2;
+        kld_dump_config_defaults(&c2);
+        c2.model_path = ref;
+        c2.out = dirs[k];
+        c2.hidden = true;
+        c2.ids_path = ids;
+        c2.ctx = CTX;
+        c2.max_chunks = CHUNKS;
+        c2.n_threads = 2;
+        c2.shard = (kld_shard){(uint32_t)k, 2, KLD_SHARD_MOD};
+        ok = kld_dump_run(&c2, &dr, &err) == KLD_OK;
+    }
+    kld_dump_merge_info info = {0};
+    ok = ok && kld_dump_merge(mg, dirs, 2, &info, &err) == KLD_OK;
+    CHECK(ok, "shards of a hidden-state dump merge: %s", err.msg);
+    for (int i = 0; ok && i < CHUNKS; i++) {
+        char a[4300], b[4300];
+        snprintf(a, sizeof a, "%s/seq-%d.bin", t, i);
+        snprintf(b, sizeof b, "%s/seq-%d.bin", mg, i);
+        size_t na2, nb2;
+        char *x = kt_read_file(a, &na2), *y = kt_read_file(b, &nb2);
+        CHECK(na2 == nb2 && !memcmp(x, y, na2), "merged seq-%d.bin equals the unsharded one", i);
+        free(x);
+        free(y);
+    }
+    kld_dump_merge_info_free(&info);
+    free(sh0);
+    free(sh1);
+    free(mg);
     free(ids);
     free(t);
     free(cd);

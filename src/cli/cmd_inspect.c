@@ -5,18 +5,56 @@
 #include "cli/inspect_facts.h"
 #include "engine/engine.h"
 #include "quant/quant.h"
+#include "store/dump.h"
 
 #include <sys/stat.h>
 
 #include <stdlib.h>
 #include <string.h>
 
+/* A dump directory (kldeval dump, or another engine writing docs/dump-format.md). */
+static bool is_dump_dir(const char *path) {
+    char m[4200];
+    struct stat sb;
+    snprintf(m, sizeof m, "%s/manifest.json", path);
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && stat(m, &sb) == 0;
+}
+
+static int inspect_dump(const char *dir, bool as_json) {
+    kld_dump *d = NULL;
+    kld_error err = {0};
+    if (kld_dump_open(dir, 0, &d, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval inspect: %s\n", err.msg);
+        return 1;
+    }
+    json_t *o = kld_dump_describe(d);
+    kld_dump_close(d);
+    if (!o) return 1;
+    if (as_json) {
+        char *t = json_dumps(o, JSON_INDENT(2));
+        if (t) puts(t);
+        free(t);
+    } else {
+        const char *key;
+        json_t *v;
+        json_object_foreach(o, key, v) {
+            char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            printf("%-34s: %s\n", key, t ? t : json_string_value(v));
+            free(t);
+        }
+    }
+    json_decref(o);
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kldeval inspect PATH[@POLICY][+ADAPTER[:SCALE]] [flags]\n\n"
             "PATH is a .gguf file, a .safetensors file, a Hugging Face model directory\n"
             "(config.json + model.safetensors or model.safetensors.index.json) or a llama2.c\n"
-            "checkpoint (model.bin, or a directory holding model.bin + tokenizer.bin).\n"
+            "checkpoint (model.bin, or a directory holding model.bin + tokenizer.bin), or a\n"
+            "dump directory (kldeval dump: its format, model, windows, what it stores, the\n"
+            "head of a hidden-state dump and the bytes a position costs).\n"
             "Prints the format and version, architecture and hyper-parameters, parameter count,\n"
             "bytes and bits per weight, a histogram of tensor types and a tokenizer summary.\n"
             "PATH@POLICY adds the policy's plan (types, bytes; nothing quantized).\n"
@@ -145,6 +183,10 @@ int kld_cmd_inspect(int argc, char **argv) {
     if (at && at[1] && stat(path, &sb) != 0 && (size_t)(at - path) < sizeof base) {
         snprintf(base, sizeof base, "%.*s", (int)(at - path), path);
         if (stat(base, &sb) == 0) src_path = base;
+    }
+    if (is_dump_dir(src_path)) {
+        free(left);
+        return inspect_dump(src_path, as_json);
     }
     if (kld_source_open(src_path, &src, &err) != KLD_OK) {
         fprintf(stderr, "kldeval inspect: %s\n", err.msg);

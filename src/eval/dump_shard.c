@@ -28,7 +28,10 @@ json_t *kld_dump_config_json(const kld_dump_shard_in *in) {
     json_object_set_new(o, "max_tokens", json_integer(c->max_tokens));
     json_object_set_new(o, "max_chunks", json_integer(c->max_chunks));
     json_object_set_new(o, "top_k", json_integer(in->top_k));
-    json_object_set_new(o, "logit_dtype", json_string(in->format_version == 1 ? "float16" : "float32"));
+    if (in->format_version == 3) /* hidden states: their dtype defines the bytes */
+        json_object_set_new(o, "hidden_dtype", json_string(kld_dump_hidden_name(c->hidden_dtype)));
+    else
+        json_object_set_new(o, "logit_dtype", json_string(in->format_version == 1 ? "float16" : "float32"));
     json_object_set_new(o, "lse_of_stored", json_true());
     json_object_set_new(o, "kind", json_string(in->teacher ? "candidate" : "teacher"));
     json_object_set_new(o, "n_vocab", json_integer(in->n_vocab));

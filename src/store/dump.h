@@ -65,6 +65,8 @@
 
 #include "kld.h"
 
+#include <jansson.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -191,6 +193,11 @@ kld_status kld_dump_read(kld_dump *d, int64_t seq, int64_t rec0, int64_t n,
  * the sidecar's lse64 / logp_next / argmax (each may be NULL). */
 kld_status kld_dump_read_hidden(kld_dump *d, int64_t seq, int64_t rec0, int64_t n, float *hidden,
                                 double *lse64, double *logp_next, int32_t *argmax, kld_error *err);
+
+/* What `kldeval inspect DIR` says of a dump: the manifest's facts, the head
+ * of a hidden-state dump, bytes per position (and llama.cpp's base file's
+ * for the same vocabulary). NULL when out of memory. */
+json_t *kld_dump_describe(const kld_dump *d);
 
 /* ---- writing ---- */
 
