@@ -32,6 +32,12 @@ with V = 50, 3 sequences of ctx_len 9, top_k 6, salt 0 for the teacher and 1
 for the candidate:
     OUTDIR/teacher-v1  (float16 logits)   OUTDIR/teacher-v2  (float32 logits)
     OUTDIR/candidate-v1 (salt 1, at teacher-v1's indices)
+    OUTDIR/teacher-v3, teacher-v3-bf16 (hidden states, n_embd 8:
+      hidden[s][r][e] = float32(((s*31 + r*17 + e*e*5 + e) % 41 - 20) / 3.0))
+
+--hidden writes format 3 (the final-norm hidden states, docs/dump-format.md) from
+the model's last hidden state; its manifest identifies the head by the hash of
+its safetensors bytes, and `kldeval kl` applies that head again.
 """
 
 import argparse
@@ -98,6 +104,45 @@ def as_float16(logits, val, lse64):
     return half, np.log(stored + tail)
 
 
+HIDDEN_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def hidden_bytes(h, dtype):
+    """Hidden states as a format-3 record stores them: float32, float16, or
+    bfloat16 rounded to nearest even (the top 16 bits of float32)."""
+    if dtype == "float32":
+        return h.astype("<f4").tobytes()
+    if dtype == "float16":
+        return h.astype("<f2").tobytes()
+    u = h.astype("<f4").view("<u4").astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16  # finite values: round to nearest even
+    return rounded.astype("<u2").tobytes()
+
+
+def head_identity(model_dir, tied, softcap):
+    """The head as kldeval identifies it: the safetensors bytes of lm_head.weight (or the
+    embedding when tied), hashed; kldeval refuses to score with a head that hashes otherwise."""
+    want = "model.embed_tokens.weight" if tied else "lm_head.weight"
+    files = [f for f in sorted(os.listdir(model_dir)) if f.endswith(".safetensors")]
+    for f in files:
+        path = os.path.join(model_dir, f)
+        with open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(n))
+            if want not in header:
+                continue
+            info = header[want]
+            a, b = info["data_offsets"]
+            fh.seek(8 + n + a)
+            data = fh.read(b - a)
+        rows, cols = info["shape"]
+        return {"tensor": "token_embd.weight" if tied else "output.weight",
+                "type": {"F32": "f32", "F16": "f16", "BF16": "bf16"}.get(info["dtype"], info["dtype"].lower()),
+                "rows": rows, "cols": cols, "sha256": hashlib.sha256(data).hexdigest(),
+                "tied": bool(tied), "final_softcap": float(softcap or 0.0)}
+    fail("%s: no %s in its safetensors files: cannot identify the head" % (model_dir, want))
+
+
 def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -134,16 +179,21 @@ def manifest_object(meta):
         "corpus_sha256": meta["corpus_sha256"],
         "ctx_len": meta["ctx_len"],
         "n_seqs": meta["n_seqs"],
-        "top_k": meta["top_k"],
         "positions_per_seq": meta["ctx_len"] - 1,
         "created": meta.get("created") or utc_now(),
         "notes": meta.get("notes") or "",
         "kind": "candidate" if meta.get("candidate") else "teacher",
-        "logit_dtype": "float16" if meta["format_version"] == 1 else "float32",
         "ext": True,
         "n_vocab": meta["n_vocab"],
         "lse_of_stored": True,
     }
+    if meta["format_version"] == 3:  # hidden states: n_embd values a record, and the head
+        m["n_embd"] = meta["n_embd"]
+        m["hidden_dtype"] = meta["hidden_dtype"]
+        m["head"] = meta["head"]
+    else:
+        m["top_k"] = meta["top_k"]
+        m["logit_dtype"] = "float16" if meta["format_version"] == 1 else "float32"
     for key in ("chunking", "bos", "windows"):
         if meta.get(key):
             m[key] = meta[key]
@@ -157,9 +207,12 @@ class DumpWriter:
     then the sequences in order, then manifest.json (atomically) last."""
 
     def __init__(self, out, meta, tokens):
-        if meta["format_version"] not in (1, 2):
-            fail("format_version must be 1 or 2")
-        if not 1 <= meta["top_k"] <= min(MAX_TOPK, meta["n_vocab"]):
+        if meta["format_version"] not in (1, 2, 3):
+            fail("format_version must be 1, 2 or 3")
+        if meta["format_version"] == 3:
+            if meta.get("hidden_dtype") not in HIDDEN_DTYPES or not 1 <= meta.get("n_embd", 0) <= MAX_TOPK:
+                fail("format 3 needs n_embd and hidden_dtype (float32, bfloat16, float16)")
+        elif not 1 <= meta["top_k"] <= min(MAX_TOPK, meta["n_vocab"]):
             fail("top_k %d outside [1, min(%d, n_vocab %d)]" % (meta["top_k"], MAX_TOPK, meta["n_vocab"]))
         tokens = np.ascontiguousarray(tokens, dtype="<i4")
         if tokens.shape != (meta["n_seqs"], meta["ctx_len"]):
@@ -171,16 +224,17 @@ class DumpWriter:
         os.makedirs(out, exist_ok=True)
         self.out, self.meta, self.tokens = out, meta, tokens
         self.manifest = manifest_object(meta)
-        self.rec = record_dtype(meta["format_version"], meta["top_k"])
+        self.rec = None if meta["format_version"] == 3 else record_dtype(meta["format_version"], meta["top_k"])
         self.next_seq = 0
         write_bytes(os.path.join(out, "tokens.bin"), tokens.tobytes())
         write_json_atomic(out, "dump.partial.json", self.manifest)
 
-    def write_seq(self, seq, logits, indices=None):
+    def write_seq(self, seq, logits, indices=None, hidden=None):
         """logits: float32 [ctx_len - 1, n_vocab], row r after tokens[seq][0..r].
-        indices: a teacher's int32 [ctx_len - 1, top_k] (candidate dumps)."""
+        indices: a teacher's int32 [ctx_len - 1, top_k] (candidate dumps).
+        hidden: format 3, the final-norm hidden states [ctx_len - 1, n_embd]."""
         meta = self.meta
-        pps, k = meta["ctx_len"] - 1, meta["top_k"]
+        pps, k = meta["ctx_len"] - 1, meta.get("top_k")
         if seq != self.next_seq:
             fail("sequence %d written out of order (expected %d)" % (seq, self.next_seq))
         logits = np.ascontiguousarray(logits, dtype=np.float32)
@@ -188,6 +242,9 @@ class DumpWriter:
             fail("sequence %d: logits of shape %s, expected (%d, %d)" % (seq, logits.shape, pps, meta["n_vocab"]))
         if not np.isfinite(logits).all():
             fail("sequence %d: the model produced non-finite logits" % seq)
+        if meta["format_version"] == 3:
+            self.write_hidden(seq, logits, hidden)
+            return
         idx = topk_desc(logits, k) if indices is None else np.asarray(indices, dtype=np.int32)
         if idx.shape != (pps, k):
             fail("sequence %d: indices of shape %s, expected (%d, %d)" % (seq, idx.shape, pps, k))
@@ -213,6 +270,26 @@ class DumpWriter:
         ext["logp_next"] = logits[np.arange(pps), nxt].astype(np.float64) - lse64
         ext["argmax"] = logits.argmax(axis=1)  # first index on ties
         write_bytes(os.path.join(self.out, "seq-%d.bin" % seq), rec.tobytes())
+        write_bytes(os.path.join(self.out, "seq-%d.ext.bin" % seq), ext.tobytes())
+        self.next_seq += 1
+
+    def write_hidden(self, seq, logits, hidden):
+        """Format 3: the hidden states in the dump's dtype, the sidecar from the logits."""
+        meta = self.meta
+        pps = meta["ctx_len"] - 1
+        hidden = np.ascontiguousarray(hidden, dtype=np.float32)
+        if hidden.shape != (pps, meta["n_embd"]):
+            fail("sequence %d: hidden states of shape %s, expected (%d, %d)"
+                 % (seq, hidden.shape, pps, meta["n_embd"]))
+        if not np.isfinite(hidden).all():
+            fail("sequence %d: non-finite hidden states" % seq)
+        lse64 = logsumexp64(logits)
+        nxt = self.tokens[seq, 1:].astype(np.int64)
+        ext = np.zeros(pps, dtype=EXT_DTYPE)
+        ext["lse64"] = lse64
+        ext["logp_next"] = logits[np.arange(pps), nxt].astype(np.float64) - lse64
+        ext["argmax"] = logits.argmax(axis=1)
+        write_bytes(os.path.join(self.out, "seq-%d.bin" % seq), hidden_bytes(hidden, meta["hidden_dtype"]))
         write_bytes(os.path.join(self.out, "seq-%d.ext.bin" % seq), ext.tobytes())
         self.next_seq += 1
 
@@ -242,11 +319,13 @@ def read_teacher_indices(directory):
     m = read_manifest(directory)
     if m.get("kind", "teacher") != "teacher":
         fail("%s: --indices-from needs a teacher dump, this is a %s dump" % (directory, m["kind"]))
-    rec = record_dtype(m["format_version"], m["top_k"])
     pps = m["ctx_len"] - 1
     tokens = np.fromfile(os.path.join(directory, "tokens.bin"), dtype="<i4")
     if tokens.size != m["n_seqs"] * m["ctx_len"]:
         fail("%s/tokens.bin: %d ids, expected %d" % (directory, tokens.size, m["n_seqs"] * m["ctx_len"]))
+    if m["format_version"] == 3:  # hidden states: tokens only, no ids to follow
+        return m, tokens.reshape(m["n_seqs"], m["ctx_len"]), None
+    rec = record_dtype(m["format_version"], m["top_k"])
     indices = []
     for s in range(m["n_seqs"]):
         path = os.path.join(directory, "seq-%d.bin" % s)
@@ -298,7 +377,9 @@ def run_dump(out, meta, tokens, forward, teacher_indices=None):
     ids) returns float32 logits [ctx_len - 1, n_vocab] for sequence seq."""
     w = DumpWriter(out, meta, tokens)
     for s in range(meta["n_seqs"]):
-        w.write_seq(s, forward(s, tokens[s]), None if teacher_indices is None else teacher_indices[s])
+        out = forward(s, tokens[s])
+        logits, hidden = out if isinstance(out, tuple) else (out, None)
+        w.write_seq(s, logits, None if teacher_indices is None else teacher_indices[s], hidden)
     w.finish()
 
 
@@ -317,16 +398,22 @@ def plan(args, model_name, n_vocab, forward_factory, tokens_override=None):
         tokens, corpus_sha, src_man = ttok, tman["corpus_sha256"], tman
     else:
         fail("--tokens-from is required")
-    if teacher_indices is not None:
-        if ttok.shape != tokens.shape or not np.array_equal(ttok, tokens):
-            fail("%s: the teacher was fed other tokens than --tokens-from" % args.indices_from)
-        top_k = tman["top_k"]
+    hidden = getattr(args, "hidden", False)
+    if args.indices_from and (ttok.shape != tokens.shape or not np.array_equal(ttok, tokens)):
+        fail("%s: the teacher was fed other tokens than --tokens-from" % args.indices_from)
+    if hidden:
+        top_k = 0
+        teacher_indices = None  # a hidden-state candidate holds full rows at the teacher's tokens
+    elif args.indices_from:
+        top_k = tman.get("top_k")
+        if not top_k:
+            fail("%s: a hidden-state teacher: its candidate needs --hidden too" % args.indices_from)
     else:
         top_k = args.top_k
-    if not top_k:
+    if not top_k and not hidden:
         fail("--top-k K is required for a teacher dump")
     meta = {
-        "format_version": 1 if args.logits == "f16" else 2,
+        "format_version": 3 if hidden else 1 if args.logits == "f16" else 2,
         "model": model_name,
         "corpus_sha256": corpus_sha,
         "ctx_len": int(tokens.shape[1]),
@@ -335,9 +422,11 @@ def plan(args, model_name, n_vocab, forward_factory, tokens_override=None):
         "n_vocab": int(n_vocab),
         "notes": args.notes or "",
         "created": getattr(args, "created", None),
-        "candidate": teacher_indices is not None,
+        "candidate": args.indices_from is not None,
         "teacher": teacher,
     }
+    if hidden:
+        meta.update(getattr(args, "hidden_meta", {}))
     if src_man:
         for key in ("chunking", "bos", "windows"):
             if key in src_man:
@@ -362,17 +451,39 @@ def model_main(args):
         def forward(seq, ids):
             with torch.no_grad():
                 t = torch.tensor(np.asarray(ids, dtype=np.int64)[None, :], device=args.device)
-                logits = model(input_ids=t).logits[0, : meta["ctx_len"] - 1, :]
-                return logits.float().cpu().numpy()
+                out = model(input_ids=t, output_hidden_states=args.hidden)
+                logits = out.logits[0, : meta["ctx_len"] - 1, :].float().cpu().numpy()
+                if not args.hidden:
+                    return logits
+                # transformers' last hidden state is the one after the final norm
+                h = out.hidden_states[-1][0, : meta["ctx_len"] - 1, :].float().cpu().numpy()
+                return logits, h
         return forward
 
     name = os.path.basename(os.path.normpath(args.model))
+    if args.hidden:
+        cfg = model.config
+        tied = bool(getattr(cfg, "tie_word_embeddings", False))
+        args.hidden_meta = {"n_embd": int(cfg.hidden_size), "hidden_dtype": args.hidden_dtype,
+                            "head": head_identity(args.model, tied, getattr(cfg, "final_logit_softcapping", 0))}
+        name = args.model  # kl opens this model for its head (or --teacher-head)
     plan(args, name, n_vocab, factory)
 
 
 # ---- the self-test ----
 
-SELFTEST = {"n_vocab": 50, "n_seqs": 3, "ctx_len": 9, "top_k": 6}
+SELFTEST = {"n_vocab": 50, "n_seqs": 3, "ctx_len": 9, "top_k": 6, "n_embd": 8}
+# a head identity of the right shape; the self-test checks the layout, not a model
+SELFTEST_HEAD = {"tensor": "output.weight", "type": "f32", "rows": 50, "cols": 8,
+                 "sha256": hashlib.sha256(b"selftest head").hexdigest(), "tied": False,
+                 "final_softcap": 0.0}
+
+
+def selftest_hidden(seq):
+    """hidden[s][r][e] = float32(((s*31 + r*17 + e*e*5 + e) % 41 - 20) / 3.0)"""
+    r = np.arange(SELFTEST["ctx_len"] - 1, dtype=np.int64)[:, None]
+    e = np.arange(SELFTEST["n_embd"], dtype=np.int64)[None, :]
+    return (((seq * 31 + r * 17 + e * e * 5 + e) % 41 - 20).astype(np.float64) / 3.0).astype(np.float32)
 
 
 def selftest_tokens():
@@ -392,8 +503,10 @@ def selftest_main(outdir):
     os.makedirs(outdir, exist_ok=True)
     tokens = selftest_tokens()
     corpus_sha = hashlib.sha256(tokens.astype("<i4").tobytes()).hexdigest()
-    for name, logits, salt, indices_from in (("teacher-v1", "f16", 0, None), ("teacher-v2", "f32", 0, None),
-                                            ("candidate-v1", "f16", 1, "teacher-v1")):
+    runs = (("teacher-v1", "f16", 0, None, None), ("teacher-v2", "f32", 0, None, None),
+            ("candidate-v1", "f16", 1, "teacher-v1", None), ("teacher-v3", "f32", 0, None, "float32"),
+            ("teacher-v3-bf16", "f32", 0, None, "bfloat16"))
+    for name, logits, salt, indices_from, hidden_dtype in runs:
         out = os.path.join(outdir, name)
         if os.path.isdir(out):  # a rerun starts over
             for f in os.listdir(out):
@@ -401,9 +514,13 @@ def selftest_main(outdir):
         args = argparse.Namespace(out=out, logits=logits, top_k=SELFTEST["top_k"], ctx_len=None,
                                   tokens_from=None, notes="dump_teacher.py self-test",
                                   indices_from=os.path.join(outdir, indices_from) if indices_from else None,
-                                  created="2026-01-01T00:00:00Z")
+                                  created="2026-01-01T00:00:00Z", hidden=hidden_dtype is not None,
+                                  hidden_meta={"n_embd": SELFTEST["n_embd"], "hidden_dtype": hidden_dtype,
+                                               "head": SELFTEST_HEAD})
 
-        def factory(meta, salt=salt):
+        def factory(meta, salt=salt, hidden=hidden_dtype is not None):
+            if hidden:
+                return lambda seq, ids: (selftest_logits(seq, salt), selftest_hidden(seq))
             return lambda seq, ids: selftest_logits(seq, salt)
 
         plan(args, "selftest-salt%d" % salt, SELFTEST["n_vocab"], factory,
@@ -420,6 +537,10 @@ def main():
     ap.add_argument("--out", help="the dump directory to write (new or empty)")
     ap.add_argument("--top-k", type=int, help="entries per record (a teacher dump)")
     ap.add_argument("--logits", choices=("f16", "f32"), default="f16", help="v1 (float16) or v2 (float32)")
+    ap.add_argument("--hidden", action="store_true",
+                    help="format 3: the final-norm hidden states (kl applies the model's head again)")
+    ap.add_argument("--hidden-dtype", choices=HIDDEN_DTYPES, default="float32",
+                    help="format 3: how the hidden states are stored")
     ap.add_argument("--indices-from", help="a teacher dump: write a candidate dump at its indices")
     ap.add_argument("--notes", help="the manifest's notes")
     ap.add_argument("--device", default="cpu")

@@ -131,6 +131,53 @@ static void check_dump(const char *outdir, const char *name, int fv, int salt, b
     kld_dump_close(d);
 }
 
+/* Format 3 (--hidden): the generator's hidden states, as stored (bf16:
+ * rounded to nearest even), the sidecar from the logits, the manifest's
+ * n_embd, dtype and head. */
+#define EMBD 8
+static float gen_hidden(int64_t s, int64_t r, int64_t e) {
+    return (float)((double)((s * 31 + r * 17 + e * e * 5 + e) % 41 - 20) / 3.0);
+}
+
+static void check_hidden(const char *outdir, const char *name, int dtype) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/%s", outdir, name);
+    kld_dump *d = NULL;
+    kld_error err = {0};
+    kld_status st = kld_dump_open(dir, V, &d, &err);
+    CHECK_OK(st, err);
+    if (st) return;
+    const kld_dump_meta *m = kld_dump_meta_of(d);
+    CHECK(m->format_version == 3 && m->top_k == 0 && m->n_embd == EMBD && m->hidden_dtype == dtype &&
+              m->n_vocab == V && m->head.rows == V && m->head.cols == EMBD && !m->head.tied &&
+              !strcmp(m->head.tensor, "output.weight"),
+          "%s: format 3 manifest (n_embd, dtype, head)", name);
+    long bad_h = 0, bad_ext = 0;
+    float h[PPS * EMBD];
+    double lse[PPS], logp[PPS];
+    int32_t am[PPS];
+    for (int s = 0; s < NSEQ; s++) {
+        st = kld_dump_read_hidden(d, s, 0, PPS, h, lse, logp, am, &err);
+        CHECK_OK(st, err);
+        if (st) continue;
+        for (int r = 0; r < PPS; r++) {
+            for (int e = 0; e < EMBD; e++) {
+                float want = gen_hidden(s, r, e);
+                if (dtype == KLD_DUMP_HIDDEN_BF16) want = kld_bf16_to_f32(kld_f32_to_bf16(want));
+                bad_h += memcmp(&h[r * EMBD + e], &want, 4) != 0;
+            }
+            int32_t widx[TOPK], wam;
+            float wval[TOPK], wlse;
+            double wl, wlogp;
+            dt_record(s, r, V, TOPK, 0, token(s, r + 1), NULL, widx, wval, &wlse, &wl, &wlogp, &wam);
+            bad_ext += !near64(lse[r], wl) || !near64(logp[r], wlogp) || am[r] != wam;
+        }
+    }
+    CHECK(bad_h == 0, "%s: %ld hidden values differ", name, bad_h);
+    CHECK(bad_ext == 0, "%s: %ld sidecar entries differ", name, bad_ext);
+    kld_dump_close(d);
+}
+
 int main(int argc, char **argv) {
     const char *python = argc > 1 ? argv[1] : "python3";
     char outdir[1024], cmd[4096];
@@ -143,5 +190,7 @@ int main(int argc, char **argv) {
     check_dump(outdir, "teacher-v1", 1, 0, false);
     check_dump(outdir, "teacher-v2", 2, 0, false);
     check_dump(outdir, "candidate-v1", 1, 1, true);
+    check_hidden(outdir, "teacher-v3", KLD_DUMP_HIDDEN_F32);
+    check_hidden(outdir, "teacher-v3-bf16", KLD_DUMP_HIDDEN_BF16);
     return kt_finish();
 }

@@ -155,7 +155,12 @@ def torch_llama_logits(hf_dir, ids):
         x = x + g @ w[p + "mlp.down_proj.weight"].T
     x = rms(x, w["model.norm.weight"])
     head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
-    return x @ head.T
+    return x @ head.T, x
+
+
+def torch_llama_forward(hf_dir, ids):
+    """(logits, final-norm hidden states) of the torch forward."""
+    return torch_llama_logits(hf_dir, ids)
 
 
 def torch_against_engine():
@@ -165,7 +170,7 @@ def torch_against_engine():
     m = kldeval.Model(hf)
     ids = m.tokenize("The quick brown fox jumps over the lazy dog, and the licenses say so too.")
     with torch.no_grad():
-        lt = torch_llama_logits(hf, ids.tolist())
+        lt, _ = torch_llama_logits(hf, ids.tolist())
     le = m.logits(ids)
     s = kldeval.Stats()
     s.add(le, lt, np.append(ids[1:], -1))  # torch tensor through DLPack
@@ -177,6 +182,50 @@ def torch_against_engine():
           "mean %.3e, max %.3e nats; max |dlogit| %.3e" % (torch.__version__, r["n_positions"],
                                                           r["kld"]["mean"], r["kld"]["max"],
                                                           float(np.abs(le - lt.numpy()).max())))
+
+
+def torch_hidden_candidate():
+    """A candidate of hidden states written from outside (scripts/dump_teacher.py's writer,
+    torch's final-norm states of rand-llama-hf) against kldeval's own hidden-state teacher of
+    the same weights: the head identity the script computes is kldeval's, and the KLD is the
+    torch-vs-engine difference only."""
+    import importlib.util
+    import torch
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("dump_teacher", os.path.join(here, "..", "..", "scripts", "dump_teacher.py"))
+    dt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dt)
+    hf = os.path.join(SHARED, "models", "rand-llama-hf")
+    teacher = os.path.join(OUT, "hf-teacher")
+    cand = os.path.join(OUT, "hf-cand")
+    import shutil
+    shutil.rmtree(teacher, ignore_errors=True)
+    shutil.rmtree(cand, ignore_errors=True)
+    p = cli("dump", "-m", hf, "--hidden", "--out", teacher, "--ctx", "24", "--chunks", "2", "--quiet", "--no-db")
+    check(p.returncode == 0, "dump --hidden of the HF folder: " + p.stderr[-300:])
+    with open(os.path.join(teacher, "manifest.json")) as f:
+        tman = json.load(f)
+    head = dt.head_identity(hf, True, 0)
+    check(head["sha256"] == tman["head"]["sha256"] and head["tensor"] == tman["head"]["tensor"],
+          "the script identifies the head as kldeval does: %s vs %s" % (head["sha256"], tman["head"]["sha256"]))
+    tokens = np.fromfile(os.path.join(teacher, "tokens.bin"), dtype="<i4").reshape(tman["n_seqs"], tman["ctx_len"])
+    meta = {"format_version": 3, "model": hf, "corpus_sha256": tman["corpus_sha256"],
+            "ctx_len": tman["ctx_len"], "n_seqs": tman["n_seqs"], "top_k": 0, "n_vocab": tman["n_vocab"],
+            "candidate": True, "teacher": {"model": tman["model"]}, "n_embd": tman["n_embd"],
+            "hidden_dtype": "float32", "head": head}
+    w = dt.DumpWriter(cand, meta, tokens)
+    with torch.no_grad():
+        for s_ in range(tman["n_seqs"]):
+            ids = tokens[s_].tolist()
+            logits, hidden = torch_llama_forward(hf, ids)
+            n = tman["ctx_len"] - 1
+            w.write_seq(s_, logits[:n].numpy(), None, hidden[:n].numpy())
+    w.finish()
+    r = kldeval.kl(reference_logits=teacher, arm_logits=cand)
+    check(r.mode == "candidate-dumps" and r["kld"]["max"] < 1e-6,
+          "torch's hidden states through kldeval's head: KLD max %r" % r["kld"]["max"])
+    print("hidden-state candidate written by dump_teacher.py from torch (%d positions): KLD mean %.3e, "
+          "max %.3e against kldeval's own hidden-state teacher" % (r["n_positions"], r["kld"]["mean"], r["kld"]["max"]))
 
 
 def bad_inputs():
@@ -233,7 +282,7 @@ def pip_install():
             "print(kldeval.__file__, s.result()['kld']['mean'])")
     env = dict(os.environ, PYTHONPATH=target)
     q = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    check(q.returncode == 0 and q.stdout.startswith(target) and q.stdout.split()[-1] == "0.0",
+    check(q.returncode == 0 and q.stdout.startswith(os.path.realpath(target)) and q.stdout.split()[-1] == "0.0",
           "the pip-installed package imports from its target and computes: %r %r" % (q.stdout, q.stderr[-300:]))
 
 
@@ -241,6 +290,7 @@ pip_install()
 kl_equals_cli()
 stats_equal_kl()
 torch_against_engine()
+torch_hidden_candidate()
 bad_inputs()
 print("%d checks, %d failed" % (checks, failures))
 sys.exit(1 if failures else 0)
