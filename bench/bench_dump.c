@@ -7,7 +7,12 @@
  *  - dump write speed: `kldeval dump` of the reference against the
  *    reference's forward pass alone (same tokens, chunks and threads);
  *  - scoring against a dump: `kl --reference-logits DIR --arm ARM` against
- *    the arm's forward pass alone (target: at most 1.05x).
+ *    the arm's forward pass alone (target: at most 1.05x);
+ *  - hidden-state teachers (dump --hidden, format 3): bytes per position
+ *    (4·n_embd + 24) beside v2 with the whole vocabulary and llama.cpp's
+ *    base file, also for a Gemma-3-4B-shaped head (n_embd 2560, n_vocab
+ *    262144), and the time to score an arm against a v3 dump and against a
+ *    v2 full-vocabulary dump (both exact).
  * Every round runs the baseline and the measured program one after the
  * other (alternated), medians over --reps rounds. */
 #include "common_bench.h"
@@ -63,8 +68,16 @@ done:
     return rc;
 }
 
+static int dump_once_as(const opts *o, const char *model, const char *ids, const char *dir,
+                        int version, int64_t top_k, double *seconds);
+
 static int dump_once(const opts *o, const char *model, const char *ids, const char *dir,
                      double *seconds) {
+    return dump_once_as(o, model, ids, dir, 1, o->top_k, seconds);
+}
+
+static int dump_once_as(const opts *o, const char *model, const char *ids, const char *dir,
+                        int version, int64_t top_k, double *seconds) {
     char cmd[4600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) return 1;
@@ -75,7 +88,9 @@ static int dump_once(const opts *o, const char *model, const char *ids, const ch
     c.ids_path = ids;
     c.ctx = o->tokens;
     c.chunk = o->chunk;
-    c.top_k = (int32_t)o->top_k;
+    c.top_k = (int32_t)top_k;
+    c.format_version = version == 3 ? 0 : version;
+    c.hidden = version == 3;
     c.n_threads = (int)o->threads;
     kld_dump_result r;
     kld_error err = {0};
@@ -142,8 +157,34 @@ static void sizes(const opts *o, uint64_t measured) {
                     json_pack("{s:I,s:f}", "positions", (json_int_t)positions, "vs_llamacpp",
                               (double)per / (double)lcpp));
         }
+    uint64_t full = kld_dump_record_bytes(2, v) + KLD_DUMP_EXT_BYTES;
+    printf("%-28s %14llu %16llu %9.3fx\n", "dump v2 whole vocabulary", (unsigned long long)full,
+           (unsigned long long)(full * (uint64_t)positions), (double)full / (double)lcpp);
+    for (int b = 4; b >= 2; b -= 2) {
+        uint64_t per = (uint64_t)b * (uint64_t)o->shape.n_embd + KLD_DUMP_EXT_BYTES;
+        char name[64];
+        snprintf(name, sizeof name, "dump v3 hidden %s", b == 4 ? "f32" : "bf16");
+        printf("%-28s %14llu %16llu %9.3fx\n", name, (unsigned long long)per,
+               (unsigned long long)(per * (uint64_t)positions), (double)per / (double)lcpp);
+        kb_summary sm = {(double)per, (double)per, (double)per, 0, 1};
+        kb_emit(BENCH, name, "bytes/position", "lower", &sm,
+                json_pack("{s:f,s:f}", "vs_llamacpp", (double)per / (double)lcpp, "vs_v2_full",
+                          (double)per / (double)full));
+    }
     printf("%-28s %14llu %16llu %9.3fx\n", "llama.cpp base file", (unsigned long long)lcpp,
            (unsigned long long)(lcpp * (uint64_t)positions), 1.0);
+    /* a Gemma-3-4B-shaped head: the vocabulary is where base files and v2 grow */
+    const int64_t gv = 262144, ge = 2560;
+    uint64_t g_lcpp = (uint64_t)(2 * ((gv + 1) / 2) + 4) * 2, g_v3 = 4 * (uint64_t)ge + KLD_DUMP_EXT_BYTES;
+    uint64_t g_full = kld_dump_record_bytes(2, gv) + KLD_DUMP_EXT_BYTES;
+    printf("Gemma-3-4B shape (n_embd %lld, n_vocab %lld): v3 f32 %llu B, v2 whole vocabulary %llu B, "
+           "llama.cpp %llu B a position (v3 %.1fx smaller than llama.cpp's)\n", (long long)ge,
+           (long long)gv, (unsigned long long)g_v3, (unsigned long long)g_full,
+           (unsigned long long)g_lcpp, (double)g_lcpp / (double)g_v3);
+    kb_summary gs = {(double)g_v3, (double)g_v3, (double)g_v3, 0, 1};
+    kb_emit(BENCH, "gemma3 head: dump v3 hidden f32", "bytes/position", "lower", &gs,
+            json_pack("{s:f,s:f}", "vs_llamacpp", (double)g_v3 / (double)g_lcpp, "vs_v2_full",
+                      (double)g_v3 / (double)g_full));
     printf("measured on disk, v1 top-%lld: %llu bytes (tokens, manifest and sidecars included)\n",
            o->top_k, (unsigned long long)measured);
 }
@@ -195,7 +236,19 @@ int main(int argc, char **argv) {
     int reps = (int)o.reps;
     double *fw_ref = calloc((size_t)reps, sizeof(double)), *dump_s = calloc((size_t)reps, sizeof(double));
     double *fw_arm = calloc((size_t)reps, sizeof(double)), *score_s = calloc((size_t)reps, sizeof(double));
-    double kld = 0;
+    double kld = 0, kld3 = 0, kldf = 0;
+    double *score3 = calloc((size_t)reps, sizeof(double)), *scoref = calloc((size_t)reps, sizeof(double));
+    char dir3[4500], dirf[4500];
+    snprintf(dir3, sizeof dir3, "%s.v3", dir);
+    snprintf(dirf, sizeof dirf, "%s.v2full", dir);
+    double unused;
+    if (dump_once_as(&o, ref, ids_path, dir3, 3, 0, &unused) ||
+        dump_once_as(&o, ref, ids_path, dirf, 2, o.shape.n_vocab, &unused))
+        return 1;
+    for (int r = 0; r < reps; r++) {
+        if (score_once(&o, dir3, arm, &score3[r], &kld3) || score_once(&o, dirf, arm, &scoref[r], &kldf))
+            return 1;
+    }
     for (int r = 0; r < reps; r++) {
         if (forward_alone(&o, ref, ids, &fw_ref[r]) || dump_once(&o, ref, ids_path, dir, &dump_s[r]) ||
             forward_alone(&o, arm, ids, &fw_arm[r]) || score_once(&o, dir, arm, &score_s[r], &kld))
@@ -214,6 +267,17 @@ int main(int argc, char **argv) {
     printf("%-44s %10.3f %9.1f%%  (%.3fx the arm's forward; target <= 1.05x)\n",
            "kl --reference-logits (arm vs dump)", d.median, 100 * d.spread, d.median / c.median);
     printf("mean truncated KLD (top-%lld): %.6f\n", o.top_k, kld);
+    kb_summary e3 = kb_summarize(score3, reps), ef = kb_summarize(scoref, reps);
+    printf("%-44s %10.3f %9.1f%%  (mean KLD %.6f)\n", "kl against a v3 hidden-state dump", e3.median,
+           100 * e3.spread, kld3);
+    printf("%-44s %10.3f %9.1f%%  (mean KLD %.6f; v3/v2 time %.3fx)\n",
+           "kl against a v2 whole-vocabulary dump", ef.median, 100 * ef.spread, kldf,
+           e3.median / ef.median);
+    kb_emit(BENCH, "score_vs_v3_hidden", "s", "lower", &e3,
+            json_pack("{s:f,s:f}", "vs_v2_full", e3.median / ef.median, "kld", kld3));
+    kb_emit(BENCH, "score_vs_v2_full", "s", "lower", &ef, json_pack("{s:f}", "kld", kldf));
+    free(score3);
+    free(scoref);
     kb_emit(BENCH, "ref_forward", "s", "lower", &a, NULL);
     kb_emit(BENCH, "dump_write", "s", "lower", &b,
             json_pack("{s:f,s:f}", "tokens_per_s", tok / b.median, "vs_forward", b.median / a.median));

@@ -373,7 +373,7 @@ kld_status kld_dump_check(const kld_dump_config *c, kld_error *err) {
         return kld_fail(err, KLD_ERR_ARG, "dump format version %d (1: float16 logits, 2: float32, "
                         "0: the default)",
                         c->format_version);
-    if (c->top_k < 1 || c->top_k > KLD_DUMP_MAX_TOPK)
+    if (!c->hidden && (c->top_k < 1 || c->top_k > KLD_DUMP_MAX_TOPK))
         return kld_fail(err, KLD_ERR_ARG, "--top-k %d outside 1..%d", (int)c->top_k, KLD_DUMP_MAX_TOPK);
     return KLD_OK;
 }
