@@ -40,7 +40,8 @@ static void usage(FILE *f) {
 "                         by KLD saved per extra byte; the proposal is scored too\n"
 "  --teacher DIR          keep the reference's saved teacher in DIR (reused when DIR already holds\n"
 "                         a complete dump; default: a temporary directory, removed at the end)\n"
-"  --teacher-top-k K|all  ids per teacher record (default all: the whole vocabulary, exact\n"
+"  --teacher-top-k K|all  ids per teacher record (default all: the whole vocabulary, kept as the\n"
+"                         reference's hidden states (dump --hidden) and recomputed: exact\n"
 "                         full-vocabulary KLD; K: a smaller teacher, KLD the truncated sum)\n"
 SWEEP_WINDOW_HELP
 "  --topk K               top-k overlap size (default 10)\n"

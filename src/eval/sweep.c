@@ -37,10 +37,14 @@ static void remove_teacher(const char *dir) {
 
 static kld_status make_teacher(const kld_sweep_config *c, kld_sweep_result *out, kld_error *err) {
     kld_dump_config t = c->teacher;
-    t.format_version = 2; /* float32 logits: the reference's values exactly */
     t.llamacpp = false;
     t.indices_from = NULL;
-    if (t.top_k <= 0) t.top_k = KLD_DUMP_MAX_TOPK; /* clamped to the vocabulary */
+    /* The whole vocabulary: the reference's final hidden states (format 3),
+     * n_embd floats a position instead of n_vocab, and its head applied again
+     * when each arm is scored: the same exact figures. A top-k: float32 logits. */
+    t.hidden = t.top_k <= 0;
+    t.hidden_dtype = KLD_DUMP_HIDDEN_F32;
+    t.format_version = t.hidden ? 0 : 2;
     t.stop = c->stop;
     t.progress = c->progress;
     t.progress_user = c->user;
