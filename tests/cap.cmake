@@ -27,3 +27,8 @@ add_dependencies(test_cap_sampler kldeval)
 find_program(KLD_PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
 kld_add_test(NAME test_cap_langdetect SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_langdetect.c
              ARGS $<IF:$<BOOL:${KLD_PYTHON3}>,${KLD_PYTHON3},python3>)
+# The shipped capability data found by an installed copy from any folder.
+add_test(NAME test_cap_install COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cap_install.sh
+         ${CMAKE_BINARY_DIR} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_cap_install PROPERTIES LABELS "cap" TIMEOUT 600
+                     ENVIRONMENT "KLD_BUILD_DIR=${CMAKE_BINARY_DIR}")

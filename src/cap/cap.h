@@ -21,6 +21,14 @@
  * the line. */
 kld_status kld_cap_read_jsonl(const char *path, json_t **out, kld_error *err);
 /* Reads a whole file (gzip when the name ends in .gz), NUL-terminated. */
+/* The capability data folder: given (--data), else data/capability found
+ * as kld_data_path finds data (beside the installed binary, the source
+ * tree, the install prefix); the error names every place looked. */
+kld_status kld_cap_data_dir(const char *given, char *out, size_t size, kld_error *err);
+/* Every file the listed tasks ("all", or "gsm8k,mmlu") read is there and
+ * readable: checked before any model is loaded. */
+kld_status kld_cap_data_check(const char *dir, const char *tasks, kld_error *err);
+
 kld_status kld_cap_read_file(const char *path, char **out, size_t *len, kld_error *err);
 
 /* ---- GSM8K ---- */
@@ -145,7 +153,7 @@ char *kld_humaneval_program(const json_t *task, const char *completion);
 
 typedef struct kld_cap_score_opts {
     const char *task;      /* gsm8k, mmlu, ifeval, humaneval, bfcl_simple_python, ... */
-    const char *data_dir;  /* the capability data (default ../shared/capability) */
+    const char *data_dir;  /* the capability data (NULL: kld_cap_data_dir's default) */
     const char *responses; /* JSON Lines */
     int jobs;              /* HumanEval programs run at once (default 2) */
     const char *python;    /* HumanEval interpreter */

@@ -2,6 +2,9 @@
  * HumanEval ships) and JSON Lines with errors naming file and line. */
 #include "cap/cap.h"
 
+#include "common/data_path.h"
+#include <unistd.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,4 +108,66 @@ double kld_cap_stderr(size_t correct, size_t n) {
     if (n == 0) return 0.0;
     double p = (double)correct / (double)n;
     return sqrt(p * (1.0 - p) / (double)n);
+}
+
+kld_status kld_cap_data_dir(const char *given, char *out, size_t size, kld_error *err) {
+    if (given) {
+        if ((size_t)snprintf(out, size, "%s", given) >= size)
+            return kld_fail(err, KLD_ERR_ARG, "--data %.80s...: path too long", given);
+        return KLD_OK;
+    }
+    /* the data ships in data/capability (installed under share/kldeval);
+     * its checksum list marks the folder */
+    char sums[4096];
+    kld_status st = kld_data_path("capability/SHA256SUMS", sums, sizeof sums, err);
+    if (st) {
+        kld_error_prefix(err, "the capability data (give --data DIR)");
+        return st;
+    }
+    char *slash = strrchr(sums, '/');
+    if (!slash || (size_t)(slash - sums) >= size)
+        return kld_fail(err, KLD_ERR_ARG, "%s: path too long", sums);
+    snprintf(out, size, "%.*s", (int)(slash - sums), sums);
+    return KLD_OK;
+}
+
+/* The files a task reads (relative to the data folder); bfcl's four categories. */
+static const char *const task_files[][9] = {
+    {"gsm8k", "gsm8k/test.jsonl", NULL},
+    {"mmlu", "mmlu/test", "mmlu/dev", NULL},
+    {"ifeval", "ifeval/input_data.jsonl", NULL},
+    {"humaneval", "humaneval/HumanEval.jsonl.gz", NULL},
+    {"bfcl", "bfcl/BFCL_v4_simple_python.json", "bfcl/BFCL_v4_simple_java.json",
+     "bfcl/BFCL_v4_simple_javascript.json", "bfcl/BFCL_v4_multiple.json",
+     "bfcl/possible_answer/BFCL_v4_simple_python.json",
+     "bfcl/possible_answer/BFCL_v4_simple_java.json",
+     "bfcl/possible_answer/BFCL_v4_simple_javascript.json",
+     "bfcl/possible_answer/BFCL_v4_multiple.json"},
+};
+
+static bool listed(const char *tasks, const char *task) {
+    if (!tasks || !strcmp(tasks, "all")) return true;
+    size_t n = strlen(task);
+    for (const char *p = tasks; *p;) {
+        const char *c = strchr(p, ',');
+        size_t m = c ? (size_t)(c - p) : strlen(p);
+        if (m == n && !strncmp(p, task, n)) return true;
+        p += m + (c ? 1 : 0);
+    }
+    return false;
+}
+
+kld_status kld_cap_data_check(const char *dir, const char *tasks, kld_error *err) {
+    char path[4400];
+    for (size_t t = 0; t < sizeof task_files / sizeof task_files[0]; t++) {
+        if (!listed(tasks, task_files[t][0])) continue;
+        for (int f = 1; f < 9 && task_files[t][f]; f++) {
+            snprintf(path, sizeof path, "%s/%s", dir, task_files[t][f]);
+            if (access(path, R_OK) != 0)
+                return kld_fail(err, KLD_ERR_IO, "%s: %s's data: cannot read it: %s (the capability "
+                                "data folder %s; --data DIR)", path, task_files[t][0],
+                                strerror(errno), dir);
+        }
+    }
+    return KLD_OK;
 }

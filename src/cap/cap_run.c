@@ -392,7 +392,10 @@ static kld_status hashhop_size(kld_cap_run_opts *o, kld_cap_lm *lm, int n_arms, 
 kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error *err) {
     *report = NULL;
     kld_cap_run_opts o = *opts;
-    if (!o.data_dir) o.data_dir = "../shared/capability";
+    char data[4096];
+    kld_status dst = kld_cap_data_dir(o.data_dir, data, sizeof data, err);
+    if (dst) return dst;
+    o.data_dir = data;
     if (o.n <= 0) o.n = 10;
     if (o.max_new <= 0) o.max_new = 128;
     if (o.samples <= 0) o.samples = 1;
@@ -408,10 +411,11 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
                             "bfcl, hashhop)", (int)n, p);
         p += n + (c ? 1 : 0);
     }
-    /* IFEval's language verifiers need langdetect's profiles: say so before
-     * generating for hours, not at the first response they score */
+    /* the tasks' data and IFEval's langdetect profiles: said before any model
+     * loads, not at the first item or response that needs them */
     const kld_langdetect *ld;
-    kld_status st = task_listed(o.tasks, "ifeval") ? kld_langdetect_shared(&ld, err) : KLD_OK;
+    kld_status st = kld_cap_data_check(o.data_dir, o.tasks, err);
+    if (!st && task_listed(o.tasks, "ifeval")) st = kld_langdetect_shared(&ld, err);
     if (st != KLD_OK) return st;
     int n_arms = 1;
     kld_cap_lm lm[2];

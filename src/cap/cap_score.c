@@ -368,7 +368,10 @@ static kld_status score_bfcl(const kld_cap_score_opts *o, const char *cat, const
 kld_status kld_cap_score(const kld_cap_score_opts *opts, json_t **report, kld_error *err) {
     *report = NULL;
     kld_cap_score_opts o = *opts;
-    if (!o.data_dir) o.data_dir = "../shared/capability";
+    char data[4096];
+    kld_status dst = kld_cap_data_dir(o.data_dir, data, sizeof data, err);
+    if (dst) return dst;
+    o.data_dir = data;
     if (!o.task || !o.responses) return kld_fail(err, KLD_ERR_ARG, "cap score: need a task and a responses file");
     json_t *resp;
     kld_status st = kld_cap_read_jsonl(o.responses, &resp, err);

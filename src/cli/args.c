@@ -104,3 +104,33 @@ bool kld_arg_levers(const char **acc, const char *v) {
     *acc = joined;
     return true;
 }
+
+bool kld_arg_kl_window_flag(const char *a, const char *v, kld_kl_config *c, bool *other) {
+    *other = false;
+    if (!strcmp(a, "--corpus-format")) c->corpus_format = v;
+    else if (!strcmp(a, "--ids-file")) c->ids_path = v;
+    else if (!strcmp(a, "--chunking")) {
+        if (!strcmp(v, "doc")) c->chunking = KLD_CHUNKING_DOC;
+        else if (!strcmp(v, "llamacpp")) c->chunking = KLD_CHUNKING_LLAMACPP;
+        else if (!strcmp(v, "stream")) c->chunking = KLD_CHUNKING_STREAM;
+        else {
+            fprintf(stderr, "kldeval: --chunking expects doc, llamacpp or stream, got '%s'\n", v);
+            return false;
+        }
+    } else if (!strcmp(a, "--ctx")) return kld_arg_int(a, v, 2, 1 << 24, &c->ctx);
+    else if (!strcmp(a, "--max-docs")) return kld_arg_int(a, v, 0, INT64_MAX, &c->max_docs);
+    else if (!strcmp(a, "--max-tokens")) return kld_arg_int(a, v, 0, INT64_MAX, &c->max_tokens);
+    else if (!strcmp(a, "--chunks")) return kld_arg_int(a, v, 0, INT64_MAX, &c->max_chunks);
+    else {
+        *other = true;
+        return false;
+    }
+    return true;
+}
+
+bool kld_arg_kl_window(const char *a, const char *v, kld_kl_config *c) {
+    bool other;
+    if (kld_arg_kl_window_flag(a, v, c, &other)) return true;
+    if (other) fprintf(stderr, "kldeval: unknown flag '%s'\n", a);
+    return false;
+}

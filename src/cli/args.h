@@ -34,6 +34,15 @@ bool kld_arg_model_spec(const char *cmd, const char *path, const char *levers,
  * so a name given twice is still an error). */
 bool kld_arg_levers(const char **acc, const char *v);
 
+struct kld_kl_config;
+/* The corpus and window flags of `kl` (--corpus-format, --ids-file,
+ * --chunking, --ctx, --max-docs, --max-tokens, --chunks) into c, for the
+ * commands that run a kl part: true when flag was one of them and its value
+ * parsed (false with a message when the value is bad, or when it is none of
+ * them: then nothing is printed and *other is set). */
+bool kld_arg_kl_window_flag(const char *flag, const char *value, struct kld_kl_config *c, bool *other);
+bool kld_arg_kl_window(const char *flag, const char *value, struct kld_kl_config *c);
+
 /* Checks, before any long run, that an output file can be written: it is
  * not a folder, its folder exists and is writable, and it is none of the
  * inputs (a model path, the config/tokenizer/weight files a model folder or

@@ -259,29 +259,16 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--arm-logits")) f.arm_logits = v;
         else if (!strcmp(a, "--llamacpp-base")) f.lcpp_base = v;
         else if (!strcmp(a, "--corpus")) c->corpus_path = v;
-        else if (!strcmp(a, "--corpus-format")) c->corpus_format = v;
-        else if (!strcmp(a, "--ids-file")) c->ids_path = v;
         else if (!strcmp(a, "--json")) o->json_path = v;
         else if (!strcmp(a, "--pin")) o->pin_path = v;
         else if (!strcmp(a, "--per-position")) o->tsv_path = v;
         else if (!strcmp(a, "--html")) o->html_path = v;
         else if (!strcmp(a, "--db")) o->db_path = v;
         else if (!strcmp(a, "--label")) o->label = v;
-        else if (!strcmp(a, "--chunking")) {
-            if (!strcmp(v, "doc")) c->chunking = KLD_CHUNKING_DOC;
-            else if (!strcmp(v, "llamacpp")) c->chunking = KLD_CHUNKING_LLAMACPP;
-            else if (!strcmp(v, "stream")) c->chunking = KLD_CHUNKING_STREAM;
-            else {
-                fprintf(stderr, "kldeval kl: --chunking expects doc, llamacpp or stream, got '%s'\n", v);
-                return false;
-            }
-        } else if (!strcmp(a, "--max-docs")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_docs)) return false; }
-        else if (!strcmp(a, "--max-tokens")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_tokens)) return false; }
-        else if (!strcmp(a, "--ctx")) { if (!kld_arg_int(a, v, 2, 1 << 24, &c->ctx)) return false; }
         else if (!strcmp(a, "--chunk")) { if (!kld_arg_int(a, v, 1, 1 << 16, &c->chunk)) return false; }
-        else if (!strcmp(a, "--chunks")) { if (!kld_arg_int(a, v, 0, INT64_MAX, &c->max_chunks)) return false; }
         else if (!strcmp(a, "--topk")) { if (!kld_arg_int(a, v, 1, KLD_TOPK_MAX, &n)) return false; c->topk = (int)n; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &n)) return false; c->n_threads = (int)n; }
+        else if (!kld_arg_kl_window(a, v, c)) return false; /* corpus and windows (args.c) */
     }
     if (!to_specs(&f, c)) return false;
     if ((so->spec || so->floor) && !check_sweep(c, o, so)) return false;

@@ -1,6 +1,7 @@
 /* cmd_smoketest.c — `kldeval smoketest --ref R --arm A`: the quick ship
  * check of the mlx-bun seed, the KL run (built-in corpus unless --corpus)
  * followed by GSM8K-50 on both models, paired. */
+#include "cap/cap.h"
 #include "cap/run.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -21,10 +22,14 @@ static void usage(FILE *f) {
             "usage: kldeval smoketest --ref MODEL --arm MODEL [flags]\n"
             "  the KL run of --arm against --ref, then GSM8K on both (paired)\n"
             "  --corpus FILE      KL corpus (default: the built-in corpus)\n"
+            "  --corpus-format F, --ids-file FILE, --chunking MODE, --ctx N, --max-docs N,\n"
+            "  --max-tokens N, --chunks N\n"
+            "                     the KL part's corpus and windows, as kl takes them (kl --help)\n"
             "  --n N              GSM8K problems, 1 .. 1319 (default 50)\n"
             "  --max-new N        tokens generated per problem (default 256)\n"
             "  --no-chat          raw completion even when the models have chat templates\n"
-            "  --data DIR         the capability data (default ../shared/capability)\n"
+            "  --data DIR         the capability data (default: data/capability as shipped,\n"
+            "                     found beside the binary, in its source tree or its install prefix)\n"
             "  --json PATH        the GSM8K part's JSON report\n"
             "  --threads N        threads, 1 .. 1024 (default: all cores)\n"
             "  --db PATH          the run database (default: $KLDEVAL_DB, else\n"
@@ -39,7 +44,11 @@ int kld_cmd_smoketest(int argc, char **argv) {
     kld_cap_run_opts o = {.tasks = "gsm8k", .n = 50, .max_new = 256, .stop = &g_stop, .quiet = true};
     bool no_db = false;
     static const char *const with_value[] = {"--ref", "--arm", "--corpus", "--n", "--max-new", "--data",
-                                             "--json", "--threads", "--db", NULL};
+                                             "--json", "--threads", "--db", "--corpus-format",
+                                             "--ids-file", "--chunking", "--ctx", "--max-docs",
+                                             "--max-tokens", "--chunks", NULL};
+    kld_kl_config c;
+    kld_kl_config_defaults(&c);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;
@@ -61,6 +70,7 @@ int kld_cmd_smoketest(int argc, char **argv) {
         else if (!strcmp(a, "--n")) { if (!kld_arg_int(a, v, 1, 1319, &x)) return 2; o.n = (int)x; }
         else if (!strcmp(a, "--max-new")) { if (!kld_arg_int(a, v, 1, 65536, &x)) return 2; o.max_new = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &x)) return 2; o.threads = (int)x; }
+        else if (!kld_arg_kl_window(a, v, &c)) return 2; /* the corpus and window flags kl takes */
     }
     if (!ref || !arm) {
         fprintf(stderr, "kldeval smoketest: need --ref and --arm\n");
@@ -75,14 +85,21 @@ int kld_cmd_smoketest(int argc, char **argv) {
         const char *inputs[] = {ref, arm, corpus, db_path};
         if (!kld_arg_output("smoketest", "--json", json_path, inputs, 4)) return 2;
     }
-    printf("== KL: kldeval kl --ref %s --arm %s ==\n", ref, arm);
-    fflush(stdout);
-    kld_kl_config c;
-    kld_kl_config_defaults(&c);
     c.ref = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = ref};
     c.arm = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = arm};
     c.corpus_path = corpus;
     c.n_threads = o.threads;
+    /* both parts' rules and data before either loads a model */
+    kld_error cerr = {0};
+    char data[4096];
+    if (kld_kl_check(&c, &cerr) || kld_cap_data_dir(o.data_dir, data, sizeof data, &cerr) ||
+        kld_cap_data_check(data, o.tasks, &cerr)) {
+        fprintf(stderr, "kldeval smoketest: %s\n", cerr.msg);
+        return 2;
+    }
+    o.data_dir = data;
+    printf("== KL: kldeval kl --ref %s --arm %s ==\n", ref, arm);
+    fflush(stdout);
     kld_kl_outputs out = {.label = "smoketest", .no_db = no_db, .db_path = db_path};
     int rc = kld_kl_main(&c, &out);
     if (rc != 0) return rc;
