@@ -99,6 +99,7 @@ static int dump_once_as(const opts *o, const char *model, const char *ids, const
         return 1;
     }
     *seconds = r.elapsed_s;
+    kld_dump_result_free(&r);
     return 0;
 }
 

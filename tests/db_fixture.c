@@ -13,7 +13,8 @@ kt_synth_arm kt_synth_defaults(const char *label, double scale) {
         .label = label, .mode = "two-models", .arm_path = "models/arm.gguf",
         .arm_sha256 = "aa11", .arm_bytes = 1000000, .bpw = 4.5, .scale = scale,
         .stream_seed = 1, .arm_seed = 2, .n_docs = 4, .per_doc = 64,
-        .corpus_sha256 = "c0ffee", .ref_sha256 = "feed", .chunking = "doc", .ctx = 512};
+        .corpus_sha256 = "c0ffee", .ref_sha256 = "feed", .chunking = "doc", .ctx = 512,
+        .ref_path = "models/f16.gguf"};
     return a;
 }
 
@@ -72,7 +73,7 @@ json_t *kt_synth_report(const kt_synth_arm *a, const kld_summary *s) {
         "{s:s, s:{s:s,s:s,s:I,s:s,s:s,s:i}, s:{s:s,s:s,s:I,s:s,s:s,s:i,s:f,s:s}, "
         "s:{s:s,s:s,s:s,s:I}, s:s, s:I, s:i, s:i, s:s}",
         "version", kld_version(),
-        "ref", "kind", "model", "path", "models/f16.gguf", "bytes", (json_int_t)8000000, "sha256",
+        "ref", "kind", "model", "path", a->ref_path, "bytes", (json_int_t)8000000, "sha256",
         a->ref_sha256, "arch", "llama", "n_vocab", 32000,
         "arm", "kind", "model", "path", a->arm_path, "bytes", (json_int_t)a->arm_bytes, "sha256",
         a->arm_sha256, "arch", "llama", "n_vocab", 32000, "bits_per_weight", a->bpw, "policy",

@@ -20,6 +20,7 @@ typedef struct kt_synth_arm {
     uint64_t arm_seed;      /* the arm's own noise */
     size_t n_docs, per_doc; /* positions = n_docs * per_doc */
     const char *corpus_sha256, *ref_sha256, *chunking;
+    const char *ref_path;   /* default models/f16.gguf */
     int64_t ctx;
 } kt_synth_arm;
 

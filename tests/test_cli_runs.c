@@ -23,6 +23,71 @@ static int run(const char *args, char **text) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Issue 37.4: runs tell references and arms apart, name modes in full,
+ * refuse an unknown mode, show a finished dump as finished, and a report of
+ * runs with different references says so. */
+static void test_readable(const char *dir) {
+    char db[600], args[4096], *t = NULL;
+    int rc;
+    snprintf(db, sizeof db, "%s/readable.sqlite", dir);
+    remove(db);
+    kld_db *d;
+    kld_error err = {0};
+    CHECK_OK(kld_db_open(db, &d, &err), err);
+    if (!d) return;
+    kt_synth_arm a = kt_synth_defaults("first", 1.0), b = kt_synth_defaults("second", 1.1);
+    a.arm_path = "quants/a/q8_0.gguf";
+    b.arm_path = "quants/b/q8_0.gguf";
+    b.ref_path = "models/bf16/model.gguf";
+    b.ref_sha256 = "beef";
+    b.mode = "candidate-dumps";
+    int64_t ia = kt_synth_record(d, &a), ib = kt_synth_record(d, &b);
+    kld_db_close(d);
+    snprintf(args, sizeof args, "runs list --db '%s'", db);
+    rc = run(args, &t);
+    CHECK(rc == 0 && strstr(t, "a/q8_0.gguf") && strstr(t, "b/q8_0.gguf") &&
+              strstr(t, "models/f16.gguf") && strstr(t, "bf16/model.gguf") && strstr(t, "candidate-dumps") &&
+              strstr(t, "reference"),
+          "list tells two q8_0.gguf and their references apart, modes in full:\n%s", t);
+    free(t);
+    snprintf(args, sizeof args, "runs list --db '%s' --mode bogus", db);
+    rc = run(args, &t);
+    CHECK(rc == 2 && strstr(t, "bogus") && strstr(t, "two-models"),
+          "an unknown --mode is refused, naming the valid ones: %s", t);
+    free(t);
+    char html[600];
+    snprintf(html, sizeof html, "%s/two-refs.html", dir);
+    snprintf(args, sizeof args, "report %lld %lld --db '%s' --html '%s'", (long long)ia, (long long)ib, db, html);
+    rc = run(args, &t);
+    CHECK(rc == 0, "report of two runs: %s", t);
+    free(t);
+    t = kt_read_file(html, NULL);
+    CHECK(t && strstr(t, "2 references: f16.gguf, model.gguf") && !strstr(t, "· reference f16.gguf"),
+          "the report's header names both references");
+    free(t);
+
+    /* a real dump, recorded, reads as finished and is not compared */
+    char out[600];
+    snprintf(out, sizeof out, "%s/teacher", dir);
+    snprintf(args, sizeof args, "rm -rf '%s'", out); /* a previous run's */
+    CHECK(system(args) == 0, "%s", args);
+    snprintf(args, sizeof args, "dump -m " KT_SHARED "/models/stories260K/f32.gguf --out '%s' --ctx 32 "
+             "--max-docs 4 --threads 1 --db '%s' --quiet", out, db);
+    rc = run(args, &t);
+    CHECK(rc == 0, "dump: %s", t);
+    free(t);
+    snprintf(args, sizeof args, "runs show 3 --db '%s'", db);
+    rc = run(args, &t);
+    CHECK(rc == 0 && strstr(t, "finished") && strstr(t, "1 threads") && strstr(t, "stories260K") &&
+              !strstr(t, "never completed") && !strstr(t, "-1 threads") && !strstr(t, "(-1 bytes)") && strstr(t, "top-256"),
+          "a finished dump reads as finished:\n%s", t);
+    free(t);
+    snprintf(args, sizeof args, "runs compare 3 %lld --db '%s'", (long long)ia, db);
+    rc = run(args, &t);
+    CHECK(rc == 1 && strstr(t, "run 3 is a dump"), "compare names the dump: %s", t);
+    free(t);
+}
+
 static size_t count_lines(const char *t) {
     size_t n = 0;
     for (; *t; t++) n += *t == '\n';
@@ -216,5 +281,6 @@ int main(int argc, char **argv) {
     }
     kld_db_row_free(ra);
     kld_db_row_free(rb);
+    test_readable(dir);
     return kt_finish();
 }

@@ -11,7 +11,15 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#define M KT_SHARED "/models/rand-llama/f16.gguf"
+#define Q4KM KT_SHARED "/models/rand-llama/q4_K_M.gguf"
+#define WIN "--max-docs 2 --ctx 64"
 
 static const char *kldeval;
 static char out_path[512], db_path[512];
@@ -30,6 +38,53 @@ static bool output_has(const char *a) {
     if (!ok) fprintf(stderr, "output was: %s\n", t);
     free(t);
     return ok;
+}
+
+static bool output_has_quiet(const char *a) {
+    char *t = kt_read_file(out_path, NULL);
+    bool ok = strstr(t, a) != NULL;
+    free(t);
+    return ok;
+}
+
+/* Entries of dir other than . and .. */
+static int entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+/* A sweep stopped by SIGTERM (a scheduler's preemption) removes its
+ * temporary teacher: TMPDIR is a folder of the build tree, empty again after. */
+static void test_sweep_sigterm(void) {
+    char tmp[600], log[600];
+    snprintf(tmp, sizeof tmp, "%s/sweep_tmpdir", kt_build_dir());
+    snprintf(log, sizeof log, "%s/sweep_sigterm.out", kt_build_dir());
+    mkdir(tmp, 0755);
+    CHECK(entries(tmp) == 0, "%s starts empty", tmp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TMPDIR", tmp, 1);
+        if (!freopen(log, "w", stdout) || !freopen(log, "a", stderr)) _exit(127);
+        execl(kldeval, kldeval, "sweep", "--ref", M, "--base", "q4_0", "--groups", "layers", "--max-docs",
+              "40", "--ctx", "64", "--no-db", "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    /* wait for the teacher to appear, then for a moment of work */
+    bool seen = false;
+    for (int i = 0; i < 3000 && !seen; i++) {
+        seen = entries(tmp) > 0;
+        if (!seen) usleep(10000);
+    }
+    usleep(300000);
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(seen, "the sweep made its temporary teacher in TMPDIR");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0, "the stopped sweep exits non-zero (status %d)", st);
+    CHECK(entries(tmp) == 0, "SIGTERM removed the temporary teacher (%d entries left in %s)", entries(tmp), tmp);
 }
 
 static json_t *run_json(const char *args, const char *name) {
@@ -51,9 +106,6 @@ static double num(const json_t *o, const char *a, const char *b) {
     return json_is_number(x) ? json_number_value(x) : NAN;
 }
 
-#define M KT_SHARED "/models/rand-llama/f16.gguf"
-#define Q4KM KT_SHARED "/models/rand-llama/q4_K_M.gguf"
-#define WIN "--max-docs 2 --ctx 64"
 
 static void test_budget_sweep(void) {
     const char *args = "sweep --ref " M " --base q4_K_M,head=q5_K --groups layers --invert "
@@ -108,12 +160,19 @@ static void test_class_sweep_recorded(void) {
     snprintf(list, sizeof list, "runs list --db '%s' --mode sweep --label 'cls:*'", db_path);
     CHECK(run(list) == 0, "runs list");
     CHECK(output_has("cls: attn_q") && output_has("cls: all at base"), "every arm recorded");
+    /* the reference is the model the teacher came from, never the temporary teacher */
+    CHECK(output_has("rand-llama/f16.gguf") && !output_has_quiet("kldeval-teacher"),
+          "the runs name the reference model");
+    for (size_t i = 0; i < json_array_size(r); i++)
+        CHECK(num(json_array_get(r, i), "top1_gained", "mean") >= 0,
+              "top-1 gained by raising a group is >= 0 against the reference itself");
     char html[600];
     snprintf(html, sizeof html, "%s/sweep.html", kt_build_dir());
     size_t n;
     char *t = kt_read_file(html, &n);
     CHECK(strstr(t, "chart-rank") && strstr(t, "The sweep's groups ranked by mean KLD"),
           "the report has the sweep's ranked group chart");
+    CHECK(!strstr(t, "kldeval-teacher") && strstr(t, "reference f16.gguf"), "the report names the reference model");
     free(t);
     json_decref(j);
 }
@@ -197,5 +256,6 @@ int main(int argc, char **argv) {
     test_kv_sweep();
     test_class_sweep_recorded();
     test_budget_sweep();
+    test_sweep_sigterm();
     return kt_finish();
 }

@@ -51,7 +51,9 @@ static bool dump_hidden(const char *model, const char *out, const char *ids, con
     }
     c.chunk = 16;
     c.n_threads = 2;
-    return kld_dump_run(&c, r, err) == KLD_OK;
+    bool ok = kld_dump_run(&c, r, err) == KLD_OK;
+    kld_dump_result_free(r); /* the figures stay; the run database's report is not needed */
+    return ok;
 }
 
 static kld_position *run_kl(const kld_kl_config *c, size_t *n, kld_error *err) {
@@ -183,6 +185,7 @@ static void candidate_and_sizes(void) {
         c2.n_threads = 2;
         c2.shard = (kld_shard){(uint32_t)k, 2, KLD_SHARD_MOD};
         ok = kld_dump_run(&c2, &dr, &err) == KLD_OK;
+        kld_dump_result_free(&dr);
     }
     kld_dump_merge_info info = {0};
     ok = ok && kld_dump_merge(mg, dirs, 2, &info, &err) == KLD_OK;

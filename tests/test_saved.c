@@ -64,6 +64,7 @@ static bool dump(const char *model, const char *out, int version, int32_t top_k,
     kld_error err = {0};
     kld_status st = kld_dump_run(&c, &r, &err);
     CHECK_OK(st, err);
+    kld_dump_result_free(&r);
     return st == KLD_OK;
 }
 
@@ -322,6 +323,7 @@ static void resume(void) {
     kld_error err = {0};
     CHECK_OK(kld_dump_run(&c, &r, &err), err);
     CHECK(r.partial, "the stop flag stopped the dump (partial %d)", r.partial);
+    kld_dump_result_free(&r);
     char path[4200];
     struct stat sb;
     snprintf(path, sizeof path, "%s/manifest.json", part);

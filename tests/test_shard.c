@@ -281,8 +281,19 @@ static void test_end_to_end(void) {
     snprintf(args, sizeof args, "merge '%s' '%s' '%s' '%s'", parts[0][0], parts[1][0], parts[2][0], corrupt);
     CHECK(run(args, errf) == 1 && file_has(errf, corrupt) && file_has(errf, "checksum"),
           "a corrupted part is refused by name");
-    snprintf(args, sizeof args, "kl %s --shard 4/4", common);
-    CHECK(run(args, errf) == 2 && file_has(errf, "--shard"), "--shard 4/4 is refused");
+    snprintf(args, sizeof args, "kl %s --shard 4/4 --partial '%s/shard_never.kldpart'", common, b);
+    CHECK(run(args, errf) == 2 && file_has(errf, "K < N"), "--shard 4/4 is refused");
+    /* a shard's figures alone are a fraction of the corpus: refused without --partial */
+    snprintf(args, sizeof args, "kl %s --shard 1/4", common);
+    CHECK(run(args, errf) == 2 && file_has(errf, "--partial"), "--shard without --partial is refused");
+    /* a shard's header counts the corpus's documents, not only those it reached */
+    char out_txt[600], cmd[16384];
+    snprintf(out_txt, sizeof out_txt, "%s/shard_header.txt", b);
+    snprintf(cmd, sizeof cmd, "'%s' kl %s --shard 1/4 --partial '%s/shard_header.kldpart' >'%s' 2>&1",
+             kldeval, common, b, out_txt);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && file_has(out_txt, " of 6 documents"),
+          "the shard's header counts the corpus's 6 documents");
     snprintf(args, sizeof args, "kl %s --shard 1/4 --shard-mode blocks", common);
     CHECK(run(args, errf) == 2 && file_has(errf, "--shard-mode"), "an unknown --shard-mode is refused");
 

@@ -246,22 +246,9 @@ int kld_cmd_dump(int argc, char **argv) {
            (unsigned long long)res.tokens, res.elapsed_s,
            res.forward_s > 0 ? (double)res.tokens / res.forward_s : 0.0, res.windows, res.levers);
     /* the run database keeps dumps beside the runs scored against them */
-    json_t *report = json_pack("{s:{s:s,s:{s:s,s:s,s:s},s:s,s:s,s:i,s:i,s:s?,s:I,s:I}}", "config",
-                               "mode", "dump", "ref", "kind", "model", "path", c.model_path, "levers",
-                               res.levers, "out",
-                               c.out, "format", c.llamacpp ? "llamacpp-base" : "dump", "top_k",
-                               (int)c.top_k, "format_version", res.format_version, "indices_from",
-                               c.indices_from, "records", (json_int_t)res.n_records, "windows_n",
-                               (json_int_t)res.n_windows);
-    if (report) json_object_set_new(json_object_get(report, "config"), "windows", json_string(res.windows));
-    if (report && c.shard.n)
-        json_object_set_new(json_object_get(report, "config"), "shard",
-                            json_pack("{s:i,s:i,s:s,s:s}", "k", (int)c.shard.k, "n", (int)c.shard.n,
-                                      "mode", kld_shard_mode_name(c.shard.mode), "eval_hash",
-                                      res.eval_hash));
-    kld_record_run("dump", &o, "dump", report, NULL, NULL, res.partial, res.elapsed_s,
+    kld_record_run("dump", &o, "dump", res.report, NULL, NULL, res.partial, res.elapsed_s,
                    res.elapsed_s > 0 ? (double)res.tokens / res.elapsed_s : NAN);
-    json_decref(report);
+    kld_dump_result_free(&res);
     if (res.partial) {
         printf("*** INTERRUPTED: the dump is incomplete; continue it with --resume ***\n");
         return 130;

@@ -276,6 +276,13 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         fprintf(stderr, "kldeval kl: give --db or --no-db, not both\n");
         return false;
     }
+    if (c->shard.n && !o->partial_path) {
+        /* a shard's statistics cover a fraction of the corpus: only a merge of
+         * every shard's partial gives the run's figures */
+        fprintf(stderr, "kldeval kl: --shard %u/%u scores only part of the corpus; give --partial "
+                        "FILE and merge the shards' partials (kldeval merge)\n", c->shard.k, c->shard.n);
+        return false;
+    }
     kld_error err = {0};
     /* every rule of the run, then every output proven writable, before any model loads */
     const char *what[5] = {"--json", "--pin", "--per-position", "--html", "--partial"};

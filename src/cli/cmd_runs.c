@@ -131,7 +131,15 @@ static bool parse(const char *cmd, int argc, char **argv, opts *o, bool filters,
         if (!strcmp(a, "--db")) o->db_path = v;
         else if (!strcmp(a, "--label")) o->filter.label_glob = v;
         else if (!strcmp(a, "--model")) o->filter.model = v;
-        else if (!strcmp(a, "--mode")) o->filter.mode = v;
+        else if (!strcmp(a, "--mode")) {
+            if (!kld_db_mode_known(v)) { /* an unknown mode would silently list nothing */
+                fprintf(stderr, "kldeval runs %s: --mode '%s' is none of", cmd, v);
+                for (int k = 0; kld_db_modes[k]; k++) fprintf(stderr, "%s %s", k ? "," : "", kld_db_modes[k]);
+                fprintf(stderr, "\n");
+                return false;
+            }
+            o->filter.mode = v;
+        }
         else if (!strcmp(a, "--out")) o->out = v;
         else if (!strcmp(a, "--limit")) {
             if (!kld_arg_int(a, v, 1, INT64_MAX, &o->filter.limit)) return false;
@@ -178,6 +186,31 @@ static const char *base_name(const char *p) {
     return s && s[1] ? s + 1 : p;
 }
 
+/* The end of a path that tells two files apart: its last two components
+ * ("rand-llama/q8_0.gguf"), cut from the left to fit width (with "…"). */
+static const char *short_path(const char *p, char *buf, size_t width) {
+    if (!p) return "-";
+    const char *s = p + strlen(p);
+    for (int slashes = 0; s > p; s--)
+        if (s[-1] == '/' && ++slashes == 2) break;
+    size_t n = strlen(s);
+    if (n <= width) snprintf(buf, width + 4, "%s", s);
+    else snprintf(buf, width + 4, "…%s", s + n - (width - 1));
+    return buf;
+}
+
+/* What distinguishes a row besides its figures: a shard's identity, a
+ * stopped run. */
+static const char *row_status(const kld_db_row *r, char *buf, size_t n) {
+    const json_t *sh = json_object_get(json_object_get(r->report, "config"), "shard");
+    if (sh)
+        snprintf(buf, n, "shard %lld/%lld%s", (long long)json_integer_value(json_object_get(sh, "k")),
+                 (long long)json_integer_value(json_object_get(sh, "n")), r->partial ? ", partial" : "");
+    else
+        snprintf(buf, n, "%s", r->partial ? "partial" : "");
+    return buf;
+}
+
 /* "%.*g" or "-" for a missing value. */
 static const char *num(char *buf, size_t n, double v, int digits) {
     if (!isfinite(v)) snprintf(buf, n, "-");
@@ -206,7 +239,8 @@ static int cmd_list(int argc, char **argv) {
         kld_db_close(db);
         return 1;
     }
-    printf("%5s  %-20s  %-20s  %-12s  %-24s  %9s  ", "id", "created", "label", "mode", "arm", "positions");
+    printf("%5s  %-20s  %-16s  %-15s  %-28s  %-28s  %9s  ", "id", "created", "label", "mode",
+           "reference", "arm", "positions");
     kld_runs_pad("KLD mean ± se | CapScore", 24);
     printf("  %9s  %9s  %7s  ", "median", "p99", "top-1");
     kld_runs_pad("PPL ratio ± se", 16);
@@ -219,28 +253,27 @@ static int cmd_list(int argc, char **argv) {
             rc = 1;
             break;
         }
-        char a[48], b[24], c[24], d[24], e[48];
+        char a[48], b[24], c[24], d[24], e[48], rp[40], ap[40], st[48];
         const kld_summary *s = &r->summary;
         bool h = r->has_summary;
+        printf("%5lld  %-20s  %-16.16s  %-15s  ", (long long)r->id, r->created ? r->created : "-",
+               r->label ? r->label : "-", r->mode ? r->mode : "-");
+        kld_runs_pad(short_path(r->ref.path, rp, 28), 28);
+        printf("  ");
+        kld_runs_pad(short_path(r->arm.path, ap, 28), 28);
         if (r->cap.present) {
-            printf("%5lld  %-20s  %-20.20s  %-12.12s  %-24.24s  %9s  ", (long long)r->id,
-                   r->created ? r->created : "-", r->label ? r->label : "-", r->mode ? r->mode : "-",
-                   base_name(r->arm.path ? r->arm.path : r->ref.path), "-");
+            printf("  %9s  ", "-");
             kld_runs_pad(kld_runs_cap_score_cell(r, a, sizeof a), 24);
             printf("  %9s  %9s  %7s  ", "-", "-", "-");
             kld_runs_pad(kld_runs_cap_diff_cell(r, e, sizeof e), 16);
-            printf("  %s\n", r->partial ? "partial" : "");
-            kld_db_row_free(r);
-            continue;
+        } else {
+            printf("  %9s  ", h ? (snprintf(st, sizeof st, "%llu", (unsigned long long)s->n_positions), st) : "-");
+            kld_runs_pad(h ? pm(a, sizeof a, s->kld.mean, s->kld.se, 6) : "-", 24);
+            printf("  %9s  %9s  %7s  ", h ? num(b, sizeof b, s->kld.median, 4) : "-",
+                   h ? num(c, sizeof c, s->kld.pct[8], 4) : "-", h ? num(d, sizeof d, s->top1_agreement, 4) : "-");
+            kld_runs_pad(h ? pm(e, sizeof e, s->ppl_ratio, s->ppl_ratio_se, 5) : "-", 16);
         }
-        printf("%5lld  %-20s  %-20.20s  %-12.12s  %-24.24s  %9llu  ", (long long)r->id,
-               r->created ? r->created : "-", r->label ? r->label : "-", r->mode ? r->mode : "-",
-               base_name(r->arm.path), (unsigned long long)s->n_positions);
-        kld_runs_pad(h ? pm(a, sizeof a, s->kld.mean, s->kld.se, 6) : "-", 24);
-        printf("  %9s  %9s  %7s  ", h ? num(b, sizeof b, s->kld.median, 4) : "-",
-               h ? num(c, sizeof c, s->kld.pct[8], 4) : "-", h ? num(d, sizeof d, s->top1_agreement, 4) : "-");
-        kld_runs_pad(h ? pm(e, sizeof e, s->ppl_ratio, s->ppl_ratio_se, 5) : "-", 16);
-        printf("  %s\n", r->partial ? "partial" : "");
+        printf("  %s\n", row_status(r, st, sizeof st));
         kld_db_row_free(r);
     }
     if (!n) printf("(no runs%s in %s)\n", o.filter.label_glob || o.filter.model || o.filter.mode ||
@@ -294,6 +327,32 @@ static void show_kl(const kld_db_row *r) {
     }
 }
 
+static bool is_dump(const kld_db_row *r) { return r->mode && !strcmp(r->mode, "dump"); }
+
+/* A dump: what it wrote, not statistics (a dump has none). */
+static void show_dump(const kld_db_row *r) {
+    char a[64];
+    const json_t *cfg = json_object_get(r->report, "config");
+    printf("%-18s: %s (%s), sha256 %s, %lld documents\n", "corpus", r->corpus_name ? r->corpus_name : "-",
+           r->corpus_kind ? r->corpus_kind : "-", r->corpus_sha256 ? r->corpus_sha256 : "-",
+           (long long)r->corpus_documents);
+    printf("%-18s: %s chunking, ctx %lld, chunk %lld\n", "windows", r->chunking ? r->chunking : "-",
+           (long long)r->ctx, (long long)r->chunk);
+    const char *fmt = json_string_value(json_object_get(cfg, "format"));
+    json_int_t version = json_integer_value(json_object_get(cfg, "format_version"));
+    printf("%-18s: %s, %s", "wrote", json_string_value(json_object_get(cfg, "out")) ?
+           json_string_value(json_object_get(cfg, "out")) : "-", fmt && !strcmp(fmt, "llamacpp-base")
+           ? "a llama.cpp base file" : version == 3 ? "hidden states (format 3)" : "top-k logits");
+    if (json_is_integer(json_object_get(cfg, "top_k")))
+        printf(" (top-%lld, format %lld)", (long long)json_integer_value(json_object_get(cfg, "top_k")),
+               (long long)version);
+    printf("; %lld records in %lld windows\n", (long long)json_integer_value(json_object_get(cfg, "records")),
+           (long long)json_integer_value(json_object_get(cfg, "windows_n")));
+    printf("%-18s: %s s wall, %s tokens/s\n", "time", num(a, sizeof a, r->wall_s, 4),
+           num(a + 32, 32, r->tokens_per_s, 5));
+    printf("%-18s: %s\n", "state", r->partial ? "interrupted (continue it with dump --resume)" : "finished");
+}
+
 static int cmd_show(int argc, char **argv) {
     opts o = {0};
     int rc;
@@ -323,8 +382,9 @@ static int cmd_show(int argc, char **argv) {
         printf("%-18s: kldeval %s on %s (%s), %lld threads\n", "machine", r->version ? r->version : "-",
                r->host ? r->host : "-", r->cpu_model ? r->cpu_model : "-", (long long)r->threads);
         show_arm("reference", &r->ref);
-        if (!r->cap.present || r->arm.path) show_arm("arm", &r->arm);
+        if ((!r->cap.present && !is_dump(r)) || r->arm.path) show_arm("arm", &r->arm);
         if (r->cap.present) kld_runs_show_cap(r);
+        else if (is_dump(r)) show_dump(r);
         else show_kl(r);
     }
     kld_db_row_free(r);
@@ -425,6 +485,11 @@ static int cmd_compare(int argc, char **argv) {
             rc = 1;
         } else if (rows[i]->cap.present) {
             n_cap++;
+        } else if (is_dump(rows[i])) {
+            fprintf(stderr, "kldeval runs compare: run %lld is a dump (a saved teacher or candidate): it "
+                            "has no statistics to compare; compare the kl runs scored against it\n",
+                    (long long)o.ids[i]);
+            rc = 1;
         } else if (!rows[i]->has_summary) {
             fprintf(stderr, "kldeval runs compare: run %lld has no statistics (begun, never completed)\n",
                     (long long)o.ids[i]);

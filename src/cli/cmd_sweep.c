@@ -212,7 +212,9 @@ static void arms_free(sweep_arms *A) {
     free(A->a);
 }
 
-/* One group's row: ΔKLD > 0 means the group deserves the higher precision. */
+/* One group's row, both deltas in one sense, what the higher precision of
+ * the group buys: ΔKLD saved > 0 and top-1 gained > 0 mean the group
+ * deserves it. */
 typedef struct group_result {
     size_t group, arm;
     kld_paired d_kld, d_top1;
@@ -229,10 +231,10 @@ static kld_status group_delta(const sweep_cli *s, const sweep_arms *A, const kld
     } else if (A->all_high >= 0) { /* KLD(group low) − KLD(all raised) */
         const kld_sweep_outcome *h = &r->arms[A->all_high];
         if (!(st = kld_sweep_paired(o->res.stats, h->res.stats, KLD_PAIRED_KLD, &out->d_kld, err)))
-            st = kld_sweep_paired(o->res.stats, h->res.stats, KLD_PAIRED_TOP1, &out->d_top1, err);
+            st = kld_sweep_paired(h->res.stats, o->res.stats, KLD_PAIRED_TOP1, &out->d_top1, err);
     } else { /* against the reference itself: KLD 0, top-1 1 */
         out->d_kld = (kld_paired){o->sum.kld.mean, o->sum.kld.se, o->sum.n_positions, 0, 0};
-        out->d_top1 = (kld_paired){o->sum.top1_agreement - 1.0, o->sum.top1_se, o->sum.n_positions, 0, 0};
+        out->d_top1 = (kld_paired){1.0 - o->sum.top1_agreement, o->sum.top1_se, o->sum.n_positions, 0, 0};
     }
     return st;
 }
@@ -254,7 +256,7 @@ static void print_arm_rows(const kld_sweep_result *r, size_t from, size_t to) {
     for (size_t i = from; i < to && n < 8; i++)
         rows[n++] = (kld_sweep_row){r->arms[i].label, &r->arms[i].sum, false, 0, 0, 0, 0, NAN,
                                     arm_bpw(&r->arms[i])};
-    kld_sweep_table t = {NULL, NULL, NULL, true};
+    kld_sweep_table t = {NULL, NULL, NULL, NULL, true};
     kld_report_sweep_table(stdout, &t, rows, n);
 }
 
@@ -274,7 +276,7 @@ static json_t *sweep_json(const sweep_cli *s, const group_plan *g, const kld_swe
                                                 "group", q->selector, "n_tensors", q->n_tensors,
                                                 "low_bytes", (json_int_t)q->base_bytes, "high_bytes",
                                                 (json_int_t)g->hi[gr[i].group].base_bytes, "d_kld",
-                                                paired_json(&gr[i].d_kld), "d_top1", paired_json(&gr[i].d_top1)));
+                                                paired_json(&gr[i].d_kld), "top1_gained", paired_json(&gr[i].d_top1)));
     }
     json_t *o = kld_sweep_cli_json_head("kldeval.sweep/1", &s->k, r);
     json_object_set_new(o, "base", json_string(s->base));
@@ -364,7 +366,7 @@ static int report(const sweep_cli *s, const group_plan *g, const sweep_arms *A, 
                                   (double)(g->hi[gr[i].group].base_bytes - g->lo[gr[i].group].base_bytes), NAN};
     }
     kld_sweep_table t = {"\ngroups ranked by the KLD the higher precision saves (paired per position):",
-                         "ΔKLD saved ± stderr", "+bytes", false};
+                         "ΔKLD saved ± stderr", "top-1 gained", "+bytes", false};
     if (rows && n_gr) kld_report_sweep_table(stdout, &t, rows, n_gr);
     free(rows);
     json_t *proposal = NULL;

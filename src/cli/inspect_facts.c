@@ -359,10 +359,11 @@ void inspect_print_text(FILE *out, const json_t *f) {
             json_real_value(json_object_get(f, "bits_per_weight")));
     const char *tn;
     json_t *h;
-    fprintf(out, "%-14s %-8s %8s %14s %12s\n", "types", "type", "tensors", "params", "bytes");
+    fprintf(out, "%-14s %-8s %8s %14s %12s  %s\n", "types", "type", "tensors", "params", "bytes",
+            "% of params");
     json_object_foreach((json_t *)json_object_get(f, "types"), tn, h) {
         json_int_t p = json_integer_value(json_object_get(h, "params"));
-        fprintf(out, "%-14s %-8s %8" JSON_INTEGER_FORMAT " %14" JSON_INTEGER_FORMAT " %12s  %5.1f%%\n", "", tn,
+        fprintf(out, "%-14s %-8s %8" JSON_INTEGER_FORMAT " %14" JSON_INTEGER_FORMAT " %12s  %5.1f%%\n", "", tn, /* share of parameters */
                 json_integer_value(json_object_get(h, "tensors")), p,
                 kld_format_bytes((uint64_t)json_integer_value(json_object_get(h, "bytes")), b1, sizeof b1),
                 np ? 100.0 * (double)p / (double)np : 0.0);

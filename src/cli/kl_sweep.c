@@ -173,7 +173,8 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
     }
     if (!rc) {
         kld_sweep_cli_print_head(k, r);
-        kld_sweep_table t = {"", has_floor ? "KLD − floor ± stderr" : NULL, "cache B/token", false};
+        kld_sweep_table t = {"", has_floor ? "KLD − floor ± stderr" : NULL, "top-1 − floor", "cache B/token",
+                             false};
         kld_report_sweep_table(stdout, &t, rows, r->n_done);
     }
     free(rows);

@@ -14,7 +14,7 @@
 
 static volatile sig_atomic_t stop_requested;
 
-static void on_sigint(int sig) {
+static void on_stop(int sig) {
     (void)sig;
     stop_requested = 1;
 }
@@ -123,11 +123,14 @@ void kld_sweep_cli_config(kld_sweep_cli_common *k, kld_sweep_config *c) {
 }
 
 kld_status kld_sweep_cli_run(const kld_sweep_config *c, kld_sweep_result *r, kld_error *err) {
-    struct sigaction sa = {0}, old;
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, &old);
+    /* Ctrl-C, a scheduler's SIGTERM or a closed terminal all stop after the
+     * current chunk, so that the temporary teacher is removed (kld_sweep_end) */
+    static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa = {0}, old[3];
+    sa.sa_handler = on_stop;
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
     kld_status st = kld_sweep_run(c, r, err);
-    sigaction(SIGINT, &old, NULL);
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
     if (c->progress) kld_progress_end(stderr);
     return st;
 }
@@ -193,11 +196,20 @@ bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const 
         size_t len = strlen(prefix) + strlen(o->label) + 3;
         if (!(labels[i] = malloc(len))) { ok = false; break; }
         snprintf(labels[i], len, "%s: %s", prefix, o->label);
-        kld_report_run run = {k->teacher.model_path, o->model, r->teacher_dir, labels[i], o->res.config,
-                              o->res.elapsed_s, o->res.ref_seconds, o->res.arm_seconds,
+        const json_t *teacher = json_object_get(r->teacher.report, "config");
+        const char *corpus = json_string_value(json_object_get(json_object_get(teacher, "corpus"), "name"));
+        kld_report_run run = {k->teacher.model_path, o->model, corpus ? corpus : r->teacher_dir, labels[i],
+                              o->res.config, o->res.elapsed_s, o->res.ref_seconds, o->res.arm_seconds,
                               o->res.ref_tokens, o->res.arm_tokens, false};
         reports[i] = kld_report_json(&o->sum, &run);
         json_t *cfg = json_object_get(reports[i], "config");
+        if (cfg && teacher) {
+            /* the reference is the model the teacher was made from, and the
+             * corpus the teacher's, not the (temporary) teacher directory */
+            json_object_set(cfg, "ref", json_object_get(teacher, "ref"));
+            json_object_set(cfg, "corpus", json_object_get(teacher, "corpus"));
+            json_object_set(cfg, "windows", json_object_get(teacher, "windows"));
+        }
         if (cfg)
             json_object_set_new(cfg, "sweep", json_pack("{s:s,s:s,s:s?,s:s}", "command", cmd, "arm",
                                                         o->label, "levers", o->levers, "reference",

@@ -145,6 +145,12 @@ kld_status kld_db_begin_run(kld_db *db, const kld_db_run *header, int64_t *id, k
  * kld_db_begin_run made (KLD_ERR_ARG when there is none). *id is set. */
 kld_status kld_db_record_run(kld_db *db, const kld_db_run *run, int64_t *id, kld_error *err);
 
+/* Every mode a run is recorded with, NULL-terminated: "two-models",
+ * "self-flag", "saved-teacher", "candidate-dumps", "llamacpp-base", "dump",
+ * "merged", "sweep", "cap", "cap-score". */
+extern const char *const kld_db_modes[];
+bool kld_db_mode_known(const char *mode);
+
 /* ---- reading ---- */
 
 typedef struct kld_db_arm {

@@ -384,3 +384,13 @@ kld_status kld_db_export(kld_db *db, const kld_db_filter *filter, kld_db_export_
     if (!st && rc != SQLITE_DONE && rc != SQLITE_ROW) st = kld_db_fail(db, err, KLD_ERR_IO, "cannot export runs");
     return st;
 }
+
+const char *const kld_db_modes[] = {"two-models", "self-flag", "saved-teacher", "candidate-dumps",
+                                    "llamacpp-base", "dump", "merged", "sweep", "cap", "cap-score",
+                                    NULL};
+
+bool kld_db_mode_known(const char *mode) {
+    for (int i = 0; kld_db_modes[i]; i++)
+        if (!strcmp(mode, kld_db_modes[i])) return true;
+    return false;
+}

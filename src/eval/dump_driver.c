@@ -378,6 +378,55 @@ kld_status kld_dump_check(const kld_dump_config *c, kld_error *err) {
     return KLD_OK;
 }
 
+/* What the run database keeps of a dump: the model as every arm describes
+ * itself, the corpus with its whole document count, and how it was cut. */
+static json_t *report_json(const dump_state *ds) {
+    const kld_dump_config *c = ds->c;
+    const kld_dump_result *r = ds->res;
+    json_t *cfg = json_object();
+    json_t *ref = json_deep_copy(ds->model->desc);
+    json_object_set_new(ref, "levers", json_string(r->levers));
+    json_object_set_new(cfg, "mode", json_string("dump"));
+    json_object_set_new(cfg, "ref", ref);
+    json_object_set_new(cfg, "out", json_string(c->out));
+    json_object_set_new(cfg, "format", json_string(c->llamacpp ? "llamacpp-base" : "dump"));
+    json_object_set_new(cfg, "format_version", json_integer(r->format_version));
+    if (!c->hidden && !c->llamacpp) json_object_set_new(cfg, "top_k", json_integer(ds->k));
+    if (c->indices_from) json_object_set_new(cfg, "indices_from", json_string(c->indices_from));
+    json_object_set_new(cfg, "records", json_integer((json_int_t)r->n_records));
+    json_object_set_new(cfg, "windows_n", json_integer((json_int_t)r->n_windows));
+    json_object_set_new(cfg, "windows", json_string(r->windows));
+    json_object_set_new(cfg, "chunking", json_string(kld_chunking_name(ds->pl->chunking)));
+    json_object_set_new(cfg, "ctx", json_integer(ds->pl->max_len));
+    json_object_set_new(cfg, "chunk", json_integer(ds->chunk));
+    json_object_set_new(cfg, "threads", json_integer(kld_pool_size(ds->pool)));
+    json_t *co;
+    if (ds->teacher) {
+        const kld_dump_meta *t = kld_dump_meta_of(kld_arm_dump(ds->teacher));
+        co = json_pack("{s:s,s:s,s:s?}", "name", c->indices_from, "kind", "saved", "sha256",
+                       t->corpus_sha256);
+    } else {
+        char hex[65];
+        kld_hex_digest(ds->corpus->sha256, hex);
+        co = json_pack("{s:s,s:s,s:s}", "name", ds->corpus->name, "kind",
+                       ds->corpus->kind == KLD_CORPUS_IDS ? "ids" : "text", "sha256", hex);
+        kld_corpus_forms_json(ds->corpus, co);
+    }
+    json_object_set_new(co, "documents", json_integer((json_int_t)ds->pl->docs_total));
+    json_object_set_new(cfg, "corpus", co);
+    if (c->shard.n)
+        json_object_set_new(cfg, "shard", json_pack("{s:i,s:i,s:s,s:s}", "k", (int)c->shard.k, "n",
+                                                    (int)c->shard.n, "mode",
+                                                    kld_shard_mode_name(c->shard.mode), "eval_hash",
+                                                    r->eval_hash));
+    return json_pack("{s:o}", "config", cfg);
+}
+
+void kld_dump_result_free(kld_dump_result *r) {
+    json_decref(r->report);
+    r->report = NULL;
+}
+
 kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_error *err) {
     memset(out, 0, sizeof *out);
     kld_status st = kld_dump_check(c, err);
@@ -412,6 +461,7 @@ kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_erro
     if (!st && !out->partial) st = c->llamacpp ? kld_lcpp_base_finish(ds.lw, err)
                                                 : kld_dump_finish(ds.dw, err);
     out->elapsed_s = kld_now_s() - t0;
+    if (!st && !(out->report = report_json(&ds))) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     kld_dump_writer_free(ds.dw);
     kld_lcpp_base_writer_free(ds.lw);
     kld_arm_free(ds.model);

@@ -44,6 +44,7 @@ typedef struct kld_dump_result {
     char levers[512];          /* the session's levers, as kld_levers_format writes them */
     int format_version;        /* the dump's: 1 (float16 logits), 2 (float32), 3 (hidden) */
     double rounding_kld_mean, rounding_kld_max; /* format 3, bf16/f16: the rounding's effect */
+    json_t *report;            /* {"config": ...} for the run database (owned; kld_dump_result_free) */
 } kld_dump_result;
 
 void kld_dump_config_defaults(kld_dump_config *c);
@@ -51,5 +52,6 @@ void kld_dump_config_defaults(kld_dump_config *c);
  * is), checked without loading anything. */
 kld_status kld_dump_check(const kld_dump_config *c, kld_error *err);
 kld_status kld_dump_run(const kld_dump_config *c, kld_dump_result *out, kld_error *err);
+void kld_dump_result_free(kld_dump_result *r);
 
 #endif

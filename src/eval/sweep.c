@@ -161,6 +161,7 @@ void kld_sweep_end(kld_sweep_result *r) {
     free(r->arms);
     r->arms = NULL;
     r->n_done = r->cap = 0;
+    kld_dump_result_free(&r->teacher);
     if (r->teacher_temp) remove_teacher(r->teacher_dir);
     r->teacher_temp = false;
 }

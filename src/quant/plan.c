@@ -358,7 +358,7 @@ void kld_quant_plan_print(const kld_quant_plan *plan, FILE *f) {
         byt[it->dst_type] += it->dst_bytes;
         if (it->requant) req_from[it->src_type]++;
     }
-    fprintf(f, "policy types   type      tensors         params        bytes\n");
+    fprintf(f, "policy types   type      tensors         params        bytes  %% of bytes\n");
     for (uint32_t t = 0; t < KLD_TYPE_COUNT; t++) {
         if (!cnt[t]) continue;
         char b[16];

@@ -48,6 +48,36 @@ static void num_cell(FILE *f, int64_t run, const char *key, double v, const char
     fputs("</td>", f);
 }
 
+static bool same_reference(const kld_db_row *a, const kld_db_row *b) {
+    if (a->ref.sha256 && b->ref.sha256) return !strcmp(a->ref.sha256, b->ref.sha256);
+    return a->ref.path && b->ref.path && !strcmp(a->ref.path, b->ref.path);
+}
+
+/* "reference f32.gguf", or "3 references: f32.gguf, bf16.gguf, …" when the
+ * runs do not share one: the header never names one reference for all. */
+static void references(FILE *f, kld_db_row *const *rows, size_t n) {
+    size_t n_distinct = 0, shown = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < i && !same_reference(rows[i], rows[j])) j++;
+        if (j == i) n_distinct++;
+    }
+    if (n_distinct <= 1) {
+        fputs("reference ", f);
+        esc(f, base_name(rows[0]->ref.path));
+        return;
+    }
+    fprintf(f, "%zu references: ", n_distinct);
+    for (size_t i = 0; i < n && shown < 4; i++) {
+        size_t j = 0;
+        while (j < i && !same_reference(rows[i], rows[j])) j++;
+        if (j < i) continue;
+        fputs(shown++ ? ", " : "", f);
+        esc(f, base_name(rows[i]->ref.path));
+    }
+    if (n_distinct > shown) fputs(", …", f);
+}
+
 static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
     fputs("<table class=\"summary\" id=\"summary-table\"><thead><tr><th>run</th><th>label</th>"
           "<th>arm</th><th>size</th><th>bits / weight</th><th>positions</th><th>KLD mean (nats)</th>"
@@ -231,8 +261,8 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
     fputs("</title>\n<style>\n", f);
     fwrite(kld_html_style, 1, kld_html_style_len, f);
     fputs("</style></head><body>\n<header><h1>kldeval report</h1><p class=\"meta\">", f);
-    fprintf(f, "%zu run%s · reference ", n, n == 1 ? "" : "s");
-    esc(f, base_name(rows[0]->ref.path));
+    fprintf(f, "%zu run%s · ", n, n == 1 ? "" : "s");
+    references(f, rows, n);
     fprintf(f, " · generated %s by kldeval %s from ", when, kld_version());
     esc(f, kld_db_path(db));
     fputs("</p></header>\n<main>\n", f);

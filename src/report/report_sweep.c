@@ -21,7 +21,7 @@ void kld_report_sweep_table(FILE *f, const kld_sweep_table *t, const kld_sweep_r
     if (w > 48) w = 48;
     if (t->title) fprintf(f, "%s\n", t->title);
     fprintf(f, "%-*s %24s %11s %11s %8s", w, "arm", "KLD mean ± stderr", "median", "p99", "top-1");
-    if (t->delta_header) fprintf(f, " %24s %17s", t->delta_header, "Δtop-1");
+    if (t->delta_header) fprintf(f, " %24s %17s", t->delta_header, t->top1_header ? t->top1_header : "Δtop-1");
     if (t->size_header) fprintf(f, " %12s", t->size_header);
     if (t->show_bpw) fprintf(f, " %7s", "bpw");
     fputc('\n', f);

@@ -23,6 +23,7 @@ typedef struct kld_sweep_row {
 typedef struct kld_sweep_table {
     const char *title;
     const char *delta_header; /* e.g. "ΔKLD (saved)"; NULL: no delta columns */
+    const char *top1_header;  /* the top-1 delta's, in the same sense as delta_header's */
     const char *size_header;  /* e.g. "bytes"; NULL: no size column */
     bool show_bpw;
 } kld_sweep_table;

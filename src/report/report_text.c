@@ -156,6 +156,14 @@ static void throughput(FILE *f, const char *who, uint64_t tokens, double seconds
                 rate);
 }
 
+/* The corpus's documents, not only those a shard or a stopped run reached:
+ * "25 of 48", never "25 of 25". */
+static uint64_t corpus_documents(const kld_summary *s, const json_t *config) {
+    const json_t *d = json_object_get(json_object_get(config, "corpus"), "documents");
+    json_int_t n = json_is_integer(d) ? json_integer_value(d) : 0;
+    return n > 0 && (uint64_t)n > s->n_docs ? (uint64_t)n : s->n_docs;
+}
+
 kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *run,
                            kld_error *err) {
     errno = 0;
@@ -169,7 +177,7 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
     label(f, "positions");
     fprintf(f, "%llu scored (%llu with a next token) in %llu of %llu documents\n",
             (unsigned long long)s->n_positions, (unsigned long long)s->n_tokens,
-            (unsigned long long)s->n_docs_scored, (unsigned long long)s->n_docs);
+            (unsigned long long)s->n_docs_scored, (unsigned long long)corpus_documents(s, run->config));
     fputc('\n', f);
 
     fprintf(f, "====== Perplexity statistics ======\n");
