@@ -5,6 +5,7 @@
 #include "test_forward_models.h"
 
 #include "engine/engine.h"
+#include "quant/quant.h"
 #include "testlib.h"
 
 #include <inttypes.h>
@@ -188,4 +189,29 @@ void tf_check_reset(const char *label, const char *gguf, int64_t nv) {
     free(again);
     kld_session_free(s);
     kld_model_close(m);
+}
+
+/* quantize (file) and @POLICY (on load) to q8_0: every matrix converted
+ * (norms, biases and vectors kept), the results close to the f32 model and
+ * equal to each other. */
+void tf_check_quantize_q8_0(const char *arch, const char *gguf, int64_t n_vocab, int n_ids, double max_kld) {
+    char out[600], onload[600];
+    snprintf(out, sizeof out, "%s/%s-q8_0.gguf", kt_build_dir(), arch);
+    snprintf(onload, sizeof onload, "%s@q8_0", gguf);
+    kld_error err = {0};
+    CHECK_OK(kld_quantize_file(gguf, out, "q8_0", NULL, NULL, &err), err);
+    int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
+    tf_make_ids(ids, n_ids, n_vocab, 20261207);
+    int64_t nv = 0;
+    float *base = tf_engine_logits(gguf, ids, n_ids, n_ids, 2, &nv);
+    float *file = tf_engine_logits(out, ids, n_ids, n_ids, 2, &nv);
+    float *load = tf_engine_logits(onload, ids, n_ids, n_ids, 2, &nv);
+    if (base && file && load) {
+        tf_cmp c = tf_compare(base, file, n_ids, nv);
+        printf("%s quantize q8_0 vs f32: KLD %.3g, argmax %d/%d\n", arch, c.mean_kld, c.same_argmax, n_ids);
+        CHECK(c.mean_kld > 0 && c.mean_kld < max_kld, "%s q8_0: KLD %.3g", arch, c.mean_kld);
+        CHECK(!memcmp(file, load, sizeof(float) * (size_t)(n_ids * nv)),
+              "%s: quantize q8_0 and @q8_0 on load give the same logits", arch);
+    }
+    free(base), free(file), free(load), free(ids);
 }

@@ -44,31 +44,6 @@ static void test_reference(void) {
     free(ref);
 }
 
-/* quantize (file) and @POLICY (on load) to q8_0: every matrix converted
- * (norms, biases and vectors kept), the results close to the f32 model and
- * equal to each other. */
-static void test_quantize(const char *arch, const char *gguf, int64_t n_vocab) {
-    char out[600], onload[600];
-    snprintf(out, sizeof out, "%s/%s-q8_0.gguf", kt_build_dir(), arch);
-    snprintf(onload, sizeof onload, "%s@q8_0", gguf);
-    kld_error err = {0};
-    CHECK_OK(kld_quantize_file(gguf, out, "q8_0", NULL, NULL, &err), err);
-    int32_t ids[N_IDS];
-    tf_make_ids(ids, N_IDS, n_vocab, 20261207);
-    int64_t nv = 0;
-    float *base = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv);
-    float *file = tf_engine_logits(out, ids, N_IDS, N_IDS, 2, &nv);
-    float *load = tf_engine_logits(onload, ids, N_IDS, N_IDS, 2, &nv);
-    if (base && file && load) {
-        tf_cmp c = tf_compare(base, file, N_IDS, nv);
-        printf("%s quantize q8_0 vs f32: KLD %.3g, argmax %d/%d\n", arch, c.mean_kld, c.same_argmax, N_IDS);
-        CHECK(c.mean_kld > 0 && c.mean_kld < 5e-3, "%s q8_0: KLD %.3g", arch, c.mean_kld);
-        CHECK(!memcmp(file, load, sizeof(float) * (size_t)(N_IDS * nv)),
-              "%s: quantize q8_0 and @q8_0 on load give the same logits", arch);
-    }
-    free(base), free(file), free(load);
-}
-
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "glm4moe");
@@ -94,7 +69,7 @@ int main(void) {
     {
         char p[512];
         snprintf(p, sizeof p, "%s/glm4moe.gguf", kt_build_dir());
-        test_quantize("glm4moe", p, 300);
+        tf_check_quantize_q8_0("glm4moe", p, 300, N_IDS, 5e-3);
     }
     test_errors();
     return kt_finish();

@@ -136,6 +136,10 @@ void tf_expect_open_error(const char *label, const synth_shape *s, const char *w
 
 /* Logits [n][*n_vocab] of ids through the engine, fed in chunks of `chunk`
  * on `threads` threads (checks failures; NULL when the model does not open). */
+/* quantize (file) and @POLICY (on load) to q8_0 of gguf: every matrix
+ * converted, the KLD from the f32 model in (0, max_kld) on n_ids random ids,
+ * both giving the same logits. */
+void tf_check_quantize_q8_0(const char *arch, const char *gguf, int64_t n_vocab, int n_ids, double max_kld);
 float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t chunk,
                         int threads, int64_t *n_vocab);
 

@@ -4,6 +4,7 @@
  * gives the arm a second session over the reference's weights, loaded once,
  * as `kldeval kl -m MODEL --lever` does. */
 #include "cap/run.h"
+#include "eval/arm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,20 +45,27 @@ kld_status kld_cap_lm_share(const kld_cap_lm *owner, const kld_levers *levers, i
     return KLD_OK;
 }
 
-static kld_status parse_levers(const char *flag, const char *text, kld_levers *l, kld_error *err) {
-    kld_levers_default(l);
-    if (!text) return KLD_OK;
-    kld_error e = {0};
-    kld_status st = kld_levers_parse(text, l, &e);
-    return st ? kld_fail(err, st, "cap: %s: %s", flag, e.msg) : KLD_OK;
+/* Both models as arm specs, parsed as kl's are (the levers named on error). */
+static kld_status parse_arms(const kld_cap_run_opts *o, kld_arm_parsed *ref, kld_arm_parsed *arm,
+                             kld_error *err) {
+    kld_arm_spec r = {.kind = KLD_ARM_MODEL, .path = o->ref_path, .levers = o->ref_levers};
+    kld_arm_spec a = {.kind = KLD_ARM_MODEL, .path = o->arm_path ? o->arm_path : o->ref_path,
+                      .levers = o->arm_levers};
+    kld_status st = kld_arm_spec_parse(&r, "reference", ref, err);
+    return st ? st : kld_arm_spec_parse(&a, "arm", arm, err);
+}
+
+kld_status kld_cap_check_arms(const kld_cap_run_opts *o, kld_error *err) {
+    kld_arm_parsed ref, arm;
+    return parse_arms(o, &ref, &arm, err);
 }
 
 kld_status kld_cap_open_models(const kld_cap_run_opts *o, kld_cap_lm lm[2], int *n_arms, kld_error *err) {
     memset(lm, 0, 2 * sizeof *lm);
-    kld_levers ref_l, arm_l;
-    kld_status st = parse_levers("--ref-lever", o->ref_levers, &ref_l, err);
-    if (st == KLD_OK) st = parse_levers("--arm-lever", o->arm_levers, &arm_l, err);
+    kld_arm_parsed ref, arm;
+    kld_status st = parse_arms(o, &ref, &arm, err);
     if (st) return st;
+    const kld_levers ref_l = ref.levers, arm_l = arm.levers;
     const bool self_flag = !o->arm_path && (o->arm_levers || o->has_arm_sampler);
     *n_arms = o->arm_path || self_flag ? 2 : 1;
     st = kld_cap_lm_open(o->ref_path, o->threads, 0, &lm[0], err);

@@ -115,6 +115,8 @@ typedef struct kld_cap_run_opts {
  * with o->arm_levers, or with arm levers and no --arm a second session on
  * the reference's weights (self-flag); *n_arms is 1 or 2. */
 kld_status kld_cap_open_models(const kld_cap_run_opts *o, kld_cap_lm lm[2], int *n_arms, kld_error *err);
+/* Both models' specs and levers, checked as kl checks arms, loading nothing. */
+kld_status kld_cap_check_arms(const kld_cap_run_opts *o, kld_error *err);
 
 /* The report: {ref, arm, n, max_new, chat, tasks: {task: {ref, arm: {accuracy,
  * stderr, correct, n, items}, paired}}, capability_score, interrupted, config}. */

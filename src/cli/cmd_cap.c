@@ -221,11 +221,7 @@ static void print_pass_at_k(FILE *f, const json_t *side) {
 /* The lever, GSM8K-mode, scale-out, sampler and thinking flags: 1 taken, 0 bad (reported), -1 not one of them. */
 static int parse_cap_extra(const char *a, const char *v, kld_cap_run_opts *o) {
     if (!strcmp(a, "--lever") || !strcmp(a, "--arm-lever") || !strcmp(a, "--ref-lever")) {
-        kld_levers l; /* checked now, not after the models have loaded */
-        kld_levers_default(&l);
-        kld_error e = {0};
-        if (kld_levers_parse(v, &l, &e) != KLD_OK) return fprintf(stderr, "kldeval cap: %s: %s\n", a, e.msg), 0;
-        if (!strcmp(a, "--ref-lever")) o->ref_levers = v;
+        if (!strcmp(a, "--ref-lever")) o->ref_levers = v; /* checked with the models (kld_cap_check_arms) */
         else o->arm_levers = v;
     } else if (!strcmp(a, "--gsm8k-mode")) {
         if (strcmp(v, "chat") && strcmp(v, "8shot"))
@@ -378,6 +374,11 @@ static int cap_run(int argc, char **argv) {
     }
     if (rec.db_path && rec.no_db) {
         fprintf(stderr, "kldeval cap: give --db or --no-db, not both\n");
+        return 2;
+    }
+    kld_error check = {0}; /* the arms' levers now, not after the models have loaded */
+    if (kld_cap_check_arms(&o, &check) != KLD_OK) {
+        fprintf(stderr, "kldeval cap: %s\n", check.msg);
         return 2;
     }
     if (o.shard.n && !o.partial_path) {

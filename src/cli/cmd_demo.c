@@ -7,7 +7,8 @@
  * random-weight model (larger, so it exercises the k-quant kernels). */
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/inspect_facts.h"
+#include "eval/inspect.h"
+#include "report/report_inspect.h"
 #include "common/data_path.h"
 #include "eval/kl_driver.h"
 #include "report/report.h"
@@ -157,16 +158,14 @@ static bool synth_cached(const char *path, const char *type, int threads) {
 /* Prints what `kldeval inspect path` prints; false when it does not open. */
 static bool describe(const char *path) {
     kld_error err = {0};
-    kld_source *src;
-    if (kld_source_open(path, &src, &err) != KLD_OK) {
+    kld_inspect in;
+    kld_inspect_options opt = {0};
+    if (kld_inspect_model(path, &opt, &in, &err) != KLD_OK) {
         fprintf(stderr, "kldeval demo: %s\n", err.msg);
         return false;
     }
-    inspect_options opt = {0};
-    json_t *facts = inspect_facts(src, &opt);
-    inspect_print_text(stdout, facts);
-    json_decref(facts);
-    kld_source_close(src);
+    kld_report_inspect_text(stdout, in.facts);
+    kld_inspect_free(&in);
     return true;
 }
 

@@ -230,6 +230,15 @@ static kld_status check_hidden_ext(const kld_dump *d, int64_t rec, double lse64,
     return KLD_OK;
 }
 
+
+/* Records rec0 .. rec0+n-1 of the sidecar (logsumexp, log p(next), argmax)
+ * into d->ebuf. */
+static kld_status read_ext_span(kld_dump *d, int64_t rec0, int64_t n, kld_error *err) {
+    uint64_t bytes = (uint64_t)n * KLD_DUMP_EXT_BYTES, off = (uint64_t)rec0 * KLD_DUMP_EXT_BYTES;
+    kld_status st = grow(&d->ebuf, &d->ebuf_cap, bytes, d->path_ext, err);
+    return st ? st : read_span(d->fd_ext, d->ebuf, bytes, off, d->path_ext, err);
+}
+
 kld_status kld_dump_read_hidden(kld_dump *d, int64_t seq, int64_t rec0, int64_t n, float *hidden,
                                 double *lse64, double *logp_next, int32_t *argmax, kld_error *err) {
     const kld_dump_meta *m = d ? &d->meta : NULL;
@@ -255,11 +264,7 @@ kld_status kld_dump_read_hidden(kld_dump *d, int64_t seq, int64_t rec0, int64_t 
                 return kld_fail(err, KLD_ERR_FORMAT, "%s: record %lld: hidden value %zu is %g "
                                 "(not finite)", d->path, (long long)(rec0 + r), i, (double)h[i]);
     }
-    bytes = (uint64_t)n * KLD_DUMP_EXT_BYTES;
-    off = (uint64_t)rec0 * KLD_DUMP_EXT_BYTES;
-    if ((st = grow(&d->ebuf, &d->ebuf_cap, bytes, d->path_ext, err)) ||
-        (st = read_span(d->fd_ext, d->ebuf, bytes, off, d->path_ext, err)))
-        return st;
+    if ((st = read_ext_span(d, rec0, n, err))) return st;
     for (int64_t r = 0; r < n; r++) {
         double l, lp;
         int32_t am;
@@ -322,11 +327,7 @@ kld_status kld_dump_read(kld_dump *d, int64_t seq, int64_t rec0, int64_t n,
         if (st) return st;
     }
     if (!read_ext) return KLD_OK;
-    bytes = (uint64_t)n * KLD_DUMP_EXT_BYTES;
-    off = (uint64_t)rec0 * KLD_DUMP_EXT_BYTES;
-    if ((st = grow(&d->ebuf, &d->ebuf_cap, bytes, d->path_ext, err)) ||
-        (st = read_span(d->fd_ext, d->ebuf, bytes, off, d->path_ext, err)))
-        return st;
+    if ((st = read_ext_span(d, rec0, n, err))) return st;
     for (int64_t r = 0; r < n; r++) {
         double lse64, logp;
         int32_t am;

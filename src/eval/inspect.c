@@ -1,13 +1,15 @@
-/* inspect_facts.c — format, hyper-parameters, parameter count, type
- * histogram, tensor table, metadata and tokenizer summary of a model. */
-#include "cli/inspect_facts.h"
+/* inspect.c — the facts of a model, a policy's plan and an adapter
+ * (inspect.h). */
+#include "eval/inspect.h"
 
-#include "engine/engine.h"
 #include "model/hparams.h"
 #include "tokenizer/tokenizer.h"
 
+#include <sys/stat.h>
+
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define META_ARRAY_PREVIEW 8 /* array elements shown before "…" */
 
@@ -151,18 +153,18 @@ static json_t *tokenizer_json(const kld_source *src) {
 }
 
 /* The engine's allocation for a session of the requested sizes. */
-static json_t *plan_json(const inspect_options *opt) {
+static json_t *plan_json(const char *path, const kld_inspect_options *opt) {
     kld_model *m;
     kld_error err = {0};
     kld_mem_plan p;
-    if (kld_model_open(opt->path, NULL, &m, &err) != KLD_OK) return json_pack("{s:s}", "error", err.msg);
+    if (kld_model_open(path, NULL, &m, &err) != KLD_OK) return json_pack("{s:s}", "error", err.msg);
     int64_t ctx = opt->ctx > 0 ? opt->ctx : kld_model_hparams(m)->n_ctx_train;
     /* the default chunk never exceeds the context (small models train on 128) */
     int64_t chunk = opt->chunk > 0 ? opt->chunk : ctx < 512 ? ctx : 512;
     kld_levers lv;
     kld_levers_default(&lv);
-    kld_status st = opt->levers ? kld_levers_parse(opt->levers, &lv, &err) : KLD_OK;
-    if (!st) st = kld_mem_plan_compute_levers(m, ctx, chunk, opt->threads, &lv, &p, &err);
+    kld_status st = kld_mem_plan_compute_levers(m, ctx, chunk, opt->threads, opt->levers ? opt->levers : &lv,
+                                                &p, &err);
     kld_model_close(m);
     if (st) return json_pack("{s:s}", "error", err.msg);
     return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
@@ -175,7 +177,7 @@ static json_t *plan_json(const inspect_options *opt) {
                      (json_int_t)p.arena_bytes, "logits_bytes", (json_int_t)p.logits_bytes);
 }
 
-json_t *inspect_facts(const kld_source *src, const inspect_options *opt) {
+static json_t *source_facts(const kld_source *src, const char *model_path, const kld_inspect_options *opt) {
     json_t *f = json_object();
     json_object_set_new(f, "path", json_string(src->path));
     json_object_set_new(f, "format", json_string(kld_format_name(src->format)));
@@ -215,190 +217,125 @@ json_t *inspect_facts(const kld_source *src, const inspect_options *opt) {
     if (opt->tensors) json_object_set_new(f, "tensors", table);
     else json_decref(table);
     json_object_set_new(f, "tokenizer", tokenizer_json(src));
-    if (opt->plan) json_object_set_new(f, "plan", plan_json(opt));
+    if (opt->plan) json_object_set_new(f, "plan", plan_json(model_path, opt));
     if (opt->meta) json_object_set_new(f, "metadata", meta_json(src));
     return f;
 }
 
-static void print_hparams(FILE *out, const json_t *hp) {
-    const json_t *e = json_object_get(hp, "error");
-    if (e) {
-        fprintf(out, "%-14s %s\n", "hparams", json_string_value(e));
-        return;
-    }
-    fprintf(out, "%-14s %s", "arch", json_string_value(json_object_get(hp, "arch")));
-    const char *name = json_string_value(json_object_get(hp, "name"));
-    if (name && *name) fprintf(out, "  (%s)", name);
-    fputc('\n', out);
-    static const char *ints[] = {"n_embd", "n_layer", "n_head", "n_head_kv", "head_dim",
-                                 "n_ff", "n_vocab", "n_ctx_train", "n_rot", "sliding_window",
-                                 "n_expert", "n_expert_used", "n_ff_exp", "n_ff_shexp"};
-    fprintf(out, "%-14s", "shape");
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        const json_t *v = json_object_get(hp, ints[i]);
-        if (v) fprintf(out, " %s=%" JSON_INTEGER_FORMAT, ints[i], json_integer_value(v));
-    }
-    fprintf(out, "\n%-14s type=%s base=%g scale=%g scaling=%s\n", "rope",
-            json_string_value(json_object_get(hp, "rope_type")),
-            json_real_value(json_object_get(hp, "rope_freq_base")),
-            json_real_value(json_object_get(hp, "rope_freq_scale")),
-            json_string_value(json_object_get(hp, "rope_scaling")));
-    fprintf(out, "%-14s eps=%g tied_output=%s", "norm", json_real_value(json_object_get(hp, "norm_eps")),
-            json_is_true(json_object_get(hp, "tied_output")) ? "yes" : "no");
-    const json_t *sc = json_object_get(hp, "attn_softcap");
-    if (sc) fprintf(out, " attn_softcap=%g", json_real_value(sc));
-    sc = json_object_get(hp, "final_softcap");
-    if (sc) fprintf(out, " final_softcap=%g", json_real_value(sc));
-    fputc('\n', out);
-    const json_t *swa = json_object_get(hp, "swa_layers"), *gating = json_object_get(hp, "moe_gating");
-    fprintf(out, "%-14s ffn %s", "features", json_string_value(json_object_get(hp, "ffn_act")));
-    if (json_is_true(json_object_get(hp, "attn_sinks"))) fprintf(out, ", attention sinks");
-    if (swa) fprintf(out, ", sliding layers %s (s: window)", json_string_value(swa));
-    if (gating) fprintf(out, ", experts %s%s", json_string_value(gating),
-                        json_is_true(json_object_get(hp, "moe_biases")) ? " with biases" : "");
-    const json_t *wsc = json_object_get(hp, "moe_w_scale"), *lead = json_object_get(hp, "n_layer_dense_lead");
-    if (wsc) fprintf(out, " x %g", json_real_value(wsc));
-    if (lead) fprintf(out, ", %" JSON_INTEGER_FORMAT " leading dense layer(s)", json_integer_value(lead));
-    fputc('\n', out);
-    const json_t *kinds = json_object_get(hp, "layer_kinds");
-    const json_t *dn = json_object_get(hp, "deltanet");
-    if (kinds && dn) /* Qwen3-Next */
-        fprintf(out, "%-14s %s (a attention, d gated DeltaNet: conv %" JSON_INTEGER_FORMAT ", %"
-                JSON_INTEGER_FORMAT " q/k heads × %" JSON_INTEGER_FORMAT ", %" JSON_INTEGER_FORMAT
-                " v heads × %" JSON_INTEGER_FORMAT ")\n", "layers", json_string_value(kinds),
-                json_integer_value(json_object_get(dn, "conv_kernel")),
-                json_integer_value(json_object_get(dn, "n_k_heads")),
-                json_integer_value(json_object_get(dn, "head_k")),
-                json_integer_value(json_object_get(dn, "n_v_heads")),
-                json_integer_value(json_object_get(dn, "head_v")));
-    else if (kinds)
-        fprintf(out, "%-14s %s (a attention, c short convolution of width %" JSON_INTEGER_FORMAT ")\n",
-                "layers", json_string_value(kinds),
-                json_integer_value(json_object_get(hp, "shortconv_l_cache")));
-}
-
-static void print_value(FILE *out, const json_t *v) {
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (s && strlen(s) > 160) strcpy(s + 150, "…");
-    fprintf(out, "%s", s ? s : "?");
-    free(s);
-}
-
-static void print_tokenizer(FILE *out, const json_t *t) {
-    if (!t) return;
-    const json_t *e = json_object_get(t, "error");
-    if (e) {
-        fprintf(out, "%-14s none: %s\n", "tokenizer", json_string_value(e));
-        return;
-    }
-    fprintf(out, "%-14s %s from %s, %" JSON_INTEGER_FORMAT " tokens, bos %" JSON_INTEGER_FORMAT
-                 " eos %" JSON_INTEGER_FORMAT " unk %" JSON_INTEGER_FORMAT " pad %" JSON_INTEGER_FORMAT
-                 ", adds bos %s eos %s\n",
-            "tokenizer", json_string_value(json_object_get(t, "kind")),
-            json_string_value(json_object_get(t, "source")), json_integer_value(json_object_get(t, "n_vocab")),
-            json_integer_value(json_object_get(t, "bos_id")), json_integer_value(json_object_get(t, "eos_id")),
-            json_integer_value(json_object_get(t, "unk_id")), json_integer_value(json_object_get(t, "pad_id")),
-            json_is_true(json_object_get(t, "add_bos")) ? "yes" : "no",
-            json_is_true(json_object_get(t, "add_eos")) ? "yes" : "no");
-    const char *pre = json_string_value(json_object_get(t, "pre"));
-    fprintf(out, "%-14s pre-tokenizer %s, %" JSON_INTEGER_FORMAT " merges, %" JSON_INTEGER_FORMAT
-                 " added tokens (%" JSON_INTEGER_FORMAT " special)\n",
-            "", pre && *pre ? pre : "-", json_integer_value(json_object_get(t, "n_merges")),
-            json_integer_value(json_object_get(t, "n_added")), json_integer_value(json_object_get(t, "n_special")));
-}
-
-static void print_plan(FILE *out, const json_t *p) {
-    if (!p) return;
-    const json_t *e = json_object_get(p, "error");
-    if (e) {
-        fprintf(out, "%-14s %s\n", "memory plan", json_string_value(e));
-        return;
-    }
-    char b[32];
-    fprintf(out, "memory plan    n_ctx %" JSON_INTEGER_FORMAT ", chunk %" JSON_INTEGER_FORMAT
-                 ", %" JSON_INTEGER_FORMAT " threads\n",
-            json_integer_value(json_object_get(p, "n_ctx")), json_integer_value(json_object_get(p, "max_chunk")),
-            json_integer_value(json_object_get(p, "threads")));
-    static const char *rows[][2] = {{"weights_bytes", "weights"},
-                                    {"model_bytes", "norms/biases (f32)"},
-                                    {"kv_bytes", "KV cache"},
-                                    {"recurrent_bytes", "recurrent state"},
-                                    {"act_bytes", "activations"},
-                                    {"scratch_bytes", "per-thread scratch"},
-                                    {"arena_bytes", "session arena total"},
-                                    {"logits_bytes", "logits per chunk"}};
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        /* only hybrid models have a recurrent state */
-        if (!strcmp(rows[i][0], "recurrent_bytes") && !json_integer_value(json_object_get(p, rows[i][0])))
-            continue;
-        fprintf(out, "  %-22s %12s", rows[i][1],
-                kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, rows[i][0])), b, sizeof b));
-        if (!strcmp(rows[i][0], "weights_bytes")) fprintf(out, "  (mmapped; the SIMD kernels repack " KLD_REPACKED_TYPES ")");
-        if (!strcmp(rows[i][0], "kv_bytes"))
-            fprintf(out, "  (%s, %s per token)", json_string_value(json_object_get(p, "kv_type")),
-                    kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, "kv_token_bytes")),
-                                     b, sizeof b));
-        fprintf(out, "\n");
-    }
-}
-
-void inspect_print_text(FILE *out, const json_t *f) {
-    char b1[32], b2[32];
-    fprintf(out, "%-14s %s\n", "file", json_string_value(json_object_get(f, "path")));
-    fprintf(out, "%-14s %s", "format", json_string_value(json_object_get(f, "format")));
-    const json_t *ver = json_object_get(f, "version");
-    if (ver) fprintf(out, " v%" JSON_INTEGER_FORMAT, json_integer_value(ver));
-    fprintf(out, "  (%s on disk)\n",
-            kld_format_bytes((uint64_t)json_integer_value(json_object_get(f, "file_bytes")), b1, sizeof b1));
-    print_hparams(out, json_object_get(f, "hparams"));
-    json_int_t np = json_integer_value(json_object_get(f, "n_params"));
-    fprintf(out, "%-14s %" JSON_INTEGER_FORMAT " in %" JSON_INTEGER_FORMAT " tensors\n", "parameters",
-            np, json_integer_value(json_object_get(f, "n_tensors")));
-    fprintf(out, "%-14s %s, %.3f bits per weight\n", "weights",
-            kld_format_bytes((uint64_t)json_integer_value(json_object_get(f, "weight_bytes")), b2, sizeof b2),
-            json_real_value(json_object_get(f, "bits_per_weight")));
-    const char *tn;
-    json_t *h;
-    fprintf(out, "%-14s %-8s %8s %14s %12s  %s\n", "types", "type", "tensors", "params", "bytes",
-            "% of params");
-    json_object_foreach((json_t *)json_object_get(f, "types"), tn, h) {
-        json_int_t p = json_integer_value(json_object_get(h, "params"));
-        fprintf(out, "%-14s %-8s %8" JSON_INTEGER_FORMAT " %14" JSON_INTEGER_FORMAT " %12s  %5.1f%%\n", "", tn, /* share of parameters */
-                json_integer_value(json_object_get(h, "tensors")), p,
-                kld_format_bytes((uint64_t)json_integer_value(json_object_get(h, "bytes")), b1, sizeof b1),
-                np ? 100.0 * (double)p / (double)np : 0.0);
-    }
-    print_tokenizer(out, json_object_get(f, "tokenizer"));
-    print_plan(out, json_object_get(f, "plan"));
-    const json_t *tensors = json_object_get(f, "tensors");
-    if (tensors) {
-        fprintf(out, "\n%-40s %-8s %-24s %12s\n", "tensor", "type", "shape (ne0, ne1, …)", "bytes");
-        size_t i;
-        const json_t *t;
-        json_array_foreach(tensors, i, t) {
-            char shape[96] = "", part[32];
-            size_t k;
-            const json_t *d;
-            json_array_foreach(json_object_get(t, "shape"), k, d) {
-                snprintf(part, sizeof part, k ? " × %" JSON_INTEGER_FORMAT : "%" JSON_INTEGER_FORMAT,
-                         json_integer_value(d));
-                strncat(shape, part, sizeof shape - strlen(shape) - 1);
-            }
-            fprintf(out, "%-40s %-8s %-24s %12" JSON_INTEGER_FORMAT "\n",
-                    json_string_value(json_object_get(t, "name")),
-                    json_string_value(json_object_get(t, "type")), shape,
-                    json_integer_value(json_object_get(t, "bytes")));
+/* The policy's result: types, bytes, bits per weight, fallbacks. */
+static json_t *policy_json(const char *policy, const kld_quant_plan *p) {
+    json_t *types = json_object(), *fallbacks = json_array();
+    for (size_t i = 0; i < p->n; i++) {
+        const kld_quant_item *it = &p->items[i];
+        char b[16];
+        const char *tn = kld_type_name(it->dst_type, b);
+        json_t *c = json_object_get(types, tn);
+        json_object_set_new(types, tn, json_integer(c ? json_integer_value(c) + 1 : 1));
+        if (it->fallback) {
+            char w[16];
+            json_array_append_new(fallbacks, json_pack("{s:s,s:I,s:s,s:s}", "tensor", it->name,
+                                                       "columns", (json_int_t)it->t->ne[0],
+                                                       "wanted", kld_type_name(it->wanted_type, w),
+                                                       "type", tn));
         }
     }
-    const json_t *meta = json_object_get(f, "metadata");
-    if (meta) {
-        fprintf(out, "\nmetadata\n");
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)meta, k, v) {
-            fprintf(out, "  %-44s ", k);
-            print_value(out, v);
-            fputc('\n', out);
+    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:o,s:o}", "policy", policy, "bits_per_weight",
+                     kld_quant_plan_bpw(p), "bytes", (json_int_t)p->dst_bytes, "stored_bytes",
+                     (json_int_t)p->src_bytes, "requantized", p->n_requant, "types", types,
+                     "fallbacks", fallbacks);
+}
+
+/* An adapter's facts as JSON. */
+static json_t *adapter_facts_json(const kld_adapter_facts *a) {
+    json_t *classes = json_object();
+    for (int k = 0; k < a->n_classes; k++)
+        json_object_set_new(classes, a->class_name[k], json_integer(a->class_count[k]));
+    json_t *o = json_pack("{s:s,s:s,s:o,s:s,s:I,s:I,s:o,s:f,s:f,s:f,s:I,s:o,s:I,s:I,s:I}",
+                          "spec", a->spec, "file", a->file, "config",
+                          a->config ? json_string(a->config) : json_null(), "format",
+                          a->peft ? "peft" : "gguf", "rank", (json_int_t)a->rank_max, "rank_min",
+                          (json_int_t)a->rank_min, "alpha",
+                          a->has_alpha ? json_real(a->alpha) : json_null(), "user_scale",
+                          (double)a->user_scale, "scale", (double)a->scale_max, "scale_min",
+                          (double)a->scale_min, "n_targets", (json_int_t)a->n_targets, "classes",
+                          classes, "n_params", (json_int_t)a->n_params, "stored_bytes",
+                          (json_int_t)a->stored_bytes, "file_bytes", (json_int_t)a->file_bytes);
+    return o;
+}
+
+/* The adapter bound to the base model (without the policy: the policy
+ * keeps every shape, so binding checks the same). */
+static kld_status adapter_json(const char *model_path, const char *adapter, json_t **out, kld_error *err) {
+    kld_model *m = NULL;
+    kld_status st = kld_model_open(model_path, NULL, &m, err);
+    if (st) return st;
+    kld_adapter_facts af;
+    if (!(st = kld_model_attach_adapter(m, adapter, err))) {
+        if (!kld_model_adapter_facts(m, &af)) st = kld_fail(err, KLD_ERR_ARG, "%s: no adapter attached", adapter);
+        else if (!(*out = adapter_facts_json(&af))) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    kld_model_close(m);
+    return st;
+}
+
+/* A dump directory (kldeval dump, or another engine writing docs/dump-format.md). */
+bool kld_inspect_is_dump(const char *path) {
+    char m[4200];
+    struct stat sb;
+    snprintf(m, sizeof m, "%s/manifest.json", path);
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && stat(m, &sb) == 0;
+}
+
+kld_status kld_inspect_model(const char *path, const kld_inspect_options *opt, kld_inspect *out,
+                             kld_error *err) {
+    memset(out, 0, sizeof *out);
+    /* MODEL[@POLICY]+ADAPTER[:SCALE]: the facts are the left part's */
+    const char *full = path, *adapter = NULL;
+    kld_status st = kld_model_split_adapter(path, &out->left, &adapter, err);
+    if (st) return st;
+    if (out->left) path = out->left;
+    /* MODEL@POLICY (the engine's rule): the source is the part before '@' */
+    struct stat sb;
+    const char *at = strrchr(path, '@');
+    char base[4096];
+    const char *src_path = path;
+    if (at && at[1] && stat(path, &sb) != 0 && (size_t)(at - path) < sizeof base) {
+        snprintf(base, sizeof base, "%.*s", (int)(at - path), path);
+        if (stat(base, &sb) == 0) src_path = base;
+    }
+    kld_source *src;
+    if ((st = kld_source_open(src_path, &src, err))) return kld_inspect_free(out), st;
+    json_t *adapter_facts = NULL;
+    if (adapter && (st = adapter_json(src_path, adapter, &adapter_facts, err))) {
+        kld_error_prefix(err, "%s", full); /* as MODEL+ADAPTER's errors read in kl */
+        kld_source_close(src);
+        kld_inspect_free(out);
+        return st;
+    }
+    /* the policy's plan, without quantizing anything */
+    if (src_path != path) {
+        kld_hparams hp;
+        out->policy = at + 1;
+        if ((st = kld_hparams_read(src, &hp, err)) || (st = kld_quant_view_open(out->policy, src, &hp, &out->view, err))) {
+            kld_error_prefix(err, "%s@%s", src_path, out->policy);
+            out->policy = NULL;
+            kld_source_close(src);
+            json_decref(adapter_facts);
+            kld_inspect_free(out);
+            return st;
         }
     }
+    out->facts = source_facts(src, src_path, opt);
+    kld_source_close(src);
+    if (!out->facts) return json_decref(adapter_facts), kld_inspect_free(out), kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    if (out->policy) json_object_set_new(out->facts, "policy", policy_json(out->policy, &out->view.plan));
+    if (adapter_facts) json_object_set_new(out->facts, "adapter", adapter_facts);
+    return KLD_OK;
+}
+
+void kld_inspect_free(kld_inspect *in) {
+    json_decref(in->facts);
+    if (in->policy) kld_quant_view_close(&in->view);
+    free(in->left);
+    memset(in, 0, sizeof *in);
 }
