@@ -21,15 +21,16 @@
  * the line. */
 kld_status kld_cap_read_jsonl(const char *path, json_t **out, kld_error *err);
 /* Reads a whole file (gzip when the name ends in .gz), NUL-terminated. */
+kld_status kld_cap_read_file(const char *path, char **out, size_t *len, kld_error *err);
+
 /* The capability data folder: given (--data), else data/capability found
  * as kld_data_path finds data (beside the installed binary, the source
  * tree, the install prefix); the error names every place looked. */
 kld_status kld_cap_data_dir(const char *given, char *out, size_t size, kld_error *err);
 /* Every file the listed tasks ("all", or "gsm8k,mmlu") read is there and
- * readable: checked before any model is loaded. */
+ * readable (MMLU: its test and dev folders hold subject CSVs): checked
+ * before any model is loaded. */
 kld_status kld_cap_data_check(const char *dir, const char *tasks, kld_error *err);
-
-kld_status kld_cap_read_file(const char *path, char **out, size_t *len, kld_error *err);
 
 /* ---- GSM8K ---- */
 

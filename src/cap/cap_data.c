@@ -1,14 +1,18 @@
-/* cap_data.c — reading the task files: whole files (plain or gzip, as
- * HumanEval ships) and JSON Lines with errors naming file and line. */
+/* cap_data.c — the task data: reading the task files (whole files, plain
+ * or gzip as HumanEval ships, and JSON Lines with errors naming file and
+ * line), where the data folder is (--data, else the shipped data/capability
+ * found by kld_data_path) and the check, before any model loads, that it
+ * holds what the chosen tasks read. */
 #include "cap/cap.h"
 
 #include "common/data_path.h"
-#include <unistd.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
+#include <unistd.h>
 #include <zlib.h>
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -131,10 +135,12 @@ kld_status kld_cap_data_dir(const char *given, char *out, size_t size, kld_error
     return KLD_OK;
 }
 
-/* The files a task reads (relative to the data folder); bfcl's four categories. */
+/* The files a task reads (relative to the data folder); bfcl's four
+ * categories. FOLDER/PATTERN, PATTERN an asterisk and a suffix: the folder
+ * holds at least one file whose name ends in the suffix (MMLU's subjects). */
 static const char *const task_files[][9] = {
     {"gsm8k", "gsm8k/test.jsonl", NULL},
-    {"mmlu", "mmlu/test", "mmlu/dev", NULL},
+    {"mmlu", "mmlu/test/*_test.csv", "mmlu/dev/*_dev.csv", NULL},
     {"ifeval", "ifeval/input_data.jsonl", NULL},
     {"humaneval", "humaneval/HumanEval.jsonl.gz", NULL},
     {"bfcl", "bfcl/BFCL_v4_simple_python.json", "bfcl/BFCL_v4_simple_java.json",
@@ -157,16 +163,34 @@ static bool listed(const char *tasks, const char *task) {
     return false;
 }
 
+/* Whether the folder holds a file whose name ends in suffix. */
+static bool holds_suffix(const char *folder, const char *suffix) {
+    DIR *d = opendir(folder);
+    size_t sl = strlen(suffix);
+    bool found = false;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        found = l > sl && !strcmp(e->d_name + l - sl, suffix);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
 kld_status kld_cap_data_check(const char *dir, const char *tasks, kld_error *err) {
     char path[4400];
     for (size_t t = 0; t < sizeof task_files / sizeof task_files[0]; t++) {
         if (!listed(tasks, task_files[t][0])) continue;
         for (int f = 1; f < 9 && task_files[t][f]; f++) {
-            snprintf(path, sizeof path, "%s/%s", dir, task_files[t][f]);
+            const char *rel = task_files[t][f], *star = strchr(rel, '*');
+            int len = star ? (int)(star - rel - 1) : (int)strlen(rel);
+            snprintf(path, sizeof path, "%s/%.*s", dir, len, rel);
             if (access(path, R_OK) != 0)
                 return kld_fail(err, KLD_ERR_IO, "%s: %s's data: cannot read it: %s (the capability "
                                 "data folder %s; --data DIR)", path, task_files[t][0],
                                 strerror(errno), dir);
+            if (star && !holds_suffix(path, star + 1))
+                return kld_fail(err, KLD_ERR_IO, "%s: %s's data: holds no %s file (the capability data "
+                                "folder %s; --data DIR)", path, task_files[t][0], star, dir);
         }
     }
     return KLD_OK;
