@@ -107,9 +107,19 @@ static void test_errors(void) {
     CHECK(run("kl --ref a --arm b --ctx 1") == 2, "--ctx 1 refused");
     CHECK(run("kl --ref a --arm b --chunking nope") == 2, "bad --chunking refused");
     CHECK(run("kl --ref /nonexistent.gguf --arm /nonexistent.gguf") == 1, "missing model exits 1");
-    snprintf(args, sizeof args, "kl --ref %s/models/rand-llama/f16.gguf --arm %s/models/rand-llama/f16.gguf "
-             "--corpus /nonexistent.txt", KT_SHARED, KT_SHARED);
-    CHECK(run(args) == 1, "missing corpus exits 1");
+    /* a missing corpus is found before any model loads (the models' paths do not exist either) */
+    char err_path[600];
+    snprintf(err_path, sizeof err_path, "%s/cli_kl_corpus.err", kt_build_dir());
+    snprintf(args, sizeof args, "kl --ref /nonexistent-ref.gguf --arm /nonexistent-arm.gguf "
+             "--corpus /nonexistent.txt 2>'%s'", err_path);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s", kldeval, args);
+    int st = system(cmd);
+    char *msg = kt_read_file(err_path, NULL);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2 && msg && strstr(msg, "--corpus /nonexistent.txt") &&
+              !strstr(msg, "nonexistent-ref"),
+          "a missing corpus exits 2 before the models load: %s", msg ? msg : "");
+    free(msg);
     CHECK(run("kl --help") == 0, "--help exits 0");
 }
 

@@ -6,6 +6,7 @@
 #include "eval/arm.h"
 #include "eval/dump_shard.h"
 #include "eval/head.h"
+#include "eval/outputs.h"
 #include "tensor/types.h"
 #include "store/dump.h"
 #include "store/lcpp_base.h"
@@ -375,7 +376,8 @@ kld_status kld_dump_check(const kld_dump_config *c, kld_error *err) {
                         c->format_version);
     if (!c->hidden && (c->top_k < 1 || c->top_k > KLD_DUMP_MAX_TOPK))
         return kld_fail(err, KLD_ERR_ARG, "--top-k %d outside 1..%d", (int)c->top_k, KLD_DUMP_MAX_TOPK);
-    return KLD_OK;
+    if ((st = kld_input_check("--corpus", c->corpus_path, err))) return st;
+    return kld_input_check("--ids-file", c->ids_path, err);
 }
 
 /* What the run database keeps of a dump: the model as every arm describes

@@ -441,6 +441,10 @@ kld_status kld_kl_check_outputs(const kld_kl_config *c, const char *const *what,
     if ((st = kld_arm_spec_parse(&c->ref, "reference", &p[0], err)) ||
         (st = kld_arm_spec_parse(&c->arm, "arm", &p[1], err)))
         return st;
+    /* the corpus readable now, not after both models have loaded */
+    if ((st = kld_input_check("--corpus", c->corpus_path, err)) ||
+        (st = kld_input_check("--ids-file", c->ids_path, err)))
+        return st;
     /* the inputs: both arms' files, the corpus, and the levers' files */
     const char *files[32] = {c->ref.path, c->arm.path, c->corpus_path, c->ids_path};
     int n_files = 4;

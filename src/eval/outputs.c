@@ -140,6 +140,15 @@ static bool probe_write(const char *path, bool exists, char *why, size_t n) {
     return true;
 }
 
+kld_status kld_input_check(const char *what, const char *path, kld_error *err) {
+    struct stat sb;
+    if (!path) return KLD_OK;
+    if (stat(path, &sb) != 0 || access(path, R_OK) != 0)
+        return kld_fail(err, KLD_ERR_IO, "%s %s: %s", what, path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return kld_fail(err, KLD_ERR_IO, "%s %s: is a folder, not a file", what, path);
+    return KLD_OK;
+}
+
 kld_status kld_output_check(const char *what, const char *path, const char *const *inputs,
                             int n_inputs, kld_error *err) {
 

@@ -16,6 +16,10 @@
 kld_status kld_output_check(const char *what, const char *path, const char *const *inputs,
                             int n_inputs, kld_error *err);
 
+/* An input file (a corpus, an ids file) that must be readable, checked
+ * before any model loads; path NULL: nothing to check. "<what> <path>: why". */
+kld_status kld_input_check(const char *what, const char *path, kld_error *err);
+
 /* The same for an output folder (a dump): an existing folder gets a file
  * created and removed in it, a missing one is created and removed. */
 kld_status kld_output_dir_check(const char *what, const char *dir, kld_error *err);
