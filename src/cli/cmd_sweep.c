@@ -1,12 +1,10 @@
 /* cmd_sweep.c — `kldeval sweep`: which tensors deserve more bits. The
- * reference is forwarded once into a saved teacher; then one arm per group
- * of tensors (layers, tensor classes, or both) is scored against it, with
- * only that group at the base policy's types (--invert: only that group
- * raised), ranked by the paired KLD difference; --budget proposes, and
- * measures, a policy that fits a bits-per-weight budget. */
+ * flags, the table and the JSON; the groups, their arms, the ranking and
+ * the budget's proposal are the library's (eval/sweep_groups.h). */
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/sweep_cli.h"
+#include "eval/sweep_groups.h"
 #include "engine/engine.h"
 #include "quant/quant.h"
 #include "report/report.h"
@@ -54,9 +52,9 @@ SWEEP_RECORD_HELP
 
 typedef struct sweep_cli {
     kld_sweep_cli_common k;
-    const char *base, *upgrade, *json_path;
-    kld_group_kind kind;
-    bool invert, has_budget;
+    kld_sweep_groups_config g; /* g.model: the teacher's model, set after parsing */
+    const char *json_path;
+    bool has_budget;
     double budget;
 } sweep_cli;
 
@@ -70,7 +68,7 @@ static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
             *rc = 0;
             return false;
         }
-        if (!strcmp(a, "--invert")) { s->invert = true; continue; }
+        if (!strcmp(a, "--invert")) { s->g.invert = true; continue; }
         int c = kld_sweep_cli_flag("sweep", argc, argv, &i, &s->k);
         if (c == 1) continue;
         if (c == 0) return false;
@@ -79,15 +77,15 @@ static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
             return false;
         }
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
-        if (!strcmp(a, "--base")) s->base = v;
-        else if (!strcmp(a, "--upgrade")) s->upgrade = strcmp(v, "keep") ? v : NULL;
+        if (!strcmp(a, "--base")) s->g.base = v;
+        else if (!strcmp(a, "--upgrade")) s->g.upgrade = strcmp(v, "keep") ? v : NULL;
         else if (!strcmp(a, "--json")) s->json_path = v;
         else if (!strcmp(a, "--groups")) {
-            if (!strcmp(v, "layers")) s->kind = KLD_GROUPS_LAYERS;
-            else if (!strcmp(v, "classes")) s->kind = KLD_GROUPS_CLASSES;
+            if (!strcmp(v, "layers")) s->g.kind = KLD_GROUPS_LAYERS;
+            else if (!strcmp(v, "classes")) s->g.kind = KLD_GROUPS_CLASSES;
             else if (!strcmp(v, "layers×classes") || !strcmp(v, "layersxclasses") ||
                      !strcmp(v, "layers*classes"))
-                s->kind = KLD_GROUPS_LAYERS_CLASSES;
+                s->g.kind = KLD_GROUPS_LAYERS_CLASSES;
             else {
                 fprintf(stderr, "kldeval sweep: --groups expects layers, classes or layers×classes, got '%s'\n", v);
                 return false;
@@ -102,7 +100,7 @@ static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
             s->has_budget = true;
         }
     }
-    if (!s->k.teacher.model_path || !s->base) {
+    if (!s->k.teacher.model_path || !s->g.base) {
         fprintf(stderr, "kldeval sweep: --ref MODEL and --base POLICY are required (see --help)\n");
         return false;
     }
@@ -112,137 +110,6 @@ static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
         return false;
     }
     return kld_sweep_cli_check("sweep", &s->k, s->json_path);
-}
-
-/* The groups with their bytes at the base (lo) and at the upgrade (hi). */
-typedef struct group_plan {
-    kld_source *src;
-    kld_hparams hp;
-    kld_quant_view base_view;
-    kld_quant_group *lo, *hi;
-    size_t n;
-    bool have_view;
-} group_plan;
-
-static kld_status plan_groups(const sweep_cli *s, group_plan *g, kld_error *err) {
-    const char *model = s->k.teacher.model_path;
-    kld_status st = kld_source_open(model, &g->src, err);
-    if (!st) st = kld_hparams_read(g->src, &g->hp, err);
-    if (!st) st = kld_quant_view_open(s->base, g->src, &g->hp, &g->base_view, err);
-    if (st) return st;
-    g->have_view = true;
-    if ((st = kld_quant_groups(&g->base_view.plan, s->kind, &g->lo, &g->n, err))) return st;
-    if (g->n == 0) return kld_fail(err, KLD_ERR_ARG, "%s: no tensor the policy %s can quantize", model, s->base);
-    g->hi = calloc(g->n, sizeof *g->hi);
-    if (!g->hi) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < g->n; i++) {
-        g->hi[i] = g->lo[i];
-        g->hi[i].base_bytes = g->lo[i].keep_bytes;
-    }
-    if (!s->upgrade) return KLD_OK;
-    /* the groups' bytes at the upgrade type: the same groups of that policy's plan */
-    kld_quant_view up;
-    if ((st = kld_quant_view_open(s->upgrade, g->src, &g->hp, &up, err))) return st;
-    kld_quant_group *u = NULL;
-    size_t nu = 0;
-    st = kld_quant_groups(&up.plan, s->kind, &u, &nu, err);
-    for (size_t i = 0; !st && i < g->n; i++) {
-        size_t j = 0;
-        while (j < nu && strcmp(u[j].selector, g->lo[i].selector)) j++;
-        if (j == nu) st = kld_fail(err, KLD_ERR_ARG, "--upgrade %s: group %s has no tensor to raise", s->upgrade, g->lo[i].selector);
-        else g->hi[i].base_bytes = u[j].base_bytes;
-    }
-    free(u);
-    kld_quant_view_close(&up);
-    return st;
-}
-
-static void plan_free(group_plan *g) {
-    free(g->lo);
-    free(g->hi);
-    if (g->have_view) kld_quant_view_close(&g->base_view);
-    if (g->src) kld_source_close(g->src);
-}
-
-/* MODEL@POLICY strings of the arms, owned by an array freed at the end. */
-static char *arm_model(const char *model, const char *policy) {
-    size_t n = strlen(model) + strlen(policy) + 2;
-    char *p = malloc(n);
-    if (p) snprintf(p, n, "%s@%s", model, policy);
-    return p;
-}
-
-typedef struct sweep_arms {
-    kld_sweep_arm *a;
-    char **owned;
-    size_t n, n_owned;
-    long base, all_high; /* indices of the all-base and all-high arms (-1: none) */
-} sweep_arms;
-
-static kld_status build_arms(const sweep_cli *s, const group_plan *g, sweep_arms *A, kld_error *err) {
-    size_t cap = g->n + 2;
-    A->a = calloc(cap, sizeof *A->a);
-    A->owned = calloc(2 * cap, sizeof *A->owned);
-    if (!A->a || !A->owned) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    const char *model = s->k.teacher.model_path;
-    char pol[4096];
-    A->base = A->all_high = -1;
-#define OWN(p) (A->owned[A->n_owned++] = (p))
-    A->base = (long)A->n;
-    A->a[A->n++] = (kld_sweep_arm){"all at base", OWN(arm_model(model, s->base)), NULL};
-    if (!s->invert && s->upgrade) {
-        snprintf(pol, sizeof pol, "%s,*=%s", s->base, s->upgrade);
-        A->all_high = (long)A->n;
-        A->a[A->n++] = (kld_sweep_arm){"all raised", OWN(arm_model(model, pol)), NULL};
-    }
-    for (size_t i = 0; i < g->n; i++) {
-        kld_status st = kld_quant_group_policy(s->base, &g->lo[i], s->invert, s->upgrade, pol, sizeof pol, err);
-        if (st) return st;
-        A->a[A->n++] = (kld_sweep_arm){g->lo[i].selector, OWN(arm_model(model, pol)), NULL};
-    }
-#undef OWN
-    for (size_t i = 0; i < A->n_owned; i++)
-        if (!A->owned[i]) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    return KLD_OK;
-}
-
-static void arms_free(sweep_arms *A) {
-    for (size_t i = 0; A->owned && i < A->n_owned; i++) free(A->owned[i]);
-    free(A->owned);
-    free(A->a);
-}
-
-/* One group's row, both deltas in one sense, what the higher precision of
- * the group buys: ΔKLD saved > 0 and top-1 gained > 0 mean the group
- * deserves it. */
-typedef struct group_result {
-    size_t group, arm;
-    kld_paired d_kld, d_top1;
-} group_result;
-
-static kld_status group_delta(const sweep_cli *s, const sweep_arms *A, const kld_sweep_result *r,
-                              size_t arm, group_result *out, kld_error *err) {
-    const kld_sweep_outcome *o = &r->arms[arm];
-    kld_status st = KLD_OK;
-    if (s->invert) { /* KLD(all base) − KLD(group raised) */
-        const kld_sweep_outcome *b = &r->arms[A->base];
-        if (!(st = kld_sweep_paired(b->res.stats, o->res.stats, KLD_PAIRED_KLD, &out->d_kld, err)))
-            st = kld_sweep_paired(o->res.stats, b->res.stats, KLD_PAIRED_TOP1, &out->d_top1, err);
-    } else if (A->all_high >= 0) { /* KLD(group low) − KLD(all raised) */
-        const kld_sweep_outcome *h = &r->arms[A->all_high];
-        if (!(st = kld_sweep_paired(o->res.stats, h->res.stats, KLD_PAIRED_KLD, &out->d_kld, err)))
-            st = kld_sweep_paired(h->res.stats, o->res.stats, KLD_PAIRED_TOP1, &out->d_top1, err);
-    } else { /* against the reference itself: KLD 0, top-1 1 */
-        out->d_kld = (kld_paired){o->sum.kld.mean, o->sum.kld.se, o->sum.n_positions, 0, 0};
-        out->d_top1 = (kld_paired){1.0 - o->sum.top1_agreement, o->sum.top1_se, o->sum.n_positions, 0, 0};
-    }
-    return st;
-}
-
-static int by_delta(const void *x, const void *y) {
-    const group_result *a = x, *b = y;
-    if (a->d_kld.mean != b->d_kld.mean) return a->d_kld.mean > b->d_kld.mean ? -1 : 1;
-    return a->group < b->group ? -1 : a->group > b->group;
 }
 
 static double arm_bpw(const kld_sweep_outcome *o) {
@@ -265,8 +132,8 @@ static json_t *paired_json(const kld_paired *p) {
                      "a_lower", (json_int_t)p->a_lower, "b_lower", (json_int_t)p->b_lower);
 }
 
-static json_t *sweep_json(const sweep_cli *s, const group_plan *g, const kld_sweep_result *r,
-                          const group_result *gr, size_t n_gr, json_t *proposal) {
+static json_t *sweep_json(const sweep_cli *s, const kld_sweep_groups *g, const kld_sweep_result *r,
+                          const kld_sweep_group_result *gr, size_t n_gr, json_t *proposal) {
     json_t *arms = json_array(), *ranked = json_array();
     for (size_t i = 0; i < r->n_done; i++)
         json_array_append_new(arms, kld_sweep_cli_arm_json(&r->arms[i], arm_bpw(&r->arms[i])));
@@ -279,84 +146,49 @@ static json_t *sweep_json(const sweep_cli *s, const group_plan *g, const kld_swe
                                                 paired_json(&gr[i].d_kld), "top1_gained", paired_json(&gr[i].d_top1)));
     }
     json_t *o = kld_sweep_cli_json_head("kldeval.sweep/1", &s->k, r);
-    json_object_set_new(o, "base", json_string(s->base));
-    json_object_set_new(o, "upgrade", json_string(s->upgrade ? s->upgrade : "keep"));
-    json_object_set_new(o, "groups", json_string(s->kind == KLD_GROUPS_LAYERS ? "layers"
-                                                 : s->kind == KLD_GROUPS_CLASSES ? "classes"
+    json_object_set_new(o, "base", json_string(s->g.base));
+    json_object_set_new(o, "upgrade", json_string(s->g.upgrade ? s->g.upgrade : "keep"));
+    json_object_set_new(o, "groups", json_string(s->g.kind == KLD_GROUPS_LAYERS ? "layers"
+                                                 : s->g.kind == KLD_GROUPS_CLASSES ? "classes"
                                                                                  : "layers×classes"));
-    json_object_set_new(o, "invert", json_boolean(s->invert));
+    json_object_set_new(o, "invert", json_boolean(s->g.invert));
     json_object_set_new(o, "arms", arms);
     json_object_set_new(o, "ranked", ranked);
     json_object_set_new(o, "proposal", proposal ? proposal : json_null());
     return o;
 }
 
-/* --budget: the proposed policy, checked against the model's real plan and
- * scored as one more arm. */
-static kld_status propose(const sweep_cli *s, const group_plan *g, const sweep_arms *A,
-                          kld_sweep_result *r, const group_result *gr, size_t n_gr,
-                          const kld_sweep_config *sc, json_t **out, kld_error *err) {
+/* --budget: the proposal, printed; its JSON. */
+static kld_status propose(const sweep_cli *s, const kld_sweep_groups *g, kld_sweep_result *r,
+                          const kld_sweep_group_result *gr, size_t n_gr, const kld_sweep_config *sc,
+                          json_t **out, kld_error *err) {
     *out = NULL;
-    kld_budget_item *items = calloc(g->n, sizeof *items);
-    if (!items) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    uint64_t grouped = 0;
-    for (size_t i = 0; i < n_gr; i++) {
-        size_t k = gr[i].group;
-        items[k] = (kld_budget_item){g->lo[k].selector, g->lo[k].base_bytes, g->hi[k].base_bytes,
-                                     gr[i].d_kld.mean};
-    }
-    for (size_t k = 0; k < g->n; k++) grouped += g->lo[k].base_bytes;
-    const kld_quant_plan *bp = &g->base_view.plan;
-    char policy[8192];
-    double bpw = 0;
-    size_t n_raised = 0;
-    kld_status st = kld_quant_budget(s->base, s->upgrade, items, g->n, bp->dst_bytes - grouped,
-                                     bp->n_params, s->budget, policy, sizeof policy, &bpw, &n_raised, err);
-    free(items);
-    if (st) return st;
-    kld_quant_view v;
-    if ((st = kld_quant_view_open(policy, g->src, &g->hp, &v, err))) return st;
-    double real_bpw = kld_quant_plan_bpw(&v.plan);
-    kld_quant_view_close(&v);
-    char *model = arm_model(s->k.teacher.model_path, policy);
-    if (!model) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    kld_sweep_arm arm = {"proposal", model, NULL};
-    st = kld_sweep_add(sc, r, &arm, 1, err);
-    free(model);
-    if (st || r->partial) return st;
-    const kld_sweep_outcome *p = &r->arms[r->n_done - 1], *b = &r->arms[A->base];
-    kld_paired d;
-    if ((st = kld_sweep_paired(p->res.stats, b->res.stats, KLD_PAIRED_KLD, &d, err))) return st;
+    kld_sweep_proposal p;
+    kld_status st = kld_sweep_groups_propose(&s->g, g, gr, n_gr, s->budget, sc, r, &p, err);
+    if (st || !p.arm) return st;
     printf("\nproposal for --budget %.4g bpw (%zu group%s raised to %s): %.4f bpw\n  %s\n", s->budget,
-           n_raised, n_raised == 1 ? "" : "s", s->upgrade ? s->upgrade : "the stored types", real_bpw, policy);
+           p.n_raised, p.n_raised == 1 ? "" : "s", s->g.upgrade ? s->g.upgrade : "the stored types", p.bpw,
+           p.policy);
     printf("  KLD %.6f ± %.6f against the all-base arm's %.6f (paired difference %+.6f ± %.6f)\n",
-           p->sum.kld.mean, p->sum.kld.se, b->sum.kld.mean, d.mean, d.se);
-    *out = json_pack("{s:f,s:s,s:f,s:I,s:f,s:f,s:o}", "budget_bpw", s->budget, "policy", policy, "bpw",
-                     real_bpw, "groups_raised", (json_int_t)n_raised, "kld_mean", p->sum.kld.mean,
-                     "kld_stderr", p->sum.kld.se, "d_kld_vs_base", paired_json(&d));
+           p.arm->sum.kld.mean, p.arm->sum.kld.se, p.base->sum.kld.mean, p.d_kld_vs_base.mean,
+           p.d_kld_vs_base.se);
+    *out = json_pack("{s:f,s:s,s:f,s:I,s:f,s:f,s:o}", "budget_bpw", s->budget, "policy", p.policy, "bpw",
+                     p.bpw, "groups_raised", (json_int_t)p.n_raised, "kld_mean", p.arm->sum.kld.mean,
+                     "kld_stderr", p.arm->sum.kld.se, "d_kld_vs_base", paired_json(&p.d_kld_vs_base));
     return KLD_OK;
 }
 
-static int report(const sweep_cli *s, const group_plan *g, const sweep_arms *A, kld_sweep_result *r,
+static int report(const sweep_cli *s, const kld_sweep_groups *g, kld_sweep_result *r,
                   const kld_sweep_config *sc) {
     kld_error err = {0};
     size_t n_gr = 0;
-    group_result *gr = calloc(g->n, sizeof *gr);
-    if (!gr) return 1;
-    kld_status st = KLD_OK;
-    size_t first_group = (size_t)(A->all_high >= 0 ? A->all_high : A->base) + 1;
-    for (size_t arm = first_group; !st && arm < r->n_done; arm++) {
-        memset(&gr[n_gr], 0, sizeof gr[n_gr]);
-        gr[n_gr].group = arm - first_group;
-        gr[n_gr].arm = arm;
-        st = group_delta(s, A, r, arm, &gr[n_gr], &err);
-        n_gr++;
-    }
-    qsort(gr, n_gr, sizeof *gr, by_delta);
+    kld_sweep_group_result *gr = NULL;
+    kld_status st = kld_sweep_groups_rank(&s->g, g, r, &gr, &n_gr, &err);
+    size_t first_group = kld_sweep_groups_first(g);
     kld_sweep_cli_print_head(&s->k, r);
-    printf("base %s, raised to %s, groups %s%s\n\n", s->base, s->upgrade ? s->upgrade : "the stored types",
-           s->kind == KLD_GROUPS_LAYERS ? "layers" : s->kind == KLD_GROUPS_CLASSES ? "classes" : "layers×classes",
-           s->invert ? ", inverted (each arm raises only its group)" : " (each arm lowers only its group)");
+    printf("base %s, raised to %s, groups %s%s\n\n", s->g.base, s->g.upgrade ? s->g.upgrade : "the stored types",
+           s->g.kind == KLD_GROUPS_LAYERS ? "layers" : s->g.kind == KLD_GROUPS_CLASSES ? "classes" : "layers×classes",
+           s->g.invert ? ", inverted (each arm raises only its group)" : " (each arm lowers only its group)");
     print_arm_rows(r, 0, first_group < r->n_done ? first_group : r->n_done);
     kld_sweep_row *rows = calloc(n_gr ? n_gr : 1, sizeof *rows);
     for (size_t i = 0; rows && i < n_gr; i++) {
@@ -371,7 +203,7 @@ static int report(const sweep_cli *s, const group_plan *g, const sweep_arms *A, 
     free(rows);
     json_t *proposal = NULL;
     if (!st && s->has_budget && !r->partial && n_gr == g->n)
-        st = propose(s, g, A, r, gr, n_gr, sc, &proposal, &err);
+        st = propose(s, g, r, gr, n_gr, sc, &proposal, &err);
     int rc = st ? 1 : 0;
     if (st) fprintf(stderr, "kldeval sweep: %s\n", err.msg);
     json_t *doc = sweep_json(s, g, r, gr, n_gr, proposal);
@@ -388,32 +220,26 @@ static int report(const sweep_cli *s, const group_plan *g, const sweep_arms *A, 
 int kld_cmd_sweep(int argc, char **argv) {
     sweep_cli s = {0};
     kld_sweep_cli_defaults(&s.k);
-    s.kind = KLD_GROUPS_LAYERS;
+    s.g.kind = KLD_GROUPS_LAYERS;
     int rc;
     if (!parse(argc, argv, &s, &rc)) return rc;
+    s.g.model = s.k.teacher.model_path;
     kld_kernels_init();
     kld_error err = {0};
-    group_plan g = {0};
-    sweep_arms A = {0};
-    kld_status st = plan_groups(&s, &g, &err);
-    if (!st) st = build_arms(&s, &g, &A, &err);
-    if (st) {
+    kld_sweep_groups g;
+    if (kld_sweep_groups_plan(&s.g, &g, &err) != KLD_OK) {
         fprintf(stderr, "kldeval sweep: %s\n", err.msg);
-        arms_free(&A);
-        plan_free(&g);
         return 1;
     }
     kld_sweep_config sc;
     kld_sweep_result r;
     kld_sweep_cli_config(&s.k, &sc);
-    sc.arms = A.a;
-    sc.n_arms = A.n;
-    st = kld_sweep_cli_run(&sc, &r, &err);
+    sc.arms = g.arms;
+    sc.n_arms = g.n_arms;
     rc = 1;
-    if (st) fprintf(stderr, "kldeval sweep: %s\n", err.msg);
-    else rc = report(&s, &g, &A, &r, &sc);
+    if (kld_sweep_cli_run(&sc, &r, &err) != KLD_OK) fprintf(stderr, "kldeval sweep: %s\n", err.msg);
+    else rc = report(&s, &g, &r, &sc);
     kld_sweep_cli_end(&sc, &r);
-    arms_free(&A);
-    plan_free(&g);
+    kld_sweep_groups_free(&g);
     return rc;
 }
