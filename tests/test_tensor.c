@@ -237,8 +237,10 @@ static void test_table(void) {
         CHECK(kld_type_from_name(t->name, &back) && back == ids[i], "name %s does not map back to %u",
               t->name, ids[i]);
         CHECK(t->block_size > 0 && t->type_size > 0, "%s: empty geometry", t->name);
-        CHECK(!t->to_float || t->to_float_ref, "%s: dispatch without a reference", t->name);
-        CHECK((t->to_float == NULL) == (t->to_float_ref == NULL), "%s: to_float not chosen", t->name);
+        const kld_type_kernels *k = kld_type_kernels_of(t);
+        CHECK(!k->to_float || t->to_float_ref, "%s: dispatch without a reference", t->name);
+        CHECK((k->to_float == NULL) == (t->to_float_ref == NULL), "%s: to_float not chosen", t->name);
+        CHECK((k->quantize == NULL) == (t->quantize_row == NULL), "%s: quantize not chosen", t->name);
     }
     const uint32_t retired[] = {4, 5, 31, 32, 33, 36, 37, 38, 40, 1000};
     for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++)
@@ -314,7 +316,7 @@ static void test_unsupported(void) {
     CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, "blk.3.ffn_down.weight") &&
               strstr(err.msg, "q8_K"),
           "unsupported type error: %s", err.msg);
-    CHECK(kld_type_info_get(KLD_TYPE_Q8_K)->to_float == NULL, "q8_K must have no kernel");
+    CHECK(kld_type_kernels_of(kld_type_info_get(KLD_TYPE_Q8_K))->to_float == NULL, "q8_K must have no kernel");
 
     uint8_t block[292] = {0};
     float out[256];
@@ -354,10 +356,10 @@ static void test_kernel_choice(void) {
     const kld_type_info *q4k = kld_type_info_get(KLD_TYPE_Q4_K);
     if (env && strcmp(env, "ref") == 0) {
         CHECK(strcmp(name, "ref") == 0, "KLD_KERNELS=ref but kernels are %s", name);
-        CHECK(q4k->to_float == q4k->to_float_ref, "KLD_KERNELS=ref must dispatch the reference");
+        CHECK(kld_type_kernels_of(q4k)->to_float == q4k->to_float_ref, "KLD_KERNELS=ref must dispatch the reference");
     } else if (kld_cpu_has_avx2()) {
         CHECK(strcmp(name, "avx2") == 0, "AVX2 CPU but kernels are %s", name);
-        CHECK(q4k->to_float == q4k->to_float_avx2, "AVX2 CPU must dispatch the AVX2 kernel");
+        CHECK(kld_type_kernels_of(q4k)->to_float == q4k->to_float_avx2, "AVX2 CPU must dispatch the AVX2 kernel");
     } else {
         CHECK(strcmp(name, "ref") == 0, "no AVX2 but kernels are %s", name);
     }

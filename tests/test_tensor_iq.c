@@ -99,7 +99,7 @@ static void test_table(void) {
         CHECK(t->block_size == types[k].bs && t->type_size == types[k].ts,
               "%s: %d values / %d bytes, ggml has %d / %d", t->name, t->block_size, t->type_size,
               types[k].bs, types[k].ts);
-        CHECK(t->is_quantized && t->to_float_ref && t->to_float && t->to_float_avx2,
+        CHECK(t->is_quantized && t->to_float_ref && kld_type_kernels_of(t)->to_float && t->to_float_avx2,
               "%s: reference, dispatched and AVX2 kernels", t->name);
         kld_error err = {0};
         CHECK_OK(kld_type_check_to_float(types[k].id, t->name, &err), err);

@@ -299,7 +299,7 @@ void kld_forward(kld_session *s, kld_session *const *rows, const int32_t *tokens
     const float escale = (float)hp->embd_scale;
     for (int64_t r = 0; r < n; r++) {
         float *x = s->x + r * E;
-        ti->to_float((const uint8_t *)m->w.token_embd->data + (uint64_t)tokens[r] * row_bytes, x, E);
+        kld_type_kernels_of(ti)->to_float((const uint8_t *)m->w.token_embd->data + (uint64_t)tokens[r] * row_bytes, x, E);
         if (escale != 1.0f)
             for (int64_t i = 0; i < E; i++) x[i] *= escale;
     }

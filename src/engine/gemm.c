@@ -7,6 +7,7 @@ typedef struct gemm_job {
     const kld_engine_kernels *kr;
     const kld_tensor *W;
     const kld_type_info *ti;
+    kld_to_float_fn to_float;  /* W's rows to float32, the kernel chosen at start-up */
     kld_gemv_direct_fn direct; /* the one-row product from W's blocks, or NULL */
     kld_repacked rp;           /* W's repacked copy (data NULL: read W's rows) */
     kld_gemv_repacked_fn gemv_rp;
@@ -40,7 +41,7 @@ static void pack_panel(const gemm_job *j, int64_t n0, int rows, int64_t kb, int6
     }
     const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
     for (int r = 0; r < rows; r++)
-        j->ti->to_float(base + (uint64_t)(n0 + r) * j->row_bytes + off, tmp + (int64_t)r * KLD_GEMM_LDA, kc);
+        j->to_float(base + (uint64_t)(n0 + r) * j->row_bytes + off, tmp + (int64_t)r * KLD_GEMM_LDA, kc);
     j->kr->pack_panel(tmp, KLD_GEMM_LDA, rows, kc, panel);
 }
 
@@ -135,7 +136,7 @@ static void gemv_task(void *ctx, int ith, int nth) {
             const int64_t kc = min64(j->K - kb, KLD_GEMV_KC);
             const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
             for (int r = 0; r < rows; r++)
-                j->ti->to_float(w + (uint64_t)r * j->row_bytes + off, panel + r * KLD_GEMV_LD, kc);
+                j->to_float(w + (uint64_t)r * j->row_bytes + off, panel + r * KLD_GEMV_LD, kc);
             for (int r = rows; r % 8; r++) memset(panel + r * KLD_GEMV_LD, 0, sizeof(float) * (size_t)kc);
             j->kr->gemv_f32(panel, rows, kc, j->A + kb, y, kb > 0);
         }
@@ -147,7 +148,7 @@ void kld_gemm_weights_repacked(kld_pool *pool, const kld_engine_kernels *kr, con
                                int64_t ldc, float *scratch, size_t scratch_stride) {
     const kld_type_info *ti = kld_type_info_get(W->type);
     gemm_job j = {
-        .kr = kr, .W = W, .ti = ti, .M = M, .N = W->ne[1], .K = W->ne[0], .A = A, .lda = lda,
+        .kr = kr, .W = W, .ti = ti, .to_float = ti ? kld_type_kernels_of(ti)->to_float : NULL, .M = M, .N = W->ne[1], .K = W->ne[0], .A = A, .lda = lda,
         .C = C, .ldc = ldc, .scratch = scratch, .scratch_stride = scratch_stride,
     };
     if (rp.data && kr->gemv_repacked && kr->pack_repacked) {

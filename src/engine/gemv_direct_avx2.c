@@ -403,7 +403,7 @@ static inline __attribute__((always_inline)) void gemv_b32(const uint8_t *w, uin
         const uint8_t *b = w + (uint64_t)r * rb + (uint64_t)(K256 / 32) * bytes;
         float acc = y[r], v[32]; /* the chain so far (or its start) */
         for (int64_t k = K256; k < K; k += 32, b += bytes) {
-            ti->to_float(b, v, 32);
+            kld_type_kernels_of(ti)->to_float(b, v, 32);
             for (int j = 0; j < 32; j++) acc = fmaf(a[k + j], v[j], acc);
         }
         y[r] = acc;
@@ -426,14 +426,10 @@ static void gemv_q6_k(const uint8_t *w, uint64_t rb, int rows, int64_t K, const 
     gemv_kquant(w, rb, rows, K, a, y, load, KLD_BYTES_Q6_K, q6k_block8, 4, false);
 }
 
-kld_gemv_direct_fn kld_avx2_gemv_direct(uint32_t type) {
-    switch (type) {
-    case KLD_TYPE_F16: return gemv_f16;
-    case KLD_TYPE_Q8_0: return gemv_q8_0;
-    case KLD_TYPE_Q4_0: return gemv_q4_0;
-    case KLD_TYPE_Q5_K: return gemv_q5_k;
-    case KLD_TYPE_Q4_K: return gemv_q4_k;
-    case KLD_TYPE_Q6_K: return gemv_q6_k;
-    default: return NULL;
-    }
-}
+/* The direct (row-major) GEMV of each type that has one. */
+static const kld_gemv_direct_fn direct[KLD_TYPE_COUNT] = {
+    [KLD_TYPE_F16] = gemv_f16,   [KLD_TYPE_Q8_0] = gemv_q8_0, [KLD_TYPE_Q4_0] = gemv_q4_0,
+    [KLD_TYPE_Q5_K] = gemv_q5_k, [KLD_TYPE_Q4_K] = gemv_q4_k, [KLD_TYPE_Q6_K] = gemv_q6_k,
+};
+
+kld_gemv_direct_fn kld_avx2_gemv_direct(uint32_t type) { return type < KLD_TYPE_COUNT ? direct[type] : NULL; }

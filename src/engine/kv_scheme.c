@@ -118,5 +118,5 @@ void kld_kv_load_rows(uint32_t id, const void *src, float *dst, int64_t rows, in
         }
         return;
     }
-    kld_type_info_get(id)->to_float(src, dst, rows * n);
+    kld_type_kernels_of(kld_type_info_get(id))->to_float(src, dst, rows * n);
 }

@@ -98,12 +98,12 @@ static kld_status to_f32(const kld_lora_file *f, const kld_tensor *t, kld_tensor
                          kld_error *err) {
     const kld_type_info *ti = kld_type_info_get(t->type);
     const int64_t n = kld_tensor_nelements(t);
-    if (!ti || !ti->to_float || t->ne[0] % ti->block_size)
+    if (!ti || !ti->to_float_ref || t->ne[0] % ti->block_size)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': type cannot be read as float",
                         f->path, t->name);
     float *d = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) & ~(size_t)63);
     if (!d) return kld_fail(err, KLD_ERR_NOMEM, "%s: tensor '%s': out of memory", f->path, t->name);
-    ti->to_float(t->data, d, n);
+    kld_type_kernels_of(ti)->to_float(t->data, d, n);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(d[i])) {
             free(d);

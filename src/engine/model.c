@@ -23,11 +23,11 @@ static kld_status load_vec(vec_loader *vl, const kld_tensor *t, float offset, co
     if (!t) return KLD_OK;
     const kld_type_info *ti = kld_type_info_get(t->type);
     int64_t n = kld_tensor_nelements(t);
-    if (!ti || !ti->to_float || n % ti->block_size != 0)
+    if (!ti || !ti->to_float_ref || n % ti->block_size != 0)
         return kld_fail(vl->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': cannot convert type to "
                         "float32", vl->m->src->path, t->name);
     float *dst = vl->next;
-    ti->to_float(t->data, dst, n);
+    kld_type_kernels_of(ti)->to_float(t->data, dst, n);
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(dst[i]))
             return kld_fail(vl->err, KLD_ERR_FORMAT, "%s: tensor '%s'[%" PRId64 "] is not finite",

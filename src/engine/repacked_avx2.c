@@ -368,14 +368,23 @@ static void repack_q6_k(const uint8_t *const *row, int64_t K, uint8_t *panel) {
         }
 }
 
-kld_repack_fn kld_avx2_repack(uint32_t type) {
-    return type == KLD_TYPE_F16 ? repack_f16 : type == KLD_TYPE_Q4_K ? repack_q4_k : type == KLD_TYPE_Q6_K ? repack_q6_k : NULL;
-}
+/* The repacked layout's kernels, one entry per type that has one. */
+static const struct {
+    kld_repack_fn repack;
+    kld_gemv_repacked_fn gemv;
+    kld_pack_repacked_fn pack;
+} repacked[KLD_TYPE_COUNT] = {
+    [KLD_TYPE_F16] = {repack_f16, gemv_f16, pack_f16},
+    [KLD_TYPE_Q4_K] = {repack_q4_k, gemv_q4_k, pack_q4_k},
+    [KLD_TYPE_Q6_K] = {repack_q6_k, gemv_q6_k, pack_q6_k},
+};
+
+kld_repack_fn kld_avx2_repack(uint32_t type) { return type < KLD_TYPE_COUNT ? repacked[type].repack : NULL; }
 
 kld_gemv_repacked_fn kld_avx2_gemv_repacked(uint32_t type) {
-    return type == KLD_TYPE_F16 ? gemv_f16 : type == KLD_TYPE_Q4_K ? gemv_q4_k : type == KLD_TYPE_Q6_K ? gemv_q6_k : NULL;
+    return type < KLD_TYPE_COUNT ? repacked[type].gemv : NULL;
 }
 
 kld_pack_repacked_fn kld_avx2_pack_repacked(uint32_t type) {
-    return type == KLD_TYPE_F16 ? pack_f16 : type == KLD_TYPE_Q4_K ? pack_q4_k : type == KLD_TYPE_Q6_K ? pack_q6_k : NULL;
+    return type < KLD_TYPE_COUNT ? repacked[type].pack : NULL;
 }

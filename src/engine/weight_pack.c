@@ -32,11 +32,19 @@ struct kld_model_repacked {
 
 static int64_t n_panels(const kld_tensor *t) { return (t->ne[1] + KLD_REPACK_ROWS - 1) / KLD_REPACK_ROWS; }
 
+/* A repacked panel of KLD_REPACK_ROWS rows: `bytes` per `values` of a row. */
+static const struct {
+    int64_t values;
+    uint64_t bytes;
+} panel_unit[KLD_TYPE_COUNT] = {
+    [KLD_TYPE_F16] = {1, KLD_REPACK_ROWS * sizeof(uint16_t)},
+    [KLD_TYPE_Q4_K] = {256, 4 * KLD_Q4KX8_BYTES},
+    [KLD_TYPE_Q6_K] = {256, 4 * KLD_Q6KX8_BYTES},
+};
+
 uint64_t kld_repack_panel_bytes(uint32_t type, int64_t K) {
-    return type == KLD_TYPE_F16    ? (uint64_t)K * KLD_REPACK_ROWS * sizeof(uint16_t)
-           : type == KLD_TYPE_Q4_K ? (uint64_t)(K / 256) * 4 * KLD_Q4KX8_BYTES
-           : type == KLD_TYPE_Q6_K ? (uint64_t)(K / 256) * 4 * KLD_Q6KX8_BYTES
-                                   : 0;
+    if (type >= KLD_TYPE_COUNT || !panel_unit[type].values) return 0;
+    return (uint64_t)(K / panel_unit[type].values) * panel_unit[type].bytes;
 }
 
 typedef struct repack_job {

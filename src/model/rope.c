@@ -9,10 +9,10 @@
 static kld_status from_tensor(const kld_source *src, const kld_tensor *t, int64_t half, float *out,
                               kld_error *err) {
     const kld_type_info *ti = kld_type_info_get(t->type);
-    if (!ti || !ti->to_float || half % ti->block_size != 0)
+    if (!ti || !ti->to_float_ref || half % ti->block_size != 0)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': unsupported type for RoPE "
                         "factors", src->path, t->name);
-    ti->to_float(t->data, out, half);
+    kld_type_kernels_of(ti)->to_float(t->data, out, half);
     for (int64_t i = 0; i < half; i++)
         if (!(out[i] > 0) || !isfinite(out[i]))
             return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s'[%" PRId64 "] = %g is not a "

@@ -181,7 +181,7 @@ static kld_status bind3(binder *b, const char *name, int64_t ne0, int64_t ne1, i
                         b->hp->n_expert, b->hp->n_ff_exp);
     }
     const kld_type_info *ti = kld_type_info_get(t->type);
-    if (!ti || !ti->to_float) {
+    if (!ti || !ti->to_float_ref) {
         char tb[16];
         return kld_fail(b->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': weight type %s is not "
                         "supported", b->src->path, name, kld_type_name(t->type, tb));

@@ -44,7 +44,7 @@ static kld_status split_qkvz(const kld_source *src, const kld_hparams *hp, const
                         PRId64 " · (2·%" PRId64 " + 2·%" PRId64 "))", src->path, t->name, t->ne[0],
                         t->ne[1], hp->n_embd, rows, nk, hk, rv);
     const kld_type_info *ti = kld_type_info_get(t->type);
-    if (!ti || !ti->to_float || t->nbytes % (uint64_t)rows)
+    if (!ti || !ti->to_float_ref || t->nbytes % (uint64_t)rows)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': weight type %u cannot be split "
                         "into rows", src->path, t->name, t->type);
     const uint64_t rb = t->nbytes / (uint64_t)rows;
@@ -86,7 +86,7 @@ static kld_status hf_vector(const kld_source *src, const kld_hparams *hp, const 
         return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' is missing (expected shape [%" PRId64
                         "], linear_num_value_heads)", src->path, name, hp->dn_n_v_heads);
     const kld_type_info *ti = kld_type_info_get(t->type);
-    if (t->n_dims != 1 || t->ne[0] != hp->dn_n_v_heads || !ti || !ti->to_float)
+    if (t->n_dims != 1 || t->ne[0] != hp->dn_n_v_heads || !ti || !ti->to_float_ref)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' has shape [%" PRId64 ", %" PRId64
                         "] or an unusable type, expected [%" PRId64 "] (linear_num_value_heads)",
                         src->path, name, t->ne[0], t->ne[1], hp->dn_n_v_heads);
@@ -108,7 +108,7 @@ static kld_status hf_a_dt(const kld_source *src, const kld_hparams *hp, const ch
     const int64_t n = hp->dn_n_v_heads;
     float *a = malloc(sizeof *a * (size_t)n);
     if (!a) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
-    kld_type_info_get(alog->type)->to_float(alog->data, a, n);
+    kld_type_kernels_of(kld_type_info_get(alog->type))->to_float(alog->data, a, n);
     for (int64_t i = 0; i < n; i++) a[i] = (float)-exp((double)a[i]);
     kld_tensor *o = slot(w, il, DN_A);
     *o = *alog;
@@ -221,7 +221,7 @@ static kld_status hf_qwen35(const kld_source *src, const kld_hparams *hp, int il
     kld_tensor *A = slot(w, il, DN_A);
     float *av = malloc(sizeof(float) * (size_t)hp->dn_n_v_heads);
     if (!av) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
-    kld_type_info_get(A->type)->to_float(A->data, av, hp->dn_n_v_heads);
+    kld_type_kernels_of(kld_type_info_get(A->type))->to_float(A->data, av, hp->dn_n_v_heads);
     for (int64_t i = 0; i < hp->dn_n_v_heads; i++) av[i] = (float)-exp((double)av[i]);
     free(w->dn_owned[(int64_t)il * DN_SLOTS + DN_A]);
     w->dn_owned[(int64_t)il * DN_SLOTS + DN_A] = av;

@@ -41,12 +41,12 @@ static void *worker(void *arg) {
             if (f32) {
                 x = (const float *)(const void *)s; /* aligned: checked above */
             } else {
-                j->si->to_float(s, row, ne0);
+                kld_type_kernels_of(j->si)->to_float(s, row, ne0);
                 x = row;
             }
             uint8_t *d = j->dst + (uint64_t)r * j->dst_row;
             if (j->qw) j->di->quantize_row_imat(x, d, ne0, j->qw + (r / j->t->ne[1]) * ne0);
-            else j->di->quantize(x, d, ne0);
+            else kld_type_kernels_of(j->di)->quantize(x, d, ne0);
         }
     }
     free(row);
@@ -57,8 +57,8 @@ kld_status kld_quant_tensor(const kld_tensor *t, uint32_t type, const float *qw,
                             void *dst, kld_error *err) {
     char b1[16], b2[16];
     job j = {.t = t, .si = kld_type_info_get(t->type), .di = kld_type_info_get(type), .dst = dst};
-    kld_kernels_init(); /* picks j.di->quantize */
-    if (!j.si || !j.si->to_float || !j.di || !j.di->quantize_row)
+    kld_kernels_init(); /* picks the quantize kernel */
+    if (!j.si || !j.si->to_float_ref || !j.di || !j.di->quantize_row)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': cannot convert %s to %s", t->name,
                         kld_type_name(t->type, b1), kld_type_name(type, b2));
     if (qw && j.di->quantize_row_imat) j.qw = qw;

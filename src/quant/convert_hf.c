@@ -384,13 +384,13 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
         const kld_type_info *ti = kld_type_info_get(t->type);
         int64_t n = kld_tensor_nelements(t);
         float *f = malloc((size_t)n * sizeof *f);
-        if (!f || !ti || !ti->to_float) {
+        if (!f || !ti || !ti->to_float_ref) {
             free(f);
             s = kld_fail(err, f ? KLD_ERR_UNSUPPORTED : KLD_ERR_NOMEM, "tensor '%s': cannot widen "
                          "to float32", out->names[k]);
             break;
         }
-        ti->to_float(t->data, f, n);
+        kld_type_kernels_of(ti)->to_float(t->data, f, n);
         for (int64_t i = 0; shift && i < n; i++) f[i] += norm_offset;
         free(out->owned[k]);
         out->owned[k] = f;

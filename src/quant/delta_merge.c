@@ -15,7 +15,7 @@ kld_status kld_quant_merged_f32(const kld_tensor *t, const char *name, const kld
     *out = NULL;
     const kld_type_info *ti = kld_type_info_get(t->type);
     const int64_t n_in = d->n_in, n_out = d->n_out, r = d->rank;
-    if (!ti || !ti->to_float || t->ne[0] != n_in || t->ne[1] != n_out)
+    if (!ti || !ti->to_float_ref || t->ne[0] != n_in || t->ne[1] != n_out)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': cannot merge the update", name);
     uint64_t row_bytes;
     kld_status s = kld_type_row_bytes(t->type, (uint64_t)n_in, &row_bytes, name, err);
@@ -29,7 +29,7 @@ kld_status kld_quant_merged_f32(const kld_tensor *t, const char *name, const kld
     const double scale = d->scale;
     for (int64_t j = 0; j < n_out; j++) {
         float *row = w + j * n_in;
-        ti->to_float((const uint8_t *)t->data + (uint64_t)j * row_bytes, row, n_in);
+        kld_type_kernels_of(ti)->to_float((const uint8_t *)t->data + (uint64_t)j * row_bytes, row, n_in);
         for (int64_t i = 0; i < n_in; i++) acc[i] = 0.0;
         for (int64_t k = 0; k < r; k++) {
             const double bjk = d->b[j * r + k];

@@ -157,7 +157,7 @@ static kld_status decide(const kld_policy *p, const kld_quant_model *qm, kld_rec
     it->convert = type != t->type;
     if (it->convert) {
         const kld_type_info *si = kld_type_info_get(t->type);
-        if (!si || !si->to_float)
+        if (!si || !si->to_float_ref)
             return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': stored type %s cannot be "
                             "converted to float32", it->name, kld_type_name(t->type, b1));
         if (!kld_type_info_get(type)->quantize_row)
@@ -409,7 +409,7 @@ kld_status kld_quant_plan_merge(kld_quant_plan *plan, const kld_quant_merge *m,
                             t->ne[3]);
         const kld_type_info *si = kld_type_info_get(t->type), *di = kld_type_info_get(it->dst_type);
         char b[16];
-        if (!si || !si->to_float)
+        if (!si || !si->to_float_ref)
             return kld_fail(err, KLD_ERR_UNSUPPORTED, "tensor '%s': stored type %s cannot be "
                             "converted to float32 to merge the adapter", d->name,
                             kld_type_name(t->type, b));

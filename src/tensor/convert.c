@@ -56,7 +56,7 @@ kld_status kld_dequantize_rows(uint32_t type_id, const void *src, int64_t n_rows
     const kld_type_info *t = kld_type_info_get(type_id);
     const uint8_t *p = src;
     for (int64_t r = 0; r < n_rows; r++)
-        t->to_float(p + (uint64_t)r * row_bytes, dst + r * n_per_row, n_per_row);
+        kld_type_kernels_of(t)->to_float(p + (uint64_t)r * row_bytes, dst + r * n_per_row, n_per_row);
     return KLD_OK;
 }
 

@@ -64,7 +64,6 @@ typedef struct kld_type_info {
     int type_size;          /* bytes per block */
     bool is_quantized;      /* block-quantized (rounds values), not a plain float */
     kld_to_float_fn to_float_ref; /* scalar reference; NULL when unsupported */
-    kld_to_float_fn to_float;     /* fastest variant chosen at start-up */
     kld_to_float_fn to_float_avx2; /* AVX2+F16C variant or NULL; callable only when
                                       kld_cpu_has_avx2() (tests compare it to _ref) */
     kld_from_float_fn quantize_row; /* scalar reference quantizer; NULL when unsupported */
@@ -72,7 +71,6 @@ typedef struct kld_type_info {
     kld_from_float_imat_fn quantize_row_imat; /* with importance weights; NULL when not
                                                  implemented (or not used) */
     kld_from_float_fn quantize_row_avx2; /* AVX2 twin of quantize_row (same bytes) or NULL */
-    kld_from_float_fn quantize;          /* fastest of the two, chosen at start-up */
     /* ggml's CPU from_float where it writes other bytes than quantize_row:
      * what ggml_cpy f32 → type stores, i.e. a quantized KV cache (iq4_nl:
      * quantize_row_iq4_nl_ref, no scale trials); NULL: quantize_row */
@@ -81,6 +79,15 @@ typedef struct kld_type_info {
 
 /* The entry for a type id, or NULL for ids that no format defines. */
 const kld_type_info *kld_type_info_get(uint32_t type_id);
+
+/* The fastest kernels of a type on this CPU, chosen once at start-up
+ * (KLD_KERNELS=ref forces the scalar ones): to_float is NULL exactly when
+ * to_float_ref is, quantize when quantize_row is. t: from kld_type_info_get. */
+typedef struct kld_type_kernels {
+    kld_to_float_fn to_float;
+    kld_from_float_fn quantize;
+} kld_type_kernels;
+const kld_type_kernels *kld_type_kernels_of(const kld_type_info *t);
 
 /* The type whose ggml name is `name` ("q4_K", "f16"); false when none. */
 bool kld_type_from_name(const char *name, uint32_t *out);
