@@ -176,8 +176,11 @@ char *kld_db_default_path(void) {
 static kld_status open_db(const char *path, bool create, kld_db **out, kld_error *err) {
     *out = NULL;
     char *p = path ? kld_strdup(path) : kld_db_default_path();
+    if (!p && path) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory for the path", path);
+    if (!p && (getenv("KLDEVAL_DB") || getenv("XDG_DATA_HOME") || getenv("HOME")))
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the run database's path");
     if (!p)
-        return kld_fail(err, path ? KLD_ERR_NOMEM : KLD_ERR_ARG,
+        return kld_fail(err, KLD_ERR_ARG,
                         "no run database path: set $KLDEVAL_DB, $XDG_DATA_HOME or $HOME, or give --db");
     struct stat sb;
     if (!create && stat(p, &sb) != 0) {

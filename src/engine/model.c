@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -125,19 +126,18 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
 }
 
 /* MODEL@POLICY: a path that does not exist whose part before the last '@'
- * does; *policy points after the '@' and the model path is copied. */
-static char *split_policy(const char *path, const char **policy) {
+ * does; *policy points after the '@' and base holds the model path (no
+ * allocation: a path longer than PATH_MAX names no file anyway). */
+static bool split_policy(const char *path, char base[PATH_MAX], const char **policy) {
     struct stat sb;
     *policy = NULL;
     const char *at = strrchr(path, '@');
-    if (!at || !at[1] || stat(path, &sb) == 0) return NULL;
-    char *base = kld_strndup(path, (size_t)(at - path));
-    if (base && stat(base, &sb) != 0) {
-        free(base);
-        return NULL;
-    }
-    if (base) *policy = at + 1;
-    return base;
+    if (!at || !at[1] || stat(path, &sb) == 0 || (size_t)(at - path) >= PATH_MAX) return false;
+    memcpy(base, path, (size_t)(at - path));
+    base[at - path] = '\0';
+    if (stat(base, &sb) != 0) return false;
+    *policy = at + 1;
+    return true;
 }
 
 static bool exists(const char *p) {
@@ -161,9 +161,8 @@ kld_status kld_model_split_adapter(const char *path, char **model, const char **
         char *left = kld_strndup(path, (size_t)(plus - path));
         if (!left) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
         const char *pol;
-        char *pbase = split_policy(left, &pol);
-        const bool model_ok = exists(left) || pbase;
-        free(pbase);
+        char pbase[PATH_MAX];
+        const bool model_ok = exists(left) || split_policy(left, pbase, &pol);
         if (model_ok && kld_lora_spec_split(plus + 1, apath, sizeof apath, &scale, &e2) == KLD_OK &&
             exists(apath)) {
             *model = left;
@@ -193,9 +192,9 @@ kld_status kld_model_split_adapter(const char *path, char **model, const char **
     char *left = last ? kld_strndup(path, (size_t)(last - path)) : NULL;
     if (last && !left) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
     const char *pol;
-    char *pbase = left ? split_policy(left, &pol) : NULL;
-    const bool model_ok = left && (exists(left) || pbase);
-    free(pbase), free(left);
+    char pbase[PATH_MAX];
+    const bool model_ok = left && (exists(left) || split_policy(left, pbase, &pol));
+    free(left);
     if (model_ok) {
         char apath[KLD_LORA_PATH_MAX];
         float scale;
@@ -239,13 +238,14 @@ kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_mode
     if (with_policy) path = with_policy;
     const char *policy = opts ? opts->policy : NULL;
     const char *at_policy;
-    char *base = split_policy(path, &at_policy);
+    char base_buf[PATH_MAX];
+    const char *base = split_policy(path, base_buf, &at_policy) ? base_buf : NULL;
     if (at_policy && !policy) policy = at_policy;
     kld_model *m = calloc(1, sizeof *m);
     if (!m) {
-        free(base);
+        kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path); /* path may be with_policy */
         free(with_policy);
-        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
+        return KLD_ERR_NOMEM;
     }
     s = kld_source_open(base ? base : path, &m->src, err);
     if (s == KLD_OK) s = kld_hparams_read(m->src, &m->hp, err);
@@ -258,7 +258,6 @@ kld_status kld_model_open(const char *path, const kld_model_opts *opts, kld_mode
         s = kld_model_attach_adapter(m, adapter, err);
         if (s) kld_error_prefix(err, "%s+%s", path, adapter);
     }
-    free(base);
     free(with_policy);
     if (s != KLD_OK) {
         kld_model_close(m);

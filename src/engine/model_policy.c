@@ -192,13 +192,13 @@ kld_status kld_model_apply_policy(kld_model *m, const char *policy, const char *
         if (!it->convert) continue;
         size_t i = (size_t)(it->t - q->copies);
         kld_tensor *o = &q->owned[i];
-        *o = *it->t;
         void *data = aligned_alloc(64, (it->dst_bytes + 63) & ~(uint64_t)63);
         if (!data) {
             s = kld_fail(err, KLD_ERR_NOMEM, "%s: tensor '%s': out of memory quantizing on load",
                          m->src->path, it->name);
             break;
         }
+        *o = *it->t; /* only now: an owned tensor's data is freed with the model */
         o->data = data;
         o->type = it->dst_type;
         o->nbytes = it->dst_bytes;

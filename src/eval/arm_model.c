@@ -147,6 +147,19 @@ json_t *kld_arm_model_desc(const char *path, const kld_model *m) {
     return o;
 }
 
+/* The model's tokenizer, when it has one it can read: a model without one
+ * still scores pre-tokenized ids. Running out of memory is an error. */
+static kld_status open_tokenizer(kld_arm *a, kld_error *err) {
+    kld_error tok_err = {0};
+    kld_status st = kld_tok_open_source(kld_model_source(a->model), &a->tok, &tok_err);
+    if (st == KLD_ERR_NOMEM) {
+        *err = tok_err;
+        return st;
+    }
+    if (st) a->tok = NULL;
+    return KLD_OK;
+}
+
 kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err) {
     *out = NULL;
     kld_arm *a = kld_arm_new(&model_ops, "model", path, sizeof(model_arm), false);
@@ -162,8 +175,10 @@ kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err) {
     const kld_hparams *hp = kld_model_hparams(a->model);
     a->n_vocab = (int32_t)hp->n_vocab;
     a->n_ctx_train = hp->n_ctx_train;
-    kld_error tok_err = {0};
-    if (kld_tok_open_source(kld_model_source(a->model), &a->tok, &tok_err) != KLD_OK) a->tok = NULL;
+    if ((st = open_tokenizer(a, err))) {
+        kld_arm_free(a);
+        return st;
+    }
     a->desc = kld_arm_model_desc(path, a->model);
     *out = a;
     return KLD_OK;
@@ -180,8 +195,11 @@ kld_status kld_arm_open_model_shared(kld_arm *owner, kld_arm **out, kld_error *e
     a->model = owner->model; /* borrowed: owns_model stays false */
     a->n_vocab = owner->n_vocab;
     a->n_ctx_train = owner->n_ctx_train;
-    kld_error tok_err = {0};
-    if (kld_tok_open_source(kld_model_source(a->model), &a->tok, &tok_err) != KLD_OK) a->tok = NULL;
+    kld_status st = open_tokenizer(a, err);
+    if (st) {
+        kld_arm_free(a);
+        return st;
+    }
     a->desc = json_deep_copy(owner->desc);
     json_object_set_new(a->desc, "shares_weights", json_true());
     *out = a;
