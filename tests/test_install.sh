@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# test_install.sh BUILD SOURCE — the installed package as another program
+# test_install.sh BUILD SOURCE [CFLAGS] — the installed package as another program
 # uses it: `cmake --install` into BUILD/test-install, the two examples built
 # against it with pkg-config (the shared library, and own_logits also against
 # the static archive), and their figures equal to the installed CLI's:
 #   score_models REF ARM      = kldeval kl --ref REF --arm ARM --json (all but timings)
 #   own_logits  (logits files) = kldeval kl over the same ids (every printed figure)
 set -euo pipefail
-build=$1 src=$2
+build=$1 src=$2 cflags=${3:-} # CFLAGS: the build's sanitizers, if any
 inst=$build/test-install
 shared=$src/../shared
 ref=$shared/models/stories260K/f32.gguf arm=$shared/models/stories260K/q8_0.gguf
@@ -26,9 +26,9 @@ if grep -E '#include <(jansson|pcre2|utf8proc|openssl|sqlite3|zlib)' "$inst/incl
 fi
 
 cd "$inst/work"
-cc -std=c17 -Wall -Wextra -Werror "$src/examples/score_models.c" $(pkg-config --cflags --libs kldeval) -o score_models
-cc -std=c17 -Wall -Wextra -Werror "$src/examples/own_logits.c" $(pkg-config --cflags --libs kldeval) -o own_logits
-cc -std=c17 -Wall -Wextra -Werror "$src/examples/own_logits.c" $(pkg-config --cflags kldeval) \
+cc -std=c17 -Wall -Wextra -Werror $cflags "$src/examples/score_models.c" $(pkg-config --cflags --libs kldeval) -o score_models
+cc -std=c17 -Wall -Wextra -Werror $cflags "$src/examples/own_logits.c" $(pkg-config --cflags --libs kldeval) -o own_logits
+cc -std=c17 -Wall -Wextra -Werror $cflags "$src/examples/own_logits.c" $(pkg-config --cflags kldeval) \
    -L"$inst/lib" -Wl,-Bstatic -lkldeval -Wl,-Bdynamic $(pkg-config --static --libs-only-l kldeval | sed 's/-lkldeval//') \
    -o own_logits_static
 export LD_LIBRARY_PATH=$inst/lib KLDEVAL_DB=$inst/work/runs.sqlite

@@ -23,6 +23,9 @@ t0=$(date +%s%N); "$k" kl "${args[@]}" > /dev/null; t1=$(date +%s%N)
 span=$(( (t1 - t0) / 1000000 )) # ms of one run
 echo "one run: ${span} ms"
 
+# sleep N milliseconds (spans scale with the build: a sanitizer build is ~20x slower)
+ms_sleep() { sleep "$(( $1 / 1000 )).$(printf %03d $(( $1 % 1000 )))"; }
+
 fail=0
 for trial in 1 2 3 4 5 6; do
   ck=$out/ck$trial.bin kills=0
@@ -32,7 +35,7 @@ for trial in 1 2 3 4 5 6; do
     if [ -e "$ck" ]; then resume=(--resume "$ck"); else resume=(--checkpoint "$ck"); fi
     "$k" kl "${args[@]}" "${resume[@]}" --checkpoint-every 1 --json "$out/r$trial.json" > /dev/null 2>"$out/r$trial.err" &
     pid=$!
-    sleep "0.$(printf %03d $(( RANDOM % (span > 999 ? 999 : span + 1) )))"
+    ms_sleep $(( RANDOM % (span + 1) ))
     if kill -9 $pid 2>/dev/null; then kills=$((kills + 1)); wait $pid 2>/dev/null || true; continue; fi
     wait $pid || { echo "FAIL: trial $trial: the run failed: $(cat "$out/r$trial.err")"; fail=1; break; }
     break
@@ -57,7 +60,9 @@ fi
 
 # dump --resume after SIGKILL: the same bytes as an uninterrupted dump
 dargs=(-m $m/f16.gguf --ctx 48 --chunk 16 --chunks 24 --top-k 32 --quiet --no-db)
-"$k" dump "${dargs[@]}" --out "$out/dump-full" > /dev/null
+t0=$(date +%s%N); "$k" dump "${dargs[@]}" --out "$out/dump-full" > /dev/null; t1=$(date +%s%N)
+dspan=$(( (t1 - t0) / 1000000 ))
+echo "one dump: ${dspan} ms"
 for trial in 1 2 3; do
   d=$out/dump$trial kills=0
   rm -rf "$d"
@@ -65,7 +70,7 @@ for trial in 1 2 3; do
     if [ -e "$d" ]; then r=(--resume); else r=(); fi
     "$k" dump "${dargs[@]}" "${r[@]}" --out "$d" > /dev/null 2>"$d.err" &
     pid=$!
-    sleep "0.$(printf %03d $(( RANDOM % 400 )))"
+    ms_sleep $(( RANDOM % (dspan + 1) ))
     if kill -9 $pid 2>/dev/null; then kills=$((kills + 1)); wait $pid 2>/dev/null || true; continue; fi
     wait $pid || { echo "FAIL: dump trial $trial: $(cat "$d.err")"; fail=1; break; }
     break

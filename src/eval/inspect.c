@@ -326,7 +326,10 @@ kld_status kld_inspect_model(const char *path, const kld_inspect_options *opt, k
         }
     }
     out->facts = source_facts(src, src_path, opt);
-    kld_source_close(src);
+    if (out->policy)
+        out->src = src; /* the plan names the source's tensors */
+    else
+        kld_source_close(src);
     if (!out->facts) return json_decref(adapter_facts), kld_inspect_free(out), kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     if (out->policy) json_object_set_new(out->facts, "policy", policy_json(out->policy, &out->view.plan));
     if (adapter_facts) json_object_set_new(out->facts, "adapter", adapter_facts);
@@ -336,6 +339,7 @@ kld_status kld_inspect_model(const char *path, const kld_inspect_options *opt, k
 void kld_inspect_free(kld_inspect *in) {
     json_decref(in->facts);
     if (in->policy) kld_quant_view_close(&in->view);
+    kld_source_close(in->src);
     free(in->left);
     memset(in, 0, sizeof *in);
 }

@@ -26,6 +26,7 @@ typedef struct kld_inspect {
     json_t *facts;            /* with "policy" and "adapter" where the path names them */
     const char *policy;       /* MODEL@POLICY's policy (in path), or NULL */
     kld_quant_view view;      /* its plan (view.plan) when policy */
+    struct kld_source *src;   /* owned while policy: the plan points into its tensors */
     char *left;               /* owned: the path without its +ADAPTER */
 } kld_inspect;
 
