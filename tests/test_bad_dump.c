@@ -107,6 +107,17 @@ static kld_status open_and_read(const char *dir, int64_t limit, kld_error *err) 
     if (st) return st;
     const kld_dump_meta *m = kld_dump_meta_of(d);
     size_t n = (size_t)m->positions_per_seq, k = (size_t)m->top_k;
+    if (m->format_version == 3) { /* hidden states, record by record too */
+        float *h = malloc(n * (size_t)m->n_embd * sizeof *h);
+        for (int64_t s = 0; s < m->n_seqs && !st; s++) {
+            st = kld_dump_read_hidden(d, s, 0, (int64_t)n, h, NULL, NULL, NULL, err);
+            for (int64_t r = 0; r < (int64_t)n && !st; r++)
+                st = kld_dump_read_hidden(d, s, r, 1, h, NULL, NULL, NULL, err);
+        }
+        free(h);
+        kld_dump_close(d);
+        return st;
+    }
     int32_t *idx = malloc(n * k * sizeof *idx), *am = malloc(n * sizeof *am);
     float *val = malloc(n * k * sizeof *val), *lse = malloc(n * sizeof *lse);
     double *lse64 = malloc(n * sizeof *lse64), *logp = malloc(n * sizeof *logp);
@@ -687,6 +698,54 @@ static void check_seeds(void) {
     CHECK(n >= 2, "%d fuzz seeds", n);
 }
 
+/* A small hidden-state dump (format 3, n_embd 4, a made-up head) for the
+ * fuzzer's seeds: the reader is what they exercise, not the scorer. */
+#define EMBD 4
+static bool make_v3(base *b, int dtype, const char *name) {
+    b->fv = 3;
+    b->ext = true;
+    b->candidate = false;
+    snprintf(b->dir, sizeof b->dir, "%s/%s", kt_build_dir(), name);
+    dt_rm_dir(b->dir);
+    kld_dump_meta m = {0};
+    m.format_version = 3;
+    m.model = "bad-corpus-model";
+    m.corpus_sha256 = SHA;
+    m.ctx_len = CTX;
+    m.n_seqs = NSEQ;
+    m.created = "2026-01-01T00:00:00Z";
+    m.kldeval_version = "0.1.0";
+    m.n_vocab = NV;
+    m.model_sha256 = SHA;
+    m.tokenizer_fingerprint = SHA;
+    m.chunking = "doc";
+    m.bos = "none";
+    m.windows = "test";
+    m.ext = true;
+    m.lse_of_stored = true;
+    m.n_embd = EMBD;
+    m.hidden_dtype = dtype;
+    m.head = (kld_dump_head){"output.weight", "f32", NV, EMBD, SHA, false, 0.0};
+    int32_t tok[NSEQ * CTX];
+    for (int i = 0; i < NSEQ; i++)
+        for (int p = 0; p < CTX; p++) tok[i * CTX + p] = dt_token(i, p, NV);
+    kld_dump_writer *w = NULL;
+    kld_error err = {0};
+    kld_status st = kld_dump_create(b->dir, &m, tok, false, &w, NULL, NULL, &err);
+    for (int s = 0; s < NSEQ && !st; s++)
+        for (int r = 0; r < PPS && !st; r++) {
+            float h[EMBD];
+            for (int e = 0; e < EMBD; e++) h[e] = 0.25f * (float)(e - s) + 0.125f * (float)r;
+            double lse = 3.0 + 0.5 * r, logp = -1.5 - 0.25 * s;
+            int32_t am = (int32_t)((s + r) % NV);
+            st = kld_dump_write_hidden(w, s, r, 1, h, &lse, &logp, &am, &err);
+        }
+    if (!st) st = kld_dump_finish(w, &err);
+    kld_dump_writer_free(w);
+    CHECK_OK(st, err);
+    return st == KLD_OK;
+}
+
 static int write_seeds(const char *out) {
     base b;
     static const struct {
@@ -703,6 +762,20 @@ static int write_seeds(const char *out) {
         size_t n = dc_pack(b.dir, buf, sizeof buf);
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", out, seeds[i].name);
+        if (n == 0) return 1;
+        kt_write_file(path, buf, n);
+        printf("wrote %s (%zu bytes)\n", path, n);
+    }
+    static const struct {
+        int dtype;
+        const char *name;
+    } v3[] = {{KLD_DUMP_HIDDEN_F32, "v3_hidden_f32.bin"}, {KLD_DUMP_HIDDEN_BF16, "v3_hidden_bf16.bin"}};
+    for (size_t i = 0; i < sizeof v3 / sizeof v3[0]; i++) {
+        if (!make_v3(&b, v3[i].dtype, "bad-dump-seed")) return 1;
+        static uint8_t buf[1 << 16];
+        size_t n = dc_pack(b.dir, buf, sizeof buf);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", out, v3[i].name);
         if (n == 0) return 1;
         kt_write_file(path, buf, n);
         printf("wrote %s (%zu bytes)\n", path, n);

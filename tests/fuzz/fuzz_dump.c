@@ -1,7 +1,8 @@
 /* fuzz_dump.c — libFuzzer harness for the dump reader (kld_dump_open +
  * kld_dump_read of every record). The input is a dump directory packed as
  * documented in dump_container.h (uint16-length-prefixed manifest.json,
- * tokens.bin, seq-0.bin, seq-0.ext.bin, seq-1.bin, seq-1.ext.bin); it is
+ * tokens.bin, seq-0.bin, seq-0.ext.bin, seq-1.bin, seq-1.ext.bin; v1/v2 top-k
+ * records or v3 hidden states, read with kld_dump_read_hidden); it is
  * unpacked into a per-process directory under /tmp, removed at exit.
  * Seeds: tests/fuzz/dump_seeds/ (valid dumps; copy them, libFuzzer writes
  * into its corpus folders). The vocabulary limit is the manifest's for
@@ -25,6 +26,31 @@ static void remove_dir(void) {
     rmdir(fuzz_dir);
 }
 
+/* Format 3: every sequence's hidden states and sidecar, whole and one
+ * record at a time; what the reader hands out is finite. */
+static void read_hidden(kld_dump *d, const kld_dump_meta *m) {
+    size_t n = (size_t)m->positions_per_seq, e = (size_t)m->n_embd;
+    float *h = malloc(n * e * sizeof *h);
+    double *lse = malloc(n * sizeof *lse), *logp = malloc(n * sizeof *logp);
+    int32_t *am = malloc(n * sizeof *am);
+    if (!h || !lse || !logp || !am) abort();
+    kld_error err = {0};
+    for (int64_t s = 0; s < m->n_seqs; s++) {
+        kld_status st = kld_dump_read_hidden(d, s, 0, (int64_t)n, h, (s & 1) ? NULL : lse,
+                                             (s & 1) ? NULL : logp, (s & 1) ? NULL : am, &err);
+        fuzz_check_failure(st, &err);
+        if (st == KLD_OK)
+            for (size_t i = 0; i < n * e; i++)
+                if (!isfinite(h[i])) abort();
+        st = kld_dump_read_hidden(d, s, (int64_t)n - 1, 1, h, lse, logp, am, &err);
+        fuzz_check_failure(st, &err);
+    }
+    free(h);
+    free(lse);
+    free(logp);
+    free(am);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!fuzz_dir[0]) {
         snprintf(fuzz_dir, sizeof fuzz_dir, "/tmp/fuzz_dump.%ld", (long)getpid());
@@ -40,6 +66,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st != KLD_OK) return 0;
     const kld_dump_meta *m = kld_dump_meta_of(d);
     fuzz_sink ^= (uint8_t)m->model[0];
+    if (m->format_version == 3) {
+        read_hidden(d, m);
+        kld_dump_close(d);
+        return 0;
+    }
     /* the files exist at their exact sizes, so these products are small */
     size_t n = (size_t)m->positions_per_seq, k = (size_t)m->top_k;
     int32_t *idx = malloc(n * k * sizeof *idx), *am = malloc(n * sizeof *am);
