@@ -5,6 +5,7 @@
  * --imatrix (q4_K_M, iq4_xs); the policy grammar's errors name the bad
  * token; threads never change a byte; MODEL@POLICY gives the logits of the
  * quantized file bit for bit. */
+#include "io/gguf_writer.h"
 #include "testlib.h"
 
 #include "engine/engine.h"
@@ -365,6 +366,63 @@ static void test_imatrix_file(void) {
     kld_imatrix_free(im);
 }
 
+/* The GGUF form of im as llama-imatrix writes it: W.in_sum2 = the legacy
+ * sums and W.counts = ncall give the quantizers the same weights. */
+static void write_gguf_imatrix(const kld_imatrix *im, const char *path) {
+    kld_gguf_writer *w = kld_gguf_writer_create();
+    const char *ds[] = {im->dataset};
+    kld_gguf_writer_set_u32(w, "imatrix.chunk_count", (uint32_t)im->chunks);
+    kld_gguf_writer_set_u32(w, "imatrix.chunk_size", 256);
+    kld_gguf_writer_set_arr_str(w, "imatrix.datasets", ds, 1);
+    float *counts = calloc(im->n, sizeof *counts);
+    kld_error err = {0};
+    for (size_t i = 0; i < im->n; i++) {
+        char n[300];
+        counts[i] = (float)im->e[i].ncall;
+        snprintf(n, sizeof n, "%s.in_sum2", im->e[i].name);
+        CHECK_OK(kld_gguf_writer_add_tensor(w, n, KLD_TYPE_F32, 2, (int64_t[]){im->e[i].n, 1}, im->e[i].sums,
+                                            (uint64_t)im->e[i].n * 4, &err), err);
+        snprintf(n, sizeof n, "%s.counts", im->e[i].name);
+        CHECK_OK(kld_gguf_writer_add_tensor(w, n, KLD_TYPE_F32, 2, (int64_t[]){1, 1}, &counts[i], 4, &err), err);
+    }
+    CHECK_OK(kld_gguf_writer_write(w, path, &err), err);
+    kld_gguf_writer_free(w);
+    free(counts);
+}
+
+/* llama-imatrix's GGUF form: read, and quantized with, as the legacy file
+ * it was made from (llama-quantize's bytes). */
+static void test_imatrix_gguf(void) {
+    kld_imatrix *dat = NULL, *gg = NULL;
+    kld_error err = {0};
+    CHECK_OK(kld_imatrix_read(IMAT "/imatrix.dat", &dat, &err), err);
+    if (!dat) return;
+    char path[512], out[512];
+    snprintf(path, sizeof path, "%s/quant_imatrix.gguf", kt_build_dir());
+    write_gguf_imatrix(dat, path);
+    CHECK_OK(kld_imatrix_read(path, &gg, &err), err);
+    if (gg) {
+        CHECK(gg->n == dat->n && gg->chunks == 64 && gg->dataset && !strcmp(gg->dataset, dat->dataset),
+              "imatrix.gguf: %zu entries, 64 chunks, the dataset", gg->n);
+        bool same = gg->n == dat->n;
+        for (size_t i = 0; same && i < dat->n; i++) {
+            const kld_imatrix_entry *e = kld_imatrix_find(gg, dat->e[i].name);
+            same = e && e->n == dat->e[i].n &&
+                   !memcmp(e->weights, dat->e[i].weights, (size_t)e->n * sizeof *e->weights);
+        }
+        CHECK(same, "imatrix.gguf: every entry's weights equal the legacy file's bit for bit");
+    }
+    snprintf(out, sizeof out, "%s/quant_imat_gguf.gguf", kt_build_dir());
+    kld_quantize_opts o = {.n_threads = 2, .imatrix_path = path};
+    CHECK_OK(kld_quantize_file(RL "/f16.gguf", out, "q4_K_M", &o, NULL, &err), err);
+    CHECK(compare_tensors(out, IMAT "/q4_k_m-imat.gguf", "q4_k_m-imat.gguf") == 1.0,
+          "q4_K_M with imatrix.gguf: all blocks identical to llama-quantize --imatrix imatrix.dat");
+    remove(out);
+    remove(path);
+    kld_imatrix_free(gg);
+    kld_imatrix_free(dat);
+}
+
 static void test_imatrix_quant(void) {
     static const struct {
         const char *recipe, *file;
@@ -638,6 +696,7 @@ int main(void) {
     test_policy_plan();
     test_imatrix_file();
     test_imatrix_quant();
+    test_imatrix_gguf();
     test_on_load_logits();
     test_hf_convert();
     test_sweep_groups();

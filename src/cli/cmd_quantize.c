@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "is an error. A class is the dense tensor only: select experts with a glob\n"
             "('blk.*.ffn_up_exps.weight'). Example:\n"
             "  kldeval quantize f16.gguf out.gguf q4_K_M,head=f16,blk:0-1=q8_0\n\n"
-            "  --imatrix FILE   importance matrix (llama-imatrix's .dat or kldeval's)\n"
+            "  --imatrix FILE   importance matrix (llama-imatrix's GGUF or legacy .dat)\n"
             "  --threads N      threads, 1 .. 1024 (default: all cores)\n"
             "  -q, --quiet      no per-tensor lines and no progress (notes on what a\n"
             "                   conversion leaves out still go to stderr)\n"

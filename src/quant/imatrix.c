@@ -1,10 +1,10 @@
-/* imatrix.c — llama-imatrix's importance-matrix file (the binary format of
- * llama.cpp at c392e50): int32 entry count; per entry int32 name length,
+/* imatrix.c — llama-imatrix's importance-matrix file, legacy form (the
+ * binary format of llama.cpp at c392e50; the GGUF form is imatrix_gguf.c): int32 entry count; per entry int32 name length,
  * the name, int32 ncall, int32 nval, float32 values (the per-column mean of
  * squared activations times ncall); then optionally int32 last_call, int32
  * dataset-name length and the name. llama-quantize divides each entry by
  * ncall before handing it to the quantizers; `weights` holds that. */
-#include "quant/quant.h"
+#include "quant/imatrix_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -58,6 +58,8 @@ static kld_status parse(const char *path, const uint8_t *buf, uint64_t size, kld
         for (size_t j = 0; j + 1 < im->n; j++)
             if (!strcmp(im->e[j].name, e->name))
                 return kld_fail(err, KLD_ERR_FORMAT, "%s: entry '%s' appears twice", path, e->name);
+        if (ncall < 0)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: entry '%s': ncall %d is negative", path, e->name, ncall);
         e->ncall = ncall;
         e->n = nval;
         e->sums = malloc((size_t)nval * sizeof(float));
@@ -65,9 +67,9 @@ static kld_status parse(const char *path, const uint8_t *buf, uint64_t size, kld
         if (!e->sums || !e->weights) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
         take(&r, e->sums, (uint64_t)nval * 4);
         for (int32_t j = 0; j < nval; j++) {
-            if (!isfinite(e->sums[j]))
-                return kld_fail(err, KLD_ERR_FORMAT, "%s: entry '%s'[%d] is not finite", path,
-                                e->name, j);
+            if (!isfinite(e->sums[j]) || e->sums[j] < 0)
+                return kld_fail(err, KLD_ERR_FORMAT, "%s: entry '%s'[%d] = %g is not a sum of squares "
+                                "(finite, >= 0)", path, e->name, j, (double)e->sums[j]);
             e->weights[j] = ncall > 0 ? e->sums[j] / (float)ncall : e->sums[j];
         }
     }
@@ -87,7 +89,10 @@ kld_status kld_imatrix_parse(const uint8_t *buf, uint64_t size, const char *name
                              kld_imatrix **out, kld_error *err) {
     *out = NULL;
     kld_imatrix *im = calloc(1, sizeof *im);
-    kld_status s = im ? parse(name, buf, size, im, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    const bool gguf = size >= 4 && !memcmp(buf, "GGUF", 4);
+    kld_status s = !im    ? kld_fail(err, KLD_ERR_NOMEM, "out of memory")
+                   : gguf ? kld_imatrix_parse_gguf(name, buf, size, im, err)
+                          : parse(name, buf, size, im, err);
     if (s) {
         kld_imatrix_free(im);
         return s;

@@ -111,9 +111,12 @@ typedef struct kld_imatrix {
     char *dataset;     /* trailer dataset name, or NULL */
 } kld_imatrix;
 
-/* Reads llama-imatrix's binary file (int32 count; per entry int32 name
- * length, name, int32 ncall, int32 nval, float32[nval]; optional trailer
- * int32 last_call, int32 length, dataset name). Every size is checked. */
+/* Reads an llama-imatrix file in either form: GGUF (tensors W.in_sum2 and
+ * W.counts, keys imatrix.*; weights = in_sum2 / count per matrix, 1 for a
+ * matrix without tokens, as llama-quantize loads it) or the legacy binary
+ * file (int32 count; per entry int32 name length, name, int32 ncall, int32
+ * nval, float32[nval]; optional trailer int32 last_call, int32 length,
+ * dataset name). Every size and value is checked. */
 kld_status kld_imatrix_read(const char *path, kld_imatrix **out, kld_error *err);
 /* The same from a buffer (the fuzzer's entry point); `name` is used in messages. */
 kld_status kld_imatrix_parse(const uint8_t *buf, uint64_t size, const char *name,
