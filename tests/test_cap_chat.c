@@ -151,7 +151,7 @@ int main(void) {
     expect_error("filter", "{{ 'x' | wordwrap }}", "u:x", KLD_ERR_UNSUPPORTED, "filter 'wordwrap'");
     expect_error("loop filter", "{% for m in messages if m %}{% endfor %}", "u:x", KLD_ERR_UNSUPPORTED, "for … if");
     expect_error("include", "{% include 'x' %}", "u:x", KLD_ERR_UNSUPPORTED, "'include'");
-    expect_error("unclosed", "{% if true %}x", "u:x", KLD_ERR_FORMAT, "missing 'elif'");
+    expect_error("unclosed", "{% if true %}x", "u:x", KLD_ERR_FORMAT, "missing '{% endif %}'");
     expect_error("bad tag", "{{ 1 + }}", "u:x", KLD_ERR_FORMAT, "line 1");
     CHECK(kld_chat_has_bos("<|begin_of_text|>hi", "<|begin_of_text|>"), "has bos");
     CHECK(!kld_chat_has_bos("<|im_start|>", "<s>") && !kld_chat_has_bos("x", ""), "no bos");

@@ -542,7 +542,11 @@ static node *body(rt *r, const char *const *enders) {
     while (b && r->st == KLD_OK) {
         tok *t = cur(r);
         if (t->kind == T_EOF) {
-            if (enders) kld_chat_fail(r, KLD_ERR_FORMAT, "unexpected end of template: missing '%s'", enders[0]);
+            if (enders) { /* the block's closer is the last of its enders */
+                int k = 0;
+                while (enders[k + 1]) k++;
+                kld_chat_fail(r, KLD_ERR_FORMAT, "unexpected end of template: missing '{%% %s %%}'", enders[k]);
+            }
             break;
         }
         if (t->kind == T_TEXT) {

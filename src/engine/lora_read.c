@@ -11,6 +11,7 @@
 #include "engine/lora.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -31,6 +32,15 @@ void kld_lora_file_close(kld_lora_file *f) {
     kld_safetensors_close(f->st);
     free(f->e);
     memset(f, 0, sizeof *f);
+}
+
+/* A base weight name an entry can hold whole (a cut name could pair two
+ * weights' halves). */
+static kld_status base_check(const kld_lora_file *f, const kld_tensor *t, size_t len, kld_error *err) {
+    if (len == 0 || len >= sizeof ((kld_lora_entry *)0)->base)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s': the adapted weight's name is %s", f->path,
+                        t->name, len ? "too long (at most 159 bytes)" : "empty");
+    return KLD_OK;
 }
 
 /* The entry for base (created when new); NULL when out of memory. */
@@ -76,7 +86,11 @@ static kld_status check_pairs(const kld_lora_file *f, kld_error *err) {
 static kld_status gguf_str_key(const kld_lora_file *f, const char *key, const char *want,
                                kld_error *err) {
     kld_str v;
-    if (!kld_gguf_get_str(f->gguf, key, &v))
+    const kld_gguf_kv *kv = kld_gguf_find(f->gguf, key);
+    if (kv && !kld_gguf_get_str(f->gguf, key, &v))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: key '%s' has type %s, expected the string '%s'", f->path,
+                        key, kld_gguf_vtype_name(kv->value.type), want);
+    if (!kv)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: key '%s' is missing (a LoRA adapter has %s = "
                         "'%s')", f->path, key, key, want);
     if (!kld_str_eq(v, want))
@@ -95,6 +109,9 @@ static kld_status open_gguf(const char *path, kld_lora_file *f, kld_error *err) 
     if (kv && !kld_gguf_get_float(f->gguf, "adapter.lora.alpha", &f->alpha))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: key 'adapter.lora.alpha' has type %s, expected a "
                         "number", path, kld_gguf_vtype_name(kv->value.type));
+    if (kv && !isfinite(f->alpha))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: key 'adapter.lora.alpha' is %g, not a finite number",
+                        path, f->alpha);
     f->has_alpha = kv != NULL;
     kld_str a;
     if (kld_gguf_get_str(f->gguf, "general.architecture", &a))
@@ -105,7 +122,9 @@ static kld_status open_gguf(const char *path, kld_lora_file *f, kld_error *err) 
         const size_t n = strlen(t->name);
         if (ends_with(t->name, n, ".lora_a") || ends_with(t->name, n, ".lora_b")) {
             const bool is_a = t->name[n - 1] == 'a';
-            if ((st = set_half(f, entry_for(f, t->name, n - 7, &cap), t, is_a, err))) return st;
+            if ((st = base_check(f, t, n - 7, err)) ||
+                (st = set_half(f, entry_for(f, t->name, n - 7, &cap), t, is_a, err)))
+                return st;
         } else if (!ends_with(t->name, n, "_norm.weight")) { /* llama.cpp skips norms too */
             return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' is not a LoRA tensor (expected "
                             "'<base>.lora_a' or '<base>.lora_b')", path, t->name);
@@ -207,8 +226,9 @@ static kld_status open_peft(const char *dir, kld_lora_file *f, kld_error *err) {
             return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' is not a LoRA tensor (expected "
                             "'base_model.model.<module>.lora_A.weight' or '.lora_B.weight')",
                             f->path, t->name);
+        if ((st = base_check(f, t, n - 14 ? n - 14 + 7 : 0, err))) return st; /* + ".weight" */
         char base[160];
-        snprintf(base, sizeof base, "%.*s.weight", (int)(n - 14 < 140 ? n - 14 : 140), name);
+        snprintf(base, sizeof base, "%.*s.weight", (int)(n - 14), name);
         kld_lora_entry *e = entry_for(f, base, strlen(base), &cap);
         if ((st = set_half(f, e, t, is_a, err)) || (st = target_check(f, e, err))) return st;
     }

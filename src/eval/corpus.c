@@ -185,12 +185,21 @@ kld_status kld_corpus_load_text(const char *path, const char *format, kld_corpus
     if (!st && !kld_utf8_valid(c->whole, c->whole_len))
         st = kld_fail(err, KLD_ERR_FORMAT, "%s: line %zu is not valid UTF-8 text", c->name,
                       first_invalid_line(c->whole, c->whole_len));
+    /* a NUL would end the document early for every C-string consumer */
+    const char *nul = st ? NULL : memchr(c->whole, 0, c->whole_len);
+    if (nul) {
+        size_t line = 1;
+        for (const char *p = c->whole; p < nul; p++) line += *p == '\n';
+        st = kld_fail(err, KLD_ERR_FORMAT, "%s: line %zu holds a NUL byte (byte %zu): not text", c->name,
+                      line, (size_t)(nul - c->whole));
+    }
     bool jsonl = false;
     if (!st) {
         if (!format || !strcmp(format, "auto")) jsonl = path && ends_with(path, ".jsonl");
         else if (!strcmp(format, "jsonl")) jsonl = true;
         else if (strcmp(format, "text") != 0)
-            st = kld_fail(err, KLD_ERR_ARG, "corpus format '%s' (expected auto, text or jsonl)", format);
+            st = kld_fail(err, KLD_ERR_ARG, "%s: corpus format '%s' (expected auto, text or jsonl)", c->name,
+                          format);
     }
     if (!st) {
         sha256(c->whole, c->whole_len, c->sha256);

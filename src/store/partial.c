@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +347,13 @@ kld_status kld_partial_read(kld_partial *p, size_t n, kld_position *out, kld_err
             return kld_fail(err, KLD_ERR_FORMAT, "%s: record %llu: invalid (top-k %u, flags %u/%u)",
                             p->path, (unsigned long long)(p->records_read + i), r->topk,
                             r->truncated, r->next_outside);
+        /* values a scorer cannot produce would pass into the merged figures */
+        if (!isfinite(r->kld) || !isfinite(r->kld_rev) || !isfinite(r->jsd) || !(r->p_ref_max >= 0) ||
+            r->p_ref_max > 1 || !(r->mass >= 0) || r->mass > 1.001f || r->top_ref < 0 || r->top_arm < 0)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: record %llu: impossible values (kld %g, kld_rev %g, "
+                            "jsd %g, p_ref_max %g, mass %g, top %d/%d)", p->path,
+                            (unsigned long long)(p->records_read + i), r->kld, r->kld_rev, r->jsd,
+                            (double)r->p_ref_max, (double)r->mass, r->top_ref, r->top_arm);
     }
     p->records_read += n;
     return KLD_OK;

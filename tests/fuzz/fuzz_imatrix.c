@@ -1,6 +1,8 @@
 /* fuzz_imatrix.c — libFuzzer harness for the importance-matrix reader
- * (llama-imatrix's .dat): a parsed file has non-empty names and finite
- * sums and weights; a failure carries a status and a message. */
+ * (llama-imatrix's GGUF form and its legacy .dat; seeds of both in
+ * tests/fuzz/imatrix_seeds, written by test_bad_readers): a parsed file
+ * has non-empty names and finite sums and weights; a failure carries a
+ * status and a message. */
 #include "quant/quant.h"
 #include "fuzz_common.h"
 
