@@ -5,7 +5,8 @@
 #     timings and the tokens this process forwarded; a checkpoint of another
 #     run (another arm) is refused, naming the difference; a shard's partial
 #     is not taken for a checkpoint, nor a checkpoint for a partial (merge);
-#   dump --resume: the dump's files equal an uninterrupted dump's byte for byte.
+#   dump --resume: the dump's files equal an uninterrupted dump's byte for byte;
+#   cap --checkpoint / --resume: the report equals an uninterrupted run's.
 # Moments are drawn from a seeded generator (RANDOM=7) so failures reproduce;
 # checkpoints every chunk make kills during a checkpoint write likely.
 set -euo pipefail
@@ -82,5 +83,54 @@ for trial in 1 2 3; do
   [ "$n_full" = "$n_res" ] || { echo "FAIL: dump trial $trial: $n_res files, not $n_full"; fail=1; }
   [ $fail = 0 ] && echo "dump trial $trial: $kills kills, resumed to the same bytes"
 done
+# a dump killed before its partial manifest existed (only tokens.bin written):
+# --resume starts it afresh
+d=$out/dump-early
+rm -rf "$d" && mkdir -p "$d" && cp "$out/dump-full/tokens.bin" "$d/"
+if "$k" dump "${dargs[@]}" --resume --out "$d" > /dev/null 2> "$d.err"; then
+  cmp -s "$out/dump-full/seq-23.bin" "$d/seq-23.bin" || { echo "FAIL: the early-killed dump differs"; fail=1; }
+else
+  echo "FAIL: resuming a dump killed before its partial manifest: $(cat "$d.err")"; fail=1
+fi
+
+# cap --checkpoint / --resume after SIGKILL: the responses kept, the report
+# equal to an uninterrupted run's; other arguments refused naming the field
+sm=../shared/models
+cargs=(-q -m $sm/stories260K/f32.gguf --arm $sm/aidreams260K/f32.gguf --n 40 --max-new 48 --no-db
+       --tasks gsm8k,ifeval,bfcl --batch 4)
+t0=$(date +%s%N); "$k" cap "${cargs[@]}" --json "$out/cap-full.json" > /dev/null; t1=$(date +%s%N)
+cspan=$(( (t1 - t0) / 1000000 ))
+echo "one cap run: ${cspan} ms"
+for trial in 1 2 3; do
+  ck=$out/cap$trial.jsonl kills=0
+  rm -f "$ck"
+  while :; do
+    if [ -e "$ck" ]; then r=(--resume "$ck"); else r=(--checkpoint "$ck"); fi
+    "$k" cap "${cargs[@]}" "${r[@]}" --json "$out/cap$trial.json" > /dev/null 2>"$out/cap$trial.err" &
+    pid=$!
+    ms_sleep $(( RANDOM % (cspan + 1) ))
+    if kill -9 $pid 2>/dev/null; then kills=$((kills + 1)); wait $pid 2>/dev/null || true; continue; fi
+    wait $pid || { echo "FAIL: cap trial $trial: $(cat "$out/cap$trial.err")"; fail=1; break; }
+    break
+  done
+  if ! diff <(jq -S 'del(.elapsed_s)' "$out/cap-full.json") <(jq -S 'del(.elapsed_s)' "$out/cap$trial.json") \
+       > "$out/cap$trial.diff"; then
+    echo "FAIL: cap trial $trial ($kills kills): the resumed report differs:"; head -5 "$out/cap$trial.diff"; fail=1
+  else
+    echo "cap trial $trial: $kills kills, resumed to the uninterrupted report"
+  fi
+done
+if "$k" cap "${cargs[@]}" --max-new 40 --resume "$out/cap1.jsonl" > /dev/null 2> "$out/cap-other.err" ||
+   ! grep -q "config.max_new: 40 vs 48" "$out/cap-other.err"; then
+  echo "FAIL: a cap checkpoint of other arguments: $(cat "$out/cap-other.err")"; fail=1
+fi
+"$k" cap "${cargs[@]}" --checkpoint "$out/cap1.jsonl" > /dev/null 2> "$out/cap-exists.err"
+[ $? = 2 ] && grep -q "exists" "$out/cap-exists.err" || { echo "FAIL: --checkpoint over an existing file"; fail=1; }
+# a write cut by the kill: the torn last line is dropped
+printf '{"arm": 0, "un' >> "$out/cap1.jsonl"
+"$k" cap "${cargs[@]}" --resume "$out/cap1.jsonl" --json "$out/cap-torn.json" > /dev/null 2> "$out/cap-torn.err" &&
+  diff -q <(jq -S . "$out/cap-full.json") <(jq -S . "$out/cap-torn.json") > /dev/null ||
+  { echo "FAIL: a torn last line: $(cat "$out/cap-torn.err")"; fail=1; }
+
 [ $fail = 0 ] && echo PASS
 exit $fail

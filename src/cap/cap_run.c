@@ -17,6 +17,7 @@
  * exactly up to the closing quote. Items: n spread evenly over each task's
  * data (every (size/n)-th item), so a small n still covers subjects. */
 #include "cap/cap.h"
+#include "cap/checkpoint.h"
 #include "chat/chat.h"
 #include "cap/hashhop.h"
 #include "cap/langdetect.h"
@@ -73,6 +74,7 @@ typedef struct gen_setup {
     const kld_cap_sampler *sampler;
     int samples;
     int think_budget;
+    int arm;                /* 0 reference, 1 arm (the checkpoint's key) */
 } gen_setup;
 
 typedef struct gen_batch {
@@ -124,7 +126,43 @@ static void add_samples(json_t *rec, const gen_batch *g, size_t k0, int samples,
     json_object_set_new(rec, "responses", all);
 }
 
-static kld_status gen_batch_run(gen_batch *g, const kld_cap_run_opts *o, kld_cap_lm *lm, kld_error *err) {
+/* The prompts of g not kept by the checkpoint, generated a group at a time
+ * and each group appended to it, so a kill loses one group at most. */
+static kld_status gen_batch_checkpointed(gen_batch *g, const kld_cap_run_opts *o, kld_cap_lm *lm, int arm,
+                                         const char *unit, kld_error *err) {
+    size_t *todo = malloc((g->n ? g->n : 1) * sizeof *todo), n_todo = 0;
+    kld_cap_gen_item *sub = malloc((g->n ? g->n : 1) * sizeof *sub);
+    char **texts = calloc(g->n ? g->n : 1, sizeof *texts);
+    kld_status st = todo && sub && texts ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < g->n && st == KLD_OK; k++) {
+        const kld_cap_gen_item *it = &g->items[k];
+        const char *kept = kld_cap_ckpt_find(o->ckpt, arm, unit, it->item, it->sample, it->prompt);
+        if (!kept) todo[n_todo++] = k;
+        else if (!(g->texts[k] = kld_strdup(kept))) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    const size_t group = (size_t)(o->batch > 0 ? o->batch : kld_cap_default_batch(lm)) * 2;
+    for (size_t a = 0; a < n_todo && st == KLD_OK && !(o->stop && *o->stop); a += group) {
+        const size_t m = n_todo - a < group ? n_todo - a : group;
+        for (size_t j = 0; j < m; j++) sub[j] = g->items[todo[a + j]];
+        size_t done = 0;
+        st = kld_cap_generate_batch(lm, sub, m, o->batch, o->stop, texts, &done, err);
+        for (size_t j = 0; j < done && st == KLD_OK; j++) {
+            st = kld_cap_ckpt_add(o->ckpt, arm, unit, sub[j].item, sub[j].sample, sub[j].prompt, texts[j], err);
+            g->texts[todo[a + j]] = texts[j];
+            texts[j] = NULL;
+        }
+        for (size_t j = 0; j < m; j++) free(texts[j]), texts[j] = NULL;
+        if (st == KLD_OK) st = kld_cap_ckpt_sync(o->ckpt, err);
+    }
+    /* done: the prefix of prompts with a text (kld_cap_generate_batch's rule) */
+    for (g->done = 0; g->done < g->n && g->texts[g->done];) g->done++;
+    free(todo), free(sub), free(texts);
+    return st;
+}
+
+static kld_status gen_batch_run(gen_batch *g, const kld_cap_run_opts *o, kld_cap_lm *lm, const gen_setup *gs,
+                                const char *unit, kld_error *err) {
+    if (o->ckpt) return gen_batch_checkpointed(g, o, lm, gs->arm, unit, err);
     return kld_cap_generate_batch(lm, g->items, g->n, o->batch, o->stop, g->texts, &g->done, err);
 }
 
@@ -225,7 +263,7 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const gen_
             if (!qt) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
             else gen_batch_add(&gb, gs, q, q, qt, true, 16 + 4, quote);
         }
-        if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, err);
+        if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, gs, task, err);
         for (size_t k0 = 0; k0 + S <= gb.done && st == KLD_OK; k0 += S) {
             const size_t q = gb.index[k0];
             size_t c = 0;
@@ -314,7 +352,7 @@ static kld_status run_task(const kld_cap_run_opts *o, kld_cap_lm *lm, const gen_
             free(prompt);
         free(user);
     }
-    if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, err);
+    if (st == KLD_OK) st = gen_batch_run(&gb, o, lm, gs, task, err);
     for (size_t k0 = 0; k0 + S <= gb.done && st == KLD_OK; k0 += S) {
         const size_t i = gb.index[k0], ix = skip + pick(i, n_items, size);
         const json_t *d = json_array_get(data, ix);
@@ -422,6 +460,21 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
     st = kld_cap_open_models(&o, lm, &n_arms, err);
     if (st != KLD_OK) return st;
     if (task_listed(o.tasks, "hashhop")) st = hashhop_size(&o, lm, n_arms, err);
+    /* the configuration: known before the first item (a checkpoint is bound to it) */
+    const char *run_tasks[8];
+    size_t n_run = 0;
+    for (int t = 0; all[t]; t++)
+        if (task_listed(o.tasks, all[t])) run_tasks[n_run++] = all[t];
+    json_t *config = NULL;
+    if (st == KLD_OK && !(config = kld_cap_run_config(&o, &lm[0], n_arms == 2 ? &lm[1] : NULL, run_tasks, n_run)))
+        st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    o.ckpt = NULL;
+    if (st == KLD_OK && o.checkpoint_path) {
+        st = kld_cap_ckpt_open(o.checkpoint_path, o.resume, config, &o.ckpt, err);
+        if (st == KLD_OK && o.resume && !o.quiet)
+            fprintf(stderr, "cap: resuming from %s: %zu responses kept\n", o.checkpoint_path,
+                    kld_cap_ckpt_resumed(o.ckpt));
+    }
     /* the arm's name: its model, or the reference's weights (self-flag) */
     const char *arm_name = o.arm_path ? o.arm_path : o.ref_path;
     kld_cap_unit units[16];
@@ -440,7 +493,7 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
                 arm_items res = {0};
                 u->items[a] = json_array();
                 const gen_setup gs = {a == 1 && o.has_arm_sampler ? &o.arm_sampler : &o.sampler, o.samples,
-                                      o.thinking_budget};
+                                      o.thinking_budget, a};
                 st = run_task(&o, &lm[a], &gs, u->name, (size_t)o.n, &res, u->items[a], err);
                 u->pos[a] = res.pos;
                 u->total = res.total;
@@ -449,17 +502,13 @@ kld_status kld_cap_run(const kld_cap_run_opts *opts, json_t **report, kld_error 
         }
     }
     const bool interrupted = o.stop && *o.stop;
-    json_t *head = NULL, *arm = NULL, *config = NULL;
+    kld_cap_ckpt_close(o.ckpt);
+    json_t *head = NULL, *arm = NULL;
     if (st == KLD_OK) {
         head = json_pack("{s:s, s:I, s:I, s:b}", "ref", o.ref_path, "n", (json_int_t)o.n, "max_new",
                          (json_int_t)o.max_new, "chat", !o.no_chat);
         arm = n_arms == 2 ? json_string(arm_name) : NULL;
-        const char *run_tasks[8];
-        size_t n_run = 0;
-        for (int t = 0; all[t]; t++)
-            if (task_listed(o.tasks, all[t])) run_tasks[n_run++] = all[t];
-        config = kld_cap_run_config(&o, &lm[0], n_arms == 2 ? &lm[1] : NULL, run_tasks, n_run);
-        if (!head || !config || (n_arms == 2 && !arm)) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        if (!head || (n_arms == 2 && !arm)) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     }
     if (st == KLD_OK && (o.shard.n || o.partial_path)) {
         uint8_t hash[32];

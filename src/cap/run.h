@@ -107,6 +107,9 @@ typedef struct kld_cap_run_opts {
     int samples;           /* responses per generated item (<= 1: one) */
     int thinking;          /* KLD_CAP_THINKING_*: enable_thinking for the chat template */
     int thinking_budget;   /* > 0: tokens of a thinking block before its close is forced */
+    const char *checkpoint_path; /* keep every response here as it is generated (checkpoint.h) */
+    bool resume;           /* checkpoint_path exists: reuse its responses, append the rest */
+    struct kld_cap_ckpt *ckpt; /* set by kld_cap_run */
     size_t hashhop_chars;  /* set by kld_cap_run */
     bool quiet;
 } kld_cap_run_opts;

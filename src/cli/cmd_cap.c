@@ -3,6 +3,7 @@
  * `kldeval cap score` scores a JSON Lines file of responses that something
  * else generated. Both print a text report, and JSON with --json. */
 #include "cap/cap.h"
+#include "cap/checkpoint.h"
 #include "cap/langdetect.h"
 #include "cap/run.h"
 #include "cli/args.h"
@@ -21,6 +22,11 @@ static void usage(FILE *f) {
             "                     (GSM8K/MMLU \"index\" = 0-based line / row, IFEval \"key\" or \"prompt\",\n"
             "                     HumanEval \"task_id\", BFCL \"id\") and the text as \"response\"\n"
             "                     (HumanEval: \"completion\")\n"
+            "  --checkpoint FILE  keep every generated response in FILE as it is made (appended and\n"
+            "                     fsynced a group of prompts at a time; FILE must not exist)\n"
+            "  --resume FILE      go on from a killed run's checkpoint (same arguments): its responses\n"
+            "                     are reused, the rest generated and appended; the report equals an\n"
+            "                     uninterrupted run's. A checkpoint of other arguments is refused\n"
             "  --data DIR         the capability data (default: data/capability as shipped,\n"
             "                     found beside the binary, in its source tree or its install prefix)\n"
             "  --json PATH        also write the JSON report (every accuracy a fraction; '-' = stdout)\n"
@@ -169,6 +175,11 @@ static void run_usage(FILE *f) {
             "  --partial PART     write the shard's items and the hash of the run's defining inputs\n"
             "                     (models' SHA-256, policies, levers, tasks, n, seed, modes, data\n"
             "                     SHA-256) for kldeval merge PART...\n"
+            "  --checkpoint FILE  keep every generated response in FILE as it is made (appended and\n"
+            "                     fsynced a group of prompts at a time; FILE must not exist)\n"
+            "  --resume FILE      go on from a killed run's checkpoint (same arguments): its responses\n"
+            "                     are reused, the rest generated and appended; the report equals an\n"
+            "                     uninterrupted run's. A checkpoint of other arguments is refused\n"
             "  --data DIR         the capability data (default: data/capability as shipped,\n"
             "                     found beside the binary, in its source tree or its install prefix)\n"
             "  --json PATH        also write the JSON report (with every response)\n"
@@ -238,6 +249,11 @@ static int parse_cap_extra(const char *a, const char *v, kld_cap_run_opts *o) {
         o->shard.mode = !strcmp(v, "mod") ? KLD_SHARD_MOD : KLD_SHARD_RANGE;
     } else if (!strcmp(a, "--partial")) {
         o->partial_path = v;
+    } else if (!strcmp(a, "--checkpoint") || !strcmp(a, "--resume")) {
+        if (o->checkpoint_path)
+            return fprintf(stderr, "kldeval cap: give one of --checkpoint and --resume, once\n"), 0;
+        o->checkpoint_path = v;
+        o->resume = !strcmp(a, "--resume");
     } else if (!strcmp(a, "--sampler") || !strcmp(a, "--arm-sampler")) {
         kld_error e = {0};
         const bool arm = !strcmp(a, "--arm-sampler");
@@ -334,7 +350,8 @@ static int cap_run(int argc, char **argv) {
                                              "--json", "--threads", "--python", "--seed", "--label", "--db",
                                              "--html", "--lever", "--ref-lever", "--arm-lever", "--gsm8k-mode",
                                              "--shard", "--shard-mode", "--partial", "--batch", "--sampler",
-                                             "--arm-sampler", "--samples", "--thinking", "--thinking-budget", NULL};
+                                             "--arm-sampler", "--samples", "--thinking", "--thinking-budget",
+                                             "--checkpoint", "--resume", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;
@@ -391,6 +408,12 @@ static int cap_run(int argc, char **argv) {
     if (rec.html_path && !kld_arg_output("cap", "--html", rec.html_path, inputs, 4)) return 2;
     inputs[4] = rec.html_path;
     if (o.partial_path && !kld_arg_output("cap", "--partial", o.partial_path, inputs, 5)) return 2;
+    if (o.checkpoint_path && kld_cap_ckpt_check(o.checkpoint_path, o.resume, &check) != KLD_OK) {
+        fprintf(stderr, "kldeval cap: %s %s\n", o.resume ? "--resume" : "--checkpoint", check.msg);
+        return 2;
+    }
+    if (o.checkpoint_path && !o.resume && !kld_arg_output("cap", "--checkpoint", o.checkpoint_path, inputs, 5))
+        return 2;
     signal(SIGINT, on_sigint);
     json_t *rep = NULL;
     kld_error err = {0};

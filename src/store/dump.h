@@ -213,6 +213,8 @@ typedef struct kld_dump_writer kld_dump_writer;
  * records already complete on disk are kept, a torn last record is cut off,
  * and *done_seq / *done_rec receive the first record still missing
  * (done_seq == n_seqs when nothing is missing). Without resume they are 0.
+ * A resume of a DIR that is empty or holds only what a start writes before
+ * the partial manifest (a kill that early) starts the dump afresh.
  * A DIR holding a complete dump (manifest.json) is refused either way. */
 kld_status kld_dump_create(const char *dir, const kld_dump_meta *meta, const int32_t *tokens,
                            bool resume, kld_dump_writer **out, int64_t *done_seq,

@@ -141,6 +141,34 @@ static int dir_state(const char *dir, kld_error *err, kld_status *st) {
     return state;
 }
 
+/* A start cut short: the folder holds only what a fresh dump writes before
+ * its partial manifest (tokens.bin, temporary files), which a resume
+ * removes to start over. */
+static bool only_start_files(const char *dir) {
+    DIR *dp = opendir(dir);
+    if (!dp) return false;
+    bool only = true;
+    struct dirent *e;
+    while (only && (e = readdir(dp)) != NULL) {
+        const char *n = e->d_name;
+        only = !strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, KLD_DUMPI_TOKENS) ||
+               !strcmp(n, KLD_DUMPI_TOKENS ".tmp") || !strcmp(n, KLD_DUMPI_PARTIAL ".tmp");
+    }
+    closedir(dp);
+    return only;
+}
+
+static kld_status remove_start_files(const char *dir, kld_error *err) {
+    static const char *const names[] = {KLD_DUMPI_TOKENS, KLD_DUMPI_TOKENS ".tmp", KLD_DUMPI_PARTIAL ".tmp"};
+    char path[KLD_DUMPI_PATH_MAX];
+    for (int i = 0; i < 3; i++) {
+        kld_dumpi_path(path, dir, names[i]);
+        if (unlink(path) != 0 && errno != ENOENT)
+            return kld_fail(err, KLD_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+    }
+    return KLD_OK;
+}
+
 static kld_status differs(const char *path, const char *key, long long was, long long now,
                           kld_error *err) {
     return kld_fail(err, KLD_ERR_MISMATCH, "%s: %s: the interrupted dump has %lld, this run %lld",
@@ -369,6 +397,13 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
     kld_dump_meta was;
     char partial_path[KLD_DUMPI_PATH_MAX];
     kld_dumpi_path(partial_path, w->dir, KLD_DUMPI_PARTIAL);
+    /* a dump killed before its partial manifest existed scored nothing:
+     * resuming it is starting it */
+    if (resume && state >= 1 && access(partial_path, F_OK) != 0 && only_start_files(w->dir)) {
+        if ((st = remove_start_files(w->dir, err))) return st;
+        resume = false;
+        state = 1;
+    }
     if (resume) {
         if (state != 2 || access(partial_path, F_OK) != 0)
             return kld_fail(err, KLD_ERR_ARG, "%s: no interrupted dump to resume (%s is missing)",
