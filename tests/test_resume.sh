@@ -96,7 +96,7 @@ fi
 # cap --checkpoint / --resume after SIGKILL: the responses kept, the report
 # equal to an uninterrupted run's; other arguments refused naming the field
 sm=../shared/models
-cargs=(-q -m $sm/stories260K/f32.gguf --arm $sm/aidreams260K/f32.gguf --n 40 --max-new 48 --no-db
+cargs=(-q -m $sm/stories260K/f32.gguf --arm $sm/aidreams260K/f32.gguf --n 16 --max-new 40 --no-db
        --tasks gsm8k,ifeval,bfcl --batch 4)
 t0=$(date +%s%N); "$k" cap "${cargs[@]}" --json "$out/cap-full.json" > /dev/null; t1=$(date +%s%N)
 cspan=$(( (t1 - t0) / 1000000 ))
@@ -120,8 +120,8 @@ for trial in 1 2 3; do
     echo "cap trial $trial: $kills kills, resumed to the uninterrupted report"
   fi
 done
-if "$k" cap "${cargs[@]}" --max-new 40 --resume "$out/cap1.jsonl" > /dev/null 2> "$out/cap-other.err" ||
-   ! grep -q "config.max_new: 40 vs 48" "$out/cap-other.err"; then
+if "$k" cap "${cargs[@]}" --max-new 32 --resume "$out/cap1.jsonl" > /dev/null 2> "$out/cap-other.err" ||
+   ! grep -q "config.max_new: 32 vs 40" "$out/cap-other.err"; then
   echo "FAIL: a cap checkpoint of other arguments: $(cat "$out/cap-other.err")"; fail=1
 fi
 "$k" cap "${cargs[@]}" --checkpoint "$out/cap1.jsonl" > /dev/null 2> "$out/cap-exists.err"
