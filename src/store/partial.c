@@ -34,6 +34,27 @@ bool kld_partial_shard_has(uint32_t k, uint32_t n, uint32_t mode, uint64_t i, ui
     return i >= lo && i < hi;
 }
 
+/* Closed forms, since w may be 2^40 (a header's claim, before the file's
+ * size is known to hold that many). */
+uint64_t kld_partial_shard_count(uint32_t k, uint32_t n, uint32_t mode, uint64_t w) {
+    if (n == 0) return w;
+    if (mode == 0) return w > k ? (w - k - 1) / n + 1 : 0;
+    return w * ((uint64_t)k + 1) / n - w * k / n;
+}
+
+uint64_t kld_partial_shard_next(uint32_t k, uint32_t n, uint32_t mode, uint64_t i, uint64_t w) {
+    if (n == 0) return i < w ? i : w;
+    uint64_t j;
+    if (mode == 0) {
+        j = i + (k + n - i % n) % n;
+    } else {
+        const uint64_t lo = w * k / n, hi = w * ((uint64_t)k + 1) / n;
+        j = i < lo ? lo : i;
+        if (j >= hi) j = w;
+    }
+    return j < w ? j : w;
+}
+
 static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
@@ -260,9 +281,8 @@ static kld_status read_windows(kld_partial *p, kld_error *err) {
     const kld_partial_head *h = &p->h;
     p->windows = malloc((size_t)(h->n_windows ? h->n_windows : 1) * sizeof *p->windows);
     if (!p->windows) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    uint64_t sum = 0, expected = 0;
-    for (uint64_t i = 0; i < h->n_windows_total; i++)
-        expected += kld_partial_shard_has(h->shard_k, h->shard_n, h->shard_mode, i, h->n_windows_total);
+    uint64_t sum = 0;
+    const uint64_t expected = kld_partial_shard_count(h->shard_k, h->shard_n, h->shard_mode, h->n_windows_total);
     bool checkpoint = h->flags & KLD_PARTIAL_CHECKPOINT;
     if (checkpoint ? h->n_windows > expected : expected != h->n_windows)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: %llu windows, but shard %u/%u of %llu has %llu",
@@ -280,9 +300,7 @@ static kld_status read_windows(kld_partial *p, kld_error *err) {
         if (w->new_doc > 1 || b[13] || b[14] || b[15])
             return kld_fail(err, KLD_ERR_FORMAT, "%s: window entry %llu: bad flags", p->path,
                             (unsigned long long)i);
-        while (checkpoint && next < h->n_windows_total &&
-               !kld_partial_shard_has(h->shard_k, h->shard_n, h->shard_mode, next, h->n_windows_total))
-            next++;
+        if (checkpoint) next = kld_partial_shard_next(h->shard_k, h->shard_n, h->shard_mode, next, h->n_windows_total);
         if ((i && w->index <= p->windows[i - 1].index) || w->index >= h->n_windows_total ||
             (checkpoint && w->index != next++) ||
             !kld_partial_shard_has(h->shard_k, h->shard_n, h->shard_mode, w->index,

@@ -85,5 +85,9 @@ void kld_partial_close(kld_partial *p);
 
 /* Whether window i of w windows belongs to shard k of n in mode (0 mod, 1 range). */
 bool kld_partial_shard_has(uint32_t k, uint32_t n, uint32_t mode, uint64_t i, uint64_t w);
+/* How many of the w windows the shard holds, and its first window at or
+ * after i (w when none), without visiting the windows. */
+uint64_t kld_partial_shard_count(uint32_t k, uint32_t n, uint32_t mode, uint64_t w);
+uint64_t kld_partial_shard_next(uint32_t k, uint32_t n, uint32_t mode, uint64_t i, uint64_t w);
 
 #endif
