@@ -1,7 +1,7 @@
 /* test_cli_kl.c — `kldeval kl` as a user runs it: the JSON report carries
  * the documented keys and agrees with the pin line and the per-position
  * TSV; --pin appends; Ctrl-C (SIGINT) gives a partial report; bad flags and
- * files fail with a message. */
+ * files fail with a message; --gate passes (0) and fails (3). */
 #include "testlib.h"
 
 #include <jansson.h>
@@ -123,11 +123,78 @@ static void test_errors(void) {
     CHECK(run("kl --help") == 0, "--help exits 0");
 }
 
+/* Runs kldeval with args, stdout into out; the exit status. */
+static int run_out(const char *args, const char *out) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>/dev/null", kldeval, args, out);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* --gate: a passing and a failing condition (exit 0 and 3), each printed
+ * with its value, kept in the JSON and the database row; bad conditions
+ * refused before any model loads. */
+static void test_gates(void) {
+    const char *b = kt_build_dir();
+    char args[2048], json[600], db[600], txt[600];
+    snprintf(json, sizeof json, "%s/cli_kl_gate.json", b);
+    snprintf(db, sizeof db, "%s/cli_kl_gate.sqlite", b);
+    snprintf(txt, sizeof txt, "%s/cli_kl_gate.txt", b);
+    remove(db);
+    const char *models = "--ref " KT_SHARED "/models/stories260K/f32.gguf --arm " KT_SHARED
+                         "/models/stories260K/q8_0.gguf --quiet";
+    snprintf(args, sizeof args, "kl %s --no-db --json '%s'", models, json);
+    CHECK(run(args) == 0, "kl for the gates' reference figures");
+    json_error_t je;
+    json_t *j = json_load_file(json, 0, &je);
+    const double mean = json_real_value(json_object_get(json_object_get(j, "kld"), "mean"));
+    const double top1 = json_real_value(json_object_get(j, "top1_agreement"));
+    json_decref(j);
+    CHECK(mean > 0 && top1 > 0, "reference figures: kld.mean %g, top1 %g", mean, top1);
+    /* passing: exit 0 */
+    snprintf(args, sizeof args, "kl %s --db '%s' --json '%s' --gate 'kld.mean<=%.17g, top1>=%.17g'", models, db,
+             json, mean, top1);
+    CHECK(run_out(args, txt) == 0, "gates at the run's own values pass: exit 0");
+    j = json_load_file(json, 0, &je);
+    const json_t *g = json_object_get(j, "gates");
+    CHECK(json_array_size(g) == 2 && json_is_true(json_object_get(json_array_get(g, 0), "pass")) &&
+              json_real_value(json_object_get(json_array_get(g, 0), "value")) == mean &&
+              !strcmp(json_string_value(json_object_get(json_array_get(g, 1), "statistic")), "top1_agreement"),
+          "JSON gates: both with their values, top1 read as top1_agreement");
+    json_decref(j);
+    char *t = kt_read_file(txt, NULL);
+    CHECK(t && strstr(t, "kld.mean <= ") && strstr(t, "PASS") && !strstr(t, "FAIL"), "text: each gate PASS");
+    free(t);
+    /* failing: exit 3, the failing condition printed FAIL with its value */
+    snprintf(args, sizeof args, "kl %s --db '%s' --gate 'kld.mean<%.17g,kld.p99.9<=1'", models, db, mean * 0.999);
+    CHECK(run_out(args, txt) == 3, "a failing gate: exit 3 (not 1, an error)");
+    t = kt_read_file(txt, NULL);
+    CHECK(t && strstr(t, "kld.mean < ") && strstr(t, "FAIL") && strstr(t, "kld.p99_9 <= 1: ") && strstr(t, "PASS"),
+          "text: the failing gate FAIL, the other PASS");
+    free(t);
+    /* the database row carries them */
+    snprintf(args, sizeof args, "'%s' runs show 2 --db '%s' --json > '%s' 2>/dev/null", kldeval, db, txt);
+    int st = system(args);
+    j = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? json_load_file(txt, 0, &je) : NULL;
+    g = json_object_get(j, "gates");
+    CHECK(json_array_size(g) == 2 && json_is_false(json_object_get(json_array_get(g, 0), "pass")),
+          "the database row keeps the gates and their verdicts");
+    json_decref(j);
+    /* refused before loading: the models do not exist */
+    static const char *const bad[] = {"kld.p98<=1", "kld.mean=<1", "top1>=abc", "kld.mean", "", "speed>=1",
+                                      "kld.mean<=1,", "<=1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "kl --ref /nonexistent-ref.gguf --arm /nonexistent-arm.gguf --gate '%s'", bad[i]);
+        CHECK(run(args) == 2, "--gate '%s' refused with exit 2 before any model loads", bad[i]);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     kldeval = argv[1];
     test_reports();
     test_interrupt();
     test_errors();
+    test_gates();
     return kt_finish();
 }

@@ -103,6 +103,12 @@ static void usage(FILE *f) {
 "  --no-db                do not record the run\n"
 "  --html FILE            write the HTML report of this run (see kldeval report)\n"
 "  --quiet                no progress line\n"
+"  --gate EXPR            conditions on the reported statistics, e.g.\n"
+"                         kld.mean<=2e-3,kld.p99<=0.05,top1>=0.98,ppl_ratio<=1.01 (any statistic of\n"
+"                         --json: kld|kld_reverse|jsd|delta_p . mean|median|p90|p99|p99.9|max|...,\n"
+"                         top1, topk, ppl_ratio, ln_ppl_ratio, ...; OP one of <= < >= >). Checked\n"
+"                         before the run; each printed with its value and PASS/FAIL, kept in the\n"
+"                         JSON and the database row; exit status 3 when any fails\n"
 "  --checkpoint FILE      write the run's exact state (every position scored so far) to FILE,\n"
 "                         atomically, at the first window boundary after every --checkpoint-every\n"
 "                         chunks and when the run ends or is stopped: a run killed at any moment\n"
@@ -213,7 +219,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens",
         "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
         "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k",
-        "--checkpoint", "--checkpoint-every", "--resume", "--teacher-head", "--arm-head", NULL};
+        "--checkpoint", "--checkpoint-every", "--resume", "--teacher-head", "--arm-head", "--gate", NULL};
     arm_flags f = {0};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -260,6 +266,14 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--llamacpp-base")) f.lcpp_base = v;
         else if (!strcmp(a, "--corpus")) c->corpus_path = v;
         else if (!strcmp(a, "--json")) o->json_path = v;
+        else if (!strcmp(a, "--gate")) {
+            kld_error e = {0};
+            kld_gates_free(&o->gates);
+            if (kld_gates_parse(v, &o->gates, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval kl: %s\n", e.msg);
+                return false;
+            }
+        }
         else if (!strcmp(a, "--pin")) o->pin_path = v;
         else if (!strcmp(a, "--per-position")) o->tsv_path = v;
         else if (!strcmp(a, "--html")) o->html_path = v;
@@ -374,36 +388,55 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         printf("%-30s: %s\n", "WARNING", res.ctx_note);
         fprintf(stderr, "kldeval kl: warning: %s\n", res.ctx_note);
     }
-    if (!rc && o->json_path && kld_report_json_write(o->json_path, &sum, &run, &err) != KLD_OK) rc = 1;
+    json_t *report = kld_report_json(&sum, &run);
+    /* gates: judged on the report; a stopped run's figures are not the run's */
+    bool gates_pass = true;
+    if (!rc && o->gates.n && !res.partial) {
+        json_t *g = report ? kld_gates_eval(&o->gates, report, &gates_pass) : NULL;
+        if (!g) rc = 1, kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
+        else kld_gates_print(stdout, g), json_object_set_new(report, "gates", g);
+    } else if (o->gates.n && res.partial) {
+        printf("%-30s: not judged (the run was stopped: partial figures)\n", "gate");
+    }
+    if (!rc && o->json_path && kld_report_json_dump(o->json_path, report, &err) != KLD_OK) rc = 1;
     if (!rc && o->pin_path && kld_report_pin_append(o->pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
     if (!rc && o->tsv_path && kld_report_tsv_write(o->tsv_path, res.stats, &err) != KLD_OK) rc = 1;
     if (rc) fprintf(stderr, "kldeval kl: %s\n", err.msg);
     /* the run database keeps every run, so that later comparisons can be paired */
-    json_t *report = kld_report_json(&sum, &run);
     double rate = res.elapsed_s > 0 ? (double)res.arm_tokens / res.elapsed_s : NAN;
     if (!kld_record_run("kl", o, res.mode, report, &sum, res.stats, res.partial, res.elapsed_s, rate) &&
         !rc)
         rc = 1;
     json_decref(report);
     kld_kl_result_free(&res);
-    return rc ? rc : res.partial ? 130 : 0;
+    return rc ? rc : res.partial ? 130 : gates_pass ? 0 : KLD_EXIT_GATE_FAILED;
 }
 
-int kld_cmd_kl(int argc, char **argv) {
+static int run_kl(int argc, char **argv, kld_kl_outputs *o) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
-    kld_kl_outputs o = {0};
     kld_kl_sweep_opts so = {0};
     int rc;
-    if (!parse(argc, argv, &c, &o, &so, &rc)) return rc;
+    if (!parse(argc, argv, &c, o, &so, &rc)) return rc;
     if ((so.teacher_dir || so.teacher_top_k) && !so.spec && !so.floor) {
         fprintf(stderr, "kldeval kl: --teacher and --teacher-top-k apply to --sweep and --floor\n");
         return 2;
     }
+    if ((so.spec || so.floor) && o->gates.n) {
+        fprintf(stderr, "kldeval kl: --gate judges one run's report; not with --sweep or --floor\n");
+        return 2;
+    }
     kld_kernels_init();
     if (so.spec || so.floor) {
-        so.json_path = o.json_path;
-        return kld_kl_sweep_main(&c, &o, &so);
+        so.json_path = o->json_path;
+        return kld_kl_sweep_main(&c, o, &so);
     }
-    return kld_kl_main(&c, &o);
+    return kld_kl_main(&c, o);
+}
+
+int kld_cmd_kl(int argc, char **argv) {
+    kld_kl_outputs o = {0};
+    int rc = run_kl(argc, argv, &o);
+    kld_gates_free(&o.gates);
+    return rc;
 }

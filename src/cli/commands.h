@@ -3,6 +3,8 @@
 #ifndef KLD_CLI_COMMANDS_H
 #define KLD_CLI_COMMANDS_H
 
+#include "eval/gate.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@ typedef struct kld_kl_outputs {
     const char *label;
     const char *db_path; /* NULL: $KLDEVAL_DB or the default location */
     bool no_db, quiet;
+    kld_gates gates;     /* --gate: conditions judged on the report (exit 3 when one fails) */
 } kld_kl_outputs;
 int kld_cmd_quantize(int argc, char **argv);
 int kld_cmd_imatrix(int argc, char **argv);

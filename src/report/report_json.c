@@ -142,15 +142,19 @@ json_t *kld_report_json(const kld_summary *s, const kld_report_run *run) {
     return o;
 }
 
-kld_status kld_report_json_write(const char *path, const kld_summary *s, const kld_report_run *run,
-                                 kld_error *err) {
-    json_t *o = kld_report_json(s, run);
-    if (!o) return kld_fail(err, KLD_ERR_NOMEM, "%s: cannot build the JSON report", path);
+kld_status kld_report_json_dump(const char *path, const json_t *report, kld_error *err) {
+    if (!report) return kld_fail(err, KLD_ERR_NOMEM, "%s: cannot build the JSON report", path);
     errno = 0;
-    int rc = json_dump_file(o, path, JSON_INDENT(2));
-    json_decref(o);
-    if (rc != 0)
+    if (json_dump_file(report, path, JSON_INDENT(2)) != 0)
         return kld_fail(err, KLD_ERR_IO, "%s: cannot write the JSON report: %s", path,
                         errno ? strerror(errno) : "write failed");
     return KLD_OK;
+}
+
+kld_status kld_report_json_write(const char *path, const kld_summary *s, const kld_report_run *run,
+                                 kld_error *err) {
+    json_t *o = kld_report_json(s, run);
+    kld_status st = kld_report_json_dump(path, o, err);
+    json_decref(o);
+    return st;
 }

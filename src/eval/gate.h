@@ -1,0 +1,51 @@
+/* gate.h — conditions on a run's reported statistics, for CI pipelines
+ * (`kl --gate EXPR`): "kld.mean<=2e-3,kld.p99<=0.05,top1>=0.98". Parsed and
+ * checked before the run (an unknown statistic or a malformed condition is
+ * an error naming it), evaluated on the run's JSON report after it.
+ *
+ * A statistic is a path of the kl JSON report (docs/kl.md): a distribution
+ * (kld, kld_reverse, jsd, delta_p) and one of its fields (mean, stderr,
+ * min, p0_1 … p99_9, median, max, doc_mean, doc_stderr, rms), or a scalar
+ * (top1_agreement, topk_overlap, ppl_ratio, ppl_ref, ppl_arm, ppl_diff,
+ * ln_ppl_ratio, nll_correlation, n_positions). Aliases: top1 =
+ * top1_agreement, topk = topk_overlap, p99.9 = p99_9, p0.1 = p0_1.
+ * Operators: <=, <, >=, >. */
+#ifndef KLD_EVAL_GATE_H
+#define KLD_EVAL_GATE_H
+
+#include "common/common.h"
+
+#include <jansson.h>
+
+/* The exit status of a run whose gates did not all pass (1 stays "error",
+ * 2 "usage", 130 "interrupted"). */
+#define KLD_EXIT_GATE_FAILED 3
+
+typedef enum kld_gate_op { KLD_GATE_LE, KLD_GATE_LT, KLD_GATE_GE, KLD_GATE_GT } kld_gate_op;
+
+typedef struct kld_gate {
+    char stat[64];     /* the report path, aliases resolved: "kld.p99_9" */
+    char text[160];    /* the condition as given */
+    kld_gate_op op;
+    double bound;
+} kld_gate;
+
+typedef struct kld_gates {
+    kld_gate *g;
+    size_t n;
+} kld_gates;
+
+/* Parses a comma-separated list of conditions on kl's statistics. */
+kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err);
+void kld_gates_free(kld_gates *g);
+
+/* Evaluates every gate on report (the kl JSON report): an array of
+ * {condition, statistic, op, bound, value, pass}; *all_pass is false when
+ * any fails or its statistic is absent or not finite (a gate that cannot be
+ * judged does not pass). NULL when out of memory. */
+json_t *kld_gates_eval(const kld_gates *g, const json_t *report, bool *all_pass);
+
+/* One line per gate: "gate kld.mean<=2e-3: 0.000804 PASS". */
+void kld_gates_print(FILE *f, const json_t *results);
+
+#endif
