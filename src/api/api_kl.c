@@ -4,6 +4,7 @@
 #include "kld.h"
 
 #include "common/common.h"
+#include "eval/bootstrap.h"
 #include "eval/kl_driver.h"
 #include "report/report.h"
 
@@ -65,6 +66,13 @@ char *kld_result_json(const kld_result *r, kld_error *err) {
     kld_report_run run = {k->ref_label, k->arm_label, k->corpus_label, NULL, k->config, k->elapsed_s,
                           k->ref_seconds, k->arm_seconds, k->ref_tokens, k->arm_tokens, k->partial};
     json_t *o = kld_report_json(&r->sum, &run);
+    /* the 95% intervals kl reports by default (its --bootstrap 1000, seed 0) */
+    kld_record_source src;
+    kld_stats_source(k->stats, &src);
+    if (o && kld_bootstrap_report(o, &src, KLD_BOOTSTRAP_DEFAULT, 0, NULL, err) != KLD_OK) {
+        json_decref(o);
+        return NULL;
+    }
     char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     json_decref(o);
     if (!text) kld_fail(err, KLD_ERR_NOMEM, "cannot build the JSON report");

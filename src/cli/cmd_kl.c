@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "eval/kl_driver.h"
 #include "eval/merge.h"
+#include "eval/bootstrap.h"
 #include "report/report.h"
 
 #include <math.h>
@@ -103,6 +104,10 @@ static void usage(FILE *f) {
 "  --no-db                do not record the run\n"
 "  --html FILE            write the HTML report of this run (see kldeval report)\n"
 "  --quiet                no progress line\n"
+"  --bootstrap N          95%% intervals for the mean, median, p90..p99.9 KLD, top-1 agreement and\n"
+"                         PPL ratio by resampling whole documents (windows in stream/llamacpp\n"
+"                         chunking) N times, 0 .. 100000 (default 1000; 0: none)\n"
+"  --bootstrap-seed S     the resampling's seed (default 0): the same seed, the same intervals\n"
 "  --gate EXPR            conditions on the reported statistics, e.g.\n"
 "                         kld.mean<=2e-3,kld.p99<=0.05,top1>=0.98,ppl_ratio<=1.01 (any statistic of\n"
 "                         --json: kld|kld_reverse|jsd|delta_p . mean|median|p90|p99|p99.9|max|...,\n"
@@ -219,7 +224,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens",
         "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
         "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k",
-        "--checkpoint", "--checkpoint-every", "--resume", "--teacher-head", "--arm-head", "--gate", NULL};
+        "--checkpoint", "--checkpoint-every", "--resume", "--teacher-head", "--arm-head", "--gate",
+        "--bootstrap", "--bootstrap-seed", NULL};
     arm_flags f = {0};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -274,6 +280,11 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
                 return false;
             }
         }
+        else if (!strcmp(a, "--bootstrap")) {
+            if (!kld_arg_int(a, v, 0, 100000, &n)) return false;
+            o->bootstrap = (int)n;
+        }
+        else if (!strcmp(a, "--bootstrap-seed")) { if (!kld_arg_u64(a, v, &o->bootstrap_seed)) return false; }
         else if (!strcmp(a, "--pin")) o->pin_path = v;
         else if (!strcmp(a, "--per-position")) o->tsv_path = v;
         else if (!strcmp(a, "--html")) o->html_path = v;
@@ -389,6 +400,14 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         fprintf(stderr, "kldeval kl: warning: %s\n", res.ctx_note);
     }
     json_t *report = kld_report_json(&sum, &run);
+    /* the intervals: from the records the statistics came from */
+    const int boot = o->bootstrap < 0 ? KLD_BOOTSTRAP_DEFAULT : o->bootstrap;
+    kld_bootstrap b;
+    kld_record_source src;
+    kld_stats_source(res.stats, &src);
+    if (!rc && report && kld_bootstrap_report(report, &src, boot, o->bootstrap_seed, &b, &err) != KLD_OK) rc = 1;
+    else if (!rc && b.replicates) kld_report_bootstrap_text(stdout, &b, &sum);
+    else if (!rc && boot > 0) printf("%-30s: none (one document: nothing to resample)\n", "95% intervals");
     /* gates: judged on the report; a stopped run's figures are not the run's */
     bool gates_pass = true;
     if (!rc && o->gates.n && !res.partial) {
@@ -435,7 +454,7 @@ static int run_kl(int argc, char **argv, kld_kl_outputs *o) {
 }
 
 int kld_cmd_kl(int argc, char **argv) {
-    kld_kl_outputs o = {0};
+    kld_kl_outputs o = {.bootstrap = -1};
     int rc = run_kl(argc, argv, &o);
     kld_gates_free(&o.gates);
     return rc;

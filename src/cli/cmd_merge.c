@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "eval/merge.h"
+#include "eval/bootstrap.h"
 #include "report/report.h"
 #include "store/dump.h"
 
@@ -62,15 +63,6 @@ static json_t *merged_json(const kld_summary *sum, const kld_report_run *run,
     json_object_set_new(o, "merged", json_pack("{s:s,s:i,s:O}", "eval_hash", hex, "shards",
                                                (int)m->n_shards, "parts", m->parts));
     return o;
-}
-
-static kld_status write_json(const char *path, const kld_summary *sum, const kld_report_run *run,
-                             const kld_merge_result *m, kld_error *err) {
-    json_t *o = merged_json(sum, run, m);
-    if (!o) return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", path);
-    int rc = json_dump_file(o, path, JSON_INDENT(2));
-    json_decref(o);
-    return rc ? kld_fail(err, KLD_ERR_IO, "%s: cannot write the JSON report", path) : KLD_OK;
 }
 
 int kld_cmd_merge(int argc, char **argv) {
@@ -203,12 +195,17 @@ int kld_cmd_merge(int argc, char **argv) {
     if (m.ctx_note[0]) printf("%-30s: %s\n", "WARNING", m.ctx_note);
     printf("%-30s: %u shards, %zu positions (timings are sums over the shards)\n", "merged",
            m.n_shards, m.records.n);
-    if (!rc && json_path && write_json(json_path, &sum, &run, &m, &err) != KLD_OK) rc = 1;
+    /* the intervals a single run reports: the same documents, so the same figures */
+    kld_bootstrap boot;
+    json_t *report = merged_json(&sum, &run, &m);
+    if (!report) rc = 1, kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
+    if (!rc && kld_bootstrap_report(report, &m.records, KLD_BOOTSTRAP_DEFAULT, 0, &boot, &err) != KLD_OK) rc = 1;
+    if (!rc && boot.replicates) kld_report_bootstrap_text(stdout, &boot, &sum);
+    if (!rc && json_path && kld_report_json_dump(json_path, report, &err) != KLD_OK) rc = 1;
     if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
     if (!rc && tsv_path && kld_report_tsv_write_source(tsv_path, &m.records, &err) != KLD_OK) rc = 1;
     if (rc) fprintf(stderr, "kldeval merge: %s\n", err.msg);
     out.label = run.label;
-    json_t *report = merged_json(&sum, &run, &m);
     if (!kld_record_run_source("merge", &out, "merged", report, &sum, &m.records, m.elapsed_s) && !rc)
         rc = 1;
     json_decref(report);

@@ -32,6 +32,8 @@ typedef struct kld_kl_outputs {
     const char *db_path; /* NULL: $KLDEVAL_DB or the default location */
     bool no_db, quiet;
     kld_gates gates;     /* --gate: conditions judged on the report (exit 3 when one fails) */
+    int bootstrap;       /* --bootstrap N: resamples for the 95% intervals (0: none; -1: default) */
+    uint64_t bootstrap_seed;
 } kld_kl_outputs;
 int kld_cmd_quantize(int argc, char **argv);
 int kld_cmd_imatrix(int argc, char **argv);

@@ -78,6 +78,10 @@ kld_status kld_report_text(FILE *out, const kld_summary *s, const kld_report_run
 /* The JSON report as a new object (NULL when out of memory). */
 json_t *kld_report_json(const kld_summary *s, const kld_report_run *run);
 /* Writes it to path (indented, overwrites). */
+/* The bootstrap's 95% intervals, "value [lo, hi]" per statistic
+ * (report_bootstrap.c). */
+struct kld_bootstrap;
+void kld_report_bootstrap_text(FILE *f, const struct kld_bootstrap *b, const kld_summary *s);
 /* Writes a built report (kld_report_json, perhaps with more keys) to path. */
 kld_status kld_report_json_dump(const char *path, const json_t *report, kld_error *err);
 kld_status kld_report_json_write(const char *path, const kld_summary *s, const kld_report_run *run,

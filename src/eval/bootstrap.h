@@ -1,0 +1,55 @@
+/* bootstrap.h — confidence intervals for the statistics that have no
+ * standard error (the percentiles), and for top-1 agreement and the PPL
+ * ratio, by a block bootstrap over documents: positions of one document are
+ * correlated (they share a context), so whole documents are resampled with
+ * replacement (in stream and llamacpp chunking a "document" is a window,
+ * as the statistics count them). Percentile intervals (2.5% and 97.5% of
+ * the replicates). Deterministic for a seed (one thread; splitmix64).
+ * Each replicate costs O(positions): the KLD values are sorted once and a
+ * replicate's percentiles are read by walking them with the documents'
+ * multiplicities as weights. */
+#ifndef KLD_EVAL_BOOTSTRAP_H
+#define KLD_EVAL_BOOTSTRAP_H
+
+#include "common/common.h"
+#include "eval/stats.h"
+
+#include <jansson.h>
+
+#define KLD_BOOTSTRAP_DEFAULT 1000
+
+typedef struct kld_ci {
+    double lo, hi; /* NAN when not available */
+} kld_ci;
+
+/* The KLD statistics with an interval, in this order. */
+enum { KLD_BOOT_MEAN, KLD_BOOT_MEDIAN, KLD_BOOT_P90, KLD_BOOT_P95, KLD_BOOT_P99, KLD_BOOT_P99_9, KLD_BOOT_N };
+
+typedef struct kld_bootstrap {
+    int replicates;
+    uint64_t seed;
+    size_t n_docs;           /* resampling units (documents with >= 1 position) */
+    kld_ci kld[KLD_BOOT_N];  /* mean, median, p90, p95, p99, p99.9 */
+    kld_ci top1;             /* top-1 agreement */
+    kld_ci ppl_ratio;        /* NAN without reference NLLs */
+} kld_bootstrap;
+
+/* replicates >= 1. Fails (KLD_ERR_ARG) with fewer than 2 documents: there is
+ * nothing to resample. */
+kld_status kld_bootstrap_run(const kld_record_source *src, int replicates, uint64_t seed, kld_bootstrap *out,
+                             kld_error *err);
+kld_status kld_bootstrap_stats(const kld_stats *st, int replicates, uint64_t seed, kld_bootstrap *out,
+                               kld_error *err);
+
+/* Adds the intervals to a kl JSON report: kld.ci95 {mean, median, p90,
+ * p95, p99, p99_9: [lo, hi]}, top1_agreement_ci95, ppl_ratio_ci95 and
+ * bootstrap {replicates, seed, unit, n_units}. */
+void kld_bootstrap_json(const kld_bootstrap *b, json_t *report);
+
+/* What every report of a kl run does (kl, merge, the API): with
+ * replicates > 0 and >= 2 documents, the intervals into report (and *out
+ * when out is not NULL; out->replicates 0 when skipped). */
+kld_status kld_bootstrap_report(json_t *report, const kld_record_source *src, int replicates, uint64_t seed,
+                                kld_bootstrap *out, kld_error *err);
+
+#endif
