@@ -49,28 +49,34 @@ static void base_record(int64_t seq, int64_t rec, bool candidate, int32_t *idx, 
     *am = candidate ? 19 : idx[0];
 }
 
+/* What every dump of this corpus declares alike. */
+static void common_meta(kld_dump_meta *m, int fv) {
+    memset(m, 0, sizeof *m);
+    m->format_version = fv;
+    m->model = "bad-corpus-model";
+    m->corpus_sha256 = SHA;
+    m->ctx_len = CTX;
+    m->n_seqs = NSEQ;
+    m->created = "2026-01-01T00:00:00Z";
+    m->kldeval_version = "0.1.0";
+    m->n_vocab = NV;
+    m->model_sha256 = SHA;
+    m->tokenizer_fingerprint = SHA;
+    m->chunking = "doc";
+    m->bos = "none";
+    m->windows = "test";
+}
+
 static bool make_base(base *b, int fv, bool ext, bool candidate, const char *name) {
     b->fv = fv;
     b->ext = ext;
     b->candidate = candidate;
     snprintf(b->dir, sizeof b->dir, "%s/%s", kt_build_dir(), name);
     dt_rm_dir(b->dir);
-    kld_dump_meta m = {0};
-    m.format_version = fv;
-    m.model = "bad-corpus-model";
-    m.corpus_sha256 = SHA;
-    m.ctx_len = CTX;
-    m.n_seqs = NSEQ;
+    kld_dump_meta m;
+    common_meta(&m, fv);
     m.top_k = K;
-    m.created = "2026-01-01T00:00:00Z";
     m.notes = "base of the bad-dump corpus";
-    m.kldeval_version = "0.1.0";
-    m.n_vocab = NV;
-    m.model_sha256 = SHA;
-    m.tokenizer_fingerprint = SHA;
-    m.chunking = "doc";
-    m.bos = "none";
-    m.windows = "test";
     m.ext = ext;
     m.candidate = candidate;
     if (candidate) {
@@ -707,20 +713,8 @@ static bool make_v3(base *b, int dtype, const char *name) {
     b->candidate = false;
     snprintf(b->dir, sizeof b->dir, "%s/%s", kt_build_dir(), name);
     dt_rm_dir(b->dir);
-    kld_dump_meta m = {0};
-    m.format_version = 3;
-    m.model = "bad-corpus-model";
-    m.corpus_sha256 = SHA;
-    m.ctx_len = CTX;
-    m.n_seqs = NSEQ;
-    m.created = "2026-01-01T00:00:00Z";
-    m.kldeval_version = "0.1.0";
-    m.n_vocab = NV;
-    m.model_sha256 = SHA;
-    m.tokenizer_fingerprint = SHA;
-    m.chunking = "doc";
-    m.bos = "none";
-    m.windows = "test";
+    kld_dump_meta m;
+    common_meta(&m, 3);
     m.ext = true;
     m.lse_of_stored = true;
     m.n_embd = EMBD;
