@@ -11,3 +11,7 @@ add_dependencies(test_cli_engine kldeval)
 kld_add_test(NAME test_cli_record SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_record.c
              ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cli_record kldeval)
+# Paired verdicts: runs compare's block bootstrap (eval/bootstrap.c).
+kld_add_test(NAME test_paired SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_paired.c
+             ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_paired kldeval)

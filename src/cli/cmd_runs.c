@@ -561,6 +561,22 @@ static int cmd_compare(int argc, char **argv) {
                 row_name("Δln PPL (A − B)");
                 printf(" %+.6g ± %.2g (over %llu tokens)\n", c.d_nll.mean, c.d_nll.se,
                        (unsigned long long)c.d_nll.n);
+                if (c.boot.replicates) {
+                    const struct { const char *name; const kld_paired_ci *v; } pb[] = {
+                        {"ΔKLD mean", &c.boot.mean}, {"ΔKLD p99", &c.boot.p99},
+                        {"ΔKLD p99.9", &c.boot.p99_9}, {"Δtop-1", &c.boot.top1}};
+                    printf("paired bootstrap (%d resamples of %zu windows), A − B with 95%% intervals:\n",
+                           c.boot.replicates, c.boot.n_blocks);
+                    for (size_t q = 0; q < 4; q++) {
+                        row_name(pb[q].name);
+                        printf(" %+.6g [%+.6g, %+.6g] p = %.3g\n", pb[q].v->diff, pb[q].v->ci.lo, pb[q].v->ci.hi,
+                               pb[q].v->p);
+                    }
+                }
+                char verdict[512];
+                kld_db_verdict(&c, a, b, verdict, sizeof verdict);
+                row_name("verdict");
+                printf(" %s\n", verdict);
             }
     }
     for (size_t i = 0; rows && i < o.n_ids; i++) kld_db_row_free(rows[i]);

@@ -91,6 +91,7 @@
 #ifndef KLD_DB_H
 #define KLD_DB_H
 
+#include "eval/bootstrap.h"
 #include "eval/stats.h"
 
 #include <jansson.h>
@@ -254,9 +255,19 @@ typedef struct kld_db_comparison {
     kld_db_paired_stat d_nll;  /* nll_arm(A) - nll_arm(B): ln(PPL_A / PPL_B) */
     uint64_t a_closer, b_closer, ties;
     double sign_p;             /* two-sided */
+    /* paired block bootstrap over windows (a window starts where ctx_pos
+     * does not increase): differences of mean, p99, p99.9 KLD and top-1
+     * with 95% intervals and p-values; boot.replicates 0 with < 2 windows */
+    kld_paired_bootstrap boot;
     /* unpaired, from the summaries (always) */
     double u_kld, u_kld_se;    /* mean(A) - mean(B), sqrt(se_A^2 + se_B^2) */
 } kld_db_comparison;
+
+/* The verdict of a paired comparison, one line into buf: "run A is closer
+ * to the reference (ΔKLD mean … [lo, hi], p = …)" or "not distinguishable
+ * on N positions; about M positions would resolve a difference of this
+ * size" (M from the interval's width, which shrinks as 1/sqrt(N)). */
+void kld_db_verdict(const kld_db_comparison *c, long long id_a, long long id_b, char *buf, size_t size);
 
 /* Compares run a with run b (pairing as described above). Fails only on
  * database or memory errors. */

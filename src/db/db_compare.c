@@ -76,6 +76,54 @@ static kld_db_paired_stat paired(const double *d, size_t n) {
     return s;
 }
 
+/* The paired bootstrap over the stored positions' windows. */
+static kld_status paired_bootstrap(const kld_db_position *pa, const kld_db_position *pb, size_t n,
+                                   kld_paired_bootstrap *out, kld_error *err) {
+    memset(out, 0, sizeof *out);
+    double *ka = malloc((n ? n : 1) * sizeof *ka), *kb = malloc((n ? n : 1) * sizeof *kb);
+    uint8_t *ta = malloc(n ? n : 1), *tb = malloc(n ? n : 1);
+    uint32_t *block = malloc((n ? n : 1) * sizeof *block);
+    kld_status st = ka && kb && ta && tb && block ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    uint32_t w = 0;
+    for (size_t i = 0; !st && i < n; i++) {
+        if (i && pa[i].ctx_pos <= pa[i - 1].ctx_pos) w++;
+        ka[i] = pa[i].kld, kb[i] = pb[i].kld, ta[i] = pa[i].top1, tb[i] = pb[i].top1, block[i] = w;
+    }
+    if (!st && n && w >= 1) {
+        st = kld_bootstrap_paired(ka, kb, ta, tb, block, n, KLD_BOOTSTRAP_DEFAULT, 0, out, err);
+        if (st == KLD_ERR_ARG) st = KLD_OK, memset(out, 0, sizeof *out); /* too few windows with positions */
+    }
+    free(ka), free(kb), free(ta), free(tb), free(block);
+    return st;
+}
+
+void kld_db_verdict(const kld_db_comparison *c, long long id_a, long long id_b, char *buf, size_t size) {
+    const kld_paired_ci *m = &c->boot.mean;
+    if (!c->pairable || !c->boot.replicates) {
+        snprintf(buf, size, "no verdict (%s)", c->pairable ? "fewer than 2 windows" : "not pairable");
+        return;
+    }
+    if (m->diff == 0 && m->ci.lo == 0 && m->ci.hi == 0) {
+        snprintf(buf, size, "not distinguishable: the same KLD at every position (ΔKLD exactly 0)");
+        return;
+    }
+    if (m->ci.lo > 0 || m->ci.hi < 0) {
+        snprintf(buf, size, "run %lld is closer to the reference (ΔKLD mean A − B %+.4g [%+.4g, %+.4g], p = %.2g)",
+                 m->diff < 0 ? id_a : id_b, m->diff, m->ci.lo, m->ci.hi, m->p);
+        return;
+    }
+    /* the interval's half width falls as 1/sqrt(N): where it would be |diff| */
+    const double half = (m->ci.hi - m->ci.lo) / 2, ratio = m->diff != 0 ? half / fabs(m->diff) : INFINITY;
+    const double need = (double)c->boot.n * ratio * ratio;
+    if (isfinite(need) && need < 1e15)
+        snprintf(buf, size, "not distinguishable on %zu positions (ΔKLD mean %+.4g [%+.4g, %+.4g], p = %.2g); "
+                 "about %.3g positions would resolve a difference of this size", c->boot.n, m->diff, m->ci.lo,
+                 m->ci.hi, m->p, need);
+    else
+        snprintf(buf, size, "not distinguishable on %zu positions (ΔKLD mean %+.4g [%+.4g, %+.4g], p = %.2g)",
+                 c->boot.n, m->diff, m->ci.lo, m->ci.hi, m->p);
+}
+
 kld_status kld_db_compare(kld_db *db, const kld_db_row *a, const kld_db_row *b,
                           kld_db_comparison *out, kld_error *err) {
     memset(out, 0, sizeof *out);
@@ -115,6 +163,7 @@ kld_status kld_db_compare(kld_db *db, const kld_db_row *a, const kld_db_row *b,
         out->d_nll = paired(d, m);
         out->sign_p = kld_sign_test_p(out->a_closer, out->b_closer);
         out->pairable = true;
+        st = paired_bootstrap(pa, pb, na, &out->boot, err);
     }
     free(d);
     free(pa);

@@ -42,45 +42,37 @@ static int cmp_keyed(const void *a, const void *b) {
     return (x->doc > y->doc) - (x->doc < y->doc);
 }
 
-/* One pass over the records: per-document sums and the sorted KLD values. */
-static kld_status collect(const kld_record_source *src, sample *s, kld_error *err) {
+/* From per-position arrays (doc: the document of each position, ascending,
+ * < nd; lnr: nll_arm - nll_ref, NAN without a next token; ppl: false when a
+ * reference NLL is unknown): per-document sums and the sorted KLD values,
+ * documents without positions dropped. */
+static kld_status sample_build(const double *kld, const uint32_t *doc, const uint8_t *top1, const double *lnr,
+                               bool ppl, size_t n, size_t nd, sample *s, kld_error *err) {
     memset(s, 0, sizeof *s);
-    keyed *k = malloc((src->n ? src->n : 1) * sizeof *k);
-    const size_t nd = src->n_docs ? src->n_docs : 1;
+    s->ppl = ppl;
+    nd = nd ? nd : 1;
+    keyed *k = malloc((n ? n : 1) * sizeof *k);
     uint32_t *dense = malloc(nd * sizeof *dense);
     s->doc_kld = calloc(nd, sizeof *s->doc_kld);
     s->doc_n = calloc(nd, sizeof *s->doc_n);
     s->doc_top1 = calloc(nd, sizeof *s->doc_top1);
     s->doc_lnr = calloc(nd, sizeof *s->doc_lnr);
     s->doc_nlnr = calloc(nd, sizeof *s->doc_nlnr);
+    s->kld = malloc((n ? n : 1) * sizeof *s->kld);
+    s->doc = malloc((n ? n : 1) * sizeof *s->doc);
     kld_status st = KLD_OK;
-    if (!k || !dense || !s->doc_kld || !s->doc_n || !s->doc_top1 || !s->doc_lnr || !s->doc_nlnr)
+    if (!k || !dense || !s->doc_kld || !s->doc_n || !s->doc_top1 || !s->doc_lnr || !s->doc_nlnr || !s->kld ||
+        !s->doc)
         st = kld_fail(err, KLD_ERR_NOMEM, "bootstrap: out of memory");
-    /* documents with >= 1 position get dense numbers */
-    size_t doc = 0, i = 0;
-    s->ppl = true;
-    const kld_position *batch;
-    size_t m;
-    bool restart = true;
-    while (st == KLD_OK && (st = src->next(src->user, restart, &batch, &m, err)) == KLD_OK && m > 0) {
-        restart = false;
-        for (size_t j = 0; j < m; j++, i++) {
-            while (src->n_docs && doc + 1 < src->n_docs && src->doc_start[doc + 1] <= i) doc++;
-            const kld_position *r = &batch[j];
-            k[i] = (keyed){r->kld, (uint32_t)doc};
-            s->doc_kld[doc] += r->kld;
-            s->doc_n[doc]++;
-            s->doc_top1[doc] += r->top_ref == r->top_arm;
-            if (r->token >= 0) {
-                const double ref = kld_position_nll_ref(r);
-                if (isnan(ref) || isnan(r->nll_arm)) s->ppl = false;
-                else s->doc_lnr[doc] += r->nll_arm - ref, s->doc_nlnr[doc]++;
-            }
-        }
+    for (size_t i = 0; st == KLD_OK && i < n; i++) {
+        const uint32_t d = doc[i];
+        k[i] = (keyed){kld[i], d};
+        s->doc_kld[d] += kld[i];
+        s->doc_n[d]++;
+        s->doc_top1[d] += top1[i];
+        if (lnr && !isnan(lnr[i])) s->doc_lnr[d] += lnr[i], s->doc_nlnr[d]++;
     }
     if (st == KLD_OK) {
-        s->n = i;
-        /* renumber documents densely (empty ones are not units) */
         size_t u = 0;
         for (size_t d = 0; d < nd; d++) {
             dense[d] = (uint32_t)u;
@@ -90,16 +82,45 @@ static kld_status collect(const kld_record_source *src, sample *s, kld_error *er
                 u++;
             }
         }
+        s->n = n;
         s->n_docs = u;
-        for (size_t j = 0; j < s->n; j++) k[j].doc = dense[k[j].doc];
-        qsort(k, s->n, sizeof *k, cmp_keyed);
-        s->kld = malloc((s->n ? s->n : 1) * sizeof *s->kld);
-        s->doc = malloc((s->n ? s->n : 1) * sizeof *s->doc);
-        if (!s->kld || !s->doc) st = kld_fail(err, KLD_ERR_NOMEM, "bootstrap: out of memory");
-        for (size_t j = 0; st == KLD_OK && j < s->n; j++) s->kld[j] = k[j].v, s->doc[j] = k[j].doc;
+        for (size_t j = 0; j < n; j++) k[j].doc = dense[k[j].doc];
+        qsort(k, n, sizeof *k, cmp_keyed);
+        for (size_t j = 0; j < n; j++) s->kld[j] = k[j].v, s->doc[j] = k[j].doc;
     }
     free(k);
     free(dense);
+    return st;
+}
+
+/* One pass over the records into the arrays sample_build takes. */
+static kld_status collect(const kld_record_source *src, sample *s, kld_error *err) {
+    memset(s, 0, sizeof *s);
+    const size_t n = src->n;
+    double *kld = malloc((n ? n : 1) * sizeof *kld), *lnr = malloc((n ? n : 1) * sizeof *lnr);
+    uint32_t *doc = malloc((n ? n : 1) * sizeof *doc);
+    uint8_t *top1 = malloc(n ? n : 1);
+    kld_status st = kld && lnr && doc && top1 ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "bootstrap: out of memory");
+    size_t d = 0, i = 0;
+    bool ppl = true;
+    const kld_position *batch;
+    size_t m;
+    bool restart = true;
+    while (st == KLD_OK && (st = src->next(src->user, restart, &batch, &m, err)) == KLD_OK && m > 0) {
+        restart = false;
+        for (size_t j = 0; j < m && i < n; j++, i++) {
+            while (src->n_docs && d + 1 < src->n_docs && src->doc_start[d + 1] <= i) d++;
+            const kld_position *r = &batch[j];
+            kld[i] = r->kld, doc[i] = (uint32_t)d, top1[i] = r->top_ref == r->top_arm, lnr[i] = NAN;
+            if (r->token >= 0) {
+                const double ref = kld_position_nll_ref(r);
+                if (isnan(ref) || isnan(r->nll_arm)) ppl = false;
+                else lnr[i] = r->nll_arm - ref;
+            }
+        }
+    }
+    if (st == KLD_OK) st = sample_build(kld, doc, top1, lnr, ppl, i, src->n_docs, s, err);
+    free(kld), free(lnr), free(doc), free(top1);
     return st;
 }
 
@@ -119,6 +140,31 @@ static double weighted_rank(const sample *s, const uint32_t *w, double h, size_t
     while (p < s->n && seen2 + w[s->doc[p]] <= i + 1) seen2 += w[s->doc[p++]];
     const double b = s->kld[p < s->n ? p : s->n - 1];
     return (1.0 - frac) * a + frac * b;
+}
+
+/* One resample: each of the n documents drawn with replacement; w[d] its
+ * multiplicity. */
+static void draw(uint32_t *w, size_t n, uint64_t *rng) {
+    memset(w, 0, n * sizeof *w);
+    for (size_t d = 0; d < n; d++) w[splitmix64(rng) % n]++;
+}
+
+/* A replicate's statistics into v[KLD_BOOT_N + 2]: the KLD ones, top-1
+ * agreement, the PPL ratio. */
+static void replicate(const sample *s, const uint32_t *w, double *v) {
+    double sk = 0, lnr = 0;
+    uint64_t n = 0, top1 = 0, nl = 0;
+    for (size_t d = 0; d < s->n_docs; d++) {
+        if (!w[d]) continue;
+        sk += w[d] * s->doc_kld[d], n += w[d] * s->doc_n[d], top1 += w[d] * s->doc_top1[d];
+        lnr += w[d] * s->doc_lnr[d], nl += w[d] * s->doc_nlnr[d];
+    }
+    v[KLD_BOOT_MEAN] = sk / (double)n;
+    size_t pos = 0;
+    uint64_t seen = 0;
+    for (int q = 1; q < KLD_BOOT_N; q++) v[q] = weighted_rank(s, w, FRACTIONS[q] * (double)(n - 1), &pos, &seen);
+    v[KLD_BOOT_N] = (double)top1 / (double)n;
+    v[KLD_BOOT_N + 1] = s->ppl && nl ? exp(lnr / (double)nl) : NAN;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -154,23 +200,8 @@ kld_status kld_bootstrap_run(const kld_record_source *src, int replicates, uint6
     if (!st && (!vals || !w)) st = kld_fail(err, KLD_ERR_NOMEM, "bootstrap: out of memory");
     uint64_t rng = seed;
     for (int r = 0; st == KLD_OK && r < replicates; r++) {
-        memset(w, 0, s.n_docs * sizeof *w);
-        for (size_t d = 0; d < s.n_docs; d++) w[splitmix64(&rng) % s.n_docs]++;
-        double sk = 0, lnr = 0;
-        uint64_t n = 0, top1 = 0, nl = 0;
-        for (size_t d = 0; d < s.n_docs; d++) {
-            if (!w[d]) continue;
-            sk += w[d] * s.doc_kld[d], n += w[d] * s.doc_n[d], top1 += w[d] * s.doc_top1[d];
-            lnr += w[d] * s.doc_lnr[d], nl += w[d] * s.doc_nlnr[d];
-        }
-        double *v = vals + (size_t)r * nv;
-        v[KLD_BOOT_MEAN] = sk / (double)n;
-        size_t pos = 0;
-        uint64_t seen = 0;
-        for (int q = 1; q < KLD_BOOT_N; q++)
-            v[q] = weighted_rank(&s, w, FRACTIONS[q] * (double)(n - 1), &pos, &seen);
-        v[KLD_BOOT_N] = (double)top1 / (double)n;
-        v[KLD_BOOT_N + 1] = s.ppl && nl ? exp(lnr / (double)nl) : NAN;
+        draw(w, s.n_docs, &rng);
+        replicate(&s, w, vals + (size_t)r * nv);
     }
     if (st == KLD_OK) {
         double *col = malloc((size_t)replicates * sizeof *col);
@@ -227,4 +258,55 @@ kld_status kld_bootstrap_report(json_t *report, const kld_record_source *src, in
     if (report) kld_bootstrap_json(&b, report);
     if (out) *out = b;
     return KLD_OK;
+}
+
+static kld_paired_ci paired_ci(double diff, double *d, int n) {
+    int le = 0, ge = 0;
+    for (int i = 0; i < n; i++) le += d[i] <= 0, ge += d[i] >= 0;
+    double p = (2.0 * (le < ge ? le : ge) + 1) / (double)(n + 1);
+    return (kld_paired_ci){diff, interval(d, n), p < 1 ? p : 1};
+}
+
+kld_status kld_bootstrap_paired(const double *kld_a, const double *kld_b, const uint8_t *top1_a,
+                                const uint8_t *top1_b, const uint32_t *block, size_t n, int replicates,
+                                uint64_t seed, kld_paired_bootstrap *out, kld_error *err) {
+    memset(out, 0, sizeof *out);
+    out->replicates = replicates;
+    out->seed = seed;
+    out->n = n;
+    if (replicates < 1) return kld_fail(err, KLD_ERR_ARG, "bootstrap: %d replicates", replicates);
+    const size_t nb = n ? (size_t)block[n - 1] + 1 : 0;
+    sample a, b;
+    kld_status st = sample_build(kld_a, block, top1_a, NULL, false, n, nb, &a, err);
+    kld_status st2 = st ? st : sample_build(kld_b, block, top1_b, NULL, false, n, nb, &b, err);
+    if (st) memset(&b, 0, sizeof b);
+    st = st2;
+    out->n_blocks = a.n_docs;
+    if (st == KLD_OK && a.n_docs < 2)
+        st = kld_fail(err, KLD_ERR_ARG, "bootstrap: %zu window(s): nothing to resample", a.n_docs);
+    const int nv = KLD_BOOT_N + 2;
+    double *va = st ? NULL : malloc((size_t)nv * sizeof *va), *vb = st ? NULL : malloc((size_t)nv * sizeof *vb);
+    double *d = st ? NULL : malloc((size_t)replicates * 4 * sizeof *d);
+    uint32_t *w = st ? NULL : malloc(a.n_docs * sizeof *w);
+    if (!st && (!va || !vb || !d || !w)) st = kld_fail(err, KLD_ERR_NOMEM, "bootstrap: out of memory");
+    static const int pick[4] = {KLD_BOOT_MEAN, KLD_BOOT_P99, KLD_BOOT_P99_9, KLD_BOOT_N};
+    uint64_t rng = seed;
+    for (int r = 0; st == KLD_OK && r < replicates; r++) {
+        draw(w, a.n_docs, &rng);
+        replicate(&a, w, va);
+        replicate(&b, w, vb);
+        for (int q = 0; q < 4; q++) d[(size_t)q * replicates + r] = va[pick[q]] - vb[pick[q]];
+    }
+    if (st == KLD_OK) {
+        /* the sample's own differences: every block once */
+        for (size_t i = 0; i < a.n_docs; i++) w[i] = 1;
+        replicate(&a, w, va);
+        replicate(&b, w, vb);
+        kld_paired_ci *dst[4] = {&out->mean, &out->p99, &out->p99_9, &out->top1};
+        for (int q = 0; q < 4; q++) *dst[q] = paired_ci(va[pick[q]] - vb[pick[q]], d + (size_t)q * replicates, replicates);
+    }
+    free(va), free(vb), free(d), free(w);
+    sample_free(&a);
+    sample_free(&b);
+    return st;
 }

@@ -46,6 +46,28 @@ kld_status kld_bootstrap_stats(const kld_stats *st, int replicates, uint64_t see
  * bootstrap {replicates, seed, unit, n_units}. */
 void kld_bootstrap_json(const kld_bootstrap *b, json_t *report);
 
+/* ---- two arms on the same positions (runs compare) ---- */
+
+typedef struct kld_paired_ci {
+    double diff;  /* A - B on the sample itself */
+    kld_ci ci;    /* 95% of the replicates' differences */
+    double p;     /* two-sided: (2 min(#diff* <= 0, #diff* >= 0) + 1) / (R + 1), at most 1 */
+} kld_paired_ci;
+
+typedef struct kld_paired_bootstrap {
+    int replicates;
+    uint64_t seed;
+    size_t n, n_blocks;
+    kld_paired_ci mean, p99, p99_9, top1; /* KLD mean, p99, p99.9; top-1 agreement */
+} kld_paired_bootstrap;
+
+/* Both arms' values at the same n positions; block[i] (ascending from 0)
+ * the window or document of position i: each replicate draws blocks with
+ * replacement and takes both arms' statistics on the same draw. */
+kld_status kld_bootstrap_paired(const double *kld_a, const double *kld_b, const uint8_t *top1_a,
+                                const uint8_t *top1_b, const uint32_t *block, size_t n, int replicates,
+                                uint64_t seed, kld_paired_bootstrap *out, kld_error *err);
+
 /* What every report of a kl run does (kl, merge, the API): with
  * replicates > 0 and >= 2 documents, the intervals into report (and *out
  * when out is not NULL; out->replicates 0 when skipped). */
