@@ -3,7 +3,9 @@
  * shared corpus are distinguishable with the sign the exact means give;
  * the same arm twice is "not distinguishable" with ΔKLD exactly 0; on
  * synthetic pairs a real shift is found and no shift is found about as
- * often as the level says. */
+ * often as the level says; `runs compare A B --gate paired.kld.mean<=0@95`
+ * fails (exit 3) for the worse arm against the better and passes the other
+ * way round. */
 #include "eval/bootstrap.h"
 #include "testlib.h"
 
@@ -102,6 +104,29 @@ static void test_runs_compare(void) {
     CHECK(verdict13 && strstr(verdict13, "not distinguishable") && strstr(verdict13, "exactly 0"),
           "the same arm twice: not distinguishable, ΔKLD exactly 0: %.160s", verdict13 ? verdict13 : "(none)");
     free(out);
+    /* gates: q4_0 (run 1) against the q4_K_M baseline (run 2) is distinguishably worse; the other way not */
+    char cmd[4096];
+    const int worse = m0 > m1 ? 1 : 2, better = 3 - worse;
+    snprintf(cmd, sizeof cmd, "'%s' runs compare %d %d --db '%s' --gate 'paired.kld.mean<=0@95' >/dev/null 2>&1",
+             kldeval, worse, better, db);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3, "paired.kld.mean<=0@95 fails (exit 3) for the worse arm "
+          "against the better baseline (exit %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    snprintf(cmd, sizeof cmd, "'%s' runs compare %d %d --db '%s' --gate 'paired.kld.mean<=0@95' >/dev/null 2>&1",
+             kldeval, better, worse, db);
+    st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "and passes the other way round (exit %d)",
+          WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    static const char *const bad[] = {"kld.mean<=0", "paired.kld.mean<=0@90", "paired.kld.p98<=0", "paired.top1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' runs compare 1 2 --db '%s' --gate '%s' >/dev/null 2>&1", kldeval, db, bad[i]);
+        st = system(cmd);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "--gate '%s' refused (exit 2)", bad[i]);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' runs compare 1 2 3 --db '%s' --gate 'paired.kld.mean<=0' >/dev/null 2>&1",
+             kldeval, db);
+    st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "--gate with three runs refused (exit 2)");
 }
 
 int main(int argc, char **argv) {

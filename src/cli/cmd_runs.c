@@ -32,9 +32,16 @@ static void usage(FILE *f) {
 "  runs compare ID ID...               the runs side by side; for each pair that shares the\n"
 "                                      reference and the token stream (corpus SHA-256, chunking,\n"
 "                                      ctx, reference SHA-256, positions), paired per position:\n"
-"                                      ΔKLD ± paired standard error, where A is closer, a sign test;\n"
+"                                      ΔKLD ± paired standard error, where A is closer, a sign test,\n"
+"                                      a paired block bootstrap (A − B of mean, p99, p99.9 KLD and\n"
+"                                      top-1 with 95%% intervals and p-values) and a verdict;\n"
 "                                      capability runs: per-task accuracies side by side (capability\n"
-"                                      and KL runs are not compared with each other)\n\n"
+"                                      and KL runs are not compared with each other)\n"
+"  runs compare A B --gate EXPR        conditions on candidate A against baseline B, e.g.\n"
+"                                      paired.kld.mean<=0@95 (A not distinguishably worse: the 95%%\n"
+"                                      interval's low end <= 0), paired.kld.p99.9<=0.01, paired.top1\n"
+"                                      >=-0.002@95; without @95 the difference itself is judged;\n"
+"                                      each printed PASS/FAIL, exit status 3 when any fails\n\n"
 "flags\n"
 "  --db PATH          the database (default $KLDEVAL_DB, else $XDG_DATA_HOME/kldeval/runs.sqlite,\n"
 "                     else ~/.local/share/kldeval/runs.sqlite)\n"
@@ -59,6 +66,7 @@ typedef struct opts {
     const char *out;
     int64_t *ids;
     size_t n_ids;
+    kld_gates gates; /* compare --gate: conditions on the pair's paired differences */
 } opts;
 
 /* --since: an ISO date (prefix) or a relative age, into a UTC ISO prefix. */
@@ -99,7 +107,7 @@ static bool parse_id(const char *cmd, const char *v, int64_t *id) {
 /* Flags common to the subcommands; positional IDs collected. */
 static bool parse(const char *cmd, int argc, char **argv, opts *o, bool filters, bool takes_ids, int *rc) {
     static const char *const valued[] = {"--db", "--label", "--model", "--mode", "--since",
-                                         "--limit", "--out", NULL};
+                                         "--limit", "--out", "--gate", NULL};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -120,8 +128,9 @@ static bool parse(const char *cmd, int argc, char **argv, opts *o, bool filters,
         if (!strcmp(a, "--csv") && !strcmp(cmd, "export")) { o->csv = true; continue; }
         if (!strcmp(a, "--jsonl") && !strcmp(cmd, "export")) { o->jsonl = true; continue; }
         bool known = kld_arg_in(a, valued) &&
-                     (!strcmp(a, "--db") || (filters && strcmp(a, "--out")) ||
-                      (!strcmp(a, "--out") && !strcmp(cmd, "export")));
+                     (!strcmp(a, "--db") || (filters && strcmp(a, "--out") && strcmp(a, "--gate")) ||
+                      (!strcmp(a, "--out") && !strcmp(cmd, "export")) ||
+                      (!strcmp(a, "--gate") && !strcmp(cmd, "compare")));
         if (!known) {
             fprintf(stderr, "kldeval runs %s: unknown %s '%s' (see kldeval runs --help)\n", cmd,
                     a[0] == '-' ? "flag" : "argument", a);
@@ -129,6 +138,14 @@ static bool parse(const char *cmd, int argc, char **argv, opts *o, bool filters,
         }
         if (!(v = kld_arg_value(argc, argv, &i))) return false;
         if (!strcmp(a, "--db")) o->db_path = v;
+        else if (!strcmp(a, "--gate")) {
+            kld_error e = {0};
+            kld_gates_free(&o->gates);
+            if (kld_gates_parse_paired(v, &o->gates, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval runs %s: %s\n", cmd, e.msg);
+                return false;
+            }
+        }
         else if (!strcmp(a, "--label")) o->filter.label_glob = v;
         else if (!strcmp(a, "--model")) o->filter.model = v;
         else if (!strcmp(a, "--mode")) {
@@ -464,15 +481,33 @@ static const char *c_p99(const kld_db_row *r, char *b, size_t n) { return num(b,
 static const char *c_top1(const kld_db_row *r, char *b, size_t n) { return pm(b, n, r->summary.top1_agreement, r->summary.top1_se, 6); }
 static const char *c_ppl(const kld_db_row *r, char *b, size_t n) { return pm(b, n, r->summary.ppl_ratio, r->summary.ppl_ratio_se, 6); }
 
+static int compare(opts *po);
+
 static int cmd_compare(int argc, char **argv) {
     opts o = {0};
     int rc;
-    if (!parse("compare", argc, argv, &o, false, true, &rc)) { free(o.ids); return rc; }
-    if (o.n_ids < 2) {
+    if (!parse("compare", argc, argv, &o, false, true, &rc)) {
+        /* rc: parse's status */
+    } else if (o.n_ids < 2) {
         fprintf(stderr, "kldeval runs compare: expects at least two IDs, got %zu\n", o.n_ids);
-        free(o.ids);
-        return 2;
+        rc = 2;
+    } else if (o.gates.n && o.n_ids != 2) {
+        fprintf(stderr, "kldeval runs compare: --gate judges one pair (candidate A against baseline B): give two "
+                        "IDs, got %zu\n", o.n_ids);
+        rc = 2;
+    } else {
+        rc = compare(&o);
     }
+    kld_gates_free(&o.gates);
+    free(o.ids);
+    return rc;
+}
+
+static int compare(opts *po) {
+    opts o = *po;
+    po->ids = NULL; /* compare frees them */
+    int rc;
+    bool gates_failed = false;
     kld_db *db = open_or_say("compare", o.db_path);
     if (!db) { free(o.ids); return 1; }
     kld_db_row **rows = calloc(o.n_ids, sizeof *rows);
@@ -506,6 +541,9 @@ static int cmd_compare(int argc, char **argv) {
                 (long long)rows[c]->id, rows[c]->mode ? rows[c]->mode : "-", (long long)rows[k]->id,
                 rows[k]->mode ? rows[k]->mode : "-");
         rc = 2;
+    } else if (!rc && n_cap && o.gates.n) {
+        fprintf(stderr, "kldeval runs compare: --gate judges paired KL runs, not capability runs\n");
+        rc = 2;
     } else if (!rc && n_cap) {
         kld_runs_compare_cap(rows, o.n_ids);
     } else if (!rc) {
@@ -537,6 +575,10 @@ static int cmd_compare(int argc, char **argv) {
                 printf("\nrun %lld vs run %lld: ", a, b);
                 if (!c.pairable) {
                     printf("not pairable: %s\n", c.why_not);
+                    if (o.gates.n) {
+                        printf("%-30s: not judged (the runs are not paired): FAIL\n", "gate");
+                        gates_failed = true;
+                    }
                     row_name("ΔKLD (A − B)");
                     printf(" %+.6g ± %.2g nats (unpaired: sqrt(se_A² + se_B²))\n", c.u_kld, c.u_kld_se);
                     continue;
@@ -577,13 +619,27 @@ static int cmd_compare(int argc, char **argv) {
                 kld_db_verdict(&c, a, b, verdict, sizeof verdict);
                 row_name("verdict");
                 printf(" %s\n", verdict);
+                if (o.gates.n) { /* run A the candidate, run B the baseline */
+                    bool pass = true;
+                    json_t *cj = kld_db_comparison_json(&c);
+                    json_t *g = cj ? kld_gates_eval_paired(&o.gates, cj, &pass) : NULL;
+                    if (!g) {
+                        fprintf(stderr, "kldeval runs compare: out of memory\n");
+                        rc = 1;
+                    } else {
+                        kld_gates_print(stdout, g);
+                        if (!pass) gates_failed = true;
+                    }
+                    json_decref(g);
+                    json_decref(cj);
+                }
             }
     }
     for (size_t i = 0; rows && i < o.n_ids; i++) kld_db_row_free(rows[i]);
     free(rows);
     kld_db_close(db);
     free(o.ids);
-    return rc;
+    return rc ? rc : gates_failed ? KLD_EXIT_GATE_FAILED : 0;
 }
 
 int kld_cmd_runs(int argc, char **argv) {

@@ -268,6 +268,10 @@ typedef struct kld_db_comparison {
  * on N positions; about M positions would resolve a difference of this
  * size" (M from the interval's width, which shrinks as 1/sqrt(N)). */
 void kld_db_verdict(const kld_db_comparison *c, long long id_a, long long id_b, char *buf, size_t size);
+/* The paired bootstrap as JSON for gates (kld_gates_eval_paired): {"paired":
+ * {"kld": {"mean"|"p99"|"p99_9": {diff, ci95, p}}, "top1": {…}}}; an empty
+ * "paired" when there is no paired bootstrap. NULL when out of memory. */
+json_t *kld_db_comparison_json(const kld_db_comparison *c);
 
 /* Compares run a with run b (pairing as described above). Fails only on
  * database or memory errors. */

@@ -124,6 +124,20 @@ void kld_db_verdict(const kld_db_comparison *c, long long id_a, long long id_b, 
                  c->boot.n, m->diff, m->ci.lo, m->ci.hi, m->p);
 }
 
+static json_t *paired_json(const kld_paired_ci *v) {
+    return json_pack("{s:f, s:[f, f], s:f}", "diff", v->diff, "ci95", v->ci.lo, v->ci.hi, "p", v->p);
+}
+
+json_t *kld_db_comparison_json(const kld_db_comparison *c) {
+    json_t *paired = json_object();
+    if (paired && c->pairable && c->boot.replicates) {
+        json_object_set_new(paired, "kld", json_pack("{s:o, s:o, s:o}", "mean", paired_json(&c->boot.mean), "p99",
+                                                     paired_json(&c->boot.p99), "p99_9", paired_json(&c->boot.p99_9)));
+        json_object_set_new(paired, "top1", paired_json(&c->boot.top1));
+    }
+    return paired ? json_pack("{s:o}", "paired", paired) : NULL;
+}
+
 kld_status kld_db_compare(kld_db *db, const kld_db_row *a, const kld_db_row *b,
                           kld_db_comparison *out, kld_error *err) {
     memset(out, 0, sizeof *out);

@@ -39,7 +39,11 @@ static void canonical(const char *name, size_t n, char *out, size_t cap) {
     if ((p = strstr(out, ".p0.1")) && !p[5]) memcpy(p, ".p0_1", 5);
 }
 
-static kld_status parse_one(const char *s, size_t n, kld_gate *g, kld_error *err) {
+static const char *const PAIRED[] = {"paired.kld.mean", "paired.kld.p99", "paired.kld.p99_9", "paired.top1", NULL};
+
+static bool known_paired(const char *name) { return listed(PAIRED, name, strlen(name)); }
+
+static kld_status parse_one(const char *s, size_t n, bool paired, kld_gate *g, kld_error *err) {
     while (n && (*s == ' ')) s++, n--;
     while (n && s[n - 1] == ' ') n--;
     snprintf(g->text, sizeof g->text, "%.*s", (int)n, s);
@@ -50,7 +54,10 @@ static kld_status parse_one(const char *s, size_t n, kld_gate *g, kld_error *err
     size_t name_n = i;
     while (name_n && s[name_n - 1] == ' ') name_n--;
     canonical(s, name_n, g->stat, sizeof g->stat);
-    if (!known(g->stat))
+    if (paired && !known_paired(g->stat))
+        return kld_fail(err, KLD_ERR_ARG, "--gate: '%.*s' is not a paired statistic (paired.kld.mean, "
+                        "paired.kld.p99, paired.kld.p99.9, paired.top1)", (int)name_n, s);
+    if (!paired && !known(g->stat))
         return kld_fail(err, KLD_ERR_ARG, "--gate: '%.*s' is not a statistic kl reports (e.g. kld.mean, "
                         "kld.p99, kld.p99.9, kld.max, top1, ppl_ratio, ln_ppl_ratio; see kldeval kl --help)",
                         (int)name_n, s);
@@ -64,6 +71,15 @@ static kld_status parse_one(const char *s, size_t n, kld_gate *g, kld_error *err
                         (int)op_n, s + i);
     char num[64];
     snprintf(num, sizeof num, "%.*s", (int)(n - i - op_n), s + i + op_n);
+    char *at = strchr(num, '@');
+    g->level = 0;
+    if (at) {
+        if (!paired || strcmp(at, "@95"))
+            return kld_fail(err, KLD_ERR_ARG, "--gate: '%s': '%s' (only paired gates take a level, and only @95)",
+                            g->text, at);
+        g->level = 95;
+        *at = '\0';
+    }
     char *end;
     g->bound = strtod(num, &end);
     while (*end == ' ') end++;
@@ -72,7 +88,7 @@ static kld_status parse_one(const char *s, size_t n, kld_gate *g, kld_error *err
     return KLD_OK;
 }
 
-kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err) {
+static kld_status parse_list(const char *expr, bool paired, kld_gates *out, kld_error *err) {
     memset(out, 0, sizeof *out);
     if (!expr || !*expr) return kld_fail(err, KLD_ERR_ARG, "--gate: empty (give STATISTIC OP NUMBER[,...])");
     size_t cap = 1;
@@ -82,7 +98,7 @@ kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err) {
     for (const char *p = expr;;) {
         const char *c = strchr(p, ',');
         size_t n = c ? (size_t)(c - p) : strlen(p);
-        kld_status st = parse_one(p, n, &out->g[out->n], err);
+        kld_status st = parse_one(p, n, paired, &out->g[out->n], err);
         if (st) {
             kld_gates_free(out);
             return st;
@@ -92,6 +108,14 @@ kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err) {
         p = c + 1;
     }
     return KLD_OK;
+}
+
+kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err) {
+    return parse_list(expr, false, out, err);
+}
+
+kld_status kld_gates_parse_paired(const char *expr, kld_gates *out, kld_error *err) {
+    return parse_list(expr, true, out, err);
 }
 
 void kld_gates_free(kld_gates *g) {
@@ -104,32 +128,61 @@ static const char *op_text(kld_gate_op op) {
     return t[op];
 }
 
-json_t *kld_gates_eval(const kld_gates *g, const json_t *report, bool *all_pass) {
+/* The value at a dotted path of o ("kld.p99_9", "paired.kld.mean"). */
+static const json_t *at_path(const json_t *o, const char *path) {
+    char part[64];
+    while (o && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        snprintf(part, sizeof part, "%.*s", (int)n, path);
+        o = json_object_get(o, part);
+        path += n + (dot ? 1 : 0);
+    }
+    return o;
+}
+
+static bool holds(kld_gate_op op, double x, double bound) {
+    return op == KLD_GATE_LE ? x <= bound : op == KLD_GATE_LT ? x < bound : op == KLD_GATE_GE ? x >= bound : x > bound;
+}
+
+/* paired: the gate's statistic is an object {diff, ci95, p}; judged on diff,
+ * or with a level on the interval's end that could still satisfy it */
+static json_t *eval_list(const kld_gates *g, const json_t *report, bool paired, bool *all_pass) {
     *all_pass = true;
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < g->n; i++) {
         const kld_gate *q = &g->g[i];
-        char head[64];
-        const char *dot = strchr(q->stat, '.');
-        snprintf(head, sizeof head, "%.*s", (int)(dot ? dot - q->stat : (long)strlen(q->stat)), q->stat);
-        const json_t *v = json_object_get(report, head);
-        if (dot) v = json_object_get(v, dot + 1);
+        const json_t *v = at_path(report, q->stat);
+        if (paired) {
+            const json_t *ci = json_object_get(v, "ci95");
+            v = !q->level ? json_object_get(v, "diff")
+                : json_array_get(ci, q->op == KLD_GATE_LE || q->op == KLD_GATE_LT ? 0 : 1);
+        }
         const bool have = json_is_number(v) && isfinite(json_number_value(v));
         const double x = have ? json_number_value(v) : NAN;
-        bool pass = have && (q->op == KLD_GATE_LE   ? x <= q->bound
-                             : q->op == KLD_GATE_LT ? x < q->bound
-                             : q->op == KLD_GATE_GE ? x >= q->bound
-                                                    : x > q->bound);
+        bool pass = have && holds(q->op, x, q->bound);
         *all_pass &= pass;
         json_t *r = json_pack("{s:s, s:s, s:s, s:f, s:o, s:b}", "condition", q->text, "statistic", q->stat, "op",
                               op_text(q->op), "bound", q->bound, "value", have ? json_real(x) : json_null(), "pass",
                               pass);
+        if (r && q->level)
+            json_object_set_new(r, "judged_on", json_string(q->op == KLD_GATE_LE || q->op == KLD_GATE_LT
+                                                                ? "the 95% interval's low end"
+                                                                : "the 95% interval's high end"));
         if (!r || json_array_append_new(arr, r)) {
             json_decref(arr);
             return NULL;
         }
     }
     return arr;
+}
+
+json_t *kld_gates_eval(const kld_gates *g, const json_t *report, bool *all_pass) {
+    return eval_list(g, report, false, all_pass);
+}
+
+json_t *kld_gates_eval_paired(const kld_gates *g, const json_t *comparison, bool *all_pass) {
+    return eval_list(g, comparison, true, all_pass);
 }
 
 void kld_gates_print(FILE *f, const json_t *results) {
@@ -141,6 +194,8 @@ void kld_gates_print(FILE *f, const json_t *results) {
                 json_string_value(json_object_get(r, "op")), json_real_value(json_object_get(r, "bound")));
         if (json_is_number(v)) fprintf(f, "%.6g", json_number_value(v));
         else fprintf(f, "not reported");
-        fprintf(f, " %s\n", json_is_true(json_object_get(r, "pass")) ? "PASS" : "FAIL");
+        const char *on = json_string_value(json_object_get(r, "judged_on"));
+        fprintf(f, "%s%s%s %s\n", on ? " (" : "", on ? on : "", on ? ")" : "",
+                json_is_true(json_object_get(r, "pass")) ? "PASS" : "FAIL");
     }
 }

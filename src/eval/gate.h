@@ -28,6 +28,7 @@ typedef struct kld_gate {
     char text[160];    /* the condition as given */
     kld_gate_op op;
     double bound;
+    int level;         /* paired gates: 95 in "…@95" (judged on the interval), 0: on the value */
 } kld_gate;
 
 typedef struct kld_gates {
@@ -39,11 +40,23 @@ typedef struct kld_gates {
 kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err);
 void kld_gates_free(kld_gates *g);
 
+/* Conditions on a paired comparison (`runs compare A B --gate`): the
+ * differences A − B paired.kld.mean, paired.kld.p99, paired.kld.p99_9 (alias
+ * p99.9) and paired.top1, judged on the difference itself or, with "@95",
+ * on its 95% interval: "paired.kld.mean<=0@95" passes unless A is
+ * distinguishably worse (the interval's low end above 0); ">=X@95" passes
+ * unless the interval's high end is below X. */
+kld_status kld_gates_parse_paired(const char *expr, kld_gates *out, kld_error *err);
+
 /* Evaluates every gate on report (the kl JSON report): an array of
  * {condition, statistic, op, bound, value, pass}; *all_pass is false when
  * any fails or its statistic is absent or not finite (a gate that cannot be
  * judged does not pass). NULL when out of memory. */
 json_t *kld_gates_eval(const kld_gates *g, const json_t *report, bool *all_pass);
+
+/* The same for paired gates on a comparison's JSON: {"paired": {"kld":
+ * {"mean": {"diff", "ci95": [lo, hi], "p"}, …}, "top1": {…}}}. */
+json_t *kld_gates_eval_paired(const kld_gates *g, const json_t *comparison, bool *all_pass);
 
 /* One line per gate: "gate kld.mean<=2e-3: 0.000804 PASS". */
 void kld_gates_print(FILE *f, const json_t *results);
