@@ -1,7 +1,8 @@
 /* test_cap_cli.c — `kldeval cap score` end to end: the IFEval GPT-4 run's
  * JSON fractions equal the reference's, GSM8K reference answers score 1,
  * an always-"B" MMLU run scores the share of B, BFCL and HumanEval lines
- * are scored, and bad input is an error naming the line. */
+ * are scored, and bad input is an error naming the line; cap and smoketest
+ * gates pass (0) and fail (3). */
 #include "testlib.h"
 
 #include <jansson.h>
@@ -37,6 +38,48 @@ static char *tmp_path(const char *name) {
     char *p = malloc(512);
     snprintf(p, 512, "%s/%s", kt_build_dir(), name);
     return p;
+}
+
+/* cap --gate and smoketest --gate: a passing set (exit 0), a failing one
+ * (exit 3) with each condition printed, the gates in the JSON and the
+ * database row; an unknown statistic is exit 2 before any model loads. */
+static void test_gates(void) {
+    char args[4096], *out = NULL, *json = tmp_path("cap-gate.json"), *db = tmp_path("cap-gate.sqlite");
+    remove(db);
+    const char *models = "-m " KT_SHARED "/models/stories260K/f32.gguf --arm " KT_SHARED "/models/stories260K/q8_0.gguf";
+    snprintf(args, sizeof args, "cap -q %s --tasks ifeval --n 6 --max-new 16 --db '%s' --json '%s' "
+             "--gate 'ifeval.accuracy>=0,ifeval.diff>=-1,capability_score<=1'", models, db, json);
+    CHECK(run(args, &out) == 0 && strstr(out, "tasks.ifeval.arm.accuracy >= 0: ") && strstr(out, "PASS"),
+          "cap gates that hold: exit 0, each printed: %s", out);
+    free(out);
+    json_error_t je;
+    json_t *j = json_load_file(json, 0, &je);
+    CHECK(json_array_size(json_object_get(j, "gates")) == 3, "cap JSON: 3 gates");
+    json_decref(j);
+    snprintf(args, sizeof args, "cap -q %s --tasks ifeval --n 6 --max-new 16 --db '%s' --gate 'ifeval.diff>0.5'",
+             models, db);
+    CHECK(run(args, &out) == 3 && strstr(out, "tasks.ifeval.paired.diff > 0.5: ") && strstr(out, "FAIL"),
+          "a cap gate that fails: exit 3: %s", out);
+    free(out);
+    snprintf(args, sizeof args, "runs show 2 --db '%s' --json", db);
+    CHECK(run(args, &out) == 0 && strstr(out, "\"gates\"") && strstr(out, "ifeval.diff>0.5"),
+          "the database row of a cap run keeps its gates");
+    free(out);
+    snprintf(args, sizeof args, "cap -m /nonexistent.gguf --tasks ifeval --gate 'ifeval.speed>=1'");
+    CHECK(run(args, &out) == 2 && strstr(out, "ifeval.speed"), "an unknown cap statistic: exit 2 naming it: %s", out);
+    free(out);
+    /* smoketest: kl's statistics and GSM8K's in one list */
+    snprintf(args, sizeof args, "smoketest --ref " KT_SHARED "/models/stories260K/f32.gguf --arm " KT_SHARED
+             "/models/stories260K/q8_0.gguf --n 3 --max-new 12 --no-db --gate 'kld.mean<=1,gsm8k.diff>=0.5'");
+    CHECK(run(args, &out) == 3 && strstr(out, "kld.mean <= 1: ") && strstr(out, "tasks.gsm8k.paired.diff >= 0.5: ") &&
+              strstr(out, "FAIL"),
+          "smoketest: the kl gate and the GSM8K gate printed, the failing one exits 3: %s", out);
+    free(out);
+    snprintf(args, sizeof args, "smoketest --ref x --arm y --gate 'foo>=1'");
+    CHECK(run(args, &out) == 2 && strstr(out, "'foo>=1'"), "smoketest: an unknown statistic is exit 2: %s", out);
+    free(out);
+    free(json);
+    free(db);
 }
 
 int main(int argc, char **argv) {
@@ -172,5 +215,6 @@ int main(int argc, char **argv) {
     free(out);
     unlink(gp), unlink(mp), unlink(bp), unlink(hp);
     free(gp), free(mp), free(bp), free(hp);
+    test_gates();
     return kt_finish();
 }

@@ -22,11 +22,6 @@ static void usage(FILE *f) {
             "                     (GSM8K/MMLU \"index\" = 0-based line / row, IFEval \"key\" or \"prompt\",\n"
             "                     HumanEval \"task_id\", BFCL \"id\") and the text as \"response\"\n"
             "                     (HumanEval: \"completion\")\n"
-            "  --checkpoint FILE  keep every generated response in FILE as it is made (appended and\n"
-            "                     fsynced a group of prompts at a time; FILE must not exist)\n"
-            "  --resume FILE      go on from a killed run's checkpoint (same arguments): its responses\n"
-            "                     are reused, the rest generated and appended; the report equals an\n"
-            "                     uninterrupted run's. A checkpoint of other arguments is refused\n"
             "  --data DIR         the capability data (default: data/capability as shipped,\n"
             "                     found beside the binary, in its source tree or its install prefix)\n"
             "  --json PATH        also write the JSON report (every accuracy a fraction; '-' = stdout)\n"
@@ -175,6 +170,10 @@ static void run_usage(FILE *f) {
             "  --partial PART     write the shard's items and the hash of the run's defining inputs\n"
             "                     (models' SHA-256, policies, levers, tasks, n, seed, modes, data\n"
             "                     SHA-256) for kldeval merge PART...\n"
+            "  --gate EXPR        conditions on the report, e.g. gsm8k.accuracy>=0.4,gsm8k.diff>=-0.05,\n"
+            "                     capability_score>=0.3 (TASK.accuracy|ref.accuracy|arm.accuracy|diff,\n"
+            "                     capability_score[.ref|.arm|.diff]; OP <= < >= >): each printed PASS/FAIL\n"
+            "                     and kept in the JSON and database row; exit status 3 when any fails\n"
             "  --checkpoint FILE  keep every generated response in FILE as it is made (appended and\n"
             "                     fsynced a group of prompts at a time; FILE must not exist)\n"
             "  --resume FILE      go on from a killed run's checkpoint (same arguments): its responses\n"
@@ -342,7 +341,17 @@ void kld_cap_print_report(FILE *f, const json_t *rep) {
     fprintf(f, "%s\n", json_is_true(json_object_get(rep, "interrupted")) ? " (interrupted: items done so far)" : "");
 }
 
+static int cap_run_gated(int argc, char **argv, kld_gates *gates);
+
 static int cap_run(int argc, char **argv) {
+    kld_gates gates = {0};
+    int rc = cap_run_gated(argc, argv, &gates);
+    kld_gates_free(&gates);
+    return rc;
+}
+
+/* gates: --gate's conditions (owned by the caller, freed on every path) */
+static int cap_run_gated(int argc, char **argv, kld_gates *gates) {
     kld_cap_run_opts o = {.tasks = "all", .n = 10, .max_new = 128, .stop = &g_stop};
     const char *json_path = NULL;
     kld_kl_outputs rec = {0};
@@ -351,7 +360,7 @@ static int cap_run(int argc, char **argv) {
                                              "--html", "--lever", "--ref-lever", "--arm-lever", "--gsm8k-mode",
                                              "--shard", "--shard-mode", "--partial", "--batch", "--sampler",
                                              "--arm-sampler", "--samples", "--thinking", "--thinking-budget",
-                                             "--checkpoint", "--resume", NULL};
+                                             "--checkpoint", "--resume", "--gate", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x;
@@ -374,6 +383,14 @@ static int cap_run(int argc, char **argv) {
         else if (!strcmp(a, "--tasks")) o.tasks = v;
         else if (!strcmp(a, "--data")) o.data_dir = v;
         else if (!strcmp(a, "--json")) json_path = v;
+        else if (!strcmp(a, "--gate")) {
+            kld_error e = {0};
+            kld_gates_free(gates);
+            if (kld_gates_parse_cap(v, gates, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval cap: %s\n", e.msg);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--python")) o.python = v;
         else if (!strcmp(a, "--label")) rec.label = v;
         else if (!strcmp(a, "--db")) rec.db_path = v;
@@ -384,6 +401,7 @@ static int cap_run(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) { if (!kld_arg_int(a, v, 1, 64, &x)) return 2; o.batch = (int)x; }
         else if (!strcmp(a, "--seed")) { if (!kld_arg_u64(a, v, &u)) return 2; o.seed = u; }
     }
+    rec.gates = *gates; /* borrowed */
     if (!o.ref_path) {
         fprintf(stderr, "kldeval cap: need -m MODEL (or `kldeval cap score`)\n");
         run_usage(stderr);
@@ -423,6 +441,14 @@ static int cap_run(int argc, char **argv) {
         return 1;
     }
     kld_cap_print_report(stdout, rep);
+    bool gates_pass = true;
+    if (rec.gates.n && !json_is_true(json_object_get(rep, "interrupted"))) {
+        json_t *g = kld_gates_eval_cap(&rec.gates, rep, &gates_pass);
+        if (g) kld_gates_print(stdout, g), json_object_set_new(rep, "gates", g);
+        else gates_pass = false;
+    } else if (rec.gates.n) {
+        printf("%-30s: not judged (the run was stopped)\n", "gate");
+    }
     if (o.shard.n)
         printf("shard %u/%u (%s): this shard's items only; wrote %s\n", o.shard.k, o.shard.n,
                kld_shard_mode_name(o.shard.mode), o.partial_path);
@@ -436,7 +462,7 @@ static int cap_run(int argc, char **argv) {
                             o.threads > 0 ? o.threads : kld_default_threads(), kld_now_s() - t0))
         rc = 1;
     json_decref(rep);
-    return rc;
+    return rc ? rc : gates_pass ? 0 : KLD_EXIT_GATE_FAILED;
 }
 
 int kld_cmd_cap(int argc, char **argv) {

@@ -35,18 +35,33 @@ static void usage(FILE *f) {
             "  --db PATH          the run database (default: $KLDEVAL_DB, else\n"
             "                     $XDG_DATA_HOME/kldeval/runs.sqlite, else ~/.local/share/kldeval/runs.sqlite)\n"
             "  --no-db            do not record the runs\n"
+            "  --gate EXPR        conditions on either part's figures, e.g. kld.mean<=2e-3,top1>=0.98,\n"
+            "                     gsm8k.diff>=-0.04 (kl's statistics, see kldeval kl --help, and\n"
+            "                     gsm8k.accuracy|ref.accuracy|arm.accuracy|diff); each printed PASS/FAIL;\n"
+            "                     exit status 3 when any fails\n"
             "Both parts are recorded in the run database, label \"smoketest\": the KL run (mode\n"
             "two-models) and the GSM8K run (mode cap).\n");
 }
 
+static int smoketest(int argc, char **argv, kld_gates *kl_gates, kld_gates *cap_gates);
+
 int kld_cmd_smoketest(int argc, char **argv) {
+    kld_gates kl_gates = {0}, cap_gates = {0};
+    int rc = smoketest(argc, argv, &kl_gates, &cap_gates);
+    kld_gates_free(&kl_gates);
+    kld_gates_free(&cap_gates);
+    return rc;
+}
+
+/* The gates are the caller's (freed on every path). */
+static int smoketest(int argc, char **argv, kld_gates *kl_gates, kld_gates *cap_gates) {
     const char *ref = NULL, *arm = NULL, *corpus = NULL, *json_path = NULL, *db_path = NULL;
     kld_cap_run_opts o = {.tasks = "gsm8k", .n = 50, .max_new = 256, .stop = &g_stop, .quiet = true};
     bool no_db = false;
     static const char *const with_value[] = {"--ref", "--arm", "--corpus", "--n", "--max-new", "--data",
                                              "--json", "--threads", "--db", "--corpus-format",
                                              "--ids-file", "--chunking", "--ctx", "--max-docs",
-                                             "--max-tokens", "--chunks", NULL};
+                                             "--max-tokens", "--chunks", "--gate", NULL};
     kld_kl_config c;
     kld_kl_config_defaults(&c);
     for (int i = 1; i < argc; i++) {
@@ -67,6 +82,14 @@ int kld_cmd_smoketest(int argc, char **argv) {
         else if (!strcmp(a, "--data")) o.data_dir = v;
         else if (!strcmp(a, "--json")) json_path = v;
         else if (!strcmp(a, "--db")) db_path = v;
+        else if (!strcmp(a, "--gate")) { /* kl's statistics to the KL part, the rest to GSM8K's */
+            kld_error e = {0};
+            kld_gates_free(kl_gates), kld_gates_free(cap_gates);
+            if (kld_gates_parse_split(v, kl_gates, cap_gates, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval smoketest: %s\n", e.msg);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--n")) { if (!kld_arg_int(a, v, 1, 1319, &x)) return 2; o.n = (int)x; }
         else if (!strcmp(a, "--max-new")) { if (!kld_arg_int(a, v, 1, 65536, &x)) return 2; o.max_new = (int)x; }
         else if (!strcmp(a, "--threads")) { if (!kld_arg_int(a, v, 1, 1024, &x)) return 2; o.threads = (int)x; }
@@ -100,9 +123,13 @@ int kld_cmd_smoketest(int argc, char **argv) {
     o.data_dir = data;
     printf("== KL: kldeval kl --ref %s --arm %s ==\n", ref, arm);
     fflush(stdout);
-    kld_kl_outputs out = {.label = "smoketest", .no_db = no_db, .db_path = db_path};
+    kld_kl_outputs out = {.label = "smoketest", .no_db = no_db, .db_path = db_path, .gates = *kl_gates,
+                          .bootstrap = -1};
     int rc = kld_kl_main(&c, &out);
-    if (rc != 0) return rc;
+    bool gates_failed = rc == KLD_EXIT_GATE_FAILED; /* the GSM8K part still runs */
+    if (rc != 0 && !gates_failed) return rc;
+    rc = 0;
+    out.gates = (kld_gates){0};
     printf("\n== GSM8K-%d (greedy, paired) ==\n", o.n);
     fflush(stdout);
     o.ref_path = ref;
@@ -127,6 +154,12 @@ int kld_cmd_smoketest(int argc, char **argv) {
            (long long)json_integer_value(json_object_get(p, "arm_only_right")),
            (long long)json_integer_value(json_object_get(p, "ref_only_right")),
            json_is_true(json_object_get(rep, "interrupted")) ? " (interrupted)" : "");
+    if (cap_gates->n && !json_is_true(json_object_get(rep, "interrupted"))) {
+        bool pass = true;
+        json_t *g = kld_gates_eval_cap(cap_gates, rep, &pass);
+        if (g) kld_gates_print(stdout, g), json_object_set_new(rep, "gates", g);
+        gates_failed |= !g || !pass;
+    }
     if (json_path && json_dump_file(rep, json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(17))) {
         fprintf(stderr, "kldeval smoketest: --json %s: cannot write\n", json_path);
         rc = 1;
@@ -134,5 +167,5 @@ int kld_cmd_smoketest(int argc, char **argv) {
     kld_record_cap_run("smoketest", &out, "cap", rep, json_is_true(json_object_get(rep, "interrupted")),
                        o.threads > 0 ? o.threads : kld_default_threads(), kld_now_s() - t0);
     json_decref(rep);
-    return rc;
+    return rc ? rc : gates_failed ? KLD_EXIT_GATE_FAILED : 0;
 }

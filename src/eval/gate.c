@@ -43,7 +43,34 @@ static const char *const PAIRED[] = {"paired.kld.mean", "paired.kld.p99", "paire
 
 static bool known_paired(const char *name) { return listed(PAIRED, name, strlen(name)); }
 
-static kld_status parse_one(const char *s, size_t n, bool paired, kld_gate *g, kld_error *err) {
+static const char *const TASKS[] = {"mmlu", "gsm8k", "ifeval", "humaneval", "bfcl", "hashhop", NULL};
+
+/* A capability statistic into its report path; "?" stands for the arm
+ * when the run has one, else the reference (resolved when judged). */
+static bool cap_path(const char *name, char *out, size_t cap) {
+    if (!strcmp(name, "capability_score")) return snprintf(out, cap, "capability_score.?"), true;
+    if (!strncmp(name, "capability_score.", 17)) {
+        const char *f = name + 17;
+        if (strcmp(f, "ref") && strcmp(f, "arm") && strcmp(f, "diff")) return false;
+        return snprintf(out, cap, "%s", name), true;
+    }
+    const char *dot = strchr(name, '.');
+    if (!dot || !listed(TASKS, name, (size_t)(dot - name))) return false;
+    const int tn = (int)(dot - name);
+    const char *rest = dot + 1;
+    if (!strcmp(rest, "accuracy")) snprintf(out, cap, "tasks.%.*s.?.accuracy", tn, name);
+    else if (!strcmp(rest, "diff")) snprintf(out, cap, "tasks.%.*s.paired.diff", tn, name);
+    else if (!strcmp(rest, "ref.accuracy") || !strcmp(rest, "arm.accuracy") || !strcmp(rest, "ref.stderr") ||
+             !strcmp(rest, "arm.stderr"))
+        snprintf(out, cap, "tasks.%.*s.%s", tn, name, rest);
+    else return false;
+    return true;
+}
+
+enum { NS_KL, NS_PAIRED, NS_CAP };
+
+static kld_status parse_one(const char *s, size_t n, int ns, kld_gate *g, kld_error *err) {
+    const bool paired = ns == NS_PAIRED;
     while (n && (*s == ' ')) s++, n--;
     while (n && s[n - 1] == ' ') n--;
     snprintf(g->text, sizeof g->text, "%.*s", (int)n, s);
@@ -54,10 +81,18 @@ static kld_status parse_one(const char *s, size_t n, bool paired, kld_gate *g, k
     size_t name_n = i;
     while (name_n && s[name_n - 1] == ' ') name_n--;
     canonical(s, name_n, g->stat, sizeof g->stat);
-    if (paired && !known_paired(g->stat))
+    if (ns == NS_CAP) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)name_n, s);
+        if (!cap_path(name, g->stat, sizeof g->stat))
+            return kld_fail(err, KLD_ERR_ARG, "--gate: '%s' is not a statistic of a capability run "
+                            "(capability_score[.ref|.arm|.diff], TASK.accuracy, TASK.ref.accuracy, "
+                            "TASK.arm.accuracy, TASK.diff; TASK: mmlu, gsm8k, ifeval, humaneval, bfcl, hashhop)",
+                            name);
+    } else if (paired && !known_paired(g->stat))
         return kld_fail(err, KLD_ERR_ARG, "--gate: '%.*s' is not a paired statistic (paired.kld.mean, "
                         "paired.kld.p99, paired.kld.p99.9, paired.top1)", (int)name_n, s);
-    if (!paired && !known(g->stat))
+    if (ns == NS_KL && !known(g->stat))
         return kld_fail(err, KLD_ERR_ARG, "--gate: '%.*s' is not a statistic kl reports (e.g. kld.mean, "
                         "kld.p99, kld.p99.9, kld.max, top1, ppl_ratio, ln_ppl_ratio; see kldeval kl --help)",
                         (int)name_n, s);
@@ -88,7 +123,7 @@ static kld_status parse_one(const char *s, size_t n, bool paired, kld_gate *g, k
     return KLD_OK;
 }
 
-static kld_status parse_list(const char *expr, bool paired, kld_gates *out, kld_error *err) {
+static kld_status parse_list(const char *expr, int ns, kld_gates *out, kld_error *err) {
     memset(out, 0, sizeof *out);
     if (!expr || !*expr) return kld_fail(err, KLD_ERR_ARG, "--gate: empty (give STATISTIC OP NUMBER[,...])");
     size_t cap = 1;
@@ -98,7 +133,7 @@ static kld_status parse_list(const char *expr, bool paired, kld_gates *out, kld_
     for (const char *p = expr;;) {
         const char *c = strchr(p, ',');
         size_t n = c ? (size_t)(c - p) : strlen(p);
-        kld_status st = parse_one(p, n, paired, &out->g[out->n], err);
+        kld_status st = parse_one(p, n, ns, &out->g[out->n], err);
         if (st) {
             kld_gates_free(out);
             return st;
@@ -111,11 +146,51 @@ static kld_status parse_list(const char *expr, bool paired, kld_gates *out, kld_
 }
 
 kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err) {
-    return parse_list(expr, false, out, err);
+    return parse_list(expr, NS_KL, out, err);
 }
 
 kld_status kld_gates_parse_paired(const char *expr, kld_gates *out, kld_error *err) {
-    return parse_list(expr, true, out, err);
+    return parse_list(expr, NS_PAIRED, out, err);
+}
+
+kld_status kld_gates_parse_cap(const char *expr, kld_gates *out, kld_error *err) {
+    return parse_list(expr, NS_CAP, out, err);
+}
+
+kld_status kld_gates_parse_split(const char *expr, kld_gates *kl, kld_gates *cap, kld_error *err) {
+    kld_gates all;
+    memset(kl, 0, sizeof *kl);
+    memset(cap, 0, sizeof *cap);
+    if (!expr || !*expr) return kld_fail(err, KLD_ERR_ARG, "--gate: empty (give STATISTIC OP NUMBER[,...])");
+    /* each condition alone: kl's statistic names first, then a capability run's */
+    kld_status st = KLD_OK;
+    for (const char *p = expr; st == KLD_OK;) {
+        const char *c = strchr(p, ',');
+        char one[200];
+        snprintf(one, sizeof one, "%.*s", (int)(c ? (size_t)(c - p) : strlen(p)), p);
+        kld_error e1 = {0};
+        kld_gates *dst = kl;
+        st = parse_list(one, NS_KL, &all, &e1);
+        if (st == KLD_ERR_ARG && strstr(e1.msg, "is not a statistic")) {
+            dst = cap;
+            st = parse_list(one, NS_CAP, &all, err);
+            if (st && strstr(err->msg, "is not a statistic"))
+                kld_fail(err, KLD_ERR_ARG, "--gate: '%s': neither a statistic of kl (%s) nor of the capability "
+                         "run", one, "kld.mean, kld.p99, top1, ppl_ratio, ...");
+        } else if (st) {
+            *err = e1;
+        }
+        if (st == KLD_OK) {
+            kld_gate *g = realloc(dst->g, (dst->n + 1) * sizeof *g);
+            if (!g) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+            else dst->g = g, dst->g[dst->n++] = all.g[0];
+            kld_gates_free(&all);
+        }
+        if (!c) break;
+        p = c + 1;
+    }
+    if (st) kld_gates_free(kl), kld_gates_free(cap);
+    return st;
 }
 
 void kld_gates_free(kld_gates *g) {
@@ -150,9 +225,19 @@ static bool holds(kld_gate_op op, double x, double bound) {
 static json_t *eval_list(const kld_gates *g, const json_t *report, bool paired, bool *all_pass) {
     *all_pass = true;
     json_t *arr = json_array();
+    /* a capability run's "?": the arm when it has one */
+    const bool has_arm = json_object_get(json_object_get(report, "capability_score"), "arm") != NULL &&
+                         !json_is_null(json_object_get(json_object_get(report, "capability_score"), "arm"));
     for (size_t i = 0; arr && i < g->n; i++) {
         const kld_gate *q = &g->g[i];
-        const json_t *v = at_path(report, q->stat);
+        char path[sizeof q->stat + 4];
+        snprintf(path, sizeof path, "%s", q->stat);
+        char *side = strchr(path, '?');
+        if (side) {
+            memmove(side + 3, side + 1, strlen(side + 1) + 1);
+            memcpy(side, has_arm ? "arm" : "ref", 3);
+        }
+        const json_t *v = at_path(report, path);
         if (paired) {
             const json_t *ci = json_object_get(v, "ci95");
             v = !q->level ? json_object_get(v, "diff")
@@ -162,7 +247,7 @@ static json_t *eval_list(const kld_gates *g, const json_t *report, bool paired, 
         const double x = have ? json_number_value(v) : NAN;
         bool pass = have && holds(q->op, x, q->bound);
         *all_pass &= pass;
-        json_t *r = json_pack("{s:s, s:s, s:s, s:f, s:o, s:b}", "condition", q->text, "statistic", q->stat, "op",
+        json_t *r = json_pack("{s:s, s:s, s:s, s:f, s:o, s:b}", "condition", q->text, "statistic", path, "op",
                               op_text(q->op), "bound", q->bound, "value", have ? json_real(x) : json_null(), "pass",
                               pass);
         if (r && q->level)
@@ -183,6 +268,10 @@ json_t *kld_gates_eval(const kld_gates *g, const json_t *report, bool *all_pass)
 
 json_t *kld_gates_eval_paired(const kld_gates *g, const json_t *comparison, bool *all_pass) {
     return eval_list(g, comparison, true, all_pass);
+}
+
+json_t *kld_gates_eval_cap(const kld_gates *g, const json_t *report, bool *all_pass) {
+    return eval_list(g, report, false, all_pass);
 }
 
 void kld_gates_print(FILE *f, const json_t *results) {

@@ -48,6 +48,18 @@ void kld_gates_free(kld_gates *g);
  * unless the interval's high end is below X. */
 kld_status kld_gates_parse_paired(const char *expr, kld_gates *out, kld_error *err);
 
+/* Conditions on a capability run's report (`cap --gate`, `smoketest
+ * --gate`): capability_score (the arm's; the model's without an arm),
+ * capability_score.ref|arm|diff, TASK.accuracy (the arm's; the model's
+ * without an arm), TASK.ref.accuracy, TASK.arm.accuracy, TASK.ref.stderr,
+ * TASK.arm.stderr, TASK.diff (arm − ref, paired), TASK one of mmlu, gsm8k,
+ * ifeval, humaneval, bfcl, hashhop. */
+kld_status kld_gates_parse_cap(const char *expr, kld_gates *out, kld_error *err);
+/* smoketest's: each condition goes to kl's list or the capability list by
+ * its statistic. */
+kld_status kld_gates_parse_split(const char *expr, kld_gates *kl, kld_gates *cap, kld_error *err);
+json_t *kld_gates_eval_cap(const kld_gates *g, const json_t *report, bool *all_pass);
+
 /* Evaluates every gate on report (the kl JSON report): an array of
  * {condition, statistic, op, bound, value, pass}; *all_pass is false when
  * any fails or its statistic is absent or not finite (a gate that cannot be
