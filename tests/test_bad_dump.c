@@ -67,6 +67,14 @@ static void common_meta(kld_dump_meta *m, int fv) {
     m->windows = "test";
 }
 
+/* The writer of b's dump over the corpus's tokens. */
+static kld_status create_writer(const base *b, const kld_dump_meta *m, kld_dump_writer **w, kld_error *err) {
+    int32_t tok[NSEQ * CTX];
+    for (int i = 0; i < NSEQ; i++)
+        for (int p = 0; p < CTX; p++) tok[i * CTX + p] = dt_token(i, p, NV);
+    return kld_dump_create(b->dir, m, tok, false, w, NULL, NULL, err);
+}
+
 static bool make_base(base *b, int fv, bool ext, bool candidate, const char *name) {
     b->fv = fv;
     b->ext = ext;
@@ -85,12 +93,9 @@ static bool make_base(base *b, int fv, bool ext, bool candidate, const char *nam
         m.teacher_fingerprint = SHA;
         m.teacher_created = "2025-01-01T00:00:00Z";
     }
-    int32_t tok[NSEQ * CTX];
-    for (int i = 0; i < NSEQ; i++)
-        for (int p = 0; p < CTX; p++) tok[i * CTX + p] = dt_token(i, p, NV);
     kld_dump_writer *w = NULL;
     kld_error err = {0};
-    kld_status st = kld_dump_create(b->dir, &m, tok, false, &w, NULL, NULL, &err);
+    kld_status st = create_writer(b, &m, &w, &err);
     for (int s = 0; s < NSEQ && !st; s++)
         for (int r = 0; r < PPS && !st; r++) {
             int32_t idx[K], am;
@@ -720,12 +725,9 @@ static bool make_v3(base *b, int dtype, const char *name) {
     m.n_embd = EMBD;
     m.hidden_dtype = dtype;
     m.head = (kld_dump_head){"output.weight", "f32", NV, EMBD, SHA, false, 0.0};
-    int32_t tok[NSEQ * CTX];
-    for (int i = 0; i < NSEQ; i++)
-        for (int p = 0; p < CTX; p++) tok[i * CTX + p] = dt_token(i, p, NV);
     kld_dump_writer *w = NULL;
     kld_error err = {0};
-    kld_status st = kld_dump_create(b->dir, &m, tok, false, &w, NULL, NULL, &err);
+    kld_status st = create_writer(b, &m, &w, &err);
     for (int s = 0; s < NSEQ && !st; s++)
         for (int r = 0; r < PPS && !st; r++) {
             float h[EMBD];
