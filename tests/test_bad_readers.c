@@ -449,7 +449,7 @@ static void write_imat_gguf(const char *path, const imat_gguf_opts *o) {
     static uint16_t sums16[8];
     for (int i = 0; i < 8; i++) sums[i] = 2.0f * (float)(i + 1);
     sums[0] = o->sum0 != 0 ? o->sum0 : sums[0];
-    float counts[2] = {o->count != 0 ? o->count : 4.0f, 0.0f}; /* expert 1 saw no tokens */
+    float counts[3] = {o->count != 0 ? o->count : 4.0f, 0.0f, 0.0f}; /* expert 1 saw no tokens; [2]: the 3-matrix variant */
     if (!o->no_entries) {
         if (!o->no_sums) {
             if (o->sums_f16)
