@@ -157,6 +157,17 @@ int main(int argc, char **argv) {
         CHECK(json_integer_value(json_object_get(p, "arm_only_right")) == (json_int_t)n01 &&
                   json_integer_value(json_object_get(p, "ref_only_right")) == (json_int_t)n10,
               "%s: paired counts", tasks[t]);
+        /* McNemar's exact test on the flips: the two-sided binomial of the discordant items */
+        double want = 1.0;
+        if (n01 != n10) {
+            const size_t nd = n01 + n10, k = n01 < n10 ? n01 : n10;
+            double tail = 0, c = 1;
+            for (size_t i = 0; i <= k; i++) tail += c, c = c * (double)(nd - i) / (double)(i + 1);
+            want = fmin(1.0, 2.0 * tail / pow(2.0, (double)nd));
+        }
+        CHECK(fabs(json_real_value(json_object_get(p, "mcnemar_p")) - want) < 1e-12,
+              "%s: McNemar p %g of %zu/%zu flips (%g)", tasks[t], json_real_value(json_object_get(p, "mcnemar_p")),
+              n01, n10, want);
     }
     check_groups(json_object_get(json_object_get(rep, "tasks"), "mmlu"), "subjects", "subject");
     check_groups(json_object_get(json_object_get(rep, "tasks"), "bfcl"), "categories", "category");

@@ -17,6 +17,7 @@
  * samples), HumanEval adds pass@1 and (S >= 10) pass@10. */
 #include "cap/cap.h"
 #include "cap/units.h"
+#include "eval/stats.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -98,8 +99,9 @@ static json_t *paired_json(const json_t *ref, const json_t *arm) {
         var += d * d;
     }
     double se = n > 1 ? sqrt(var / (double)(n - 1) / (double)n) : 0;
-    return json_pack("{s:f, s:f, s:I, s:I, s:I}", "diff", mean, "stderr", se, "arm_only_right", (json_int_t)n01,
-                     "ref_only_right", (json_int_t)n10, "n", (json_int_t)n);
+    /* flips: wrong -> right (arm only) and right -> wrong (ref only); McNemar's exact test on them */
+    return json_pack("{s:f, s:f, s:I, s:I, s:I, s:f}", "diff", mean, "stderr", se, "arm_only_right", (json_int_t)n01,
+                     "ref_only_right", (json_int_t)n10, "n", (json_int_t)n, "mcnemar_p", kld_sign_test_p(n01, n10));
 }
 
 /* {ref, arm, paired} of items (no per-item records). */

@@ -277,7 +277,5 @@ json_t *kld_db_comparison_json(const kld_db_comparison *c);
  * database or memory errors. */
 kld_status kld_db_compare(kld_db *db, const kld_db_row *a, const kld_db_row *b,
                           kld_db_comparison *out, kld_error *err);
-/* Two-sided sign-test p-value for `plus` and `minus` untied outcomes. */
-double kld_sign_test_p(uint64_t plus, uint64_t minus);
 
 #endif

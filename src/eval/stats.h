@@ -211,6 +211,12 @@ void kld_stats_source(const kld_stats *st, kld_record_source *out);
 /* kld_stats_finalize of any source: the same statistics bit for bit. */
 kld_status kld_summary_from_source(const kld_record_source *src, kld_summary *out, kld_error *err);
 
+/* Two-sided sign-test p-value for `plus` and `minus` untied outcomes
+ * (exact binomial up to 10^6 of them, in log space; then the normal
+ * approximation with continuity correction). With the discordant pairs of
+ * two paired classifiers it is McNemar's exact test. sign_test.c */
+double kld_sign_test_p(uint64_t plus, uint64_t minus);
+
 /* Helpers behind the summary, exposed for tests and other modules. */
 double kld_percentile_sorted(const double *sorted, size_t n, double fraction);
 /* mean and se of x[0..n) as defined above (two-pass, compensated sums). */
