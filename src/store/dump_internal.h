@@ -92,4 +92,17 @@ void kld_dumpi_decode(int format_version, int32_t top_k, const uint8_t *in, int3
 void kld_dumpi_encode_ext(double lse64, double logp_next, int32_t argmax, uint8_t *out);
 void kld_dumpi_decode_ext(const uint8_t *in, double *lse64, double *logp_next, int32_t *argmax);
 
+/* dump_resume.c: what the writer checks before it starts or resumes. */
+/* 0: dir is missing; 1: empty; 2: holds something (-1: cannot tell, *st set). */
+int kld_dumpi_dir_state(const char *dir, kld_error *err, kld_status *st);
+/* dir holds only what a start writes before its partial manifest (a kill
+ * that early), which kld_dumpi_remove_start_files removes. */
+bool kld_dumpi_only_start_files(const char *dir);
+kld_status kld_dumpi_remove_start_files(const char *dir, kld_error *err);
+/* The interrupted dump (partial manifest at path, settings was) is the one
+ * now being written: the same settings, and tokens.bin holds tokens. */
+kld_status kld_dumpi_same_settings(const char *path, const kld_dump_meta *was, const kld_dump_meta *now,
+                                   kld_error *err);
+kld_status kld_dumpi_same_tokens(const char *dir, const int32_t *tokens, uint64_t n, kld_error *err);
+
 #endif

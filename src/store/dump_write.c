@@ -6,7 +6,6 @@
 #include "store/dump_internal.h"
 #include "tensor/types.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -121,143 +120,6 @@ static kld_status records_on_disk(const char *path, uint64_t rec_bytes, int64_t 
     return KLD_OK;
 }
 
-/* 0: DIR is missing; 1: empty; 2: holds something. */
-static int dir_state(const char *dir, kld_error *err, kld_status *st) {
-    *st = KLD_OK;
-    DIR *dp = opendir(dir);
-    if (!dp) {
-        if (errno == ENOENT) return 0;
-        *st = kld_fail(err, KLD_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
-        return -1;
-    }
-    int state = 1;
-    struct dirent *e;
-    while ((e = readdir(dp)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            state = 2;
-            break;
-        }
-    closedir(dp);
-    return state;
-}
-
-/* A start cut short: the folder holds only what a fresh dump writes before
- * its partial manifest (tokens.bin, temporary files), which a resume
- * removes to start over. */
-static bool only_start_files(const char *dir) {
-    DIR *dp = opendir(dir);
-    if (!dp) return false;
-    bool only = true;
-    struct dirent *e;
-    while (only && (e = readdir(dp)) != NULL) {
-        const char *n = e->d_name;
-        only = !strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, KLD_DUMPI_TOKENS) ||
-               !strcmp(n, KLD_DUMPI_TOKENS ".tmp") || !strcmp(n, KLD_DUMPI_PARTIAL ".tmp");
-    }
-    closedir(dp);
-    return only;
-}
-
-static kld_status remove_start_files(const char *dir, kld_error *err) {
-    static const char *const names[] = {KLD_DUMPI_TOKENS, KLD_DUMPI_TOKENS ".tmp", KLD_DUMPI_PARTIAL ".tmp"};
-    char path[KLD_DUMPI_PATH_MAX];
-    for (int i = 0; i < 3; i++) {
-        kld_dumpi_path(path, dir, names[i]);
-        if (unlink(path) != 0 && errno != ENOENT)
-            return kld_fail(err, KLD_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
-    }
-    return KLD_OK;
-}
-
-static kld_status differs(const char *path, const char *key, long long was, long long now,
-                          kld_error *err) {
-    return kld_fail(err, KLD_ERR_MISMATCH, "%s: %s: the interrupted dump has %lld, this run %lld",
-                    path, key, was, now);
-}
-
-/* The partial manifest must describe the dump being resumed. */
-static kld_status same_settings(const char *path, const kld_dump_meta *was,
-                                const kld_dump_meta *now, kld_error *err) {
-    if (was->format_version != now->format_version)
-        return differs(path, "format_version", was->format_version, now->format_version, err);
-    if (strcmp(was->model, now->model) != 0)
-        return kld_fail(err, KLD_ERR_MISMATCH,
-                        "%s: model: the interrupted dump has \"%.200s\", this run \"%.200s\"", path,
-                        was->model, now->model);
-    if (strcmp(was->corpus_sha256, now->corpus_sha256) != 0)
-        return kld_fail(err, KLD_ERR_MISMATCH,
-                        "%s: corpus_sha256: the interrupted dump has %s, this run %s", path,
-                        was->corpus_sha256, now->corpus_sha256);
-    if (was->ctx_len != now->ctx_len)
-        return differs(path, "ctx_len", was->ctx_len, now->ctx_len, err);
-    if (was->n_seqs != now->n_seqs) return differs(path, "n_seqs", was->n_seqs, now->n_seqs, err);
-    if (was->top_k != now->top_k) return differs(path, "top_k", was->top_k, now->top_k, err);
-    if (was->n_embd != now->n_embd) return differs(path, "n_embd", was->n_embd, now->n_embd, err);
-    if (was->hidden_dtype != now->hidden_dtype)
-        return differs(path, "hidden_dtype", was->hidden_dtype, now->hidden_dtype, err);
-    if (now->format_version == 3 && (!was->head.sha256 || strcmp(was->head.sha256, now->head.sha256)))
-        return kld_fail(err, KLD_ERR_MISMATCH, "%s: head.sha256: the interrupted dump's head is "
-                        "%.64s, this run's %s", path, was->head.sha256 ? was->head.sha256 : "(none)",
-                        now->head.sha256);
-    if (was->ext != now->ext)
-        return kld_fail(err, KLD_ERR_MISMATCH, "%s: ext: the interrupted dump has %s, this run %s",
-                        path, was->ext ? "true" : "false", now->ext ? "true" : "false");
-    if (was->lse_of_stored != now->lse_of_stored)
-        return kld_fail(err, KLD_ERR_MISMATCH,
-                        "%s: lse_of_stored: the interrupted dump has %s, this run %s (it was "
-                        "written by another kldeval: start it afresh)", path,
-                        was->lse_of_stored ? "true" : "false", now->lse_of_stored ? "true" : "false");
-    /* a dump made before the levers key knew only the reference */
-    const char *lw = was->levers ? was->levers : "reference", *ln = now->levers ? now->levers : "reference";
-    if (strcmp(lw, ln) != 0)
-        return kld_fail(err, KLD_ERR_MISMATCH,
-                        "%s: levers: the interrupted dump was made with %s, this run with %s "
-                        "(resume %s%s)", path, lw, ln,
-                        strcmp(lw, "reference") ? "with --lever " : "without --lever",
-                        strcmp(lw, "reference") ? lw : "");
-    if (was->candidate != now->candidate)
-        return kld_fail(
-            err, KLD_ERR_MISMATCH, "%s: kind: the interrupted dump is a %s, this run a %s", path,
-            was->candidate ? "candidate" : "teacher", now->candidate ? "candidate" : "teacher");
-    return KLD_OK;
-}
-
-static kld_status same_tokens(const char *dir, const int32_t *tokens, uint64_t n, kld_error *err) {
-    char path[KLD_DUMPI_PATH_MAX];
-    kld_dumpi_path(path, dir, KLD_DUMPI_TOKENS);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kld_fail(err, KLD_ERR_MISMATCH, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != 4 * n) {
-        close(fd);
-        return kld_fail(err, KLD_ERR_MISMATCH, "%s: %lld bytes, this run's tokens are %llu", path,
-                        (long long)sb.st_size, (unsigned long long)(4 * n));
-    }
-    int32_t chunk[4096];
-    for (uint64_t i = 0; i < n;) {
-        uint64_t m = n - i < 4096 ? n - i : 4096;
-        int64_t got = kld_dumpi_pread(fd, chunk, 4 * m, 4 * i);
-        if (got != (int64_t)(4 * m)) {
-            int e = errno;
-            close(fd);
-            return kld_fail(err, KLD_ERR_IO, "%s: read failed: %s", path,
-                            got < 0 ? strerror(e) : "short read");
-        }
-        for (uint64_t j = 0; j < m; j++)
-            if (chunk[j] != tokens[i + j]) {
-                close(fd);
-                return kld_fail(
-                    err, KLD_ERR_MISMATCH,
-                    "%s: differs from this run's tokens at id %llu (%d on disk, %d now)", path,
-                    (unsigned long long)(i + j), (int)chunk[j], (int)tokens[i + j]);
-            }
-        i += m;
-    }
-    close(fd);
-    return KLD_OK;
-}
-
 /* Finds the first missing record, cuts torn records and drops files of
  * sequences after it (they cannot hold records: writing is in order). */
 static kld_status find_resume_point(kld_dump_writer *w, kld_error *err) {
@@ -334,7 +196,7 @@ static kld_status resume_complete(kld_dump_writer *w, const char *path, const kl
     json_t *done = NULL;
     kld_dump_meta was;
     kld_status st = kld_dumpi_manifest_load(path, &done, &was, err);
-    if (!st) st = same_settings(path, &was, meta, err);
+    if (!st) st = kld_dumpi_same_settings(path, &was, meta, err);
     /* a shard resumes only as the same shard */
     if (!st && w->shard) {
         const json_t *a = json_object_get(done, "shard");
@@ -347,7 +209,7 @@ static kld_status resume_complete(kld_dump_writer *w, const char *path, const kl
         json_decref(now);
     }
     json_decref(done);
-    if (!st) st = same_tokens(w->dir, tokens, n_ids, err);
+    if (!st) st = kld_dumpi_same_tokens(w->dir, tokens, n_ids, err);
     char partial[KLD_DUMPI_PATH_MAX];
     kld_dumpi_path(partial, w->dir, KLD_DUMPI_PARTIAL);
     if (!st && access(partial, F_OK) == 0 &&
@@ -378,7 +240,7 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
                 (int)tokens[i],
                 meta->n_vocab > 0 ? (long long)meta->n_vocab : (long long)INT32_MAX + 1);
 
-    int state = dir_state(w->dir, err, &st);
+    int state = kld_dumpi_dir_state(w->dir, err, &st);
     if (state < 0) return st;
     char path[KLD_DUMPI_PATH_MAX];
     kld_dumpi_path(path, w->dir, w->shard ? KLD_DUMPI_SHARD : KLD_DUMPI_MANIFEST);
@@ -399,8 +261,8 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
     kld_dumpi_path(partial_path, w->dir, KLD_DUMPI_PARTIAL);
     /* a dump killed before its partial manifest existed scored nothing:
      * resuming it is starting it */
-    if (resume && state >= 1 && access(partial_path, F_OK) != 0 && only_start_files(w->dir)) {
-        if ((st = remove_start_files(w->dir, err))) return st;
+    if (resume && state >= 1 && access(partial_path, F_OK) != 0 && kld_dumpi_only_start_files(w->dir)) {
+        if ((st = kld_dumpi_remove_start_files(w->dir, err))) return st;
         resume = false;
         state = 1;
     }
@@ -409,8 +271,8 @@ static kld_status prepare(kld_dump_writer *w, const kld_dump_meta *meta, const i
             return kld_fail(err, KLD_ERR_ARG, "%s: no interrupted dump to resume (%s is missing)",
                             w->dir, partial_path);
         if ((st = kld_dumpi_manifest_load(partial_path, &partial, &was, err))) return st;
-        st = same_settings(partial_path, &was, meta, err);
-        if (!st) st = same_tokens(w->dir, tokens, n_ids, err);
+        st = kld_dumpi_same_settings(partial_path, &was, meta, err);
+        if (!st) st = kld_dumpi_same_tokens(w->dir, tokens, n_ids, err);
         /* the dump was started when the partial manifest was written */
         if (!st && !m.created && was.created) {
             m.created = was.created;
