@@ -445,13 +445,8 @@ static int cap_run_gated(int argc, char **argv, kld_gates *gates) {
     }
     kld_cap_print_report(stdout, rep);
     bool gates_pass = true;
-    if (rec.gates.n && !json_is_true(json_object_get(rep, "interrupted"))) {
-        json_t *g = kld_gates_eval_cap(&rec.gates, rep, &gates_pass);
-        if (g) kld_gates_print(stdout, g), json_object_set_new(rep, "gates", g);
-        else gates_pass = false;
-    } else if (rec.gates.n) {
-        printf("%-30s: not judged (the run was stopped)\n", "gate");
-    }
+    if (kld_gates_judge(&rec.gates, rep, json_is_true(json_object_get(rep, "interrupted")), stdout, &gates_pass))
+        gates_pass = false;
     if (o.shard.n)
         printf("shard %u/%u (%s): this shard's items only; wrote %s\n", o.shard.k, o.shard.n,
                kld_shard_mode_name(o.shard.mode), o.partial_path);

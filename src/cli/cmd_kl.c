@@ -410,13 +410,8 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
     else if (!rc && boot > 0) printf("%-30s: none (one document: nothing to resample)\n", "95% intervals");
     /* gates: judged on the report; a stopped run's figures are not the run's */
     bool gates_pass = true;
-    if (!rc && o->gates.n && !res.partial) {
-        json_t *g = report ? kld_gates_eval(&o->gates, report, &gates_pass) : NULL;
-        if (!g) rc = 1, kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
-        else kld_gates_print(stdout, g), json_object_set_new(report, "gates", g);
-    } else if (o->gates.n && res.partial) {
-        printf("%-30s: not judged (the run was stopped: partial figures)\n", "gate");
-    }
+    if (!rc && kld_gates_judge(&o->gates, report, res.partial, stdout, &gates_pass))
+        rc = 1, kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
     if (!rc && o->json_path && kld_report_json_dump(o->json_path, report, &err) != KLD_OK) rc = 1;
     if (!rc && o->pin_path && kld_report_pin_append(o->pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
     if (!rc && o->tsv_path && kld_report_tsv_write(o->tsv_path, res.stats, &err) != KLD_OK) rc = 1;

@@ -270,8 +270,18 @@ json_t *kld_gates_eval_paired(const kld_gates *g, const json_t *comparison, bool
     return eval_list(g, comparison, true, all_pass);
 }
 
-json_t *kld_gates_eval_cap(const kld_gates *g, const json_t *report, bool *all_pass) {
-    return eval_list(g, report, false, all_pass);
+kld_status kld_gates_judge(const kld_gates *g, json_t *report, bool stopped, FILE *f, bool *pass) {
+    *pass = true;
+    if (!g->n) return KLD_OK;
+    if (stopped) {
+        fprintf(f, "%-30s: not judged (the run was stopped: partial figures)\n", "gate");
+        return KLD_OK;
+    }
+    json_t *v = report ? kld_gates_eval(g, report, pass) : NULL;
+    if (!v) return KLD_ERR_NOMEM;
+    kld_gates_print(f, v);
+    json_object_set_new(report, "gates", v);
+    return KLD_OK;
 }
 
 void kld_gates_print(FILE *f, const json_t *results) {

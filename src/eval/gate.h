@@ -58,9 +58,8 @@ kld_status kld_gates_parse_cap(const char *expr, kld_gates *out, kld_error *err)
 /* smoketest's: each condition goes to kl's list or the capability list by
  * its statistic. */
 kld_status kld_gates_parse_split(const char *expr, kld_gates *kl, kld_gates *cap, kld_error *err);
-json_t *kld_gates_eval_cap(const kld_gates *g, const json_t *report, bool *all_pass);
 
-/* Evaluates every gate on report (the kl JSON report): an array of
+/* Evaluates every gate on report (a kl or a capability run's JSON report): an array of
  * {condition, statistic, op, bound, value, pass}; *all_pass is false when
  * any fails or its statistic is absent or not finite (a gate that cannot be
  * judged does not pass). NULL when out of memory. */
@@ -72,5 +71,12 @@ json_t *kld_gates_eval_paired(const kld_gates *g, const json_t *comparison, bool
 
 /* One line per gate: "gate kld.mean<=2e-3: 0.000804 PASS". */
 void kld_gates_print(FILE *f, const json_t *results);
+
+/* What a run does with its gates: judged on report (kl's or a capability
+ * run's), printed to f and kept in report under "gates"; *pass false when
+ * any fails. A stopped run's partial figures are not judged (a line says
+ * so; *pass stays true). No gates: nothing. KLD_ERR_NOMEM when the
+ * verdicts cannot be built. */
+kld_status kld_gates_judge(const kld_gates *g, json_t *report, bool stopped, FILE *f, bool *pass);
 
 #endif
