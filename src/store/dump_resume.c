@@ -33,8 +33,11 @@ int kld_dumpi_dir_state(const char *dir, kld_error *err, kld_status *st) {
     return state;
 }
 
-/* A start cut short: the folder holds only what a fresh dump writes before
- * its partial manifest (tokens.bin, temporary files), which a resume
+/* What a fresh dump writes before its partial manifest. */
+static const char *const START_FILES[] = {KLD_DUMPI_TOKENS, KLD_DUMPI_TOKENS ".tmp", KLD_DUMPI_PARTIAL ".tmp"};
+enum { N_START_FILES = sizeof START_FILES / sizeof START_FILES[0] };
+
+/* A start cut short: the folder holds only START_FILES, which a resume
  * removes to start over. */
 bool kld_dumpi_only_start_files(const char *dir) {
     DIR *dp = opendir(dir);
@@ -42,19 +45,17 @@ bool kld_dumpi_only_start_files(const char *dir) {
     bool only = true;
     struct dirent *e;
     while (only && (e = readdir(dp)) != NULL) {
-        const char *n = e->d_name;
-        only = !strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, KLD_DUMPI_TOKENS) ||
-               !strcmp(n, KLD_DUMPI_TOKENS ".tmp") || !strcmp(n, KLD_DUMPI_PARTIAL ".tmp");
+        only = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+        for (int i = 0; i < N_START_FILES && !only; i++) only = !strcmp(e->d_name, START_FILES[i]);
     }
     closedir(dp);
     return only;
 }
 
 kld_status kld_dumpi_remove_start_files(const char *dir, kld_error *err) {
-    static const char *const names[] = {KLD_DUMPI_TOKENS, KLD_DUMPI_TOKENS ".tmp", KLD_DUMPI_PARTIAL ".tmp"};
     char path[KLD_DUMPI_PATH_MAX];
-    for (int i = 0; i < 3; i++) {
-        kld_dumpi_path(path, dir, names[i]);
+    for (int i = 0; i < N_START_FILES; i++) {
+        kld_dumpi_path(path, dir, START_FILES[i]);
         if (unlink(path) != 0 && errno != ENOENT)
             return kld_fail(err, KLD_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     }
