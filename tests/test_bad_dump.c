@@ -742,6 +742,18 @@ static bool make_v3(base *b, int dtype, const char *name) {
     return st == KLD_OK;
 }
 
+/* b's dump packed as one fuzzer input, out/name. */
+static bool pack_seed(const base *b, const char *out, const char *name) {
+    static uint8_t buf[1 << 16];
+    size_t n = dc_pack(b->dir, buf, sizeof buf);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", out, name);
+    if (n == 0) return false;
+    kt_write_file(path, buf, n);
+    printf("wrote %s (%zu bytes)\n", path, n);
+    return true;
+}
+
 static int write_seeds(const char *out) {
     base b;
     static const struct {
@@ -754,13 +766,7 @@ static int write_seeds(const char *out) {
     mkdir(out, 0777);
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         if (!make_base(&b, seeds[i].fv, seeds[i].ext, seeds[i].cand, "bad-dump-seed")) return 1;
-        static uint8_t buf[1 << 16];
-        size_t n = dc_pack(b.dir, buf, sizeof buf);
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", out, seeds[i].name);
-        if (n == 0) return 1;
-        kt_write_file(path, buf, n);
-        printf("wrote %s (%zu bytes)\n", path, n);
+        if (!pack_seed(&b, out, seeds[i].name)) return 1;
     }
     static const struct {
         int dtype;
@@ -768,13 +774,7 @@ static int write_seeds(const char *out) {
     } v3[] = {{KLD_DUMP_HIDDEN_F32, "v3_hidden_f32.bin"}, {KLD_DUMP_HIDDEN_BF16, "v3_hidden_bf16.bin"}};
     for (size_t i = 0; i < sizeof v3 / sizeof v3[0]; i++) {
         if (!make_v3(&b, v3[i].dtype, "bad-dump-seed")) return 1;
-        static uint8_t buf[1 << 16];
-        size_t n = dc_pack(b.dir, buf, sizeof buf);
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", out, v3[i].name);
-        if (n == 0) return 1;
-        kt_write_file(path, buf, n);
-        printf("wrote %s (%zu bytes)\n", path, n);
+        if (!pack_seed(&b, out, v3[i].name)) return 1;
     }
     return 0;
 }
