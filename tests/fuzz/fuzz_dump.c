@@ -9,22 +9,10 @@
  * inputs of odd length and 64 for even ones, so both bounds get exercised. */
 #include "dump_container.h"
 #include "fuzz_common.h"
+#include "fuzz_scratch.h"
 #include "store/dump.h"
 
-#include <errno.h>
 #include <math.h>
-#include <sys/stat.h>
-
-static char fuzz_dir[64];
-
-static void remove_dir(void) {
-    char path[128];
-    for (int i = 0; i < DC_N_FILES; i++) {
-        snprintf(path, sizeof path, "%s/%s", fuzz_dir, dc_names[i]);
-        unlink(path);
-    }
-    rmdir(fuzz_dir);
-}
 
 /* Format 3: every sequence's hidden states and sidecar, whole and one
  * record at a time; what the reader hands out is finite. */
@@ -52,11 +40,7 @@ static void read_hidden(kld_dump *d, const kld_dump_meta *m) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!fuzz_dir[0]) {
-        snprintf(fuzz_dir, sizeof fuzz_dir, "/tmp/fuzz_dump.%ld", (long)getpid());
-        if (mkdir(fuzz_dir, 0700) != 0 && errno != EEXIST) abort();
-        atexit(remove_dir);
-    }
+    const char *fuzz_dir = fuzz_scratch_dir("dump");
     if (!dc_unpack(data, size, fuzz_dir)) abort();
     kld_dump *d = NULL;
     kld_error err = {0};
