@@ -125,6 +125,8 @@ KLD_API kld_status kld_model_logits(kld_model *model, const char *levers,
 
 #define KLD_TOPK_DEFAULT 10
 #define KLD_TOPK_MAX 256
+#define KLD_RANK_MAX 65534     /* ranks saturate here ("this far down or further") */
+#define KLD_RANK_UNKNOWN 65535 /* no next token, or a rank the row cannot tell */
 
 /* One scored position. A truncated row is one where the reference is known
  * only on a subset S of the vocabulary (a saved teacher's top-k, a llama.cpp
@@ -137,6 +139,8 @@ typedef struct kld_position {
     double nll_arm;     /* -ln p_arm(token); NAN when token < 0 */
     double kld_bound;   /* tail-corrected lower bound of the full KL (= kld for full rows;
                            NAN where no bound holds) */
+    double dlogit;      /* mean over the vocabulary of |(arm - mean arm) - (ref - mean ref)|,
+                           the logits centred (NAN for truncated rows) */
     float p_ref_max;    /* the reference's largest probability */
     float mass;         /* the reference's probability mass the row covers (1 for full rows) */
     int32_t token;      /* the true next token, -1 when there is none */
@@ -145,6 +149,11 @@ typedef struct kld_position {
     uint32_t ctx_pos;   /* position in its context window */
     uint16_t topk_hits; /* |topk(ref) n topk(arm)| */
     uint16_t topk;      /* the k used */
+    uint16_t topk_ordered; /* ranks r < k at which both top-k lists hold the same id */
+    uint16_t rank_ref;  /* rank of the next token in the reference (0: its argmax; ties to the
+                           lower id), at most KLD_RANK_MAX; KLD_RANK_UNKNOWN without one */
+    uint16_t rank_arm;  /* the same in the arm */
+    uint16_t strata;    /* bit s: the position belongs to stratum s of the run (kl --strata) */
     uint8_t truncated;  /* 1: the reference row is truncated */
     uint8_t next_outside; /* 1: the next token lies outside the reference's known subset */
     uint8_t pad_[2];
@@ -168,6 +177,7 @@ typedef struct kld_bucket {
 } kld_bucket;
 
 #define KLD_CONF_BUCKETS 10
+#define KLD_LABEL_K_N 3 /* label-in-top-k for k = 1, 5, 10 */
 #define KLD_POS_BUCKETS 30
 
 /* Every statistic of a run (the JSON report's figures; definitions in
@@ -214,6 +224,16 @@ typedef struct kld_summary {
                                n_next_outside is 0: then it is ppl_ref) */
     bool ref_nll_known;     /* false when some reference NLL is unknown: PPL(ref),
                                the ratios and dp are then NAN */
+
+    /* agreement with the true next token and between the rankings */
+    uint64_t n_rank_ref, n_rank_arm; /* positions whose next token's rank is known */
+    double label_topk_ref[KLD_LABEL_K_N], label_topk_ref_se[KLD_LABEL_K_N]; /* the next token
+                               among the reference's top k, k = 1, 5, 10 (binomial se) */
+    double label_topk_arm[KLD_LABEL_K_N], label_topk_arm_se[KLD_LABEL_K_N]; /* the same, arm */
+    double topk_ordered, topk_ordered_se; /* share of the k ranks at which both top-k lists
+                               hold the same id */
+    uint64_t n_dlogit;      /* positions with full rows (dlogit known) */
+    double dlogit_mean, dlogit_se; /* mean |centred logit difference| per vocabulary id */
 } kld_summary;
 
 typedef struct kld_stats kld_stats;

@@ -340,7 +340,8 @@ static void partial_cases(void) {
         const char *sub;
     } pokes[] = {
         {"magic", 0, 1, 'X', 0, 0, 0, "magic"},
-        {"version 2", 8, 4, 2, 0, 0, 0, "version"},
+        {"version 3", 8, 4, 3, 0, 0, 0, "version"},
+        {"version 1 (an older kldeval)", 8, 4, 1, 0, 0, 0, "older kldeval"},
         {"shard k = n", 12, 4, 2, 0, 0, 0, "shard"},
         {"shard n = 0", 16, 4, 0, 0, 0, 0, "shard"},
         {"shard mode 2", 20, 4, 2, 0, 0, 0, "shard mode"},
@@ -359,21 +360,22 @@ static void partial_cases(void) {
         {"record kld NaN", 0, 8, NAN, 1, 0, 2, "impossible"},
         {"record kld_rev +inf", 8, 8, INFINITY, 1, 0, 2, "impossible"},
         {"record jsd NaN", 16, 8, NAN, 1, 0, 2, "impossible"},
-        {"record p_ref_max 2", 48, 4, 2, 0, 1, 2, "impossible"},
-        {"record mass -1", 52, 4, -1, 0, 1, 2, "impossible"},
-        {"record top_ref -5", 60, 4, -5, 0, 0, 2, "impossible"},
-        {"record token -7", 56, 4, -7, 0, 0, 2, "invalid"},
-        {"record top-k 5", 74, 2, 5, 0, 0, 2, "invalid"},
-        {"record hits > top-k", 72, 2, 9, 0, 0, 2, "invalid"},
-        {"record truncated 2", 76, 1, 2, 0, 0, 2, "invalid"},
-        {"record padding", 78, 1, 1, 0, 0, 2, "invalid"},
+        {"record p_ref_max 2", 56, 4, 2, 0, 1, 2, "impossible"},
+        {"record mass -1", 60, 4, -1, 0, 1, 2, "impossible"},
+        {"record top_ref -5", 68, 4, -5, 0, 0, 2, "impossible"},
+        {"record token -7", 64, 4, -7, 0, 0, 2, "invalid"},
+        {"record top-k 5", 82, 2, 5, 0, 0, 2, "invalid"},
+        {"record hits > top-k", 80, 2, 9, 0, 0, 2, "invalid"},
+        {"record ordered > hits", 84, 2, 4, 0, 0, 2, "invalid"},
+        {"record truncated 2", 92, 1, 2, 0, 0, 2, "invalid"},
+        {"record padding", 94, 1, 1, 0, 0, 2, "invalid"},
     };
     int refused = 0, n = 0;
     uint8_t *b = malloc(size);
     for (size_t i = 0; i < sizeof pokes / sizeof pokes[0]; i++, n++) {
         memcpy(b, good, size);
         size_t off = pokes[i].off;
-        if (pokes[i].where == 2) off += rec0 + 80;
+        if (pokes[i].where == 2) off += rec0 + KLD_PARTIAL_RECORD_BYTES;
         if (pokes[i].where == 1) off += win0 + 16;
         if (pokes[i].is_f64) {
             double v = pokes[i].value;

@@ -479,7 +479,103 @@ static void check_add_logits(void) {
     kld_stats_free(st);
 }
 
+/* Agreement measures of one position: the next token's rank (ties to the
+ * lower id), ordered top-k agreement and the centred logit distance, and
+ * their summary (label-in-top-k for k = 1, 5, 10 over known ranks). */
+static void check_agreement(compute_fn fn, const char *name) {
+    kld_error err = {0};
+    kld_position r;
+    /* ref top-3 by value: 0 (4), 1 (3), 2 (2); arm: 0, 2, 1 */
+    float x[12] = {4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    float y[12] = {4, 2, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    CHECK_OK(fn(x, y, 12, 2, 3, &r, &err), err);
+    CHECK(r.topk_hits == 3 && r.topk_ordered == 1, "%s: top-3 hits %d, ordered %d (want 3, 1)", name,
+          r.topk_hits, r.topk_ordered);
+    CHECK(r.rank_ref == 2 && r.rank_arm == 1, "%s: ranks of token 2: %d, %d (want 2, 1)", name,
+          r.rank_ref, r.rank_arm);
+    /* token 5 ties with 4 and 6..11 at 0: only id 4 comes before it among them */
+    CHECK_OK(fn(x, y, 12, 5, 3, &r, &err), err);
+    CHECK(r.rank_ref == 5 && r.rank_arm == 5, "%s: rank of token 5: %d, %d (want 5)", name, r.rank_ref,
+          r.rank_arm);
+    CHECK_OK(fn(x, y, 12, -1, 3, &r, &err), err);
+    CHECK(r.rank_ref == KLD_RANK_UNKNOWN && r.rank_arm == KLD_RANK_UNKNOWN, "%s: no next token: ranks %d %d",
+          name, r.rank_ref, r.rank_arm);
+    /* centred: x mean 2, y mean 3; |(y-3)-(x-2)| = 1, 1, 2 */
+    float a[3] = {1, 2, 3}, b[3] = {1, 2, 6}, c[3] = {101, 102, 103};
+    CHECK_OK(fn(a, b, 3, 0, 1, &r, &err), err);
+    CHECK(close_to(r.dlogit, 4.0 / 3.0, 1e-12), "%s: dlogit %.15g, want 4/3", name, r.dlogit);
+    CHECK_OK(fn(a, c, 3, 0, 1, &r, &err), err);
+    CHECK(r.dlogit == 0.0, "%s: a shifted row's dlogit %g, want 0", name, r.dlogit);
+}
+
+/* A truncated row: the reference's rank within its subset (the top of the
+ * distribution), "n or further" outside it when n >= 10, unknown when the
+ * subset is smaller; the arm's rank unknown unless the row is full. */
+static void check_truncated_ranks(void) {
+    kld_error err = {0};
+    int32_t idx[12];
+    double lp[12], lq[12];
+    float v[12];
+    for (int j = 0; j < 12; j++) {
+        idx[j] = 3 * j;
+        v[j] = (float)(12 - j);
+        lp[j] = lq[j] = -1.0 - j;
+    }
+    kld_trunc_row tr = {.n = 12, .idx = idx, .lp = lp, .lq = lq, .rank_ref = v, .rank_arm = v,
+                        .top_ref = -1, .top_arm = -1, .next_token = 9, .logp_next_ref = -4,
+                        .logp_next_arm = -4, .tail_ref = NAN, .tail_arm = NAN};
+    kld_position r;
+    CHECK_OK(kld_position_truncated(&tr, 10, &r, &err), err);
+    CHECK(r.rank_ref == 3 && r.rank_arm == KLD_RANK_UNKNOWN && isnan(r.dlogit),
+          "truncated: rank %d/%d of id 9 (want 3, unknown), dlogit %g", r.rank_ref, r.rank_arm, r.dlogit);
+    tr.next_token = 10; /* not in the subset */
+    CHECK_OK(kld_position_truncated(&tr, 10, &r, &err), err);
+    CHECK(r.rank_ref == 12, "truncated: rank outside the subset %d, want 12", r.rank_ref);
+    tr.n = 5;
+    CHECK_OK(kld_position_truncated(&tr, 5, &r, &err), err);
+    CHECK(r.rank_ref == KLD_RANK_UNKNOWN, "a 5-id subset: rank %d, want unknown", r.rank_ref);
+    tr.n = 12;
+    tr.full = true;
+    tr.next_token = 9;
+    CHECK_OK(kld_position_truncated(&tr, 10, &r, &err), err);
+    CHECK(r.rank_ref == 3 && r.rank_arm == 3 && r.topk_ordered == 10, "a full row: ranks %d %d, ordered %d",
+          r.rank_ref, r.rank_arm, r.topk_ordered);
+}
+
+static void check_agreement_summary(void) {
+    kld_error err = {0};
+    kld_stats *st = NULL;
+    CHECK_OK(kld_stats_create(&st, 10, &err), err);
+    /* ranks 0, 3, 7, 20 for the reference; the arm one place lower */
+    const uint16_t ranks[4] = {0, 3, 7, 20};
+    for (int i = 0; i < 5; i++) {
+        kld_position r = {.kld = 0.01, .nll_ref = 1, .nll_arm = 1, .dlogit = i < 4 ? 0.5 * i : NAN,
+                          .p_ref_max = 0.5f, .mass = 1, .token = i < 4 ? 1 : -1, .topk = 10,
+                          .topk_hits = 10, .topk_ordered = (uint16_t)(2 * i),
+                          .rank_ref = i < 4 ? ranks[i] : KLD_RANK_UNKNOWN,
+                          .rank_arm = i < 4 ? (uint16_t)(ranks[i] + 1) : KLD_RANK_UNKNOWN};
+        CHECK_OK(kld_stats_add(st, &r, &err), err);
+    }
+    kld_summary s;
+    CHECK_OK(kld_stats_finalize(st, &s, &err), err);
+    CHECK(s.n_rank_ref == 4 && s.n_rank_arm == 4, "known ranks %llu %llu", (unsigned long long)s.n_rank_ref,
+          (unsigned long long)s.n_rank_arm);
+    /* ref: top-1 {0}, top-5 {0,3}, top-10 {0,3,7}; arm (1,4,8,21): 0, 2, 3 */
+    CHECK(s.label_topk_ref[0] == 0.25 && s.label_topk_ref[1] == 0.5 && s.label_topk_ref[2] == 0.75,
+          "ref label-in-top-k %g %g %g", s.label_topk_ref[0], s.label_topk_ref[1], s.label_topk_ref[2]);
+    CHECK(s.label_topk_arm[0] == 0.0 && s.label_topk_arm[1] == 0.5 && s.label_topk_arm[2] == 0.75,
+          "arm label-in-top-k %g %g %g", s.label_topk_arm[0], s.label_topk_arm[1], s.label_topk_arm[2]);
+    CHECK(close_to(s.topk_ordered, 0.4, 1e-15), "ordered top-k %g, want 0.4", s.topk_ordered);
+    CHECK(s.n_dlogit == 4 && close_to(s.dlogit_mean, 0.75, 1e-15), "dlogit %g over %llu", s.dlogit_mean,
+          (unsigned long long)s.n_dlogit);
+    kld_stats_free(st);
+}
+
 int main(void) {
+    check_agreement(kld_position_compute_ref, "ref");
+    if (kld_cpu_has_avx2()) check_agreement(kld_position_compute_avx2, "avx2");
+    check_agreement_summary();
+    check_truncated_ranks();
     check_closed_forms(kld_position_compute_ref, "ref");
     check_self_zero(kld_position_compute_ref, "ref");
     if (kld_cpu_has_avx2()) {

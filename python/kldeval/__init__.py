@@ -166,13 +166,15 @@ def _enc(s):
     return None if s is None else os.fsencode(s) if not isinstance(s, bytes) else s
 
 
-# kld_position (80 bytes), as numpy sees it
+# kld_position (96 bytes), as numpy sees it
 POSITION_DTYPE = np.dtype([("kld", "<f8"), ("kld_rev", "<f8"), ("jsd", "<f8"), ("nll_ref", "<f8"),
-                           ("nll_arm", "<f8"), ("kld_bound", "<f8"), ("p_ref_max", "<f4"),
-                           ("mass", "<f4"), ("token", "<i4"), ("top_ref", "<i4"), ("top_arm", "<i4"),
-                           ("ctx_pos", "<u4"), ("topk_hits", "<u2"), ("topk", "<u2"),
+                           ("nll_arm", "<f8"), ("kld_bound", "<f8"), ("dlogit", "<f8"),
+                           ("p_ref_max", "<f4"), ("mass", "<f4"), ("token", "<i4"),
+                           ("top_ref", "<i4"), ("top_arm", "<i4"), ("ctx_pos", "<u4"),
+                           ("topk_hits", "<u2"), ("topk", "<u2"), ("topk_ordered", "<u2"),
+                           ("rank_ref", "<u2"), ("rank_arm", "<u2"), ("strata", "<u2"),
                            ("truncated", "u1"), ("next_outside", "u1"), ("pad_", "u1", (2,))])
-assert POSITION_DTYPE.itemsize == 80
+assert POSITION_DTYPE.itemsize == 96
 
 
 def _positions(ptr, n):

@@ -28,6 +28,19 @@ static void heap_swap(kld_topk *h, int a, int b) {
     h->idx[b] = i;
 }
 
+/* Restores the heap order below the root (the worst pair at the root). */
+static void sift_down(kld_topk *h) {
+    int c = 0;
+    for (;;) {
+        int l = 2 * c + 1, r = l + 1, m = c;
+        if (l < h->n && worse(h->val[l], h->idx[l], h->val[m], h->idx[m])) m = l;
+        if (r < h->n && worse(h->val[r], h->idx[r], h->val[m], h->idx[m])) m = r;
+        if (m == c) break;
+        heap_swap(h, c, m);
+        c = m;
+    }
+}
+
 void kld_topk_init(kld_topk *h, int k) {
     h->k = k;
     h->n = 0;
@@ -49,16 +62,17 @@ void kld_topk_offer(kld_topk *h, float v, int32_t i) {
     if (!worse(h->val[0], h->idx[0], v, i)) return;
     h->val[0] = v;
     h->idx[0] = i;
-    int c = 0;
-    for (;;) { /* sift down */
-        int l = 2 * c + 1, r = l + 1, m = c;
-        if (l < h->n && worse(h->val[l], h->idx[l], h->val[m], h->idx[m])) m = l;
-        if (r < h->n && worse(h->val[r], h->idx[r], h->val[m], h->idx[m])) m = r;
-        if (m == c) break;
-        heap_swap(h, c, m);
-        c = m;
-    }
+    sift_down(h);
 }
+
+void kld_topk_pop_root(kld_topk *h) {
+    if (h->n <= 0) return;
+    h->n--;
+    h->val[0] = h->val[h->n];
+    h->idx[0] = h->idx[h->n];
+    sift_down(h);
+}
+
 
 /* The best pair of the heap: the row's maximum and its first index. */
 static void topk_best(const kld_topk *h, float *v, int32_t *i) {
@@ -93,6 +107,57 @@ int kld_topk_common(const kld_topk *a, const kld_topk *b) {
         }
     }
     return hits;
+}
+
+/* The heap's pairs best first (larger value, then lower index). */
+static void topk_sorted(const kld_topk *h, int32_t *idx) {
+    kld_topk c = *h;
+    for (int r = c.n - 1; r >= 0; r--) { /* pop the worst into the last free slot */
+        idx[r] = c.idx[0];
+        kld_topk_pop_root(&c);
+    }
+}
+
+int kld_topk_ordered(const kld_topk *a, const kld_topk *b) {
+    int32_t ia[KLD_TOPK_MAX], ib[KLD_TOPK_MAX];
+    topk_sorted(a, ia);
+    topk_sorted(b, ib);
+    int n = a->n < b->n ? a->n : b->n, same = 0;
+    for (int r = 0; r < n; r++) same += ia[r] == ib[r];
+    return same;
+}
+
+const int kld_label_k[KLD_LABEL_K_N] = {1, 5, 10};
+
+uint16_t kld_rank_saturate(uint64_t rank) {
+    return rank > KLD_RANK_MAX ? KLD_RANK_MAX : (uint16_t)rank;
+}
+
+uint16_t kld_rank_in_row(const float *x, int32_t n, int32_t next) {
+    const float v = x[next];
+    uint64_t above = 0;
+    for (int32_t i = 0; i < n; i++) above += x[i] > v || (x[i] == v && i < next);
+    return kld_rank_saturate(above);
+}
+
+/* Mean |(y - mean y) - (x - mean x)| over the ids where both are finite
+ * (-inf masks a token out): a shift of all logits leaves the softmax
+ * unchanged, so the logits are compared centred. */
+static double centred_logit_distance(const float *x, const float *y, int32_t n) {
+    double sx = 0.0, sy = 0.0;
+    int64_t m = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && isfinite(y[i])) {
+            sx += x[i];
+            sy += y[i];
+            m++;
+        }
+    if (m == 0) return NAN;
+    const double cx = sx / (double)m, cy = sy / (double)m;
+    double d = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && isfinite(y[i])) d += fabs(((double)y[i] - cy) - ((double)x[i] - cx));
+    return d / (double)m;
 }
 
 /* ---- assembly ---- */
@@ -152,7 +217,12 @@ static kld_status compute(const kld_math_kernels *kn, const float *x, const floa
     out->top_arm = top_y;
     out->topk = (uint16_t)topk;
     out->topk_hits = (uint16_t)kld_topk_common(&hx, &hy);
+    out->topk_ordered = (uint16_t)kld_topk_ordered(&hx, &hy);
+    out->dlogit = centred_logit_distance(x, y, n);
+    out->rank_ref = out->rank_arm = KLD_RANK_UNKNOWN;
     if (next >= 0) {
+        out->rank_ref = kld_rank_in_row(x, n, next);
+        out->rank_arm = kld_rank_in_row(y, n, next);
         /* The same expression the kernels use for log p, so that identical
          * rows give identical NLLs. */
         out->nll_ref = -(((double)x[next] - (double)mx) - lsx);

@@ -24,6 +24,13 @@ static inline float kld_topk_threshold(const kld_topk *h) { return h->val[0]; }
 static inline bool kld_topk_full(const kld_topk *h) { return h->n == h->k; }
 /* |indices of a ∩ indices of b| (each heap's indices are distinct). */
 int kld_topk_common(const kld_topk *a, const kld_topk *b);
+/* How many ranks r hold the same index in both lists, each sorted best
+ * first (ordered top-k agreement). */
+int kld_topk_ordered(const kld_topk *a, const kld_topk *b);
+/* Removes the root (the worst kept pair). */
+void kld_topk_pop_root(kld_topk *h);
+/* A count of ids ranked above, held in a record's uint16. */
+uint16_t kld_rank_saturate(uint64_t rank);
 
 typedef struct kld_math_kernels {
     const char *name;

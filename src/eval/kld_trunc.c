@@ -65,6 +65,20 @@ static void topk_within(const int32_t *idx, const float *v, int32_t n, kld_topk 
     for (int32_t j = 0; j < n; j++) kld_topk_offer(h, v[j], idx[j]);
 }
 
+/* Rank of the next token by the stored values of a truncated row: within
+ * the subset when it lies there (the subset is the top of the distribution,
+ * so that is its rank), "n or further" outside it when that still answers
+ * label-in-top-k for every reported k, else unknown. */
+static uint16_t subset_rank(const int32_t *idx, const float *v, int32_t n, int32_t next) {
+    int32_t at = -1;
+    for (int32_t j = 0; j < n && at < 0; j++)
+        if (idx[j] == next) at = j;
+    if (at < 0) return n >= KLD_LABEL_K_MAX ? kld_rank_saturate((uint64_t)n) : KLD_RANK_UNKNOWN;
+    uint64_t above = 0;
+    for (int32_t j = 0; j < n; j++) above += v[j] > v[at] || (v[j] == v[at] && idx[j] < next);
+    return kld_rank_saturate(above);
+}
+
 kld_status kld_position_truncated(const kld_trunc_row *r, int topk, kld_position *out,
                                   kld_error *err) {
     if (!r || !out || r->n < 1 || !r->idx || !r->lp || !r->lq || !r->rank_ref || !r->rank_arm)
@@ -115,6 +129,14 @@ kld_status kld_position_truncated(const kld_trunc_row *r, int topk, kld_position
     out->topk = (uint16_t)topk;
     /* overlap as a share of k, stored against the accumulator's k */
     out->topk_hits = (uint16_t)lround((double)kld_topk_common(&hr, &ha) * topk / k);
+    out->topk_ordered = (uint16_t)lround((double)kld_topk_ordered(&hr, &ha) * topk / k);
+    out->dlogit = NAN;
+    /* the arm's rank over its whole vocabulary is the caller's to set when
+     * it has the arm's full row */
+    out->rank_ref = r->next_token >= 0 ? subset_rank(r->idx, r->rank_ref, r->n, r->next_token)
+                                       : KLD_RANK_UNKNOWN;
+    out->rank_arm = r->full && r->next_token >= 0 ? subset_rank(r->idx, r->rank_arm, r->n, r->next_token)
+                                                  : KLD_RANK_UNKNOWN;
     out->token = r->next_token;
     out->nll_ref = r->next_token >= 0 ? -r->logp_next_ref : NAN;
     out->nll_arm = r->next_token >= 0 ? -r->logp_next_arm : NAN;

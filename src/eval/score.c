@@ -172,6 +172,8 @@ static kld_status sparse_row(kld_scorer *s, scratch *c, const kld_window *w, con
         return kld_fail(err, KLD_ERR_FORMAT,
                         "row %lld: the candidate dump has no log-probability of the next token "
                         "(its seq-<i>.ext.bin sidecar is missing)", (long long)(ref->row0 + r));
+    /* the arm's rank stays unknown here although a live arm has its whole
+     * row: a candidate dump, which has not, must score exactly as its model */
     return kld_position_truncated(&tr, s->o.topk, out, err);
 }
 
@@ -220,6 +222,7 @@ static kld_status logprob_row(kld_scorer *s, scratch *c, const kld_window *w, co
     tr.logp_next_ref = next >= 0 ? (double)lpr[next] : NAN;
     tr.logp_next_arm = next >= 0 ? (double)row[next] - lse : NAN;
     kld_status st = kld_position_truncated(&tr, s->o.topk, out, err);
+    if (next >= 0) out->rank_arm = kld_rank_in_row(row, arm->n_vocab, next);
     /* clamped: the window spans exactly 16 nats (llama.cpp's max - 16) */
     out->truncated = lp_max - lp_min > 15.999f;
     out->next_outside = next >= 0 && codes[next] == 0 && out->truncated;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(kld_position) == 80, "kld_position is meant to stay at 80 bytes");
+_Static_assert(sizeof(kld_position) == 96, "kld_position is meant to stay at 96 bytes");
 
 struct kld_stats {
     int topk;

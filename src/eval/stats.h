@@ -149,6 +149,16 @@ kld_status kld_position_truncated(const kld_trunc_row *row, int topk, kld_positi
  * the same kernels as kld_position_compute. */
 double kld_row_logsumexp(const float *x, int32_t n, float mx);
 
+/* Rank of x[next] among x[0..n): the ids before it by a larger value, or
+ * an equal value at a lower id (the argmax's tie rule), saturated at
+ * KLD_RANK_MAX. */
+uint16_t kld_rank_in_row(const float *x, int32_t n, int32_t next);
+
+/* Label-in-top-k is reported for these k (kld_summary.label_topk_*;
+ * KLD_LABEL_K_N in kld.h). */
+#define KLD_LABEL_K_MAX 10
+extern const int kld_label_k[KLD_LABEL_K_N]; /* 1, 5, 10 */
+
 /* "ref" or "avx2": what kld_position_compute uses. */
 const char *kld_math_kernel_name(void);
 

@@ -328,6 +328,40 @@ kld_status kld_stats_finalize(const kld_stats *st, kld_summary *out, kld_error *
     return kld_summary_from_source(&src, out, err);
 }
 
+/* Label-in-top-k of both rankings, ordered top-k agreement and the centred
+ * logit distance. */
+static kld_status agreement(const kld_record_source *src, double *v, double *w, kld_summary *out,
+                            kld_error *err) {
+    uint64_t in_ref[KLD_LABEL_K_N] = {0}, in_arm[KLD_LABEL_K_N] = {0};
+    size_t i = 0, nd = 0;
+    pass p;
+    const kld_position *r;
+    out->n_rank_ref = out->n_rank_arm = 0;
+    pass_begin(&p, src, err);
+    while ((r = pass_next(&p))) {
+        w[i++] = (double)r->topk_ordered / (double)r->topk;
+        if (!isnan(r->dlogit)) v[nd++] = r->dlogit;
+        out->n_rank_ref += r->rank_ref != KLD_RANK_UNKNOWN;
+        out->n_rank_arm += r->rank_arm != KLD_RANK_UNKNOWN;
+        for (int j = 0; j < KLD_LABEL_K_N; j++) {
+            in_ref[j] += r->rank_ref != KLD_RANK_UNKNOWN && r->rank_ref < kld_label_k[j];
+            in_arm[j] += r->rank_arm != KLD_RANK_UNKNOWN && r->rank_arm < kld_label_k[j];
+        }
+    }
+    if (p.st) return p.st;
+    kld_mean_se(w, i, &out->topk_ordered, &out->topk_ordered_se);
+    out->n_dlogit = nd;
+    if (nd) kld_mean_se(v, nd, &out->dlogit_mean, &out->dlogit_se);
+    else out->dlogit_mean = out->dlogit_se = NAN;
+    for (int j = 0; j < KLD_LABEL_K_N; j++) {
+        out->label_topk_ref[j] = out->n_rank_ref ? (double)in_ref[j] / (double)out->n_rank_ref : NAN;
+        out->label_topk_ref_se[j] = out->n_rank_ref ? binomial_se(out->label_topk_ref[j], out->n_rank_ref) : NAN;
+        out->label_topk_arm[j] = out->n_rank_arm ? (double)in_arm[j] / (double)out->n_rank_arm : NAN;
+        out->label_topk_arm_se[j] = out->n_rank_arm ? binomial_se(out->label_topk_arm[j], out->n_rank_arm) : NAN;
+    }
+    return KLD_OK;
+}
+
 /* Passes fill at most three arrays of n doubles; each statistic sees the
  * values in the order and with the arithmetic it always had. */
 static kld_status summarize(const kld_record_source *src, double *v, double *w, double *x,
@@ -384,6 +418,7 @@ static kld_status summarize(const kld_record_source *src, double *v, double *w, 
     kld_status st = doc_means(src, v, out, err);
     if (!st) st = ppl_stats(src, v, w, x, out, err);
     if (!st) st = fill_buckets(src, v, w, out, err);
+    if (!st) st = agreement(src, v, w, out, err);
     if (st) return st;
     for (int b = 0; b < KLD_CONF_BUCKETS; b++) {
         out->by_conf[b].lo = (double)b / KLD_CONF_BUCKETS;

@@ -14,8 +14,11 @@ const char *const kld_report_pct_keys[KLD_N_PCT] = {"p0_1", "p1",  "p5",  "p10",
 
 /* Sets key to v, or to null when v is not finite (JSON has no NaN/inf).
  * Returns false when out of memory. */
+/* A number, or null for NaN and infinities (JSON has neither). */
+static json_t *json_real_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 bool kld_json_set_real(json_t *obj, const char *key, double v) {
-    json_t *j = isfinite(v) ? json_real(v) : json_null();
+    json_t *j = json_real_or_null(v);
     return j && json_object_set_new(obj, key, j) == 0;
 }
 
@@ -71,6 +74,38 @@ static bool set_new(json_t *obj, const char *key, json_t *v) {
     return v && json_object_set_new(obj, key, v) == 0;
 }
 
+/* "label_in_topk": {"k": [1, 5, 10], "ref": [...], "ref_stderr": [...],
+ * "arm": [...], "arm_stderr": [...], "n_ref", "n_arm"}: is the true next
+ * token among each side's top k. */
+static json_t *label_topk_json(const kld_summary *s) {
+    json_t *o = json_object(), *k = json_array(), *r = json_array(), *re = json_array(),
+           *a = json_array(), *ae = json_array();
+    bool ok = o && k && r && re && a && ae;
+    for (int j = 0; ok && j < KLD_LABEL_K_N; j++)
+        ok = !json_array_append_new(k, json_integer(kld_label_k[j])) &&
+             !json_array_append_new(r, json_real_or_null(s->label_topk_ref[j])) &&
+             !json_array_append_new(re, json_real_or_null(s->label_topk_ref_se[j])) &&
+             !json_array_append_new(a, json_real_or_null(s->label_topk_arm[j])) &&
+             !json_array_append_new(ae, json_real_or_null(s->label_topk_arm_se[j]));
+    if (!ok) {
+        json_decref(o);
+        json_decref(k);
+        json_decref(r);
+        json_decref(re);
+        json_decref(a);
+        json_decref(ae);
+        return NULL;
+    }
+    json_object_set_new(o, "k", k);
+    json_object_set_new(o, "ref", r);
+    json_object_set_new(o, "ref_stderr", re);
+    json_object_set_new(o, "arm", a);
+    json_object_set_new(o, "arm_stderr", ae);
+    kld_json_set_uint(o, "n_ref", s->n_rank_ref);
+    kld_json_set_uint(o, "n_arm", s->n_rank_arm);
+    return o;
+}
+
 json_t *kld_report_json(const kld_summary *s, const kld_report_run *run) {
     json_t *o = json_object();
     if (!o) return NULL;
@@ -106,6 +141,13 @@ json_t *kld_report_json(const kld_summary *s, const kld_report_run *run) {
          kld_json_set_real(o, "ppl_diff", s->ppl_diff) &&
          kld_json_set_real(o, "ppl_diff_stderr", s->ppl_diff_se) &&
          kld_json_set_real(o, "nll_correlation", s->nll_cor);
+
+    ok = ok && set_new(o, "label_in_topk", label_topk_json(s)) &&
+         kld_json_set_real(o, "topk_ordered", s->topk_ordered) &&
+         kld_json_set_real(o, "topk_ordered_stderr", s->topk_ordered_se);
+    json_t *dl = ok ? json_object() : NULL;
+    ok = set_new(o, "dlogit_centered", dl) && kld_json_set_real(dl, "mean", s->dlogit_mean) &&
+         kld_json_set_real(dl, "stderr", s->dlogit_se) && kld_json_set_uint(dl, "n", s->n_dlogit);
 
     json_t *dp = ok ? dist_json(&s->dp) : NULL;
     ok = set_new(o, "delta_p", dp) && kld_json_set_real(dp, "rms", s->dp_rms) &&

@@ -238,6 +238,15 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
     char name[64];
     snprintf(name, sizeof name, "Top-%d overlap", s->topk);
     percent_pm(f, name, s->topk_overlap, s->topk_se);
+    snprintf(name, sizeof name, "Ordered top-%d", s->topk);
+    percent_pm(f, name, s->topk_ordered, s->topk_ordered_se);
+    for (int j = 0; j < KLD_LABEL_K_N; j++) {
+        snprintf(name, sizeof name, "Next token in ref top-%d", kld_label_k[j]);
+        percent_pm(f, name, s->label_topk_ref[j], s->label_topk_ref_se[j]);
+        snprintf(name, sizeof name, "Next token in arm top-%d", kld_label_k[j]);
+        percent_pm(f, name, s->label_topk_arm[j], s->label_topk_arm_se[j]);
+    }
+    if (s->n_dlogit) value_pm(f, "Mean |Δlogit| (centred)", s->dlogit_mean, s->dlogit_se, "");
     fputc('\n', f);
 
     fprintf(f, "====== KLD by reference confidence ======\n");

@@ -60,18 +60,18 @@ static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
 static void encode_record(const kld_position *r, uint8_t *b) {
     memset(b, 0, KLD_PARTIAL_RECORD_BYTES);
-    const double d[6] = {r->kld, r->kld_rev, r->jsd, r->nll_ref, r->nll_arm, r->kld_bound};
-    memcpy(b, d, 48);
-    memcpy(b + 48, &r->p_ref_max, 4);
-    memcpy(b + 52, &r->mass, 4);
-    memcpy(b + 56, &r->token, 4);
-    memcpy(b + 60, &r->top_ref, 4);
-    memcpy(b + 64, &r->top_arm, 4);
-    memcpy(b + 68, &r->ctx_pos, 4);
-    memcpy(b + 72, &r->topk_hits, 2);
-    memcpy(b + 74, &r->topk, 2);
-    b[76] = r->truncated;
-    b[77] = r->next_outside;
+    const double d[7] = {r->kld, r->kld_rev, r->jsd, r->nll_ref, r->nll_arm, r->kld_bound, r->dlogit};
+    memcpy(b, d, 56);
+    memcpy(b + 56, &r->p_ref_max, 4);
+    memcpy(b + 60, &r->mass, 4);
+    memcpy(b + 64, &r->token, 4);
+    memcpy(b + 68, &r->top_ref, 4);
+    memcpy(b + 72, &r->top_arm, 4);
+    memcpy(b + 76, &r->ctx_pos, 4);
+    const uint16_t h[6] = {r->topk_hits, r->topk, r->topk_ordered, r->rank_ref, r->rank_arm, r->strata};
+    memcpy(b + 80, h, 12);
+    b[92] = r->truncated;
+    b[93] = r->next_outside;
 }
 
 static void decode_record(const uint8_t *b, kld_position *r) {
@@ -82,16 +82,21 @@ static void decode_record(const uint8_t *b, kld_position *r) {
     r->nll_ref = kld_load_f64(b + 24);
     r->nll_arm = kld_load_f64(b + 32);
     r->kld_bound = kld_load_f64(b + 40);
-    r->p_ref_max = kld_load_f32(b + 48);
-    r->mass = kld_load_f32(b + 52);
-    r->token = (int32_t)kld_load_u32(b + 56);
-    r->top_ref = (int32_t)kld_load_u32(b + 60);
-    r->top_arm = (int32_t)kld_load_u32(b + 64);
-    r->ctx_pos = kld_load_u32(b + 68);
-    r->topk_hits = kld_load_u16(b + 72);
-    r->topk = kld_load_u16(b + 74);
-    r->truncated = b[76];
-    r->next_outside = b[77];
+    r->dlogit = kld_load_f64(b + 48);
+    r->p_ref_max = kld_load_f32(b + 56);
+    r->mass = kld_load_f32(b + 60);
+    r->token = (int32_t)kld_load_u32(b + 64);
+    r->top_ref = (int32_t)kld_load_u32(b + 68);
+    r->top_arm = (int32_t)kld_load_u32(b + 72);
+    r->ctx_pos = kld_load_u32(b + 76);
+    r->topk_hits = kld_load_u16(b + 80);
+    r->topk = kld_load_u16(b + 82);
+    r->topk_ordered = kld_load_u16(b + 84);
+    r->rank_ref = kld_load_u16(b + 86);
+    r->rank_arm = kld_load_u16(b + 88);
+    r->strata = kld_load_u16(b + 90);
+    r->truncated = b[92];
+    r->next_outside = b[93];
 }
 
 /* ---- writer ---- */
@@ -232,8 +237,9 @@ static kld_status read_head(kld_partial *p, uint64_t size, kld_error *err) {
         return kld_fail(err, KLD_ERR_FORMAT, "%s: not a kldeval shard partial (magic)", p->path);
     uint32_t version = kld_load_u32(b + 8);
     if (version != KLD_PARTIAL_VERSION)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: version %u (this build reads %d)", p->path,
-                        version, KLD_PARTIAL_VERSION);
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: version %u (this build reads %d%s)", p->path,
+                        version, KLD_PARTIAL_VERSION,
+                        version < KLD_PARTIAL_VERSION ? "; written by an older kldeval: run the shard again" : "");
     kld_partial_head *h = &p->h;
     h->shard_k = kld_load_u32(b + 12);
     h->shard_n = kld_load_u32(b + 16);
@@ -360,8 +366,8 @@ kld_status kld_partial_read(kld_partial *p, size_t n, kld_position *out, kld_err
         if (st) return st;
         decode_record(b, &out[i]);
         const kld_position *r = &out[i];
-        if (r->topk != p->h.topk || r->truncated > 1 || r->next_outside > 1 || b[78] || b[79] ||
-            r->token < -1 || r->topk_hits > r->topk)
+        if (r->topk != p->h.topk || r->truncated > 1 || r->next_outside > 1 || b[94] || b[95] ||
+            r->token < -1 || r->topk_hits > r->topk || r->topk_ordered > r->topk_hits)
             return kld_fail(err, KLD_ERR_FORMAT, "%s: record %llu: invalid (top-k %u, flags %u/%u)",
                             p->path, (unsigned long long)(p->records_read + i), r->topk,
                             r->truncated, r->next_outside);

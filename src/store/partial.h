@@ -4,9 +4,10 @@
  * configuration, and a hash of the evaluation's defining inputs. Records are
  * kld_position (src/eval/stats.h; only the type is used here).
  *
- * Layout (little-endian, no padding; format version 1):
+ * Layout (little-endian, no padding; format version 2):
  *   0   char[8]  magic "KLDSHARD"
- *   8   u32      version (1)
+ *   8   u32      version (2; version 1 had 80-byte records without dlogit,
+ *                topk_ordered, the ranks and strata)
  *   12  u32      shard k
  *   16  u32      shard n (1: an unsharded run)
  *   20  u32      shard mode (0 mod: windows i with i mod n = k; 1 range:
@@ -23,10 +24,11 @@
  *   96  meta     meta_len bytes of UTF-8 JSON: configuration, labels, timings
  *       windows  16 bytes each, ascending global index:
  *                u64 global index, u32 records, u8 new_doc (0/1), u8[3] 0
- *       records  80 bytes each, windows' records in order: f64 kld, kld_rev,
- *                jsd, nll_ref, nll_arm, kld_bound; f32 p_ref_max, mass;
- *                i32 token, top_ref, top_arm; u32 ctx_pos; u16 topk_hits,
- *                topk; u8 truncated, next_outside (0/1); u8[2] 0
+ *       records  96 bytes each, windows' records in order: f64 kld, kld_rev,
+ *                jsd, nll_ref, nll_arm, kld_bound, dlogit; f32 p_ref_max,
+ *                mass; i32 token, top_ref, top_arm; u32 ctx_pos; u16
+ *                topk_hits, topk, topk_ordered, rank_ref, rank_arm, strata;
+ *                u8 truncated, next_outside (0/1); u8[2] 0
  *       u8[32]   SHA-256 of every byte before it (corruption check)
  * The file is written under a temporary name, fsynced and renamed, so a
  * partial that exists is complete. */
@@ -39,10 +41,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define KLD_PARTIAL_VERSION 1
+#define KLD_PARTIAL_VERSION 2
 #define KLD_PARTIAL_HEAD_BYTES 96
 #define KLD_PARTIAL_WINDOW_BYTES 16
-#define KLD_PARTIAL_RECORD_BYTES 80
+#define KLD_PARTIAL_RECORD_BYTES 96
 #define KLD_PARTIAL_MAX_META (16u << 20)
 #define KLD_PARTIAL_CHECKPOINT 1u
 
