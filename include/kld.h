@@ -384,6 +384,12 @@ typedef struct kld_kl_config {
     const char *checkpoint;
     int64_t checkpoint_every;
     bool resume;
+    /* Scoring subsets (docs/kl.md "Strata"): "NAME=REGEX[,NAME=REGEX…]" on
+     * the next token's decoded text (NULL: none), and the one stratum to
+     * score alone (a NAME, "special" or "role:system|user|assistant|tool";
+     * NULL: every position). */
+    const char *strata;
+    const char *score_only;
 } kld_kl_config;
 
 KLD_API void kld_kl_config_defaults(kld_kl_config *c);

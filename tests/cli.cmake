@@ -15,3 +15,6 @@ add_dependencies(test_cli_record kldeval)
 kld_add_test(NAME test_paired SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_paired.c
              ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_paired kldeval)
+kld_add_test(NAME test_cli_strata SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_strata.c
+             ARGS $<TARGET_FILE:kldeval>)
+add_dependencies(test_cli_strata kldeval)

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "eval/corpus.h"
 #include "eval/plan.h"
+#include "eval/strata.h"
 #include "tokenizer/tokenizer.h"
 
 #include <jansson.h>
@@ -76,6 +77,44 @@ static void make_model(char *dir, const char *name, const char *tmpl) {
     json_decref(j);
 }
 
+/* The text of window w's tokens of one role, each as it reads inside the
+ * text (kld_tok_decode with KLD_TOK_DECODE_INNER), one after the other. */
+static void role_text(const kld_tokenizer *tok, const kld_window *w, int role, char *buf, size_t cap) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int64_t i = 0; i < w->len; i++) {
+        if (!w->roles || w->roles[i] != role) continue;
+        char *t = NULL;
+        size_t n = 0;
+        if (kld_tok_decode(tok, &w->tokens[i], 1, KLD_TOK_DECODE_INNER, &t, &n, NULL) == KLD_OK && at + n < cap) {
+            memcpy(buf + at, t, n);
+            at += n;
+            buf[at] = '\0';
+        }
+        free(t);
+    }
+}
+
+/* Turn roles (the role strata): in DOC2_A the user's content and its </s>
+ * are the user's, the assistant's likewise; the template's "[user] "
+ * headers, BOS and the newlines belong to no turn; a text line has none. */
+static void check_roles(const kld_tokenizer *tok, const kld_plan *pl) {
+    char user[512], assistant[512], none[512];
+    const kld_window *w = &pl->windows[1];
+    role_text(tok, w, KLD_ROLE_USER, user, sizeof user);
+    role_text(tok, w, KLD_ROLE_ASSISTANT, assistant, sizeof assistant);
+    role_text(tok, w, KLD_ROLE_NONE, none, sizeof none);
+    CHECK(!strcmp(user, " Hello, who are you?</s>") || !strcmp(user, "Hello, who are you?</s>"),
+          "the user's turn: '%s'", user);
+    CHECK(!strcmp(assistant, " I am a small model.</s>") || !strcmp(assistant, "I am a small model.</s>"),
+          "the assistant's turn: '%s'", assistant);
+    CHECK(strstr(none, "[user]") && strstr(none, "[assistant]") && !strstr(none, "Hello") && !strstr(none, "model"),
+          "outside the turns: '%s'", none);
+    size_t with_role = 0;
+    for (int64_t i = 0; pl->windows[0].roles && i < pl->windows[0].len; i++) with_role += pl->windows[0].roles[i] != 0;
+    CHECK(pl->windows[0].roles && with_role == 0, "a text line: no roles (%zu)", with_role);
+}
+
 /* The corpus on model A through the library: documents, BOS handling and
  * the plan's token ids against rendering + tokenizing by hand. */
 static void test_library(void) {
@@ -121,6 +160,7 @@ static void test_library(void) {
     CHECK(pl.windows[0].len == (int64_t)text.n &&
               !memcmp(pl.windows[0].tokens, text.ids, text.n * sizeof *text.ids),
           "a text line as before");
+    check_roles(tok, &pl);
     kld_tok_ids all = {0};
     CHECK_OK(kld_corpus_encode(c, tok, &all, &err), err);
     CHECK(all.n > text.n + want.n && !memcmp(all.ids + text.n, want.ids, want.n * sizeof *want.ids),
@@ -175,6 +215,41 @@ static void test_bad_lines(void) {
     expect_load_error("not_array", "{\"messages\": \"hi\"}", "field \"messages\" is not a non-empty array");
 }
 
+/* --strata on a chat corpus brings the role strata; --score-only
+ * role:assistant equals that stratum of the full run. */
+static void test_cli_roles(void) {
+    char args[8 * P], full[P], only[P], *out;
+    snprintf(full, sizeof full, "%s/chat_corpus_roles.json", kt_build_dir());
+    snprintf(only, sizeof only, "%s/chat_corpus_assistant.json", kt_build_dir());
+    snprintf(args, sizeof args, "kl -m '%s' --lever kv=q4_0 --corpus '%s' --ctx 64 --quiet --no-db --strata "
+             "'any=.' --json '%s'", dir_a, corpus, full);
+    int rc = run(args, &out);
+    CHECK(rc == 0 && strstr(out, "role:assistant"), "kl --strata on a chat corpus: %d %.2000s", rc, out);
+    free(out);
+    snprintf(args, sizeof args, "kl -m '%s' --lever kv=q4_0 --corpus '%s' --ctx 64 --quiet --no-db "
+             "--score-only role:assistant --json '%s'", dir_a, corpus, only);
+    rc = run(args, &out);
+    CHECK(rc == 0, "--score-only role:assistant: %d %.2000s", rc, out);
+    free(out);
+    json_error_t je;
+    json_t *a = json_load_file(full, 0, &je), *b = json_load_file(only, 0, &je);
+    const json_t *st = json_object_get(json_object_get(a, "strata"), "role:assistant");
+    double n = json_number_value(json_object_get(st, "n_positions"));
+    double mean = json_number_value(json_object_get(json_object_get(st, "kld"), "mean"));
+    /* " I am a small model." and </s>: at least 6 tokens, in two conversations */
+    CHECK(n >= 12 && mean > 0 && json_number_value(json_object_get(b, "n_positions")) == n &&
+              json_number_value(json_object_get(json_object_get(b, "kld"), "mean")) == mean,
+          "role:assistant: %g positions, mean %.17g; scored alone: %g, %.17g", n, mean,
+          json_number_value(json_object_get(b, "n_positions")),
+          json_number_value(json_object_get(json_object_get(b, "kld"), "mean")));
+    double nu = json_number_value(json_object_get(json_object_get(json_object_get(a, "strata"), "role:user"),
+                                                  "n_positions"));
+    CHECK(nu >= 8 && nu + n < json_number_value(json_object_get(a, "n_positions")),
+          "role:user %g positions, the turns fewer than all positions", nu);
+    json_decref(a);
+    json_decref(b);
+}
+
 static void test_cli(void) {
     char args[8 * P], json_path[P], *out;
     snprintf(json_path, sizeof json_path, "%s/chat_corpus_kl.json", kt_build_dir());
@@ -192,6 +267,8 @@ static void test_cli(void) {
               strstr(json_string_value(json_object_get(co, "chat_template")) ?: "", "tokenizer_config.json"),
           "kl JSON counts");
     json_decref(j);
+
+    test_cli_roles();
 
     snprintf(args, sizeof args, "kl -m '%s' --arm '%s' --corpus '%s' --ctx 64 --quiet", dir_a, dir_b, corpus);
     rc = run(args, &out);

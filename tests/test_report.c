@@ -145,7 +145,7 @@ static void check_pin(const kld_summary *s, const kld_report_run *run) {
 static void check_tsv(const kld_stats *st) {
     kld_error err = {0};
     char *path = build_path("test_report.tsv");
-    CHECK_OK(kld_report_tsv_write(path, st, &err), err);
+    CHECK_OK(kld_report_tsv_write(path, st, NULL, &err), err);
     char *text = kt_read_file(path, NULL);
     CHECK(count_lines(text) == kld_stats_count(st) + 1, "TSV has %zu lines, want %zu",
           count_lines(text), kld_stats_count(st) + 1);
@@ -160,7 +160,7 @@ static void check_tsv(const kld_stats *st) {
         if (line == text) continue; /* header */
         int tabs = 0;
         for (char *c = line; *c; c++) tabs += *c == '\t';
-        fields_ok = fields_ok && tabs == 12;
+        fields_ok = fields_ok && tabs == 18;
         unsigned doc, pos;
         int token, match;
         double kld, nll_ref;
@@ -177,7 +177,7 @@ static void check_tsv(const kld_stats *st) {
                     (rec[i].token < 0 ? isnan(nll_ref) : fabs(nll_ref - rec[i].nll_ref) <= 1e-9 * rec[i].nll_ref);
         i++;
     }
-    CHECK(i == n && fields_ok, "TSV: %zu data lines of %zu, 13 fields each: %d", i, n, fields_ok);
+    CHECK(i == n && fields_ok, "TSV: %zu data lines of %zu, 19 fields each: %d", i, n, fields_ok);
     CHECK(docs_ok, "TSV: document / position / token columns differ from the records");
     CHECK(values_ok, "TSV: kld / top1 / nll columns differ from the records");
     free(text);
@@ -258,7 +258,7 @@ static void check_errors(const kld_summary *s, const kld_report_run *run, const 
           "JSON to a missing directory: %s", err.msg);
     CHECK(kld_report_pin_append(bad, s, run, &err) == KLD_ERR_IO && strstr(err.msg, bad),
           "pin to a missing directory: %s", err.msg);
-    CHECK(kld_report_tsv_write(bad, st, &err) == KLD_ERR_IO && strstr(err.msg, bad),
+    CHECK(kld_report_tsv_write(bad, st, NULL, &err) == KLD_ERR_IO && strstr(err.msg, bad),
           "TSV to a missing directory: %s", err.msg);
 }
 

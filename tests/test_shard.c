@@ -49,7 +49,7 @@ static void test_selection(void) {
     kld_error err = {0};
     int32_t tok[4] = {1, 2, 3, 4};
     for (int i = 0; i < 10; i++) {
-        kld_window w = {tok, 4, 0, 4, -1, -1, i % 3 == 0};
+        kld_window w = {tok, 4, 0, 4, -1, -1, i % 3 == 0, NULL, 0};
         CHECK_OK(kld_plan_push(&pl, &w, &err), err);
     }
     size_t *idx, n;

@@ -69,7 +69,8 @@ char *kld_result_json(const kld_result *r, kld_error *err) {
     /* the 95% intervals kl reports by default (its --bootstrap 1000, seed 0) */
     kld_record_source src;
     kld_stats_source(k->stats, &src);
-    if (o && kld_bootstrap_report(o, &src, KLD_BOOTSTRAP_DEFAULT, 0, NULL, err) != KLD_OK) {
+    if (o && (kld_bootstrap_report(o, &src, KLD_BOOTSTRAP_DEFAULT, 0, NULL, err) != KLD_OK ||
+              kld_strata_report(o, &src, KLD_BOOTSTRAP_DEFAULT, 0, err) != KLD_OK)) {
         json_decref(o);
         return NULL;
     }
@@ -84,13 +85,7 @@ char *kld_summary_json(const kld_summary *s, kld_error *err) {
         kld_fail(err, KLD_ERR_ARG, "kld_summary_json: NULL summary");
         return NULL;
     }
-    kld_report_run run = {0};
-    json_t *o = kld_report_json(s, &run);
-    /* a summary alone has no run: drop what only a run defines */
-    static const char *const run_keys[] = {"config", "elapsed_s", "ref_seconds", "arm_seconds",
-                                           "ref_tokens", "arm_tokens", "ref_tokens_per_s",
-                                           "arm_tokens_per_s", "partial"};
-    for (size_t i = 0; o && i < sizeof run_keys / sizeof run_keys[0]; i++) json_object_del(o, run_keys[i]);
+    json_t *o = kld_report_summary_json(s);
     char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
     json_decref(o);
     if (!text) kld_fail(err, KLD_ERR_NOMEM, "cannot build the JSON summary");

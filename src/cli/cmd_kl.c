@@ -108,6 +108,14 @@ static void usage(FILE *f) {
 "                         PPL ratio by resampling whole documents (windows in stream/llamacpp\n"
 "                         chunking) N times, 0 .. 100000 (default 1000; 0: none)\n"
 "  --bootstrap-seed S     the resampling's seed (default 0): the same seed, the same intervals\n"
+"  --strata SPEC          scoring subsets by the next token's decoded text: NAME=REGEX[,NAME=REGEX...]\n"
+"                         (PCRE2, e.g. digits=^\\s*\\d+$,space=^\\s,code=[{}();]); the built-in\n"
+"                         strata special (control tokens) and, on chat corpora, role:system,\n"
+"                         role:user, role:assistant, role:tool (the turn the token lies in) come\n"
+"                         with them; each stratum gets the full statistics (text, JSON strata.NAME,\n"
+"                         database, TSV column)\n"
+"  --score-only NAME      score only that stratum's positions (a --strata NAME, special or\n"
+"                         role:...): every statistic, interval and gate sees those alone\n"
 "  --gate EXPR            conditions on the reported statistics, e.g.\n"
 "                         kld.mean<=2e-3,kld.p99<=0.05,top1>=0.98,ppl_ratio<=1.01 (any statistic of\n"
 "                         --json: kld|kld_reverse|jsd|delta_p . mean|median|p90|p99|p99.9|max|...,\n"
@@ -217,6 +225,15 @@ static bool to_specs(const arm_flags *f, kld_kl_config *c) {
     return true;
 }
 
+/* Gates on a stratum's statistics name a stratum of the run. */
+static bool gates_name_strata(const kld_kl_config *c, const kld_kl_outputs *o, kld_error *err) {
+    kld_strata *s = NULL;
+    if (kld_strata_parse(c->strata, c->score_only, &s, err)) return false;
+    bool ok = kld_gates_check_strata(&o->gates, kld_strata_has, s, err) == KLD_OK;
+    kld_strata_free(s);
+    return ok;
+}
+
 static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kld_kl_sweep_opts *so,
                   int *rc) {
     static const char *const valued[] = {
@@ -225,7 +242,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
         "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k",
         "--checkpoint", "--checkpoint-every", "--resume", "--teacher-head", "--arm-head", "--gate",
-        "--bootstrap", "--bootstrap-seed", NULL};
+        "--bootstrap", "--bootstrap-seed", "--strata", "--score-only", NULL};
     arm_flags f = {0};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -256,6 +273,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--prompt-len")) { if (!kld_arg_int(a, v, 0, 1 << 24, &f.prompt_len)) return false; }
         else if (!strcmp(a, "--arm")) f.arm = v;
         else if (!strcmp(a, "--checkpoint")) c->checkpoint = v;
+        else if (!strcmp(a, "--strata")) c->strata = v;
+        else if (!strcmp(a, "--score-only")) c->score_only = v;
         else if (!strcmp(a, "--teacher-head")) f.teacher_head = v;
         else if (!strcmp(a, "--arm-head")) f.arm_head = v;
         else if (!strcmp(a, "--resume")) { c->checkpoint = v; c->resume = true; }
@@ -313,7 +332,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
     const char *what[5] = {"--json", "--pin", "--per-position", "--html", "--partial"};
     const char *paths[5] = {o->json_path, o->pin_path, o->tsv_path, o->html_path, o->partial_path};
     if ((!so->spec && !so->floor && kld_kl_check(c, &err)) ||
-        kld_kl_check_outputs(c, what, paths, 5, &err)) {
+        kld_kl_check_outputs(c, what, paths, 5, &err) || !gates_name_strata(c, o, &err)) {
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         return false;
     }
@@ -375,7 +394,11 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         }
     }
     kld_summary sum;
-    if (kld_stats_finalize(res.stats, &sum, &err) != KLD_OK) {
+    kld_status fin = c->score_only && kld_stats_count(res.stats) == 0
+                         ? kld_fail(&err, KLD_ERR_ARG, "--score-only %s: no position of the run lies in "
+                                    "this stratum", c->score_only)
+                         : kld_stats_finalize(res.stats, &sum, &err);
+    if (fin != KLD_OK) {
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         kld_kl_result_free(&res);
         return 1;
@@ -408,13 +431,15 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
     if (!rc && report && kld_bootstrap_report(report, &src, boot, o->bootstrap_seed, &b, &err) != KLD_OK) rc = 1;
     else if (!rc && b.replicates) kld_report_bootstrap_text(stdout, &b, &sum);
     else if (!rc && boot > 0) printf("%-30s: none (one document: nothing to resample)\n", "95% intervals");
+    if (!rc && report && kld_strata_report(report, &src, boot, o->bootstrap_seed, &err) != KLD_OK) rc = 1;
+    if (!rc) kld_strata_report_text(stdout, report);
     /* gates: judged on the report; a stopped run's figures are not the run's */
     bool gates_pass = true;
     if (!rc && kld_gates_judge(&o->gates, report, res.partial, stdout, &gates_pass))
         rc = 1, kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
     if (!rc && o->json_path && kld_report_json_dump(o->json_path, report, &err) != KLD_OK) rc = 1;
     if (!rc && o->pin_path && kld_report_pin_append(o->pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
-    if (!rc && o->tsv_path && kld_report_tsv_write(o->tsv_path, res.stats, &err) != KLD_OK) rc = 1;
+    if (!rc && o->tsv_path && kld_report_tsv_write(o->tsv_path, res.stats, &(kld_tsv_names){res.strata, res.config}, &err) != KLD_OK) rc = 1;
     if (rc) fprintf(stderr, "kldeval kl: %s\n", err.msg);
     /* the run database keeps every run, so that later comparisons can be paired */
     double rate = res.elapsed_s > 0 ? (double)res.arm_tokens / res.elapsed_s : NAN;

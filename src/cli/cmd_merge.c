@@ -201,9 +201,11 @@ int kld_cmd_merge(int argc, char **argv) {
     if (!report) rc = 1, kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
     if (!rc && kld_bootstrap_report(report, &m.records, KLD_BOOTSTRAP_DEFAULT, 0, &boot, &err) != KLD_OK) rc = 1;
     if (!rc && boot.replicates) kld_report_bootstrap_text(stdout, &boot, &sum);
+    if (!rc && kld_strata_report(report, &m.records, KLD_BOOTSTRAP_DEFAULT, 0, &err) != KLD_OK) rc = 1;
+    if (!rc) kld_strata_report_text(stdout, report);
     if (!rc && json_path && kld_report_json_dump(json_path, report, &err) != KLD_OK) rc = 1;
     if (!rc && pin_path && kld_report_pin_append(pin_path, &sum, &run, &err) != KLD_OK) rc = 1;
-    if (!rc && tsv_path && kld_report_tsv_write_source(tsv_path, &m.records, &err) != KLD_OK) rc = 1;
+    if (!rc && tsv_path && kld_report_tsv_write_source(tsv_path, &m.records, &(kld_tsv_names){NULL, json_object_get(report, "config")}, &err) != KLD_OK) rc = 1;
     if (rc) fprintf(stderr, "kldeval merge: %s\n", err.msg);
     out.label = run.label;
     if (!kld_record_run_source("merge", &out, "merged", report, &sum, &m.records, m.elapsed_s) && !rc)

@@ -217,7 +217,7 @@ kld_status kld_arm_open_dump_head(const char *dir, const char *head_path, int64_
              u->m->windows ? u->m->windows : "");
     for (int64_t s = 0; s < u->m->n_seqs && !st; s++) {
         kld_window w = {kld_dump_tokens(u->d, s), u->m->ctx_len, 0, u->m->positions_per_seq, -1,
-                        -1, true};
+                        -1, true, NULL, 0};
         st = kld_plan_push(pl, &w, err);
     }
     if (st) {

@@ -87,7 +87,7 @@ kld_status kld_arm_open_lcpp_base(const char *path, int32_t n_vocab_expected, in
              (int)(u->info->n_ctx - 2));
     int32_t n_ctx = u->info->n_ctx;
     for (int64_t c = 0; c < u->info->n_chunk && !st; c++) {
-        kld_window w = {kld_lcpp_base_tokens(u->b, c), n_ctx, n_ctx / 2, n_ctx - 1, bos, -1, true};
+        kld_window w = {kld_lcpp_base_tokens(u->b, c), n_ctx, n_ctx / 2, n_ctx - 1, bos, -1, true, NULL, 0};
         st = kld_plan_push(pl, &w, err);
     }
     if (st) {

@@ -21,8 +21,14 @@ static bool listed(const char *const *list, const char *s, size_t n) {
     return false;
 }
 
-/* name (aliases resolved) is a statistic of the kl report */
+/* name (aliases resolved) is a statistic of the kl report; a stratum's
+ * ("strata.NAME.kld.mean") is the same statistic under its name (that the
+ * run has the stratum: kld_gates_check_strata) */
 static bool known(const char *name) {
+    if (!strncmp(name, "strata.", 7)) {
+        const char *stat = strchr(name + 7, '.');
+        return stat && stat > name + 7 && known(stat + 1);
+    }
     const char *dot = strchr(name, '.');
     if (!dot) return listed(SCALARS, name, strlen(name));
     return listed(DISTS, name, (size_t)(dot - name)) && listed(FIELDS, dot + 1, strlen(dot + 1));
@@ -35,8 +41,29 @@ static void canonical(const char *name, size_t n, char *out, size_t cap) {
     for (int i = 0; i < 2; i++)
         if (!strcmp(out, from[i])) snprintf(out, cap, "%s", to[i]);
     char *p;
+    /* a stratum's statistic: resolve the aliases of the part after its name */
+    if (!strncmp(out, "strata.", 7) && (p = strchr(out + 7, '.'))) {
+        char rest[64];
+        canonical(p + 1, strlen(p + 1), rest, sizeof rest);
+        snprintf(p + 1, cap - (size_t)(p + 1 - out), "%s", rest);
+        return;
+    }
     if ((p = strstr(out, ".p99.9")) && !p[6]) memcpy(p, ".p99_9", 6);
     if ((p = strstr(out, ".p0.1")) && !p[5]) memcpy(p, ".p0_1", 5);
+}
+
+kld_status kld_gates_check_strata(const kld_gates *g, bool (*has)(const void *, const char *),
+                                  const void *strata, kld_error *err) {
+    for (size_t i = 0; i < g->n; i++) {
+        if (strncmp(g->g[i].stat, "strata.", 7)) continue;
+        const char *name = g->g[i].stat + 7, *dot = strchr(name, '.');
+        char nm[64];
+        snprintf(nm, sizeof nm, "%.*s", (int)(dot - name), name);
+        if (!has(strata, nm))
+            return kld_fail(err, KLD_ERR_ARG, "--gate: '%s': the run has no stratum '%s' (--strata NAME=REGEX, "
+                            "special, role:…)", g->g[i].text, nm);
+    }
+    return KLD_OK;
 }
 
 static const char *const PAIRED[] = {"paired.kld.mean", "paired.kld.p99", "paired.kld.p99_9", "paired.top1", NULL};

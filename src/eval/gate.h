@@ -36,9 +36,13 @@ typedef struct kld_gates {
     size_t n;
 } kld_gates;
 
-/* Parses a comma-separated list of conditions on kl's statistics. */
+/* Parses a comma-separated list of conditions on kl's statistics (and on
+ * a stratum's: strata.NAME.STATISTIC). */
 kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err);
 void kld_gates_free(kld_gates *g);
+/* Every strata.NAME.… condition names a stratum has(strata, NAME) knows. */
+kld_status kld_gates_check_strata(const kld_gates *g, bool (*has)(const void *, const char *),
+                                  const void *strata, kld_error *err);
 
 /* Conditions on a paired comparison (`runs compare A B --gate`): the
  * differences A − B paired.kld.mean, paired.kld.p99, paired.kld.p99_9 (alias

@@ -36,6 +36,7 @@ typedef struct run_state {
     /* checkpoints: the run they belong to, chunks since the last one */
     kld_checkpoint_run ck;
     int64_t chunks_since, window_chunks;
+    kld_strata *strata;
 } run_state;
 
 #define KLD_CHECKPOINT_EVERY_DEFAULT 64
@@ -274,6 +275,7 @@ static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
     json_object_set_new(o, "vocab", json_string(out->vocab_note));
     if (out->ctx_note[0]) json_object_set_new(o, "warning", json_string(out->ctx_note));
     json_object_set_new(o, "n_vocab_scored", json_integer(rs->common ? rs->n_common : rs->n_vocab));
+    kld_strata_config_json(rs->strata, o);
     return o;
 }
 
@@ -356,7 +358,11 @@ static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
         ref_nv = (int32_t)(m->n_vocab > 0 ? m->n_vocab : rs->n_vocab);
     }
     if (rs->n_vocab > 0 && topk > rs->n_vocab) topk = rs->n_vocab;
-    kld_scorer_opts so = {topk, rs->chunk, rs->n_vocab, rs->common, rs->n_common, ref_nv};
+    const kld_arm *named = rs->ref->tok ? rs->ref : rs->arm;
+    if ((st = kld_strata_bind(rs->strata, named->tok, rs->n_vocab > 0 ? rs->n_vocab : ref_nv,
+                              rs->corpus && rs->corpus->n_chat_docs, named->path, err)))
+        return st;
+    kld_scorer_opts so = {topk, rs->chunk, rs->n_vocab, rs->common, rs->n_common, ref_nv, rs->strata};
     if (so.n_vocab <= 0) so.n_vocab = ref_nv > 0 ? ref_nv : 1;
     if ((st = kld_scorer_create(rs->pool, &so, &rs->scorer, err))) return st;
     if ((st = select_windows(rs, err))) return st;
@@ -365,6 +371,7 @@ static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
 
 static void close_all(run_state *rs) {
     kld_scorer_free(rs->scorer);
+    kld_strata_free(rs->strata);
     kld_arm_free(rs->arm); /* first: a self-flag arm borrows the reference's model */
     kld_arm_free(rs->ref);
     kld_pool_free(rs->pool);
@@ -374,6 +381,24 @@ static void close_all(run_state *rs) {
     free(rs->select);
     free(rs->win_start);
     free(rs->windows);
+}
+
+/* A role stratum to score alone needs conversations in the corpus: known
+ * from the corpus file itself, before any model loads. */
+static kld_status check_chat_corpus(const kld_kl_config *c, kld_error *err) {
+    kld_arm_kind r = c->ref.kind;
+    if (r == KLD_ARM_TEACHER || r == KLD_ARM_LLAMACPP_BASE || c->ids_path || !c->corpus_path)
+        return kld_fail(err, KLD_ERR_ARG, "--score-only %s: role strata need a chat corpus (--corpus "
+                        "FILE.jsonl with {\"messages\": ...} lines); %s has no turns", c->score_only,
+                        c->ids_path ? c->ids_path : r == KLD_ARM_TEACHER || r == KLD_ARM_LLAMACPP_BASE
+                                                        ? c->ref.path : "the built-in corpus");
+    kld_corpus *corpus = NULL;
+    kld_status st = kld_corpus_load_text(c->corpus_path, c->corpus_format, &corpus, err);
+    if (!st && corpus->n_chat_docs == 0)
+        st = kld_fail(err, KLD_ERR_ARG, "--score-only %s: %s has no conversations ({\"messages\": ...} "
+                      "lines): no turn has a role", c->score_only, c->corpus_path);
+    kld_corpus_free(corpus);
+    return st;
 }
 
 /* The configuration's own rules (kld_kl_check), the arms' parsed into rs. */
@@ -426,12 +451,15 @@ static kld_status check_config(const kld_kl_config *c, run_state *rs, kld_error 
     if (ch == KLD_CHUNKING_LLAMACPP && (c->max_docs > 0 || c->max_tokens > 0))
         return kld_fail(err, KLD_ERR_ARG, "--max-docs and --max-tokens apply to --chunking doc "
                         "(llamacpp chunking: --chunks)");
-    return KLD_OK;
+    if ((st = kld_strata_parse(c->strata, c->score_only, &rs->strata, err))) return st;
+    return kld_strata_needs_roles(rs->strata) ? check_chat_corpus(c, err) : KLD_OK;
 }
 
 kld_status kld_kl_check(const kld_kl_config *c, kld_error *err) {
     run_state rs = {.c = c};
-    return check_config(c, &rs, err);
+    kld_status st = check_config(c, &rs, err);
+    kld_strata_free(rs.strata);
+    return st;
 }
 
 kld_status kld_kl_check_outputs(const kld_kl_config *c, const char *const *what,
@@ -470,7 +498,10 @@ kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err
     memset(out, 0, sizeof *out);
     run_state rs = {.c = c};
     kld_status st = check_config(c, &rs, err);
-    if (st) return st;
+    if (st) {
+        kld_strata_free(rs.strata);
+        return st;
+    }
     st = prepare(&rs, out, err);
     if (!st) {
         out->config = config_json(&rs, out);
@@ -497,6 +528,8 @@ kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err
         close_windows(&rs, out);
         out->stats = rs.stats;
         rs.stats = NULL;
+        out->strata = rs.strata;
+        rs.strata = NULL;
     }
     kld_stats_free(rs.stats);
     close_all(&rs);
@@ -506,6 +539,8 @@ kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err
 
 void kld_kl_result_free(kld_kl_result *r) {
     kld_stats_free(r->stats);
+    kld_strata_free(r->strata);
+    r->strata = NULL;
     json_decref(r->config);
     free(r->windows);
     r->stats = NULL;

@@ -11,6 +11,7 @@
 #include "eval/drive.h"
 #include "eval/plan.h"
 #include "eval/stats.h"
+#include "eval/strata.h"
 #include "store/partial.h"
 
 #include <jansson.h>
@@ -35,6 +36,7 @@ typedef struct kld_kl_result {
     size_t n_windows;
     uint64_t n_windows_total;  /* windows of the whole plan */
     uint8_t eval_hash[32];     /* the defining inputs (src/eval/merge.h) */
+    kld_strata *strata;        /* owned: the strata and the token texts (NULL: no tokenizer) */
 } kld_kl_result;
 
 /* Proves that the outputs paths[0..n) (NULL: none; what[i] names each in

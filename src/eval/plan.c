@@ -1,5 +1,6 @@
 /* plan.c — corpus → windows (see plan.h). */
 #include "eval/plan.h"
+#include "eval/strata.h"
 
 #include "store/partial.h"
 
@@ -26,8 +27,8 @@ kld_status kld_plan_push(kld_plan *pl, const kld_window *w, kld_error *err) {
     return KLD_OK;
 }
 
-kld_status kld_plan_own(kld_plan *pl, int32_t *p, kld_error *err) {
-    int32_t **o = realloc(pl->owned, (pl->n_owned + 1) * sizeof *o);
+kld_status kld_plan_own(kld_plan *pl, void *p, kld_error *err) {
+    void **o = realloc(pl->owned, (pl->n_owned + 1) * sizeof *o);
     if (!o) {
         free(p);
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the window plan");
@@ -59,12 +60,13 @@ static kld_status check_ids(const char *name, const int32_t *t, size_t n, int32_
 }
 
 /* doc: every document from position 0, split into ctx windows. */
-static kld_status plan_doc(kld_plan *pl, const kld_plan_opts *o, const int32_t *t, int64_t n,
-                           kld_error *err) {
+static kld_status plan_doc(kld_plan *pl, const kld_plan_opts *o, const int32_t *t, const uint8_t *roles,
+                           int64_t n, kld_error *err) {
     if (o->max_tokens > 0 && n > o->max_tokens) n = o->max_tokens;
     for (int64_t s = 0; s < n; s += o->ctx) {
         int64_t len = n - s < o->ctx ? n - s : o->ctx;
-        kld_window w = {t + s, len, 0, len, -1, s + len < n ? t[s + len] : -1, s == 0};
+        kld_window w = {t + s, len, 0, len, -1, s + len < n ? t[s + len] : -1, s == 0,
+                        roles ? roles + s : NULL, roles && s + len < n ? roles[s + len] : 0};
         kld_status st = kld_plan_push(pl, &w, err);
         if (st) return st;
     }
@@ -73,7 +75,8 @@ static kld_status plan_doc(kld_plan *pl, const kld_plan_opts *o, const int32_t *
 
 /* Fixed windows of ctx over one token sequence (llamacpp, stream). */
 static kld_status plan_fixed(kld_plan *pl, const kld_plan_opts *o, const char *name,
-                             const int32_t *t, int64_t n, int32_t first_token, kld_error *err) {
+                             const int32_t *t, const uint8_t *roles, int64_t n, int32_t first_token,
+                             kld_error *err) {
     int64_t n_chunk = n / o->ctx;
     if (o->max_chunks > 0 && n_chunk > o->max_chunks) n_chunk = o->max_chunks;
     if (n_chunk == 0)
@@ -84,7 +87,7 @@ static kld_status plan_fixed(kld_plan *pl, const kld_plan_opts *o, const char *n
         /* the last row is never scored: llama-perplexity stops at ctx-2, and a
          * dump record needs its next token inside the window */
         kld_window w = {t + k * o->ctx, o->ctx, second_half ? o->ctx / 2 : 0, o->ctx - 1,
-                        first_token, -1, true};
+                        first_token, -1, true, roles ? roles + k * o->ctx : NULL, 0};
         kld_status st = kld_plan_push(pl, &w, err);
         if (st) return st;
     }
@@ -125,6 +128,34 @@ static kld_status keep(kld_plan *pl, kld_tok_ids *ids, kld_error *err) {
     return st;
 }
 
+/* The turn roles of the ids, grown beside them (chat corpora). */
+typedef struct turn_roles {
+    uint8_t *p;
+    size_t cap;
+} turn_roles;
+
+/* Roles of document d's tokens ids[before..n): its turns' for a
+ * conversation, none for a text document. */
+static kld_status roles_of(const kld_corpus *c, const kld_tokenizer *tok, size_t d, const kld_tok_ids *ids,
+                           size_t before, turn_roles *r, kld_error *err) {
+    if (ids->n > r->cap) {
+        size_t cap = ids->n > 2 * r->cap ? ids->n : 2 * r->cap;
+        uint8_t *g = realloc(r->p, cap);
+        if (!g) return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the turn roles");
+        r->p = g;
+        r->cap = cap;
+    }
+    if (c->messages[d]) kld_chat_roles(tok, ids->ids + before, ids->n - before, c->messages[d], r->p + before);
+    else memset(r->p + before, 0, ids->n - before);
+    return KLD_OK;
+}
+
+static kld_status keep_roles(kld_plan *pl, turn_roles *r, kld_error *err) {
+    kld_status st = kld_plan_own(pl, r->p, err);
+    *r = (turn_roles){0};
+    return st;
+}
+
 static kld_status plan_text(const kld_corpus *c, const kld_tokenizer *tok,
                             const kld_plan_opts *o, kld_plan *pl, kld_error *err) {
     kld_tok_ids ids = {0};
@@ -140,24 +171,28 @@ static kld_status plan_text(const kld_corpus *c, const kld_tokenizer *tok,
         st = kld_tok_encode(tok, c->whole, len, KLD_TOK_ADD_SPECIAL, &ids, err);
         int32_t bos = kld_tok_adds_bos(tok) ? kld_tok_bos(tok) : -1;
         if (!st) st = check_ids(c->name, ids.ids, ids.n, o->n_vocab, tok, err);
-        if (!st) st = plan_fixed(pl, o, c->name, ids.ids, (int64_t)ids.n, bos, err);
+        if (!st) st = plan_fixed(pl, o, c->name, ids.ids, NULL, (int64_t)ids.n, bos, err);
         if (!st) st = keep(pl, &ids, err);
         kld_tok_ids_free(&ids);
         return st;
     }
     size_t n_docs = c->n_docs;
     if (o->max_docs > 0 && (size_t)o->max_docs < n_docs) n_docs = (size_t)o->max_docs;
+    turn_roles r = {0};
     for (size_t d = 0; d < n_docs && !st; d++) {
         if (o->chunking == KLD_CHUNKING_DOC) ids.n = 0;
         size_t before = ids.n;
         if ((st = encode_doc(c, tok, d, o->max_tokens, &ids, err))) break;
         if ((st = check_ids(c->name, ids.ids + before, ids.n - before, o->n_vocab, tok, err))) break;
+        if (c->n_chat_docs && (st = roles_of(c, tok, d, &ids, before, &r, err))) break;
         if (o->chunking == KLD_CHUNKING_DOC && ids.n) {
-            if (!(st = plan_doc(pl, o, ids.ids, (int64_t)ids.n, err))) st = keep(pl, &ids, err);
+            if (!(st = plan_doc(pl, o, ids.ids, r.p, (int64_t)ids.n, err))) st = keep(pl, &ids, err);
+            if (!st && r.p) st = keep_roles(pl, &r, err);
         }
     }
     if (!st && o->chunking == KLD_CHUNKING_STREAM) {
-        st = plan_fixed(pl, o, c->name, ids.ids, (int64_t)ids.n, -1, err);
+        st = plan_fixed(pl, o, c->name, ids.ids, r.p, (int64_t)ids.n, -1, err);
+        if (!st && r.p) st = keep_roles(pl, &r, err);
         if (!st) {
             snprintf(pl->note, sizeof pl->note,
                      "stream: %zu documents tokenized with the tokenizer's specials, concatenated "
@@ -168,6 +203,7 @@ static kld_status plan_text(const kld_corpus *c, const kld_tokenizer *tok,
         }
     }
     kld_tok_ids_free(&ids);
+    free(r.p);
     return st;
 }
 
@@ -184,8 +220,8 @@ kld_status kld_plan_from_corpus(const kld_corpus *c, const kld_tokenizer *tok,
         int32_t bos = o->chunking == KLD_CHUNKING_LLAMACPP && tok && kld_tok_adds_bos(tok)
                           ? kld_tok_bos(tok) : -1;
         st = o->chunking == KLD_CHUNKING_DOC
-                 ? plan_doc(pl, o, c->ids, (int64_t)c->n_ids, err)
-                 : plan_fixed(pl, o, c->name, c->ids, (int64_t)c->n_ids, bos, err);
+                 ? plan_doc(pl, o, c->ids, NULL, (int64_t)c->n_ids, err)
+                 : plan_fixed(pl, o, c->name, c->ids, NULL, (int64_t)c->n_ids, bos, err);
     } else if (!tok) {
         st = kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: no tokenizer to read a text corpus (use --ids-file)",
                       c->name);

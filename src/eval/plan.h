@@ -35,6 +35,8 @@ typedef struct kld_window {
     int32_t first_token;   /* fed instead of tokens[0] when >= 0 (BOS replacement) */
     int32_t last_next;     /* the token after the window (-1: none) */
     bool new_doc;          /* starts a document */
+    const uint8_t *roles;  /* per token its turn role (chat corpora; NULL: none, strata.h) */
+    uint8_t last_role;     /* the role of the token after the window */
 } kld_window;
 
 typedef struct kld_plan {
@@ -43,7 +45,7 @@ typedef struct kld_plan {
     size_t n_windows, cap;
     uint64_t positions_total, docs_total;
     int64_t max_len;       /* longest window */
-    int32_t **owned;       /* token arrays the plan owns */
+    void **owned;          /* token and role arrays the plan owns */
     size_t n_owned;
     char note[1024];       /* how the windows were cut, for manifests and reports */
 } kld_plan;
@@ -92,7 +94,7 @@ kld_status kld_corpus_encode(const kld_corpus *c, const kld_tokenizer *tok, kld_
  * the plan (or be handed over with kld_plan_own). */
 kld_status kld_plan_push(kld_plan *plan, const kld_window *w, kld_error *err);
 /* The plan frees p with itself. */
-kld_status kld_plan_own(kld_plan *plan, int32_t *p, kld_error *err);
+kld_status kld_plan_own(kld_plan *plan, void *p, kld_error *err);
 void kld_plan_free(kld_plan *plan);
 
 /* Scale-out: shard k of n takes the windows i with i mod n = k (mod) or the
@@ -114,6 +116,12 @@ kld_status kld_plan_shard(const kld_plan *plan, const kld_shard *s, size_t **idx
 /* The token that window row p predicts (-1: none). */
 static inline int32_t kld_window_next(const kld_window *w, int64_t p) {
     return p + 1 < w->len ? w->tokens[p + 1] : w->last_next;
+}
+
+/* The turn role of that token (0: none or not a chat corpus). */
+static inline int kld_window_next_role(const kld_window *w, int64_t p) {
+    if (!w->roles) return 0;
+    return p + 1 < w->len ? w->roles[p + 1] : w->last_role;
 }
 
 #endif

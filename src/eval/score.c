@@ -2,6 +2,7 @@
 #include "eval/score.h"
 
 #include "engine/pool.h"
+#include "eval/strata.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -259,6 +260,7 @@ static void score_task(void *ctx, int ith, int nth) {
         else
             st = logprob_row(s, c, j->w, j->ref, j->arm, r, out, &j->err[ith]);
         out->ctx_pos = (uint32_t)pos;
+        out->strata = kld_strata_mask(s->o.strata, out->token, kld_window_next_role(j->w, pos));
         j->st[ith] = st;
     }
 }
@@ -281,7 +283,9 @@ kld_status kld_scorer_rows(kld_scorer *s, const kld_window *w, const kld_rows *r
             st = j->st[t];
             if (err) *err = j->err[t];
         }
-    for (int64_t r = 0; r < ref->n && !st; r++) st = kld_stats_add(stats, &s->recs[r], err);
+    const uint16_t only = kld_strata_only(s->o.strata);
+    for (int64_t r = 0; r < ref->n && !st; r++)
+        if (!only || (s->recs[r].strata & only)) st = kld_stats_add(stats, &s->recs[r], err);
     free(j);
     return st;
 }

@@ -25,6 +25,8 @@ typedef struct kld_scorer_opts {
     const int32_t *common; /* dense × dense with different vocabularies: the shared ids */
     int32_t n_common;
     int32_t ref_n_vocab;   /* sparse references: the teacher's vocabulary (0: unknown) */
+    const struct kld_strata *strata; /* each record's strata mask; --score-only drops the
+                              records outside its stratum (NULL: none) */
 } kld_scorer_opts;
 
 kld_status kld_scorer_create(kld_pool *pool, const kld_scorer_opts *o, kld_scorer **out,

@@ -77,7 +77,18 @@ kld_status kld_report_text(FILE *out, const kld_summary *s, const kld_report_run
 
 /* The JSON report as a new object (NULL when out of memory). */
 json_t *kld_report_json(const kld_summary *s, const kld_report_run *run);
-/* Writes it to path (indented, overwrites). */
+/* The summary's figures alone, without what only a run defines (config,
+ * timings, partial): the library's kld_summary_json, a stratum's report. */
+json_t *kld_report_summary_json(const kld_summary *s);
+
+/* Each stratum's statistics (report_strata.c): "strata": {NAME: {the
+ * summary's figures with their intervals}} for the strata the report's
+ * config names (eval/strata.h), from the records' masks; a stratum without
+ * positions gets {"n_positions": 0}. */
+kld_status kld_strata_report(json_t *report, const kld_record_source *src, int replicates,
+                             uint64_t seed, kld_error *err);
+/* Their table in the text report (nothing without strata). */
+void kld_strata_report_text(FILE *f, const json_t *report);
 /* The bootstrap's 95% intervals, "value [lo, hi]" per statistic
  * (report_bootstrap.c). */
 struct kld_bootstrap;
@@ -91,11 +102,21 @@ kld_status kld_report_json_write(const char *path, const kld_summary *s, const k
 kld_status kld_report_pin_append(const char *path, const kld_summary *s, const kld_report_run *run,
                                  kld_error *err);
 
-/* Writes every record of st as TSV (overwrites). */
-kld_status kld_report_tsv_write(const char *path, const kld_stats *st, kld_error *err);
+/* What the TSV names beside the figures: the next token's text (texts: a
+ * bound kld_strata, NULL: none) and the record's strata (config: the
+ * report's, naming them; NULL: none). */
+struct kld_strata;
+typedef struct kld_tsv_names {
+    const struct kld_strata *texts;
+    const json_t *config;
+} kld_tsv_names;
+
+/* Writes every record of st as TSV (overwrites); names may be NULL. */
+kld_status kld_report_tsv_write(const char *path, const kld_stats *st, const kld_tsv_names *names,
+                                kld_error *err);
 /* The same from records read in passes (a merge's). */
 kld_status kld_report_tsv_write_source(const char *path, const kld_record_source *src,
-                                       kld_error *err);
+                                       const kld_tsv_names *names, kld_error *err);
 
 /* Progress line. Totals of 0 mean unknown; the ETA comes from positions when
  * their total is known, else from documents. */

@@ -200,3 +200,14 @@ kld_status kld_report_json_write(const char *path, const kld_summary *s, const k
     json_decref(o);
     return st;
 }
+
+json_t *kld_report_summary_json(const kld_summary *s) {
+    kld_report_run run = {0};
+    json_t *o = kld_report_json(s, &run);
+    /* a summary alone has no run: drop what only a run defines */
+    static const char *const run_keys[] = {"config", "elapsed_s", "ref_seconds", "arm_seconds",
+                                           "ref_tokens", "arm_tokens", "ref_tokens_per_s",
+                                           "arm_tokens_per_s", "partial"};
+    for (size_t i = 0; o && i < sizeof run_keys / sizeof run_keys[0]; i++) json_object_del(o, run_keys[i]);
+    return o;
+}

@@ -86,7 +86,7 @@ static int byte_token(const char *s, size_t n) {
 }
 
 static kld_status step(const tok_dec *d, strlist *in, strlist *out, tok_matcher *m,
-                       kld_error *err) {
+                       kld_error *err, bool inner) {
     bool ok = true;
     switch (d->kind) {
     case DEC_BYTELEVEL: {
@@ -165,7 +165,10 @@ static kld_status step(const tok_dec *d, strlist *in, strlist *out, tok_matcher 
         break;
     }
     case DEC_STRIP:
-        for (size_t i = 0; i < in->sp.n && ok; i++) {
+        /* inside a longer text nothing is stripped (Strip removes the
+         * dummy prefix's space of a text's first word) */
+        for (size_t i = 0; i < in->sp.n && ok && inner; i++) ok &= sl_push(out, SL_STR(in, i), SL_LEN(in, i));
+        for (size_t i = 0; i < in->sp.n && ok && !inner; i++) {
             const char *s = SL_STR(in, i);
             size_t n = SL_LEN(in, i), a = 0, b = n;
             for (size_t k = 0; k < d->start && a < b; k++) {
@@ -193,7 +196,7 @@ static kld_status step(const tok_dec *d, strlist *in, strlist *out, tok_matcher 
                 size_t l;
                 uint32_t cp = tok_utf8_decode(s + j, n - j, &l);
                 if (cp == d->cp) {
-                    if (!(i == 0 && d->prepend)) ok &= tok_buf_append(&tmp, " ", 1);
+                    if (!(i == 0 && d->prepend && !inner)) ok &= tok_buf_append(&tmp, " ", 1);
                 } else {
                     ok &= tok_buf_append(&tmp, s + j, l);
                 }
@@ -250,7 +253,7 @@ static kld_status decode_hf(const kld_tokenizer *t, const int32_t *ids, size_t n
     for (size_t k = 0; k < t->n_decs && !st; k++) {
         out->buf.n = 0;
         out->sp.n = 0;
-        st = step(&t->decs[k], in, out, m, err);
+        st = step(&t->decs[k], in, out, m, err, (flags & KLD_TOK_DECODE_INNER) != 0);
         strlist *sw = in;
         in = out;
         out = sw;
@@ -267,7 +270,7 @@ done:
 
 static kld_status decode_llama(const kld_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
                                tok_buf *res, kld_error *err) {
-    bool strip_space = t->add_space_prefix;
+    bool strip_space = t->add_space_prefix && !(flags & KLD_TOK_DECODE_INNER);
     static const char esc[] = "\xE2\x96\x81";
     for (size_t i = 0; i < n; i++) {
         size_t len;

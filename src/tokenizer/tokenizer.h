@@ -44,7 +44,11 @@ enum {
 
 /* Decode flags. */
 enum {
-    KLD_TOK_SKIP_SPECIAL = 1u << 0 /* drop special/control tokens */
+    KLD_TOK_SKIP_SPECIAL = 1u << 0, /* drop special/control tokens */
+    /* the ids as they read inside a longer text: the space a text's first
+     * word loses (SentencePiece's dummy prefix, a decoder's Strip or
+     * Metaspace prepend) is kept — one token's text, or token offsets */
+    KLD_TOK_DECODE_INNER = 1u << 1
 };
 
 /* A growable id buffer owned by the caller; encode appends to it. Start
