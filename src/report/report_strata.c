@@ -123,9 +123,8 @@ void kld_strata_report_text(FILE *f, const json_t *report) {
     const json_t *strata = json_object_get(report, "strata");
     if (!json_object_size(strata)) return;
     const json_t *only = json_object_get(json_object_get(report, "config"), "score_only");
-    fprintf(f, "\n====== KLD by stratum of the next token%s%s ======\n", only ? " (scored only: " : "",
-            only ? json_string_value(only) : "");
-    if (only) fprintf(f, ")\n");
+    fprintf(f, "\n====== KLD by stratum of the next token%s%s%s ======\n", only ? " (scored only: " : "",
+            only ? json_string_value(only) : "", only ? ")" : "");
     fprintf(f, "%-18s %10s %-30s %11s %11s %9s\n", "stratum", "positions", " mean KLD [95% CI]", "median",
             "p99", "top-1");
     const char *name;
