@@ -371,7 +371,7 @@ class _KlConfig(ctypes.Structure):
                 ("stop", ctypes.c_void_p), ("progress", ctypes.c_void_p),
                 ("progress_user", ctypes.c_void_p), ("shard", _Shard),
                 ("checkpoint", ctypes.c_char_p), ("checkpoint_every", ctypes.c_int64),
-                ("resume", ctypes.c_bool)]
+                ("resume", ctypes.c_bool), ("strata", ctypes.c_char_p), ("score_only", ctypes.c_char_p)]
 
 
 _KIND = {"model": 1, "self": 2, "teacher": 3, "candidate": 4, "llamacpp-base": 5}
@@ -387,12 +387,13 @@ def kl(ref=None, arm=None, corpus=None, *, reference_logits=None, arm_logits=Non
        llamacpp_base=None, levers=None, ref_levers=None, decode=False, prompt_len=0,
        ctx=None, max_docs=0, max_tokens=0, chunks=0, chunking=None, ids_file=None,
        corpus_format=None, chunk=128, topk=10, threads=0, allow_vocab_mismatch=False,
-       allow_long_context=False, teacher_head=None, arm_head=None):
+       allow_long_context=False, teacher_head=None, arm_head=None, strata=None, score_only=None):
     """`kldeval kl` as a function. ref / arm: model paths (MODEL, MODEL@POLICY,
     MODEL+ADAPTER[:SCALE]); instead of ref a saved teacher (reference_logits) or a
     llama.cpp base file (llamacpp_base); instead of arm a candidate dump
     (arm_logits); without arm, the run is self-flag: ref with `levers` against ref.
-    Returns a Result (the JSON report as a dict)."""
+    strata: "NAME=REGEX[,NAME=REGEX...]" on the next token's text (report["strata"]);
+    score_only: the one stratum to score. Returns a Result (the JSON report as a dict)."""
     c = _KlConfig()
     _kl_defaults(_c.byref(c))
     keep = []  # the encoded strings must outlive the call
@@ -423,6 +424,7 @@ def kl(ref=None, arm=None, corpus=None, *, reference_logits=None, arm_logits=Non
     c.chunking = _CHUNKING[chunking]
     c.chunk, c.topk, c.n_threads = int(chunk), int(topk), int(threads)
     c.allow_vocab_mismatch, c.allow_long_context = bool(allow_vocab_mismatch), bool(allow_long_context)
+    c.strata, c.score_only = s(strata), s(score_only)
     h = _P()
     err = _KldError()
     _check(_kl_evaluate(_c.byref(c), _c.byref(h), _c.byref(err)), err)

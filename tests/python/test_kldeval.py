@@ -68,6 +68,17 @@ def kl_equals_cli():
     # self-flag through the same call
     s = kldeval.kl(f16, levers="kv=q8_0", max_docs=2)
     check(s.mode == "self-flag" and s["kld"]["mean"] > 0, "self-flag kl: %r" % s["kld"]["mean"])
+    # strata and --score-only: the same report as the CLI's, the positions carrying their masks
+    st = kldeval.kl(f16, q4, max_docs=4, strata=r"space=^\s", score_only="space")
+    p = cli("kl", "--ref", f16, "--arm", q4, "--max-docs", "4", "--json", out, "--quiet", "--no-db",
+            "--strata", r"space=^\s", "--score-only", "space")
+    with open(out) as f:
+        c = json.load(f)
+    check(p.returncode == 0 and strip(st) == strip(c) and c["config"]["score_only"] == "space",
+          "kl(strata=, score_only=) == the CLI's report")
+    check(len(st.positions) == st["n_positions"] < r["n_positions"] and
+          bool(np.all(st.positions["strata"] & 1)),
+          "score_only: %d of %d positions, every one in the stratum" % (len(st.positions), r["n_positions"]))
 
 
 def stats_equal_kl():
