@@ -15,11 +15,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 kld_status kld_cap_read_file(const char *path, char **out, size_t *len, kld_error *err) {
     *out = NULL;
     gzFile f = gzopen(path, "rb"); /* reads plain files unchanged */
@@ -52,7 +47,7 @@ kld_status kld_cap_read_file(const char *path, char **out, size_t *len, kld_erro
             int zerr = 0;
             const char *msg = gzerror(f, &zerr);
             kld_fail(err, zerr == Z_ERRNO ? KLD_ERR_IO : KLD_ERR_FORMAT, "%s: cannot read%s: %s",
-                     path, ends_with(path, ".gz") ? " (gzip)" : "", msg);
+                     path, kld_ends_with(path, strlen(path), ".gz") ? " (gzip)" : "", msg);
             free(buf);
             gzclose(f);
             return err ? err->status : KLD_ERR_IO;

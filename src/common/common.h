@@ -51,6 +51,9 @@ bool kld_utf8_valid(const char *s, size_t n);
 char *kld_strdup(const char *s);
 char *kld_strndup(const char *s, size_t n);
 
+/* The n bytes at s end with suffix. */
+bool kld_ends_with(const char *s, size_t n, const char *suffix);
+
 /* The cores this process may run on (at least 1, at most 1024): the
  * default for every --threads. */
 int kld_default_threads(void);

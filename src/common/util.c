@@ -40,6 +40,11 @@ char *kld_strndup(const char *s, size_t n) {
 
 char *kld_strdup(const char *s) { return kld_strndup(s, strlen(s)); }
 
+bool kld_ends_with(const char *s, size_t n, const char *suffix) {
+    size_t m = strlen(suffix);
+    return n >= m && !memcmp(s + n - m, suffix, m);
+}
+
 const char *kld_format_bytes(uint64_t bytes, char *buf, size_t buf_size) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)bytes;

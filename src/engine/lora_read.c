@@ -18,11 +18,6 @@
 
 #define CONFIG_MAX_BYTES (16ull << 20)
 
-static bool ends_with(const char *s, size_t n, const char *suffix) {
-    size_t m = strlen(suffix);
-    return n >= m && !memcmp(s + n - m, suffix, m);
-}
-
 void kld_lora_file_close(kld_lora_file *f) {
     if (!f) return;
     free(f->path);
@@ -120,12 +115,12 @@ static kld_status open_gguf(const char *path, kld_lora_file *f, kld_error *err) 
     for (uint64_t i = 0; i < f->gguf->n_tensors; i++) {
         const kld_tensor *t = &f->gguf->tensors[i];
         const size_t n = strlen(t->name);
-        if (ends_with(t->name, n, ".lora_a") || ends_with(t->name, n, ".lora_b")) {
+        if (kld_ends_with(t->name, n, ".lora_a") || kld_ends_with(t->name, n, ".lora_b")) {
             const bool is_a = t->name[n - 1] == 'a';
             if ((st = base_check(f, t, n - 7, err)) ||
                 (st = set_half(f, entry_for(f, t->name, n - 7, &cap), t, is_a, err)))
                 return st;
-        } else if (!ends_with(t->name, n, "_norm.weight")) { /* llama.cpp skips norms too */
+        } else if (!kld_ends_with(t->name, n, "_norm.weight")) { /* llama.cpp skips norms too */
             return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' is not a LoRA tensor (expected "
                             "'<base>.lora_a' or '<base>.lora_b')", path, t->name);
         }
@@ -218,11 +213,11 @@ static kld_status open_peft(const char *dir, kld_lora_file *f, kld_error *err) {
         const char *name = t->name;
         if (!strncmp(name, prefix, sizeof prefix - 1)) name += sizeof prefix - 1;
         const size_t n = strlen(name);
-        const bool is_a = ends_with(name, n, ".lora_A.weight");
+        const bool is_a = kld_ends_with(name, n, ".lora_A.weight");
         if (strstr(name, "lora_embedding_"))
             return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': LoRA on the token "
                             "embeddings is not supported", f->path, t->name);
-        if (!is_a && !ends_with(name, n, ".lora_B.weight"))
+        if (!is_a && !kld_ends_with(name, n, ".lora_B.weight"))
             return kld_fail(err, KLD_ERR_FORMAT, "%s: tensor '%s' is not a LoRA tensor (expected "
                             "'base_model.model.<module>.lora_A.weight' or '.lora_B.weight')",
                             f->path, t->name);
@@ -244,8 +239,8 @@ kld_status kld_lora_file_open(const char *path, kld_lora_file *f, kld_error *err
     kld_status st;
     if (S_ISDIR(sb.st_mode)) {
         st = open_peft(path, f, err);
-    } else if (ends_with(path, n, "adapter_config.json") ||
-               ends_with(path, n, "adapter_model.safetensors")) {
+    } else if (kld_ends_with(path, n, "adapter_config.json") ||
+               kld_ends_with(path, n, "adapter_model.safetensors")) {
         const char *slash = strrchr(path, '/');
         char *dir = slash ? kld_strndup(path, (size_t)(slash - path)) : kld_strdup(".");
         st = dir ? open_peft(dir, f, err) : kld_fail(err, KLD_ERR_NOMEM, "out of memory");

@@ -95,11 +95,6 @@ static kld_status check_messages(const kld_corpus *c, size_t line_no, const json
     return KLD_OK;
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
-}
-
 /* Splits on LF; a CR before the LF is dropped. */
 static kld_status split_lines(kld_corpus *c, bool jsonl, kld_error *err) {
     size_t cap = 0, pos = 0, line_no = 0;
@@ -195,7 +190,7 @@ kld_status kld_corpus_load_text(const char *path, const char *format, kld_corpus
     }
     bool jsonl = false;
     if (!st) {
-        if (!format || !strcmp(format, "auto")) jsonl = path && ends_with(path, ".jsonl");
+        if (!format || !strcmp(format, "auto")) jsonl = path && kld_ends_with(path, strlen(path), ".jsonl");
         else if (!strcmp(format, "jsonl")) jsonl = true;
         else if (strcmp(format, "text") != 0)
             st = kld_fail(err, KLD_ERR_ARG, "%s: corpus format '%s' (expected auto, text or jsonl)", c->name,
