@@ -22,6 +22,13 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
                            const kld_sweep_grid *L, const kld_sweep_result *r) {
     kld_error err = {0};
     bool has_floor = L->floor >= 0 && (size_t)L->floor < r->n_done;
+    /* the baseline of the paired comparisons: the floor, else the first arm */
+    const long baseline = has_floor ? L->floor : r->n_done ? 0 : -1;
+    kld_sweep_ci *ci = NULL;
+    if (kld_sweep_cli_intervals(k, r, baseline, &ci, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval kl: %s\n", err.msg);
+        return 1;
+    }
     kld_sweep_row *rows = calloc(r->n_done ? r->n_done : 1, sizeof *rows);
     json_t *arms = json_array();
     int rc = rows && arms ? 0 : 1;
@@ -29,6 +36,7 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
         const kld_sweep_outcome *o = &r->arms[i];
         rows[i] = (kld_sweep_row){o->label, &o->sum, false, 0, 0, 0, 0, kv_bytes(o), NAN};
         json_t *a = kld_sweep_cli_arm_json(o, NAN);
+        kld_sweep_cli_arm_json_ci(a, &ci[i], r->arms[baseline].label);
         json_object_set_new(a, "kv_bytes_per_token", isfinite(rows[i].size) ? json_integer((json_int_t)rows[i].size) : json_null());
         const json_t *vpt = json_object_get(json_object_get(o->res.config, "arm"), "kv_values_per_token");
         if (isfinite(rows[i].size) && json_integer_value(vpt) > 0) /* bits per cached value */
@@ -57,6 +65,7 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
         kld_sweep_table t = {"", has_floor ? "KLD − floor ± stderr" : NULL, "top-1 − floor", "cache B/token",
                              false};
         kld_report_sweep_table(stdout, &t, rows, r->n_done);
+        kld_sweep_cli_print_intervals(r, ci, baseline);
     }
     free(rows);
     if (!rc && so->json_path) {
@@ -71,6 +80,8 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
         json_decref(doc);
     }
     json_decref(arms);
+    if (!rc && !kld_sweep_cli_record("kl", k, r, ci, -1, NULL)) rc = 1;
+    free(ci);
     return rc;
 }
 
@@ -95,7 +106,6 @@ int kld_kl_sweep_main(const kld_kl_config *c, const kld_kl_outputs *o, const kld
     if (kld_sweep_cli_run(&sc, &r, &err) != KLD_OK) fprintf(stderr, "kldeval kl: %s\n", err.msg);
     else {
         rc = print_and_write(&k, so, &L, &r);
-        if (!kld_sweep_cli_record("kl", &k, &r) && !rc) rc = 1;
         if (!rc && r.partial) rc = 130;
     }
     kld_sweep_cli_end(&sc, &r);
