@@ -127,6 +127,22 @@ static void test_same_arm_and_db(void) {
           "both runs recorded; runs compare of them gives the same verdict");
 }
 
+/* One saved teacher read by both arms (the reference never forwarded again). */
+static void test_saved_teacher(void) {
+    char dir[600], args[4096];
+    snprintf(dir, sizeof dir, "%s/kl_pair_teacher", kt_build_dir());
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    CHECK(system(args) == 0, "clean %s", dir);
+    snprintf(args, sizeof args, "dump -m " R "f16.gguf --out '%s' --max-docs 16 --ctx 96 --quiet --no-db", dir);
+    CHECK(run(args) == 0, "a saved teacher");
+    snprintf(args, sizeof args, "kl --reference-logits '%s' --arm " R "q4_0.gguf --arm " R "q4_K_M.gguf --quiet "
+             "--no-db --gate 'paired.kld.mean>=0@95'", dir);
+    int rc = run(args);
+    CHECK(rc == 0 && output_has("paired bootstrap (1000 resamples of ") &&
+          output_has("arm B is closer to the reference") && output_has("PASS"),
+          "both arms against one saved teacher: paired, q4_K_M closer, A not distinguishably better (exit %d)", rc);
+}
+
 static void test_errors(void) {
     static const struct { const char *args, *msg; } cases[] = {
         {"kl --ref " R "f16.gguf --arm " R "q4_0.gguf --arm /nonexistent.gguf --no-db", "arm B: /nonexistent.gguf"},
@@ -165,5 +181,6 @@ int main(int argc, char **argv) {
     test_errors();
     test_distinguishable();
     test_same_arm_and_db();
+    test_saved_teacher();
     return kt_finish();
 }
