@@ -130,6 +130,9 @@ int kld_kl_pair_main(kld_kl_config *a, kld_kl_config *b, const kld_kl_outputs *o
         char verdict[512];
         if (pb.replicates) {
             kld_report_paired_text(stdout, &pb);
+            if (pb.n_blocks < 10)
+                printf("note: only %zu windows to resample: the intervals and the verdict are rough\n",
+                       pb.n_blocks);
             kld_paired_verdict(&pb, "arm A", "arm B", verdict, sizeof verdict);
         } else {
             snprintf(verdict, sizeof verdict, "no verdict (%s)",

@@ -69,7 +69,11 @@ void kld_report_sweep_intervals(FILE *f, const kld_sweep_ci_row *rows, size_t n,
     fprintf(f, "\n95%% intervals (bootstrap: %d resamples of %zu windows, seed %llu)", reps, units,
             (unsigned long long)seed);
     if (baseline) fprintf(f, " and each arm against the baseline %s on the same positions (arm − baseline)", baseline);
-    fprintf(f, ":\n%-*s %28s %28s %28s %26s", w, "arm", "KLD mean", "KLD p99", "KLD p99.9", "top-1 %");
+    fprintf(f, ":\n");
+    if (reps && units < 10)
+        fprintf(f, "note: only %zu windows to resample: the intervals and verdicts are rough (more windows: "
+                   "--max-docs, --chunks, a smaller --ctx)\n", units);
+    fprintf(f, "%-*s %28s %28s %28s %26s", w, "arm", "KLD mean", "KLD p99", "KLD p99.9", "top-1 %");
     if (baseline) fprintf(f, " %30s %8s %s", "ΔKLD mean vs baseline", "p", "verdict");
     fputc('\n', f);
     for (size_t i = 0; i < n; i++) {
