@@ -243,6 +243,7 @@ static void test_errors(void) {
          "not with --bootstrap 0"},
         {"sweep --ref /nonexistent.gguf --base q4_0 --gate 'paired.kld.median<=0'", "not a paired statistic"},
         {"sweep --ref /nonexistent.gguf --base q4_0 --bootstrap -1", "--bootstrap"},
+        {"kl -m " M " --sweep kv=q8_0 --gate 'paired.kld.mean<=0@95' " WIN " --no-db", "give a second value or --floor"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run(cases[i].args);
@@ -341,6 +342,22 @@ static void test_intervals_and_gates(void) {
     for (char *p = t; p && (p = strstr(p, "\"gates\"")); p++) n_gates++;
     free(t);
     CHECK(n_ci >= 5 && n_gates == 1, "the database rows keep the intervals (%zu) and one row the gates (%zu)", n_ci, n_gates);
+
+    /* kl --sweep --gate: every arm but the floor judged, exit 3 when one fails */
+    rc = run("kl -m " M " --sweep kv=q8_0,q4_0 --floor " WIN " --no-db --quiet --gate 'kld.mean<=0.01'");
+    CHECK(rc == 3 && output_has("gates on kv=q8_0:") && output_has("gates on kv=q4_0:") &&
+          !output_has_quiet("gates on floor"), "kl --sweep: each arm but the floor judged; q4_0 fails: exit %d", rc);
+    snprintf(json, sizeof json, "%s/kvsweep_gate.json", kt_build_dir());
+    snprintf(full, sizeof full, "kl -m " M " --sweep kv=f16 --floor " WIN " --no-db --quiet --json '%s' "
+             "--gate 'kld.mean<=0.01,paired.kld.mean<=0.001@95'", json);
+    rc = run(full);
+    CHECK(rc == 0 && output_has("paired.kld.mean <= 0.001: "), "kl --sweep: kv=f16 within 0.001 of the floor: exit %d", rc);
+    j = json_load_file(json, 0, NULL);
+    const json_t *g0 = json_array_get(json_object_get(j, "gates"), 0);
+    CHECK(j && json_array_size(json_object_get(j, "gates")) == 1 &&
+          !strcmp(json_string_value(json_object_get(g0, "arm")), "kv=f16") && json_is_true(json_object_get(g0, "pass")) &&
+          json_array_size(json_object_get(g0, "gates")) == 2, "the JSON keeps the judged arm's verdicts");
+    json_decref(j);
 
     /* kl --sweep --floor: the floor is the baseline */
     j = run_json("kl -m " M " --sweep kv=f16,q4_0 --floor " WIN " --no-db", "kvsweep_ci.json");

@@ -125,7 +125,10 @@ static void usage(FILE *f) {
 "                         JSON and the database row; exit status 3 when any fails. With two arms\n"
 "                         the statistics are arm A's, and paired.kld.mean, paired.kld.p99,\n"
 "                         paired.kld.p99.9, paired.top1 judge A − B: paired.kld.mean<=0@95 fails\n"
-"                         only when arm A is distinguishably worse than arm B (the baseline)\n"
+"                         only when arm A is distinguishably worse than arm B (the baseline).\n"
+"                         With --sweep/--floor every arm but the floor is judged, paired gates\n"
+"                         on arm − baseline (the floor, else the first value); exit 3 when any\n"
+"                         arm fails\n"
 "  --checkpoint FILE      write the run's exact state (every position scored so far) to FILE,\n"
 "                         atomically, at the first window boundary after every --checkpoint-every\n"
 "                         chunks and when the run ends or is stopped: a run killed at any moment\n"
@@ -340,7 +343,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
     if (!to_specs(&f, c)) return false;
     *two = f.arm2 != NULL;
     if (*two && !two_arms(&f, c, o, so, c2)) return false;
-    if (o->paired_gates.n && !*two) {
+    if (o->paired_gates.n && !*two && !so->spec && !so->floor) {
         fprintf(stderr, "kldeval kl: --gate %s: paired gates judge two arms: give --arm A --arm B (or compare "
                         "recorded runs with kldeval runs compare A B --gate)\n", o->paired_gates.g[0].text);
         return false;
@@ -490,10 +493,6 @@ static int run_kl(int argc, char **argv, kld_kl_outputs *o) {
     if (!parse(argc, argv, &c, o, &so, &c2, &two, &rc)) return rc;
     if ((so.teacher_dir || so.teacher_top_k) && !so.spec && !so.floor) {
         fprintf(stderr, "kldeval kl: --teacher and --teacher-top-k apply to --sweep and --floor\n");
-        return 2;
-    }
-    if ((so.spec || so.floor) && o->gates.n) {
-        fprintf(stderr, "kldeval kl: --gate judges one run's report; not with --sweep or --floor\n");
         return 2;
     }
     kld_kernels_init();

@@ -277,7 +277,10 @@ static int report(const sweep_cli *s, const kld_sweep_groups *g, kld_sweep_resul
         rc = 1;
     }
     json_decref(doc);
-    if (!kld_sweep_cli_record("sweep", &s->k, r, ci, gated, gates) && !rc) rc = 1;
+    json_t **per_arm = gates ? calloc(r->n_done, sizeof *per_arm) : NULL;
+    if (per_arm && gated >= 0 && (size_t)gated < r->n_done) per_arm[gated] = gates;
+    if (!kld_sweep_cli_record("sweep", &s->k, r, ci, per_arm) && !rc) rc = 1;
+    free(per_arm);
     json_decref(gates);
     free(ci);
     if (!rc && judged && !pass) rc = KLD_EXIT_GATE_FAILED;

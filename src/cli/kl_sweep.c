@@ -6,6 +6,8 @@
 
 #include "cli/sweep_cli.h"
 #include "eval/sweep_grid.h"
+#include "eval/gate.h"
+#include "report/report.h"
 #include "report/report_sweep.h"
 
 #include <math.h>
@@ -67,11 +69,45 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
         kld_report_sweep_table(stdout, &t, rows, r->n_done);
         kld_sweep_cli_print_intervals(r, ci, baseline);
     }
+    /* gates: every arm but the floor; paired ones on arm − baseline */
+    json_t *gates = json_array();
+    bool gates_pass = true;
+    const kld_kl_outputs *ko = &k->o;
+    if (!rc && (ko->gates.n || ko->paired_gates.n) && r->partial)
+        printf("%-30s: not judged (the sweep was stopped: partial figures)\n", "gate");
+    else if (!rc && (ko->gates.n || ko->paired_gates.n)) {
+        for (size_t i = 0; gates && i < r->n_done; i++) {
+            if (has_floor && (long)i == L->floor) continue;
+            const kld_sweep_outcome *o = &r->arms[i];
+            kld_report_run run = {k->teacher.model_path, o->model, "", o->label, o->res.config, 0, 0, 0, 0, 0, false};
+            json_t *rep = kld_report_json(&o->sum, &run);
+            if (rep && ci[i].boot.replicates) kld_bootstrap_json(&ci[i].boot, rep);
+            json_t *pj = ci[i].vs.replicates ? kld_paired_bootstrap_json(&ci[i].vs) : NULL;
+            kld_gates none = {0};
+            const bool paired = (long)i != baseline; /* the baseline has no difference to judge */
+            bool pass = true;
+            json_t *v = rep ? kld_gates_eval_with_paired(&ko->gates, rep, paired ? &ko->paired_gates : &none, pj, &pass)
+                            : NULL;
+            json_decref(rep);
+            json_decref(pj);
+            if (!v) {
+                json_decref(gates);
+                gates = NULL;
+                break;
+            }
+            printf("gates on %s:\n", o->label);
+            kld_gates_print(stdout, v);
+            gates_pass = gates_pass && pass;
+            json_array_append_new(gates, json_pack("{s:s, s:o, s:b}", "arm", o->label, "gates", v, "pass", pass));
+        }
+        if (!gates) fprintf(stderr, "kldeval kl: out of memory\n"), rc = 1;
+    }
     free(rows);
     if (!rc && so->json_path) {
         json_t *doc = kld_sweep_cli_json_head("kldeval.kl-sweep/1", k, r);
         json_object_set_new(doc, "sweep", so->spec ? json_string(so->spec) : json_null());
         json_object_set_new(doc, "floor", json_boolean(has_floor));
+        if (gates && json_array_size(gates)) json_object_set(doc, "gates", gates);
         json_object_set(doc, "arms", arms);
         if (json_dump_file(doc, so->json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(17))) {
             fprintf(stderr, "kldeval kl: --json %s: cannot write\n", so->json_path);
@@ -80,9 +116,18 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
         json_decref(doc);
     }
     json_decref(arms);
-    if (!rc && !kld_sweep_cli_record("kl", k, r, ci, -1, NULL)) rc = 1;
+    /* each judged arm's row keeps its verdicts */
+    json_t **per_arm = gates && json_array_size(gates) ? calloc(r->n_done, sizeof *per_arm) : NULL;
+    for (size_t g = 0; per_arm && g < json_array_size(gates); g++) {
+        const char *label = json_string_value(json_object_get(json_array_get(gates, g), "arm"));
+        for (size_t i = 0; label && i < r->n_done; i++)
+            if (!strcmp(r->arms[i].label, label)) per_arm[i] = json_object_get(json_array_get(gates, g), "gates");
+    }
+    if (!rc && !kld_sweep_cli_record("kl", k, r, ci, per_arm)) rc = 1;
+    free(per_arm);
+    json_decref(gates);
     free(ci);
-    return rc;
+    return rc ? rc : gates_pass ? 0 : KLD_EXIT_GATE_FAILED;
 }
 
 int kld_kl_sweep_main(const kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_sweep_opts *so) {
@@ -95,6 +140,12 @@ int kld_kl_sweep_main(const kld_kl_config *c, const kld_kl_outputs *o, const kld
     kld_error err = {0};
     if (kld_sweep_grid_build(so->spec, so->floor, &c->ref, &c->arm, &L, &err) != KLD_OK) {
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
+        return 2;
+    }
+    if (o->paired_gates.n && L.n < 2) {
+        fprintf(stderr, "kldeval kl: --gate %s: paired gates judge arms against the baseline (the floor, "
+                        "else the first value): give a second value or --floor\n", o->paired_gates.g[0].text);
+        kld_sweep_grid_free(&L);
         return 2;
     }
     kld_sweep_config sc;

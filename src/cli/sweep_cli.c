@@ -241,7 +241,7 @@ void kld_sweep_cli_print_intervals(const kld_sweep_result *r, const kld_sweep_ci
 }
 
 bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const kld_sweep_result *r,
-                          const kld_sweep_ci *ci, long gated, const json_t *gates) {
+                          const kld_sweep_ci *ci, json_t *const *gates) {
     size_t n = r->n_done;
     kld_record_item *items = calloc(n ? n : 1, sizeof *items);
     json_t **reports = calloc(n ? n : 1, sizeof *reports);
@@ -262,7 +262,7 @@ bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const 
         if (ci && reports[i] && ci[i].boot.replicates) kld_bootstrap_json(&ci[i].boot, reports[i]);
         if (ci && reports[i] && ci[i].vs.replicates)
             json_object_set_new(reports[i], "paired", kld_paired_bootstrap_json(&ci[i].vs));
-        if (gates && reports[i] && (long)i == gated) json_object_set(reports[i], "gates", (json_t *)gates);
+        if (gates && gates[i] && reports[i]) json_object_set(reports[i], "gates", gates[i]);
         json_t *cfg = json_object_get(reports[i], "config");
         if (cfg && teacher) {
             /* the reference is the model the teacher was made from, and the

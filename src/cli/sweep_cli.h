@@ -71,8 +71,8 @@ void kld_sweep_cli_arm_json_ci(json_t *arm, const kld_sweep_ci *ci, const char *
 void kld_sweep_cli_print_intervals(const kld_sweep_result *r, const kld_sweep_ci *ci, long baseline);
 /* Every completed arm as a run-database row; false as kld_record_runs. ci
  * (NULL: none): each report keeps its arm's intervals; gates (NULL: none):
- * the verdicts kept in arm gated's report. */
+ * gates[i] (NULL: none) the verdicts kept in arm i's report. */
 bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const kld_sweep_result *r,
-                          const kld_sweep_ci *ci, long gated, const json_t *gates);
+                          const kld_sweep_ci *ci, json_t *const *gates);
 
 #endif
