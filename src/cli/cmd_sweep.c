@@ -255,15 +255,7 @@ static int report(const sweep_cli *s, const kld_sweep_groups *g, kld_sweep_resul
                    s->has_budget ? "proposal" : "all-base arm");
         } else {
             printf("\ngates on %s%s:\n", r->arms[gated].label, have_proposal ? " (the --budget proposal)" : "");
-            const kld_sweep_outcome *o = &r->arms[gated];
-            kld_report_run run = {s->k.teacher.model_path, o->model, "", o->label, o->res.config, 0, 0, 0, 0, 0,
-                                  false};
-            json_t *rep = kld_report_json(&o->sum, &run);
-            if (rep && ci[gated].boot.replicates) kld_bootstrap_json(&ci[gated].boot, rep);
-            json_t *pj = ci[gated].vs.replicates ? kld_paired_bootstrap_json(&ci[gated].vs) : NULL;
-            gates = rep ? kld_gates_eval_with_paired(&s->gates, rep, &s->paired_gates, pj, &pass) : NULL;
-            json_decref(rep);
-            json_decref(pj);
+            gates = kld_sweep_cli_judge(&s->k, &r->arms[gated], &ci[gated], &s->gates, &s->paired_gates, &pass);
             if (!gates) st = kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
             else kld_gates_print(stdout, gates), judged = true;
         }

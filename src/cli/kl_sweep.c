@@ -79,17 +79,9 @@ static int print_and_write(const kld_sweep_cli_common *k, const kld_kl_sweep_opt
         for (size_t i = 0; gates && i < r->n_done; i++) {
             if (has_floor && (long)i == L->floor) continue;
             const kld_sweep_outcome *o = &r->arms[i];
-            kld_report_run run = {k->teacher.model_path, o->model, "", o->label, o->res.config, 0, 0, 0, 0, 0, false};
-            json_t *rep = kld_report_json(&o->sum, &run);
-            if (rep && ci[i].boot.replicates) kld_bootstrap_json(&ci[i].boot, rep);
-            json_t *pj = ci[i].vs.replicates ? kld_paired_bootstrap_json(&ci[i].vs) : NULL;
-            kld_gates none = {0};
-            const bool paired = (long)i != baseline; /* the baseline has no difference to judge */
-            bool pass = true;
-            json_t *v = rep ? kld_gates_eval_with_paired(&ko->gates, rep, paired ? &ko->paired_gates : &none, pj, &pass)
-                            : NULL;
-            json_decref(rep);
-            json_decref(pj);
+            bool pass = true; /* the baseline has no difference to judge: no paired gates */
+            json_t *v = kld_sweep_cli_judge(k, o, &ci[i], &ko->gates, (long)i != baseline ? &ko->paired_gates : NULL,
+                                            &pass);
             if (!v) {
                 json_decref(gates);
                 gates = NULL;

@@ -224,6 +224,19 @@ void kld_sweep_cli_arm_json_ci(json_t *arm, const kld_sweep_ci *ci, const char *
     }
 }
 
+json_t *kld_sweep_cli_judge(const kld_sweep_cli_common *k, const kld_sweep_outcome *o, const kld_sweep_ci *ci,
+                            const kld_gates *gates, const kld_gates *paired, bool *pass) {
+    kld_report_run run = {k->teacher.model_path, o->model, "", o->label, o->res.config, 0, 0, 0, 0, 0, false};
+    json_t *rep = kld_report_json(&o->sum, &run);
+    if (rep && ci->boot.replicates) kld_bootstrap_json(&ci->boot, rep);
+    json_t *pj = ci->vs.replicates ? kld_paired_bootstrap_json(&ci->vs) : NULL;
+    const kld_gates none = {0};
+    json_t *v = rep ? kld_gates_eval_with_paired(gates, rep, paired ? paired : &none, pj, pass) : NULL;
+    json_decref(rep);
+    json_decref(pj);
+    return v;
+}
+
 void kld_sweep_cli_print_intervals(const kld_sweep_result *r, const kld_sweep_ci *ci, long baseline) {
     size_t n = r->n_done;
     kld_sweep_ci_row *rows = calloc(n ? n : 1, sizeof *rows);

@@ -67,6 +67,11 @@ kld_status kld_sweep_cli_intervals(const kld_sweep_cli_common *k, const kld_swee
  * ppl_ratio_ci95, bootstrap, and "vs_baseline" {baseline, paired (A = this
  * arm, B = the baseline), verdict}. */
 void kld_sweep_cli_arm_json_ci(json_t *arm, const kld_sweep_ci *ci, const char *baseline);
+/* An arm's gates: kl's conditions on its report (with its intervals),
+ * paired ones (NULL: none) on its comparison with the baseline; the
+ * verdicts (NULL when out of memory), *pass false when one fails. */
+json_t *kld_sweep_cli_judge(const kld_sweep_cli_common *k, const kld_sweep_outcome *o, const kld_sweep_ci *ci,
+                            const kld_gates *gates, const kld_gates *paired, bool *pass);
 /* The table of intervals and paired comparisons (report_sweep.h). */
 void kld_sweep_cli_print_intervals(const kld_sweep_result *r, const kld_sweep_ci *ci, long baseline);
 /* Every completed arm as a run-database row; false as kld_record_runs. ci
