@@ -18,3 +18,7 @@ add_dependencies(test_paired kldeval)
 kld_add_test(NAME test_cli_strata SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_strata.c
              ARGS $<TARGET_FILE:kldeval>)
 add_dependencies(test_cli_strata kldeval)
+# kl with two arms against one reference: the paired comparison and its gates.
+kld_add_test(NAME test_kl_pair SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_kl_pair.c
+             ARGS $<TARGET_FILE:kldeval> TIMEOUT 300)
+add_dependencies(test_kl_pair kldeval)

@@ -2,6 +2,8 @@
  * db_fixture.h). */
 #include "db_fixture.h"
 
+#include "eval/bootstrap.h"
+
 #include "report/report.h"
 #include "testlib.h"
 
@@ -104,6 +106,14 @@ int64_t kt_synth_record(kld_db *db, const kt_synth_arm *a) {
         exit(2);
     }
     json_t *rep = kt_synth_report(a, &sum);
+    if (a->bootstrap > 0) {
+        kld_record_source src;
+        kld_stats_source(st, &src);
+        if (kld_bootstrap_report(rep, &src, a->bootstrap, 0, NULL, &err) != KLD_OK) {
+            fprintf(stderr, "fixture: bootstrap %s: %s\n", a->label, err.msg);
+            exit(2);
+        }
+    }
     kld_db_run run = {.label = a->label, .mode = a->mode, .report = rep, .summary = &sum,
                       .stats = st, .partial = false, .wall_s = 1.5,
                       .tokens_per_s = (double)sum.n_positions / 1.5};

@@ -22,6 +22,7 @@ typedef struct kt_synth_arm {
     const char *corpus_sha256, *ref_sha256, *chunking;
     const char *ref_path;   /* default models/f16.gguf */
     int64_t ctx;
+    int bootstrap;          /* > 0: the report keeps bootstrap intervals of this many resamples (seed 0) */
 } kt_synth_arm;
 
 /* Defaults: 4 documents of 64 positions, ctx 512, doc chunking, shared

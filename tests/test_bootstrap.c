@@ -145,8 +145,51 @@ static void test_coverage(void) {
     CHECK(cover_p99 >= 180 && cover_p99 <= 198, "p99: covered in 90-99%% (%d/200)", cover_p99);
 }
 
+/* kld_bootstrap_paired_stats (kl with two arms, sweeps): the runs' records
+ * paired one to one, documents the blocks; the same result as
+ * kld_bootstrap_paired on the arrays; runs that differ refused. */
+static void test_paired_stats(void) {
+    enum { D = 20, P = 50 };
+    static double ka[D * P], kb[D * P];
+    static uint8_t ta[D * P], tb[D * P];
+    static uint32_t block[D * P];
+    kld_error err = {0};
+    rng = 5;
+    kld_stats *a = population(D, P, exp1);
+    rng = 6;
+    kld_stats *b = population(D, P, exp1);
+    rng = 5;
+    for (int i = 0; i < D * P; i++) ka[i] = exp1(0, 0), ta[i] = (i % P) % 3 == 0, block[i] = (uint32_t)(i / P);
+    rng = 6;
+    for (int i = 0; i < D * P; i++) kb[i] = exp1(0, 0), tb[i] = ta[i];
+    kld_paired_bootstrap x, y, z;
+    CHECK_OK(kld_bootstrap_paired_stats(a, b, 300, 9, &x, &err), err);
+    CHECK_OK(kld_bootstrap_paired(ka, kb, ta, tb, block, D * P, 300, 9, &y, &err), err);
+    CHECK(!memcmp(&x.mean, &y.mean, sizeof x.mean) && !memcmp(&x.p99_9, &y.p99_9, sizeof x.p99_9) &&
+          x.n == D * P && x.n_blocks == D, "from the runs' records: the arrays' paired bootstrap bit for bit");
+    kld_summary sa, sb;
+    CHECK_OK(kld_stats_finalize(a, &sa, &err), err);
+    CHECK_OK(kld_stats_finalize(b, &sb, &err), err);
+    CHECK(fabs(x.mean.diff - (sa.kld.mean - sb.kld.mean)) < 1e-12, "ΔKLD mean %.17g = the means' difference %.17g",
+          x.mean.diff, sa.kld.mean - sb.kld.mean);
+    CHECK_OK(kld_bootstrap_paired_stats(a, a, 100, 1, &z, &err), err);
+    CHECK(z.mean.diff == 0 && z.mean.ci.lo == 0 && z.mean.ci.hi == 0 && z.p99_9.diff == 0 && z.mean.p == 1,
+          "a run against itself: exactly 0");
+    char verdict[512];
+    kld_paired_verdict(&z, "arm A", "arm B", verdict, sizeof verdict);
+    CHECK(strstr(verdict, "exactly 0") != NULL, "its verdict: %s", verdict);
+    CHECK(!strcmp(kld_paired_verdict_word(&z, "A", "B"), "same"), "its word: same");
+    kld_stats *c = population(25, 40, exp1); /* as many positions, other documents */
+    CHECK(kld_bootstrap_paired_stats(a, c, 10, 1, &z, &err) == KLD_ERR_ARG && strstr(err.msg, "differ"),
+          "other documents refused: %s", err.msg);
+    kld_stats *d = population(D, P - 1, exp1);
+    CHECK(kld_bootstrap_paired_stats(a, d, 10, 1, &z, &err) == KLD_ERR_ARG, "other positions refused: %s", err.msg);
+    kld_stats_free(a), kld_stats_free(b), kld_stats_free(c), kld_stats_free(d);
+}
+
 int main(void) {
     test_deterministic_and_degenerate();
+    test_paired_stats();
     test_real_run();
     test_coverage();
     return kt_finish();

@@ -235,12 +235,137 @@ static void test_errors(void) {
         {"kl --reference-logits /nonexistent --arm " M " --sweep kv=q8_0", "needs a reference model"},
         {"kl -m " M " --sweep kv=q8_0 --chunking doc", "--chunking stream or llamacpp"},
         {"kl -m " M " --lever kv=q8_0 --teacher /tmp/x", "apply to --sweep and --floor"},
+        /* gates: checked before any model loads (the reference does not exist) */
+        {"sweep --ref /nonexistent.gguf --base q4_0 --gate 'kld.bogus<=1'", "'kld.bogus' is not a statistic"},
+        {"sweep --ref /nonexistent.gguf --base q4_0 --gate 'kld.mean<=x'", "is not a finite number"},
+        {"sweep --ref /nonexistent.gguf --base q4_0 --gate 'paired.kld.mean<=0@95'", "give --budget BPW"},
+        {"sweep --ref /nonexistent.gguf --base q4_0 --budget 8 --bootstrap 0 --gate 'paired.kld.mean<=0@95'",
+         "not with --bootstrap 0"},
+        {"sweep --ref /nonexistent.gguf --base q4_0 --gate 'paired.kld.median<=0'", "not a paired statistic"},
+        {"sweep --ref /nonexistent.gguf --base q4_0 --bootstrap -1", "--bootstrap"},
+        {"kl -m " M " --sweep kv=q8_0 --gate 'paired.kld.mean<=0@95' " WIN " --no-db", "give a second value or --floor"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run(cases[i].args);
         CHECK(rc != 0 && rc != 130, "fails: %s", cases[i].args);
         CHECK(output_has(cases[i].msg), "message '%s' for: %s", cases[i].msg, cases[i].args);
     }
+}
+
+/* The intervals and the paired comparison with the baseline arm (the
+ * all-base arm of `sweep`, the floor of `kl --sweep --floor`), and the gates
+ * on the arm `sweep` recommends. */
+static void check_vs_baseline(const json_t *arms, const char *baseline, const char *what) {
+    const json_t *base = NULL;
+    for (size_t i = 0; i < json_array_size(arms); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(arms, i), "label")), baseline))
+            base = json_array_get(arms, i);
+    CHECK(base && !json_object_get(base, "vs_baseline"), "%s: the baseline %s has no comparison with itself", what,
+          baseline);
+    if (!base) return;
+    size_t compared = 0, consistent = 0, with_ci = 0;
+    for (size_t i = 0; i < json_array_size(arms); i++) {
+        const json_t *a = json_array_get(arms, i);
+        const json_t *ci = json_object_get(json_object_get(a, "kld"), "ci95");
+        const json_t *clo = json_array_get(json_object_get(ci, "mean"), 0), *chi = json_array_get(json_object_get(ci, "mean"), 1);
+        if (json_is_number(clo) && json_is_number(chi) && json_number_value(clo) <= num(a, "kld", "mean") + 1e-12 &&
+            json_number_value(chi) >= num(a, "kld", "mean") - 1e-12 && json_is_array(json_object_get(a, "top1_agreement_ci95")))
+            with_ci++;
+        const json_t *vs = json_object_get(a, "vs_baseline");
+        if (a == base || !vs) continue;
+        compared++;
+        const json_t *mean = json_object_get(json_object_get(json_object_get(vs, "paired"), "kld"), "mean");
+        double d = num(mean, "diff", NULL), lo = json_number_value(json_array_get(json_object_get(mean, "ci95"), 0)),
+               hi = json_number_value(json_array_get(json_object_get(mean, "ci95"), 1)), p = num(mean, "p", NULL);
+        const char *w = json_string_value(json_object_get(vs, "verdict"));
+        const char *want = d == 0 && lo == 0 && hi == 0 ? "same" : lo > 0 ? "worse" : hi < 0 ? "better" : "n.d.";
+        bool ok = fabs(d - (num(a, "kld", "mean") - num(base, "kld", "mean"))) < 1e-9 && lo <= hi && p > 0 && p <= 1 &&
+                  w && !strcmp(w, want);
+        if (ok) consistent++;
+        else fprintf(stderr, "%s %s: diff %g [%g, %g] p %g verdict %s\n", what, json_string_value(json_object_get(a, "label")),
+                     d, lo, hi, p, w ? w : "(none)");
+    }
+    CHECK(with_ci == json_array_size(arms), "%s: every arm has its KLD mean's interval around it and top-1's (%zu of %zu)",
+          what, with_ci, json_array_size(arms));
+    CHECK(compared + 1 == json_array_size(arms) && consistent == compared,
+          "%s: every other arm compared with the baseline: ΔKLD = the means' difference, verdict from its "
+          "interval (%zu of %zu)", what, consistent, compared);
+}
+
+static void test_intervals_and_gates(void) {
+    const char *args = "sweep --ref " M " --base q4_0 --groups layers --budget 8 " WIN " --no-db";
+    json_t *j = run_json(args, "sweep_ci.json");
+    if (!j) return;
+    const json_t *arms = json_object_get(j, "arms");
+    check_vs_baseline(arms, "all at base", "sweep");
+    /* the proposal raises a layer: distinguishably better than everything at q4_0 on these positions */
+    const json_t *prop = json_array_get(arms, json_array_size(arms) - 1);
+    CHECK(!strcmp(json_string_value(json_object_get(prop, "label")), "proposal") &&
+          !strcmp(json_string_value(json_object_get(json_object_get(prop, "vs_baseline"), "verdict")), "better"),
+          "the --budget proposal is better than the all-base arm");
+    CHECK(output_has("95% intervals (bootstrap: 1000 resamples") && output_has("verdict"),
+          "the text has the intervals table with verdicts");
+    json_decref(j);
+
+    /* gates on the proposal: a passing set exits 0, a failing one 3, each line with its value */
+    char full[1024], json[600];
+    snprintf(json, sizeof json, "%s/sweep_gate.json", kt_build_dir());
+    snprintf(full, sizeof full, "%s --quiet --json '%s' --gate 'kld.mean<=1,top1>=0.5,paired.kld.mean<=0@95'", args, json);
+    int rc = run(full);
+    CHECK(rc == 0, "passing gates: exit 0 (got %d)", rc);
+    CHECK(output_has("gates on proposal") && output_has("gate                          : kld.mean <= 1: ") &&
+          output_has("paired.kld.mean <= 0: -") && !output_has_quiet("FAIL"), "each passing gate printed with its value");
+    j = json_load_file(json, 0, NULL);
+    CHECK(j && json_array_size(json_object_get(j, "gates")) == 3, "the JSON keeps the three verdicts");
+    json_decref(j);
+    snprintf(full, sizeof full, "%s --quiet --gate 'kld.mean<=1e-9,paired.kld.mean>=0@95'", args);
+    rc = run(full);
+    CHECK(rc == 3, "failing gates: exit 3 (got %d)", rc);
+    CHECK(output_has("kld.mean <= 1e-09: 0.") && output_has("FAIL"), "the failing gate printed with its value and FAIL");
+    /* without --budget the all-base arm is judged */
+    snprintf(full, sizeof full, "sweep --ref " M " --base q4_0 --groups layers " WIN " --no-db --quiet --gate 'kld.mean<=1e-9'");
+    rc = run(full);
+    CHECK(rc == 3 && output_has("gates on all at base"), "without --budget the all-base arm is judged (exit %d)", rc);
+
+    /* the run database keeps each arm's intervals and the judged arm's gates */
+    char db[600];
+    snprintf(db, sizeof db, "%s/cli_sweep_gate.sqlite", kt_build_dir());
+    remove(db);
+    snprintf(full, sizeof full, "sweep --ref " M " --base q4_0 --groups layers --budget 8 " WIN
+             " --quiet --db '%s' --gate 'kld.mean<=1' --label g", db);
+    CHECK(run(full) == 0, "recorded sweep with a gate: exit 0");
+    snprintf(full, sizeof full, "runs export --jsonl --db '%s'", db);
+    CHECK(run(full) == 0, "runs export");
+    char *t = kt_read_file(out_path, NULL);
+    size_t n_ci = 0, n_gates = 0;
+    for (char *p = t; p && (p = strstr(p, "\"ci95\"")); p++) n_ci++;
+    for (char *p = t; p && (p = strstr(p, "\"gates\"")); p++) n_gates++;
+    free(t);
+    CHECK(n_ci >= 5 && n_gates == 1, "the database rows keep the intervals (%zu) and one row the gates (%zu)", n_ci, n_gates);
+
+    /* kl --sweep --gate: every arm but the floor judged, exit 3 when one fails */
+    rc = run("kl -m " M " --sweep kv=q8_0,q4_0 --floor " WIN " --no-db --quiet --gate 'kld.mean<=0.01'");
+    CHECK(rc == 3 && output_has("gates on kv=q8_0:") && output_has("gates on kv=q4_0:") &&
+          !output_has_quiet("gates on floor"), "kl --sweep: each arm but the floor judged; q4_0 fails: exit %d", rc);
+    snprintf(json, sizeof json, "%s/kvsweep_gate.json", kt_build_dir());
+    snprintf(full, sizeof full, "kl -m " M " --sweep kv=f16 --floor " WIN " --no-db --quiet --json '%s' "
+             "--gate 'kld.mean<=0.01,paired.kld.mean<=0.001@95'", json);
+    rc = run(full);
+    CHECK(rc == 0 && output_has("paired.kld.mean <= 0.001: "), "kl --sweep: kv=f16 within 0.001 of the floor: exit %d", rc);
+    j = json_load_file(json, 0, NULL);
+    const json_t *g0 = json_array_get(json_object_get(j, "gates"), 0);
+    CHECK(j && json_array_size(json_object_get(j, "gates")) == 1 &&
+          !strcmp(json_string_value(json_object_get(g0, "arm")), "kv=f16") && json_is_true(json_object_get(g0, "pass")) &&
+          json_array_size(json_object_get(g0, "gates")) == 2, "the JSON keeps the judged arm's verdicts");
+    json_decref(j);
+
+    /* kl --sweep --floor: the floor is the baseline */
+    j = run_json("kl -m " M " --sweep kv=f16,q4_0 --floor " WIN " --no-db", "kvsweep_ci.json");
+    if (!j) return;
+    const json_t *karms = json_object_get(j, "arms");
+    const json_t *fl = json_array_get(karms, json_array_size(karms) - 1);
+    check_vs_baseline(karms, json_string_value(json_object_get(fl, "label")), "kl --sweep --floor");
+    json_decref(j);
 }
 
 int main(int argc, char **argv) {
@@ -256,6 +381,7 @@ int main(int argc, char **argv) {
     test_kv_sweep();
     test_class_sweep_recorded();
     test_budget_sweep();
+    test_intervals_and_gates();
     test_sweep_sigterm();
     return kt_finish();
 }

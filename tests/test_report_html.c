@@ -59,6 +59,7 @@ int main(int argc, char **argv) {
         a.arm_seed = (uint64_t)(10 + i);
         a.n_docs = 8;
         a.per_doc = 300;
+        a.bootstrap = i < 3 ? 200 : 0; /* three with intervals, one without: both kinds of cell */
         ids[i] = kt_synth_record(db, &a);
         CHECK(ids[i] > 0, "recorded %s", arms[i].label);
     }
@@ -104,6 +105,9 @@ int main(int argc, char **argv) {
           "no external script, style sheet or source map");
     CHECK(strstr(page, "Chart.js v4.6.1") != NULL, "the vendored Chart.js is inlined");
     CHECK(strstr(page, "id=\"cap-table\"") && strstr(page, "id=\"chart-cap\""), "a capability section");
+    CHECK(strstr(page, "id=\"ci-table\"") != NULL, "a table of the bootstrap intervals");
+    CHECK(strstr(page, "data-key=\"boot_d_kld\"") && strstr(page, "data-key=\"verdict\""),
+          "the paired comparisons show the paired bootstrap and a verdict");
     free(page);
 
     struct stat sb;

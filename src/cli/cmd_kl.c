@@ -2,6 +2,7 @@
  * driver, prints the report and writes the requested files. */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/kl_pair.h"
 #include "cli/kl_sweep.h"
 #include "store/dump.h"
 #include "engine/engine.h"
@@ -26,6 +27,7 @@ static void on_sigint(int sig) {
 static void usage(FILE *f) {
     fprintf(f,
 "usage: kldeval kl --ref MODEL --arm MODEL [flags]\n"
+"       kldeval kl --ref MODEL --arm A --arm B [flags]            (two arms, paired)\n"
 "       kldeval kl --reference-logits TEACHER_DIR (--arm MODEL | --arm-logits CAND_DIR) [flags]\n"
 "       kldeval kl --llamacpp-base FILE --arm MODEL [flags]\n"
 "       kldeval kl -m MODEL --lever NAME=VALUE[,...] [flags]   (self-flag: one weight load)\n\n"
@@ -40,7 +42,14 @@ static void usage(FILE *f) {
 "arms and corpus\n"
 "  --ref MODEL            the reference model (MODEL, MODEL@POLICY, MODEL[@POLICY]+ADAPTER[:SCALE]\n"
 "                         wherever a model is read: see docs/lora.md)\n"
-"  --arm MODEL            the candidate model\n"
+"  --arm MODEL            the candidate model. Given twice (--arm A --arm B), both arms are\n"
+"                         scored against the reference on the same tokens (each in lockstep,\n"
+"                         the reference forwarded once per arm; --arm-lever applies to both):\n"
+"                         both reports, then the paired comparison A − B as kldeval runs compare\n"
+"                         prints it (ΔKLD mean, p99, p99.9 and Δtop-1 with paired bootstrap\n"
+"                         intervals and p-values, a verdict line), JSON schema kldeval.kl-pair/1\n"
+"                         ({a, b, paired, gates}), both runs recorded. Not with --sweep, --floor,\n"
+"                         --shard, --partial, --pin, --per-position, --checkpoint or --decode\n"
 "  --reference-logits DIR the reference: a saved teacher dump (instead of --ref)\n"
 "  --arm-logits DIR       the candidate: a candidate dump made with kldeval dump --indices-from\n"
 "                         (instead of --arm; needs --reference-logits): two engines compared\n"
@@ -121,7 +130,13 @@ static void usage(FILE *f) {
 "                         --json: kld|kld_reverse|jsd|delta_p . mean|median|p90|p99|p99.9|max|...,\n"
 "                         top1, topk, ppl_ratio, ln_ppl_ratio, ...; OP one of <= < >= >). Checked\n"
 "                         before the run; each printed with its value and PASS/FAIL, kept in the\n"
-"                         JSON and the database row; exit status 3 when any fails\n"
+"                         JSON and the database row; exit status 3 when any fails. With two arms\n"
+"                         the statistics are arm A's, and paired.kld.mean, paired.kld.p99,\n"
+"                         paired.kld.p99.9, paired.top1 judge A − B: paired.kld.mean<=0@95 fails\n"
+"                         only when arm A is distinguishably worse than arm B (the baseline).\n"
+"                         With --sweep/--floor every arm but the floor is judged, paired gates\n"
+"                         on arm − baseline (the floor, else the first value); exit 3 when any\n"
+"                         arm fails\n"
 "  --checkpoint FILE      write the run's exact state (every position scored so far) to FILE,\n"
 "                         atomically, at the first window boundary after every --checkpoint-every\n"
 "                         chunks and when the run ends or is stopped: a run killed at any moment\n"
@@ -193,6 +208,7 @@ static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_
 
 /* The flags that name the two arms, as given (mapped to specs at the end). */
 typedef struct arm_flags {
+    const char *arm2; /* a second --arm: two arms, paired */
     const char *ref, *arm, *ref_logits, *arm_logits, *lcpp_base, *ref_levers, *arm_levers;
     const char *teacher_head, *arm_head;
     bool decode;
@@ -234,8 +250,28 @@ static bool gates_name_strata(const kld_kl_config *c, const kld_kl_outputs *o, k
     return ok;
 }
 
+/* kl --arm A --arm B: the second arm's configuration, the first's with its
+ * arm spec, and what two arms do not combine with. */
+static bool two_arms(const arm_flags *f, const kld_kl_config *c, const kld_kl_outputs *o,
+                     const kld_kl_sweep_opts *so, kld_kl_config *c2) {
+    if (c->arm.kind != KLD_ARM_MODEL) {
+        fprintf(stderr, "kldeval kl: two arms are two --arm models (not --arm-logits)\n");
+        return false;
+    }
+    if (so->spec || so->floor || c->shard.n || o->partial_path || o->pin_path || o->tsv_path || c->checkpoint ||
+        c->arm.decode) {
+        fprintf(stderr, "kldeval kl: two arms (--arm %s --arm %s) do not combine with --sweep, --floor, "
+                        "--shard, --partial, --pin, --per-position, --checkpoint/--resume or --decode\n",
+                c->arm.path, f->arm2);
+        return false;
+    }
+    *c2 = *c;
+    c2->arm.path = f->arm2;
+    return true;
+}
+
 static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kld_kl_sweep_opts *so,
-                  int *rc) {
+                  kld_kl_config *c2, bool *two, int *rc) {
     static const char *const valued[] = {
         "--ref", "--arm", "--reference-logits", "--arm-logits", "--llamacpp-base", "--corpus", "--corpus-format", "--ids-file", "--json", "--pin",
         "--per-position", "--label", "--db", "--html", "--chunking", "--max-docs", "--max-tokens",
@@ -271,7 +307,15 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--lever") || !strcmp(a, "--arm-lever")) f.arm_levers = v;
         else if (!strcmp(a, "--ref-lever")) f.ref_levers = v;
         else if (!strcmp(a, "--prompt-len")) { if (!kld_arg_int(a, v, 0, 1 << 24, &f.prompt_len)) return false; }
-        else if (!strcmp(a, "--arm")) f.arm = v;
+        else if (!strcmp(a, "--arm")) {
+            if (f.arm2) {
+                fprintf(stderr, "kldeval kl: --arm given three times ('%s'): kl compares at most two arms "
+                                "(use kl --sweep or runs compare for more)\n", v);
+                return false;
+            }
+            if (f.arm) f.arm2 = v;
+            else f.arm = v;
+        }
         else if (!strcmp(a, "--checkpoint")) c->checkpoint = v;
         else if (!strcmp(a, "--strata")) c->strata = v;
         else if (!strcmp(a, "--score-only")) c->score_only = v;
@@ -294,7 +338,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--gate")) {
             kld_error e = {0};
             kld_gates_free(&o->gates);
-            if (kld_gates_parse(v, &o->gates, &e) != KLD_OK) {
+            kld_gates_free(&o->paired_gates);
+            if (kld_gates_parse_with_paired(v, &o->gates, &o->paired_gates, &e) != KLD_OK) {
                 fprintf(stderr, "kldeval kl: %s\n", e.msg);
                 return false;
             }
@@ -315,6 +360,18 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!kld_arg_kl_window(a, v, c)) return false; /* corpus and windows (args.c) */
     }
     if (!to_specs(&f, c)) return false;
+    *two = f.arm2 != NULL;
+    if (*two && !two_arms(&f, c, o, so, c2)) return false;
+    if (o->paired_gates.n && !*two && !so->spec && !so->floor) {
+        fprintf(stderr, "kldeval kl: --gate %s: paired gates judge two arms: give --arm A --arm B (or compare "
+                        "recorded runs with kldeval runs compare A B --gate)\n", o->paired_gates.g[0].text);
+        return false;
+    }
+    if (o->paired_gates.n && o->bootstrap == 0) {
+        fprintf(stderr, "kldeval kl: --gate %s needs the paired bootstrap: not with --bootstrap 0\n",
+                o->paired_gates.g[0].text);
+        return false;
+    }
     if ((so->spec || so->floor) && !check_sweep(c, o, so)) return false;
     if (o->db_path && o->no_db) {
         fprintf(stderr, "kldeval kl: give --db or --no-db, not both\n");
@@ -331,8 +388,9 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
     /* every rule of the run, then every output proven writable, before any model loads */
     const char *what[5] = {"--json", "--pin", "--per-position", "--html", "--partial"};
     const char *paths[5] = {o->json_path, o->pin_path, o->tsv_path, o->html_path, o->partial_path};
-    if ((!so->spec && !so->floor && kld_kl_check(c, &err)) ||
-        kld_kl_check_outputs(c, what, paths, 5, &err) || !gates_name_strata(c, o, &err)) {
+    if ((!so->spec && !so->floor && kld_kl_check(c, &err)) || (*two && kld_kl_check(c2, &err)) ||
+        kld_kl_check_outputs(c, what, paths, 5, &err) || (*two && kld_kl_check_outputs(c2, what, paths, 5, &err)) ||
+        !gates_name_strata(c, o, &err)) {
         fprintf(stderr, "kldeval kl: %s\n", err.msg);
         return false;
     }
@@ -455,17 +513,16 @@ static int run_kl(int argc, char **argv, kld_kl_outputs *o) {
     kld_kl_config c;
     kld_kl_config_defaults(&c);
     kld_kl_sweep_opts so = {0};
+    kld_kl_config c2;
+    bool two = false;
     int rc;
-    if (!parse(argc, argv, &c, o, &so, &rc)) return rc;
+    if (!parse(argc, argv, &c, o, &so, &c2, &two, &rc)) return rc;
     if ((so.teacher_dir || so.teacher_top_k) && !so.spec && !so.floor) {
         fprintf(stderr, "kldeval kl: --teacher and --teacher-top-k apply to --sweep and --floor\n");
         return 2;
     }
-    if ((so.spec || so.floor) && o->gates.n) {
-        fprintf(stderr, "kldeval kl: --gate judges one run's report; not with --sweep or --floor\n");
-        return 2;
-    }
     kld_kernels_init();
+    if (two) return kld_kl_pair_main(&c, &c2, o, &o->paired_gates);
     if (so.spec || so.floor) {
         so.json_path = o->json_path;
         return kld_kl_sweep_main(&c, o, &so);
@@ -477,5 +534,6 @@ int kld_cmd_kl(int argc, char **argv) {
     kld_kl_outputs o = {.bootstrap = -1};
     int rc = run_kl(argc, argv, &o);
     kld_gates_free(&o.gates);
+    kld_gates_free(&o.paired_gates);
     return rc;
 }

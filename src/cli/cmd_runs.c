@@ -6,6 +6,7 @@
 #include "common/common.h"
 #include "cli/runs_cap.h"
 #include "db/db.h"
+#include "report/report.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -603,18 +604,7 @@ static int compare(opts *po) {
                 row_name("Δln PPL (A − B)");
                 printf(" %+.6g ± %.2g (over %llu tokens)\n", c.d_nll.mean, c.d_nll.se,
                        (unsigned long long)c.d_nll.n);
-                if (c.boot.replicates) {
-                    const struct { const char *name; const kld_paired_ci *v; } pb[] = {
-                        {"ΔKLD mean", &c.boot.mean}, {"ΔKLD p99", &c.boot.p99},
-                        {"ΔKLD p99.9", &c.boot.p99_9}, {"Δtop-1", &c.boot.top1}};
-                    printf("paired bootstrap (%d resamples of %zu windows), A − B with 95%% intervals:\n",
-                           c.boot.replicates, c.boot.n_blocks);
-                    for (size_t q = 0; q < 4; q++) {
-                        row_name(pb[q].name);
-                        printf(" %+.6g [%+.6g, %+.6g] p = %.3g\n", pb[q].v->diff, pb[q].v->ci.lo, pb[q].v->ci.hi,
-                               pb[q].v->p);
-                    }
-                }
+                if (c.boot.replicates) kld_report_paired_text(stdout, &c.boot);
                 char verdict[512];
                 kld_db_verdict(&c, a, b, verdict, sizeof verdict);
                 row_name("verdict");

@@ -4,6 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/sweep_cli.h"
+#include "eval/gate.h"
 #include "eval/sweep_groups.h"
 #include "engine/engine.h"
 #include "quant/quant.h"
@@ -45,8 +46,19 @@ SWEEP_WINDOW_HELP
 "  --topk K               top-k overlap size (default 10)\n"
 "  --json FILE            the sweep as JSON (schema kldeval.sweep/1, see docs/policies.md)\n"
 SWEEP_RECORD_HELP
+"  --gate EXPR            conditions for CI on the arm the sweep recommends: the --budget proposal,\n"
+"                         or without --budget the all-base arm (the --base policy as given): any\n"
+"                         statistic of kl --gate (kld.mean<=2e-3,kld.p99.9<=0.05,top1>=0.98,...),\n"
+"                         and with --budget paired.kld.mean, paired.kld.p99, paired.kld.p99.9,\n"
+"                         paired.top1 (proposal − all-base arm, paired bootstrap; \"@95\" judges the\n"
+"                         interval: paired.kld.mean<=0@95 fails only when the proposal is\n"
+"                         distinguishably worse). Checked before any model loads; each printed\n"
+"                         with its value and PASS/FAIL, kept in --json and the judged arm's\n"
+"                         database row; exit status 3 when any fails\n"
 "  -h, --help             this text\n\n"
 "Every arm is recorded in the run database with mode \"sweep\"; kldeval report ranks them.\n"
+"The baseline of the intervals table is the all-base arm: each arm's ΔKLD mean against it on\n"
+"the same positions, with its paired bootstrap interval, p-value and a verdict word.\n"
 "Ctrl-C stops after the current chunk; the arms completed so far are reported.\n");
 }
 
@@ -56,10 +68,11 @@ typedef struct sweep_cli {
     const char *json_path;
     bool has_budget;
     double budget;
+    kld_gates gates, paired_gates; /* --gate: on the judged arm, on it against the all-base arm */
 } sweep_cli;
 
 static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
-    static const char *const valued[] = {"--base", "--groups", "--upgrade", "--budget", "--json", NULL};
+    static const char *const valued[] = {"--base", "--groups", "--upgrade", "--budget", "--json", "--gate", NULL};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -80,7 +93,15 @@ static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
         if (!strcmp(a, "--base")) s->g.base = v;
         else if (!strcmp(a, "--upgrade")) s->g.upgrade = strcmp(v, "keep") ? v : NULL;
         else if (!strcmp(a, "--json")) s->json_path = v;
-        else if (!strcmp(a, "--groups")) {
+        else if (!strcmp(a, "--gate")) {
+            kld_error e = {0};
+            kld_gates_free(&s->gates);
+            kld_gates_free(&s->paired_gates);
+            if (kld_gates_parse_with_paired(v, &s->gates, &s->paired_gates, &e) != KLD_OK) {
+                fprintf(stderr, "kldeval sweep: %s\n", e.msg);
+                return false;
+            }
+        } else if (!strcmp(a, "--groups")) {
             if (!strcmp(v, "layers")) s->g.kind = KLD_GROUPS_LAYERS;
             else if (!strcmp(v, "classes")) s->g.kind = KLD_GROUPS_CLASSES;
             else if (!strcmp(v, "layers×classes") || !strcmp(v, "layersxclasses") ||
@@ -102,6 +123,16 @@ static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
     }
     if (!s->k.teacher.model_path || !s->g.base) {
         fprintf(stderr, "kldeval sweep: --ref MODEL and --base POLICY are required (see --help)\n");
+        return false;
+    }
+    if (s->paired_gates.n && !s->has_budget) {
+        fprintf(stderr, "kldeval sweep: --gate %s: paired gates compare the --budget proposal with the "
+                        "all-base arm; give --budget BPW\n", s->paired_gates.g[0].text);
+        return false;
+    }
+    if (s->paired_gates.n && s->k.o.bootstrap == 0) {
+        fprintf(stderr, "kldeval sweep: --gate %s needs the paired bootstrap: not with --bootstrap 0\n",
+                s->paired_gates.g[0].text);
         return false;
     }
     if (strchr(s->k.teacher.model_path, '@')) {
@@ -133,10 +164,15 @@ static json_t *paired_json(const kld_paired *p) {
 }
 
 static json_t *sweep_json(const sweep_cli *s, const kld_sweep_groups *g, const kld_sweep_result *r,
-                          const kld_sweep_group_result *gr, size_t n_gr, json_t *proposal) {
+                          const kld_sweep_group_result *gr, size_t n_gr, json_t *proposal,
+                          const kld_sweep_ci *ci) {
     json_t *arms = json_array(), *ranked = json_array();
-    for (size_t i = 0; i < r->n_done; i++)
-        json_array_append_new(arms, kld_sweep_cli_arm_json(&r->arms[i], arm_bpw(&r->arms[i])));
+    for (size_t i = 0; i < r->n_done; i++) {
+        json_t *a = kld_sweep_cli_arm_json(&r->arms[i], arm_bpw(&r->arms[i]));
+        if (ci && g->base >= 0 && (size_t)g->base < r->n_done)
+            kld_sweep_cli_arm_json_ci(a, &ci[i], r->arms[g->base].label);
+        json_array_append_new(arms, a);
+    }
     for (size_t i = 0; i < n_gr; i++) {
         const kld_quant_group *q = &g->lo[gr[i].group];
         json_array_append_new(ranked, json_pack("{s:i,s:s,s:i,s:I,s:I,s:o,s:o}", "rank", (int)i + 1,
@@ -204,15 +240,42 @@ static int report(const sweep_cli *s, const kld_sweep_groups *g, kld_sweep_resul
     json_t *proposal = NULL;
     if (!st && s->has_budget && !r->partial && n_gr == g->n)
         st = propose(s, g, r, gr, n_gr, sc, &proposal, &err);
+    /* the intervals and the paired comparisons with the all-base arm, the proposal's included */
+    kld_sweep_ci *ci = NULL;
+    if (!st) st = kld_sweep_cli_intervals(&s->k, r, g->base, &ci, &err);
+    if (!st) kld_sweep_cli_print_intervals(r, ci, g->base);
+    /* the gates judge the proposal (the last arm), else the all-base arm */
+    json_t *gates = NULL, *doc = NULL;
+    bool pass = true, judged = false;
+    const bool have_proposal = proposal != NULL;
+    const long gated = have_proposal ? (long)r->n_done - 1 : g->base;
+    if (!st && (s->gates.n || s->paired_gates.n)) {
+        if (r->partial || (s->has_budget && !have_proposal) || gated < 0 || (size_t)gated >= r->n_done) {
+            printf("%-30s: not judged (the sweep was stopped before the %s was scored)\n", "gate",
+                   s->has_budget ? "proposal" : "all-base arm");
+        } else {
+            printf("\ngates on %s%s:\n", r->arms[gated].label, have_proposal ? " (the --budget proposal)" : "");
+            gates = kld_sweep_cli_judge(&s->k, &r->arms[gated], &ci[gated], &s->gates, &s->paired_gates, &pass);
+            if (!gates) st = kld_fail(&err, KLD_ERR_NOMEM, "out of memory");
+            else kld_gates_print(stdout, gates), judged = true;
+        }
+    }
     int rc = st ? 1 : 0;
     if (st) fprintf(stderr, "kldeval sweep: %s\n", err.msg);
-    json_t *doc = sweep_json(s, g, r, gr, n_gr, proposal);
+    doc = sweep_json(s, g, r, gr, n_gr, proposal, ci);
+    if (gates) json_object_set(doc, "gates", gates);
     if (s->json_path && json_dump_file(doc, s->json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(17))) {
         fprintf(stderr, "kldeval sweep: --json %s: cannot write\n", s->json_path);
         rc = 1;
     }
     json_decref(doc);
-    if (!kld_sweep_cli_record("sweep", &s->k, r) && !rc) rc = 1;
+    json_t **per_arm = gates ? calloc(r->n_done, sizeof *per_arm) : NULL;
+    if (per_arm && gated >= 0 && (size_t)gated < r->n_done) per_arm[gated] = gates;
+    if (!kld_sweep_cli_record("sweep", &s->k, r, ci, per_arm) && !rc) rc = 1;
+    free(per_arm);
+    json_decref(gates);
+    free(ci);
+    if (!rc && judged && !pass) rc = KLD_EXIT_GATE_FAILED;
     free(gr);
     return rc ? rc : r->partial ? 130 : 0;
 }
@@ -222,13 +285,19 @@ int kld_cmd_sweep(int argc, char **argv) {
     kld_sweep_cli_defaults(&s.k);
     s.g.kind = KLD_GROUPS_LAYERS;
     int rc;
-    if (!parse(argc, argv, &s, &rc)) return rc;
+    if (!parse(argc, argv, &s, &rc)) {
+        kld_gates_free(&s.gates);
+        kld_gates_free(&s.paired_gates);
+        return rc;
+    }
     s.g.model = s.k.teacher.model_path;
     kld_kernels_init();
     kld_error err = {0};
     kld_sweep_groups g;
     if (kld_sweep_groups_plan(&s.g, &g, &err) != KLD_OK) {
         fprintf(stderr, "kldeval sweep: %s\n", err.msg);
+        kld_gates_free(&s.gates);
+        kld_gates_free(&s.paired_gates);
         return 1;
     }
     kld_sweep_config sc;
@@ -241,5 +310,7 @@ int kld_cmd_sweep(int argc, char **argv) {
     else rc = report(&s, &g, &r, &sc);
     kld_sweep_cli_end(&sc, &r);
     kld_sweep_groups_free(&g);
+    kld_gates_free(&s.gates);
+    kld_gates_free(&s.paired_gates);
     return rc;
 }

@@ -32,6 +32,7 @@ typedef struct kld_kl_outputs {
     const char *db_path; /* NULL: $KLDEVAL_DB or the default location */
     bool no_db, quiet;
     kld_gates gates;     /* --gate: conditions judged on the report (exit 3 when one fails) */
+    kld_gates paired_gates; /* --gate paired.…: on two arms' paired comparison (kl --arm A --arm B) */
     int bootstrap;       /* --bootstrap N: resamples for the 95% intervals (0: none; -1: default) */
     uint64_t bootstrap_seed;
 } kld_kl_outputs;

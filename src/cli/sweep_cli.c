@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "engine/engine.h"
 #include "report/report.h"
+#include "report/report_sweep.h"
 #include "store/dump.h"
 
 #include <math.h>
@@ -24,6 +25,7 @@ void kld_sweep_cli_defaults(kld_sweep_cli_common *k) {
     kld_dump_config_defaults(&k->teacher);
     k->teacher.top_k = 0; /* the whole vocabulary: exact KLDs */
     k->topk = KLD_TOPK_DEFAULT;
+    k->o.bootstrap = -1;
 }
 
 static bool parse_chunking(const char *cmd, const char *v, kld_chunking *out) {
@@ -41,7 +43,8 @@ int kld_sweep_cli_flag(const char *cmd, int argc, char **argv, int *i, kld_sweep
     static const char *const valued[] = {"--ref", "-m", "--model", "--teacher", "--teacher-top-k",
                                          "--corpus", "--corpus-format", "--ids-file", "--max-docs",
                                          "--max-tokens", "--chunking", "--ctx", "--chunks", "--chunk",
-                                         "--threads", "--topk", "--db", "--html", "--label", NULL};
+                                         "--threads", "--topk", "--db", "--html", "--label", "--bootstrap",
+                                         "--bootstrap-seed", NULL};
     const char *a = argv[*i], *v;
     kld_dump_config *t = &k->teacher;
     int64_t n;
@@ -76,6 +79,8 @@ int kld_sweep_cli_flag(const char *cmd, int argc, char **argv, int *i, kld_sweep
     else if (!strcmp(a, "--db")) k->o.db_path = v;
     else if (!strcmp(a, "--html")) k->o.html_path = v;
     else if (!strcmp(a, "--label")) k->o.label = v;
+    else if (!strcmp(a, "--bootstrap")) { if (!kld_arg_int(a, v, 0, 100000, &n)) return 0; k->o.bootstrap = (int)n; }
+    else if (!strcmp(a, "--bootstrap-seed")) { if (!kld_arg_u64(a, v, &k->o.bootstrap_seed)) return 0; }
     return 1;
 }
 
@@ -184,7 +189,72 @@ json_t *kld_sweep_cli_arm_json(const kld_sweep_outcome *o, double bpw) {
     return a;
 }
 
-bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const kld_sweep_result *r) {
+kld_status kld_sweep_cli_intervals(const kld_sweep_cli_common *k, const kld_sweep_result *r, long baseline,
+                                   kld_sweep_ci **out, kld_error *err) {
+    *out = calloc(r->n_done ? r->n_done : 1, sizeof **out);
+    if (!*out) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    const int reps = k->o.bootstrap < 0 ? KLD_BOOTSTRAP_DEFAULT : k->o.bootstrap;
+    kld_status st = KLD_OK;
+    for (size_t i = 0; !st && reps > 0 && i < r->n_done; i++) {
+        kld_record_source src;
+        kld_stats_source(r->arms[i].res.stats, &src);
+        st = kld_bootstrap_report(NULL, &src, reps, k->o.bootstrap_seed, &(*out)[i].boot, err);
+        if (!st && baseline >= 0 && (size_t)baseline < r->n_done && (long)i != baseline) {
+            st = kld_bootstrap_paired_stats(r->arms[i].res.stats, r->arms[baseline].res.stats, reps,
+                                            k->o.bootstrap_seed, &(*out)[i].vs, err);
+            if (st == KLD_ERR_ARG && strstr(err->msg, "nothing to resample"))
+                st = KLD_OK, memset(&(*out)[i].vs, 0, sizeof (*out)[i].vs); /* one window: nothing to resample */
+        }
+    }
+    if (st) free(*out), *out = NULL;
+    return st;
+}
+
+/* "better" / "worse" than the baseline, "n.d.", "same" (ΔKLD exactly 0). */
+static const char *vs_word(const kld_paired_bootstrap *b) { return kld_paired_verdict_word(b, "better", "worse"); }
+
+void kld_sweep_cli_arm_json_ci(json_t *arm, const kld_sweep_ci *ci, const char *baseline) {
+    if (ci->boot.replicates) kld_bootstrap_json(&ci->boot, arm);
+    if (ci->vs.replicates) {
+        char verdict[512];
+        kld_paired_verdict(&ci->vs, "this arm", "the baseline", verdict, sizeof verdict);
+        json_object_set_new(arm, "vs_baseline", json_pack("{s:s, s:o, s:s, s:s}", "baseline", baseline, "paired",
+                                                          kld_paired_bootstrap_json(&ci->vs), "verdict", vs_word(&ci->vs),
+                                                          "verdict_line", verdict));
+    }
+}
+
+json_t *kld_sweep_cli_judge(const kld_sweep_cli_common *k, const kld_sweep_outcome *o, const kld_sweep_ci *ci,
+                            const kld_gates *gates, const kld_gates *paired, bool *pass) {
+    kld_report_run run = {k->teacher.model_path, o->model, "", o->label, o->res.config, 0, 0, 0, 0, 0, false};
+    json_t *rep = kld_report_json(&o->sum, &run);
+    if (rep && ci->boot.replicates) kld_bootstrap_json(&ci->boot, rep);
+    json_t *pj = ci->vs.replicates ? kld_paired_bootstrap_json(&ci->vs) : NULL;
+    const kld_gates none = {0};
+    json_t *v = rep ? kld_gates_eval_with_paired(gates, rep, paired ? paired : &none, pj, pass) : NULL;
+    json_decref(rep);
+    json_decref(pj);
+    return v;
+}
+
+void kld_sweep_cli_print_intervals(const kld_sweep_result *r, const kld_sweep_ci *ci, long baseline) {
+    size_t n = r->n_done;
+    kld_sweep_ci_row *rows = calloc(n ? n : 1, sizeof *rows);
+    if (!rows) return;
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        rows[i] = (kld_sweep_ci_row){r->arms[i].label, &r->arms[i].sum, &ci[i].boot, &ci[i].vs,
+                                     (long)i == baseline ? "baseline" : ci[i].vs.replicates ? vs_word(&ci[i].vs) : "-"};
+        any = any || ci[i].boot.replicates;
+    }
+    if (any)
+        kld_report_sweep_intervals(stdout, rows, n,
+                                   baseline >= 0 && (size_t)baseline < n ? r->arms[baseline].label : NULL);
+    free(rows);
+}
+
+bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const kld_sweep_result *r,
+                          const kld_sweep_ci *ci, json_t *const *gates) {
     size_t n = r->n_done;
     kld_record_item *items = calloc(n ? n : 1, sizeof *items);
     json_t **reports = calloc(n ? n : 1, sizeof *reports);
@@ -202,6 +272,10 @@ bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const 
                               o->res.config, o->res.elapsed_s, o->res.ref_seconds, o->res.arm_seconds,
                               o->res.ref_tokens, o->res.arm_tokens, false};
         reports[i] = kld_report_json(&o->sum, &run);
+        if (ci && reports[i] && ci[i].boot.replicates) kld_bootstrap_json(&ci[i].boot, reports[i]);
+        if (ci && reports[i] && ci[i].vs.replicates)
+            json_object_set_new(reports[i], "paired", kld_paired_bootstrap_json(&ci[i].vs));
+        if (gates && gates[i] && reports[i]) json_object_set(reports[i], "gates", gates[i]);
         json_t *cfg = json_object_get(reports[i], "config");
         if (cfg && teacher) {
             /* the reference is the model the teacher was made from, and the

@@ -6,6 +6,7 @@
 #define KLD_CLI_SWEEP_CLI_H
 
 #include "cli/commands.h"
+#include "eval/bootstrap.h"
 #include "eval/sweep.h"
 
 #include <jansson.h>
@@ -30,7 +31,17 @@ typedef struct kld_sweep_cli_common {
 "  --db PATH / --no-db    record every arm in this run database / do not (default: as kl)\n" \
 "  --html FILE            the HTML report of the sweep's arms (see kldeval report)\n" \
 "  --label NAME           label prefix of the recorded arms (default \"sweep\")\n" \
-"  --quiet                no progress lines\n"
+"  --quiet                no progress lines\n" \
+"  --bootstrap N          95%% intervals of every arm's KLD mean, median, p90..p99.9, top-1 and PPL\n" \
+"                         ratio, and the paired bootstrap of each arm against the baseline arm, by\n" \
+"                         resampling whole windows N times, 0 .. 100000 (default 1000; 0: none)\n" \
+"  --bootstrap-seed S     the resampling's seed (default 0)\n"
+
+/* An arm's intervals and its paired comparison with the sweep's baseline. */
+typedef struct kld_sweep_ci {
+    kld_bootstrap boot;      /* replicates 0: none (no bootstrap, or one window) */
+    kld_paired_bootstrap vs; /* this arm − the baseline; replicates 0: none (the baseline itself) */
+} kld_sweep_ci;
 
 void kld_sweep_cli_defaults(kld_sweep_cli_common *k);
 /* One of the shared flags at argv[*i]: 1 consumed, 0 error (printed), -1 not one. */
@@ -47,7 +58,26 @@ void kld_sweep_cli_print_head(const kld_sweep_cli_common *k, const kld_sweep_res
 json_t *kld_sweep_cli_json_head(const char *schema, const kld_sweep_cli_common *k,
                                 const kld_sweep_result *r);
 json_t *kld_sweep_cli_arm_json(const kld_sweep_outcome *o, double bpw);
-/* Every completed arm as a run-database row; false as kld_record_runs. */
-bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const kld_sweep_result *r);
+/* Every arm's bootstrap (k->o.bootstrap resamples, -1: the default) and its
+ * paired bootstrap against arm baseline (-1: none): *out[r->n_done],
+ * caller frees. Arms of one window get no intervals. */
+kld_status kld_sweep_cli_intervals(const kld_sweep_cli_common *k, const kld_sweep_result *r, long baseline,
+                                   kld_sweep_ci **out, kld_error *err);
+/* Adds an arm's intervals to its JSON object: kld.ci95, top1_agreement_ci95,
+ * ppl_ratio_ci95, bootstrap, and "vs_baseline" {baseline, paired (A = this
+ * arm, B = the baseline), verdict}. */
+void kld_sweep_cli_arm_json_ci(json_t *arm, const kld_sweep_ci *ci, const char *baseline);
+/* An arm's gates: kl's conditions on its report (with its intervals),
+ * paired ones (NULL: none) on its comparison with the baseline; the
+ * verdicts (NULL when out of memory), *pass false when one fails. */
+json_t *kld_sweep_cli_judge(const kld_sweep_cli_common *k, const kld_sweep_outcome *o, const kld_sweep_ci *ci,
+                            const kld_gates *gates, const kld_gates *paired, bool *pass);
+/* The table of intervals and paired comparisons (report_sweep.h). */
+void kld_sweep_cli_print_intervals(const kld_sweep_result *r, const kld_sweep_ci *ci, long baseline);
+/* Every completed arm as a run-database row; false as kld_record_runs. ci
+ * (NULL: none): each report keeps its arm's intervals; gates (NULL: none):
+ * gates[i] (NULL: none) the verdicts kept in arm i's report. */
+bool kld_sweep_cli_record(const char *cmd, const kld_sweep_cli_common *k, const kld_sweep_result *r,
+                          const kld_sweep_ci *ci, json_t *const *gates);
 
 #endif

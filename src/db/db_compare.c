@@ -73,43 +73,18 @@ static kld_status paired_bootstrap(const kld_db_position *pa, const kld_db_posit
 }
 
 void kld_db_verdict(const kld_db_comparison *c, long long id_a, long long id_b, char *buf, size_t size) {
-    const kld_paired_ci *m = &c->boot.mean;
-    if (!c->pairable || !c->boot.replicates) {
-        snprintf(buf, size, "no verdict (%s)", c->pairable ? "fewer than 2 windows" : "not pairable");
+    if (!c->pairable) {
+        snprintf(buf, size, "no verdict (not pairable)");
         return;
     }
-    if (m->diff == 0 && m->ci.lo == 0 && m->ci.hi == 0) {
-        snprintf(buf, size, "not distinguishable: the same KLD at every position (ΔKLD exactly 0)");
-        return;
-    }
-    if (m->ci.lo > 0 || m->ci.hi < 0) {
-        snprintf(buf, size, "run %lld is closer to the reference (ΔKLD mean A − B %+.4g [%+.4g, %+.4g], p = %.2g)",
-                 m->diff < 0 ? id_a : id_b, m->diff, m->ci.lo, m->ci.hi, m->p);
-        return;
-    }
-    /* the interval's half width falls as 1/sqrt(N): where it would be |diff| */
-    const double half = (m->ci.hi - m->ci.lo) / 2, ratio = m->diff != 0 ? half / fabs(m->diff) : INFINITY;
-    const double need = (double)c->boot.n * ratio * ratio;
-    if (isfinite(need) && need < 1e15)
-        snprintf(buf, size, "not distinguishable on %zu positions (ΔKLD mean %+.4g [%+.4g, %+.4g], p = %.2g); "
-                 "about %.3g positions would resolve a difference of this size", c->boot.n, m->diff, m->ci.lo,
-                 m->ci.hi, m->p, need);
-    else
-        snprintf(buf, size, "not distinguishable on %zu positions (ΔKLD mean %+.4g [%+.4g, %+.4g], p = %.2g)",
-                 c->boot.n, m->diff, m->ci.lo, m->ci.hi, m->p);
-}
-
-static json_t *paired_json(const kld_paired_ci *v) {
-    return json_pack("{s:f, s:[f, f], s:f}", "diff", v->diff, "ci95", v->ci.lo, v->ci.hi, "p", v->p);
+    char a[32], b[32];
+    snprintf(a, sizeof a, "run %lld", id_a);
+    snprintf(b, sizeof b, "run %lld", id_b);
+    kld_paired_verdict(&c->boot, a, b, buf, size);
 }
 
 json_t *kld_db_comparison_json(const kld_db_comparison *c) {
-    json_t *paired = json_object();
-    if (paired && c->pairable && c->boot.replicates) {
-        json_object_set_new(paired, "kld", json_pack("{s:o, s:o, s:o}", "mean", paired_json(&c->boot.mean), "p99",
-                                                     paired_json(&c->boot.p99), "p99_9", paired_json(&c->boot.p99_9)));
-        json_object_set_new(paired, "top1", paired_json(&c->boot.top1));
-    }
+    json_t *paired = c->pairable ? kld_paired_bootstrap_json(&c->boot) : json_object();
     return paired ? json_pack("{s:o}", "paired", paired) : NULL;
 }
 

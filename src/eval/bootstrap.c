@@ -2,6 +2,7 @@
 #include "eval/bootstrap.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,4 +310,112 @@ kld_status kld_bootstrap_paired(const double *kld_a, const double *kld_b, const 
     sample_free(&a);
     sample_free(&b);
     return st;
+}
+
+kld_status kld_bootstrap_paired_stats(const kld_stats *a, const kld_stats *b, int replicates, uint64_t seed,
+                                      kld_paired_bootstrap *out, kld_error *err) {
+    memset(out, 0, sizeof *out);
+    kld_record_source sa, sb;
+    kld_stats_source(a, &sa);
+    kld_stats_source(b, &sb);
+    if (sa.n != sb.n || sa.n_docs != sb.n_docs)
+        return kld_fail(err, KLD_ERR_ARG, "paired bootstrap: the runs differ (%zu positions in %zu documents vs "
+                        "%zu in %zu)", sa.n, sa.n_docs, sb.n, sb.n_docs);
+    const size_t n = sa.n;
+    double *ka = malloc((n ? n : 1) * sizeof *ka), *kb = malloc((n ? n : 1) * sizeof *kb);
+    uint8_t *ta = malloc(n ? n : 1), *tb = malloc(n ? n : 1);
+    uint32_t *block = malloc((n ? n : 1) * sizeof *block);
+    kld_status st = ka && kb && ta && tb && block ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "bootstrap: out of memory");
+    for (size_t i = 0, d = 0; !st && i < n; i++) {
+        while (sa.n_docs && d + 1 < sa.n_docs && sa.doc_start[d + 1] <= i) d++;
+        if (sa.doc_start && sb.doc_start && sa.doc_start[d] != sb.doc_start[d])
+            st = kld_fail(err, KLD_ERR_ARG, "paired bootstrap: document %zu starts at position %llu in one run "
+                          "and %llu in the other", d, (unsigned long long)sa.doc_start[d],
+                          (unsigned long long)sb.doc_start[d]);
+        block[i] = (uint32_t)d;
+    }
+    /* both sources walked in step, batch by batch */
+    size_t ia = 0, ib = 0, ma = 0, mb = 0, ja = 0, jb = 0;
+    const kld_position *ba = NULL, *bb = NULL;
+    bool ra = true, rb = true;
+    while (!st && (ia < n || ib < n)) {
+        if (ja == ma && ia < n) {
+            if ((st = sa.next(sa.user, ra, &ba, &ma, err)) || !ma) break;
+            ra = false, ja = 0;
+        }
+        if (jb == mb && ib < n) {
+            if ((st = sb.next(sb.user, rb, &bb, &mb, err)) || !mb) break;
+            rb = false, jb = 0;
+        }
+        for (; ja < ma && jb < mb && ia < n; ja++, jb++, ia++, ib++) {
+            const kld_position *x = &ba[ja], *y = &bb[jb];
+            if (x->token != y->token) {
+                st = kld_fail(err, KLD_ERR_ARG, "paired bootstrap: the token streams differ at position %zu "
+                              "(%d vs %d)", ia, (int)x->token, (int)y->token);
+                break;
+            }
+            ka[ia] = x->kld, kb[ia] = y->kld, ta[ia] = x->top_ref == x->top_arm, tb[ia] = y->top_ref == y->top_arm;
+        }
+    }
+    if (!st && (ia != n || ib != n))
+        st = kld_fail(err, KLD_ERR_ARG, "paired bootstrap: read %zu and %zu of %zu positions", ia, ib, n);
+    if (!st) {
+        /* blocks numbered densely from 0 for kld_bootstrap_paired */
+        st = kld_bootstrap_paired(ka, kb, ta, tb, block, n, replicates, seed, out, err);
+    }
+    free(ka), free(kb), free(ta), free(tb), free(block);
+    return st;
+}
+
+static bool all_tied(const kld_paired_bootstrap *b) {
+    const kld_paired_ci *m = &b->mean;
+    return m->diff == 0 && m->ci.lo == 0 && m->ci.hi == 0;
+}
+
+const char *kld_paired_verdict_word(const kld_paired_bootstrap *b, const char *name_a, const char *name_b) {
+    if (!b->replicates) return "-";
+    if (all_tied(b)) return "same";
+    if (b->mean.ci.lo > 0) return name_b;
+    if (b->mean.ci.hi < 0) return name_a;
+    return "n.d.";
+}
+
+void kld_paired_verdict(const kld_paired_bootstrap *b, const char *name_a, const char *name_b, char *buf,
+                        size_t size) {
+    const kld_paired_ci *m = &b->mean;
+    if (!b->replicates) {
+        snprintf(buf, size, "no verdict (fewer than 2 windows)");
+        return;
+    }
+    if (all_tied(b)) {
+        snprintf(buf, size, "not distinguishable: the same KLD at every position (ΔKLD exactly 0)");
+        return;
+    }
+    if (m->ci.lo > 0 || m->ci.hi < 0) {
+        snprintf(buf, size, "%s is closer to the reference (ΔKLD mean A − B %+.4g [%+.4g, %+.4g], p = %.2g)",
+                 m->diff < 0 ? name_a : name_b, m->diff, m->ci.lo, m->ci.hi, m->p);
+        return;
+    }
+    /* the interval's half width falls as 1/sqrt(N): where it would be |diff| */
+    const double half = (m->ci.hi - m->ci.lo) / 2, ratio = m->diff != 0 ? half / fabs(m->diff) : INFINITY;
+    const double need = (double)b->n * ratio * ratio;
+    if (isfinite(need) && need < 1e15)
+        snprintf(buf, size, "not distinguishable on %zu positions (ΔKLD mean %+.4g [%+.4g, %+.4g], p = %.2g); "
+                 "about %.3g positions would resolve a difference of this size", b->n, m->diff, m->ci.lo,
+                 m->ci.hi, m->p, need);
+    else
+        snprintf(buf, size, "not distinguishable on %zu positions (ΔKLD mean %+.4g [%+.4g, %+.4g], p = %.2g)",
+                 b->n, m->diff, m->ci.lo, m->ci.hi, m->p);
+}
+
+static json_t *paired_ci_json(const kld_paired_ci *v) {
+    return json_pack("{s:f, s:o, s:f}", "diff", v->diff, "ci95", pair(v->ci), "p", v->p);
+}
+
+json_t *kld_paired_bootstrap_json(const kld_paired_bootstrap *b) {
+    if (!b->replicates) return json_object();
+    return json_pack("{s:{s:o, s:o, s:o}, s:o, s:i, s:I, s:I, s:I}", "kld", "mean", paired_ci_json(&b->mean), "p99",
+                     paired_ci_json(&b->p99), "p99_9", paired_ci_json(&b->p99_9), "top1", paired_ci_json(&b->top1),
+                     "replicates", b->replicates, "seed", (json_int_t)b->seed, "n_positions", (json_int_t)b->n,
+                     "n_blocks", (json_int_t)b->n_blocks);
 }

@@ -68,6 +68,31 @@ kld_status kld_bootstrap_paired(const double *kld_a, const double *kld_b, const 
                                 const uint8_t *top1_b, const uint32_t *block, size_t n, int replicates,
                                 uint64_t seed, kld_paired_bootstrap *out, kld_error *err);
 
+/* Two runs over the same positions (the arms of one sweep, or of one kl
+ * run with two arms, scored against one teacher): their records paired one
+ * to one, a document (a window in stream/llamacpp chunking) the resampling
+ * block. Fails (KLD_ERR_ARG) when the runs differ in positions, documents or
+ * tokens, or have fewer than 2 documents. */
+kld_status kld_bootstrap_paired_stats(const kld_stats *a, const kld_stats *b, int replicates, uint64_t seed,
+                                      kld_paired_bootstrap *out, kld_error *err);
+
+/* The verdict of a paired comparison A − B, one line into buf, what `runs
+ * compare` prints: "NAME is closer to the reference (ΔKLD mean A − B …
+ * [lo, hi], p = …)" when the 95% interval of the mean's difference excludes
+ * 0 (NAME name_a or name_b, whichever has the lower mean), else "not
+ * distinguishable on N positions (…); about M positions would resolve a
+ * difference of this size" (M from the interval's width, which shrinks as
+ * 1/sqrt(N)); "… ΔKLD exactly 0" when every position ties. */
+void kld_paired_verdict(const kld_paired_bootstrap *b, const char *name_a, const char *name_b, char *buf,
+                        size_t size);
+/* One word for tables: "A" / "B" (name_a / name_b: the closer one), "same"
+ * (ΔKLD exactly 0 everywhere) or "n.d." (not distinguishable). */
+const char *kld_paired_verdict_word(const kld_paired_bootstrap *b, const char *name_a, const char *name_b);
+/* {"kld": {"mean"|"p99"|"p99_9": {diff, ci95: [lo, hi], p}}, "top1": {…},
+ * "replicates", "seed", "n_positions", "n_blocks"}: what paired gates read
+ * (gate.h kld_gates_eval_paired reads it under "paired"). */
+json_t *kld_paired_bootstrap_json(const kld_paired_bootstrap *b);
+
 /* What every report of a kl run does (kl, merge, the API): with
  * replicates > 0 and >= 2 documents, the intervals into report (and *out
  * when out is not NULL; out->replicates 0 when skipped). */

@@ -220,6 +220,50 @@ kld_status kld_gates_parse_split(const char *expr, kld_gates *kl, kld_gates *cap
     return st;
 }
 
+kld_status kld_gates_parse_with_paired(const char *expr, kld_gates *kl, kld_gates *paired, kld_error *err) {
+    memset(kl, 0, sizeof *kl);
+    memset(paired, 0, sizeof *paired);
+    if (!expr || !*expr) return kld_fail(err, KLD_ERR_ARG, "--gate: empty (give STATISTIC OP NUMBER[,...])");
+    kld_status st = KLD_OK;
+    for (const char *p = expr; st == KLD_OK;) {
+        const char *c = strchr(p, ',');
+        char one[200];
+        snprintf(one, sizeof one, "%.*s", (int)(c ? (size_t)(c - p) : strlen(p)), p);
+        const char *q = one;
+        while (*q == ' ') q++;
+        const bool is_paired = !strncmp(q, "paired.", 7);
+        kld_gates *dst = is_paired ? paired : kl, all;
+        st = parse_list(one, is_paired ? NS_PAIRED : NS_KL, &all, err);
+        if (st == KLD_OK) {
+            kld_gate *g = realloc(dst->g, (dst->n + 1) * sizeof *g);
+            if (!g) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+            else dst->g = g, dst->g[dst->n++] = all.g[0];
+            kld_gates_free(&all);
+        }
+        if (!c) break;
+        p = c + 1;
+    }
+    if (st) kld_gates_free(kl), kld_gates_free(paired);
+    return st;
+}
+
+json_t *kld_gates_eval_with_paired(const kld_gates *kl, const json_t *report, const kld_gates *paired,
+                                   const json_t *paired_json, bool *all_pass) {
+    bool p1 = true, p2 = true;
+    json_t *a = kl->n ? kld_gates_eval(kl, report, &p1) : json_array();
+    json_t *wrap = paired->n ? json_pack("{s:O}", "paired", paired_json ? (json_t *)paired_json : json_null()) : NULL;
+    json_t *b = paired->n ? (wrap ? kld_gates_eval_paired(paired, wrap, &p2) : NULL) : json_array();
+    json_decref(wrap);
+    *all_pass = p1 && p2;
+    if (!a || !b || json_array_extend(a, b)) {
+        json_decref(a);
+        json_decref(b);
+        return NULL;
+    }
+    json_decref(b);
+    return a;
+}
+
 void kld_gates_free(kld_gates *g) {
     free(g->g);
     memset(g, 0, sizeof *g);

@@ -63,6 +63,16 @@ kld_status kld_gates_parse_cap(const char *expr, kld_gates *out, kld_error *err)
  * its statistic. */
 kld_status kld_gates_parse_split(const char *expr, kld_gates *kl, kld_gates *cap, kld_error *err);
 
+/* Conditions on one arm's statistics and on its paired comparison with
+ * another arm (`kl` with two arms, `sweep`): each condition goes to kl's
+ * list, or to the paired list when it starts with "paired.". */
+kld_status kld_gates_parse_with_paired(const char *expr, kld_gates *kl, kld_gates *paired, kld_error *err);
+/* Both lists judged: kl on report (a kl JSON report), paired on
+ * {"paired": paired_json} (kld_paired_bootstrap_json; NULL: no comparison,
+ * so every paired gate fails as not reported); one array of results. */
+json_t *kld_gates_eval_with_paired(const kld_gates *kl, const json_t *report, const kld_gates *paired,
+                                   const json_t *paired_json, bool *all_pass);
+
 /* Evaluates every gate on report (a kl or a capability run's JSON report): an array of
  * {condition, statistic, op, bound, value, pass}; *all_pass is false when
  * any fails or its statistic is absent or not finite (a gate that cannot be

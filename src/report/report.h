@@ -93,6 +93,11 @@ void kld_strata_report_text(FILE *f, const json_t *report);
  * (report_bootstrap.c). */
 struct kld_bootstrap;
 void kld_report_bootstrap_text(FILE *f, const struct kld_bootstrap *b, const kld_summary *s);
+/* The paired bootstrap of two arms, A − B: ΔKLD mean, p99, p99.9 and Δtop-1
+ * with 95% intervals and p-values, one line each (`runs compare`, `kl`
+ * with two arms). */
+struct kld_paired_bootstrap;
+void kld_report_paired_text(FILE *f, const struct kld_paired_bootstrap *b);
 /* Writes a built report (kld_report_json, perhaps with more keys) to path. */
 kld_status kld_report_json_dump(const char *path, const json_t *report, kld_error *err);
 kld_status kld_report_json_write(const char *path, const kld_summary *s, const kld_report_run *run,

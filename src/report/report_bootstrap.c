@@ -22,3 +22,23 @@ void kld_report_bootstrap_text(FILE *f, const kld_bootstrap *b, const kld_summar
     line(f, "top-1 agreement", s->top1_agreement, b->top1);
     line(f, "PPL ratio", s->ppl_ratio, b->ppl_ratio);
 }
+
+/* "  name" padded to 30 columns (UTF-8 continuation bytes take none) */
+static void row_name(FILE *f, const char *s) {
+    int cols = 0;
+    fprintf(f, "  %s", s);
+    for (const char *p = s; *p; p++) cols += ((unsigned char)*p & 0xC0) != 0x80;
+    for (; cols < 28; cols++) fputc(' ', f);
+}
+
+void kld_report_paired_text(FILE *f, const kld_paired_bootstrap *b) {
+    const struct { const char *name; const kld_paired_ci *v; } rows[] = {
+        {"ΔKLD mean", &b->mean}, {"ΔKLD p99", &b->p99}, {"ΔKLD p99.9", &b->p99_9}, {"Δtop-1", &b->top1}};
+    fprintf(f, "paired bootstrap (%d resamples of %zu windows), A − B with 95%% intervals:\n", b->replicates,
+            b->n_blocks);
+    for (size_t q = 0; q < 4; q++) {
+        row_name(f, rows[q].name);
+        fprintf(f, " %+.6g [%+.6g, %+.6g] p = %.3g\n", rows[q].v->diff, rows[q].v->ci.lo, rows[q].v->ci.hi,
+                rows[q].v->p);
+    }
+}

@@ -6,6 +6,7 @@
 
 #include "common/common.h"
 #include "report/report_html_cap.h"
+#include "report/report_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -35,17 +36,31 @@ static const char *base_name(const char *p) {
 }
 
 /* A table cell with the raw value (17 digits) in data-value and, when se is
- * given, its error in data-se; the text shows digits significant digits. */
-static void num_cell(FILE *f, int64_t run, const char *key, double v, const char *se_key, double se,
-                     int digits) {
+ * given, its error in data-se; the text shows digits significant digits.
+ * With the run's 95% bootstrap interval (ci_path into its report, NULL:
+ * none) the text is "value [lo, hi]" (the se in the tooltip) and the ends
+ * go to data-ci-lo and data-ci-hi. */
+static void num_ci_cell(FILE *f, int64_t run, const char *key, double v, const char *se_key, double se,
+                        int digits, const json_t *report, const char *ci_path) {
+    double lo = NAN, hi = NAN;
+    if (ci_path) kld_report_ci_at(report, ci_path, &lo, &hi);
+    const bool ci = isfinite(lo) && isfinite(hi) && isfinite(v);
     fprintf(f, "<td class=\"num\" data-run=\"%lld\" data-key=\"%s\"", (long long)run, key);
     if (isfinite(v)) fprintf(f, " data-value=\"%.17g\"", v);
     if (se_key && isfinite(se)) fprintf(f, " data-se-key=\"%s\" data-se=\"%.17g\"", se_key, se);
+    if (ci) fprintf(f, " data-ci-lo=\"%.17g\" data-ci-hi=\"%.17g\"", lo, hi);
+    if (ci && se_key && isfinite(se)) fprintf(f, " title=\"± %.2g (one standard error)\"", se);
     fputc('>', f);
     if (!isfinite(v)) fputs("–", f);
+    else if (ci) fprintf(f, "%.*g <span class=\"ci\">[%.*g, %.*g]</span>", digits, v, digits - 1, lo, digits - 1, hi);
     else if (se_key && isfinite(se)) fprintf(f, "%.*g <span class=\"se\">± %.2g</span>", digits, v, se);
     else fprintf(f, "%.*g", digits, v);
     fputs("</td>", f);
+}
+
+static void num_cell(FILE *f, int64_t run, const char *key, double v, const char *se_key, double se,
+                     int digits) {
+    num_ci_cell(f, run, key, v, se_key, se, digits, NULL, NULL);
 }
 
 static bool same_reference(const kld_db_row *a, const kld_db_row *b) {
@@ -81,7 +96,7 @@ static void references(FILE *f, kld_db_row *const *rows, size_t n) {
 static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
     fputs("<table class=\"summary\" id=\"summary-table\"><thead><tr><th>run</th><th>label</th>"
           "<th>arm</th><th>size</th><th>bits / weight</th><th>positions</th><th>KLD mean (nats)</th>"
-          "<th>KLD median</th><th>KLD p99</th><th>top-1 agreement</th><th>PPL ratio</th>"
+          "<th>KLD median</th><th>KLD p99</th><th>KLD p99.9</th><th>top-1 agreement</th><th>PPL ratio</th>"
           "<th>mode</th></tr></thead><tbody>\n", f);
     for (size_t i = 0; i < n; i++) {
         const kld_db_row *r = rows[i];
@@ -100,11 +115,14 @@ static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
         fprintf(f, ">%s</td>", size);
         num_cell(f, r->id, "arm_bpw", r->arm.bpw, NULL, NAN, 5);
         num_cell(f, r->id, "n_positions", r->has_summary ? (double)s->n_positions : NAN, NULL, NAN, 12);
-        num_cell(f, r->id, "kld_mean", s->kld.mean, "kld_se", s->kld.se, 5);
-        num_cell(f, r->id, "kld_median", s->kld.median, NULL, NAN, 5);
-        num_cell(f, r->id, "kld_p99", s->kld.pct[8], NULL, NAN, 5);
-        num_cell(f, r->id, "top1_agreement", s->top1_agreement, "top1_se", s->top1_se, 5);
-        num_cell(f, r->id, "ppl_ratio", s->ppl_ratio, "ppl_ratio_se", s->ppl_ratio_se, 6);
+        const json_t *j = r->report;
+        num_ci_cell(f, r->id, "kld_mean", s->kld.mean, "kld_se", s->kld.se, 5, j, "kld.ci95.mean");
+        num_ci_cell(f, r->id, "kld_median", s->kld.median, NULL, NAN, 5, j, "kld.ci95.median");
+        num_ci_cell(f, r->id, "kld_p99", s->kld.pct[8], NULL, NAN, 5, j, "kld.ci95.p99");
+        num_ci_cell(f, r->id, "kld_p99_9", s->kld.pct[9], NULL, NAN, 5, j, "kld.ci95.p99_9");
+        num_ci_cell(f, r->id, "top1_agreement", s->top1_agreement, "top1_se", s->top1_se, 5, j,
+                    "top1_agreement_ci95");
+        num_ci_cell(f, r->id, "ppl_ratio", s->ppl_ratio, "ppl_ratio_se", s->ppl_ratio_se, 6, j, "ppl_ratio_ci95");
         fputs("<td class=\"file\">", f);
         esc(f, r->mode ? r->mode : "–");
         fputs("</td></tr>\n", f);
@@ -112,11 +130,46 @@ static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
     fputs("</tbody></table>\n", f);
 }
 
+/* Every statistic with a bootstrap interval, one row per run that has them. */
+static bool intervals_table(FILE *f, kld_db_row *const *rows, size_t n) {
+    static const struct { const char *head, *key, *ci; int pct; } cols[] = {
+        {"KLD mean", "kld_mean", "kld.ci95.mean", -1}, {"KLD median", "kld_median", "kld.ci95.median", -2},
+        {"KLD p90", "kld_p90", "kld.ci95.p90", 6},       {"KLD p95", "kld_p95", "kld.ci95.p95", 7},
+        {"KLD p99", "kld_p99", "kld.ci95.p99", 8},       {"KLD p99.9", "kld_p99_9", "kld.ci95.p99_9", 9},
+        {"top-1 agreement", "top1_agreement", "top1_agreement_ci95", -3},
+        {"PPL ratio", "ppl_ratio", "ppl_ratio_ci95", -4}};
+    bool any = false;
+    for (size_t i = 0; i < n; i++) any = any || json_object_get(rows[i]->report, "bootstrap");
+    if (!any) return false;
+    fputs("<table class=\"summary\" id=\"ci-table\"><thead><tr><th>run</th><th>bootstrap</th>", f);
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) fprintf(f, "<th>%s</th>", cols[c].head);
+    fputs("</tr></thead><tbody>\n", f);
+    for (size_t i = 0; i < n; i++) {
+        const kld_db_row *r = rows[i];
+        const json_t *b = json_object_get(r->report, "bootstrap");
+        if (!b) continue;
+        const kld_summary *s = &r->summary;
+        fprintf(f, "<tr data-run=\"%lld\"><td class=\"num\">%lld</td><td class=\"num\">%lld × %lld docs</td>",
+                (long long)r->id, (long long)r->id, (long long)json_integer_value(json_object_get(b, "replicates")),
+                (long long)json_integer_value(json_object_get(b, "n_units")));
+        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+            const int k = cols[c].pct;
+            double v = k >= 0 ? s->kld.pct[k] : k == -1 ? s->kld.mean : k == -2 ? s->kld.median
+                       : k == -3 ? s->top1_agreement : s->ppl_ratio;
+            num_ci_cell(f, r->id, cols[c].key, v, NULL, NAN, 5, r->report, cols[c].ci);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</tbody></table>\n", f);
+    return true;
+}
+
 static kld_status comparison_table(FILE *f, kld_db *db, kld_db_row *const *rows, size_t n,
                                    kld_error *err) {
     fputs("<table class=\"summary\" id=\"compare-table\"><thead><tr><th>A</th><th>B</th>"
           "<th>pairing</th><th>ΔKLD (A − B)</th><th>A closer</th><th>B closer</th><th>ties</th>"
-          "<th>sign test p</th><th>Δtop-1</th><th>Δln PPL</th></tr></thead><tbody>\n", f);
+          "<th>sign test p</th><th>Δtop-1</th><th>Δln PPL</th><th>ΔKLD mean, 95% bootstrap</th>"
+          "<th>ΔKLD p99.9, 95% bootstrap</th><th>bootstrap p</th><th>verdict</th></tr></thead><tbody>\n", f);
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++) {
             kld_db_comparison c;
@@ -129,7 +182,7 @@ static kld_status comparison_table(FILE *f, kld_db *db, kld_db_row *const *rows,
                 esc(f, c.why_not);
                 fputs("</td>", f);
                 fprintf(f, "<td class=\"num\" data-key=\"u_kld\" data-value=\"%.17g\">%+.4g <span class=\"se\">± %.2g</span></td>"
-                           "<td colspan=\"6\" class=\"why\">(difference of the means, error sqrt(se<sub>A</sub>² + se<sub>B</sub>²))</td></tr>\n",
+                           "<td colspan=\"10\" class=\"why\">(difference of the means, error sqrt(se<sub>A</sub>² + se<sub>B</sub>²))</td></tr>\n",
                         c.u_kld, c.u_kld, c.u_kld_se);
                 continue;
             }
@@ -144,11 +197,29 @@ static kld_status comparison_table(FILE *f, kld_db *db, kld_db_row *const *rows,
                        "<td class=\"num\">%.1f %%</td><td class=\"num\">%llu</td>"
                        "<td class=\"num\" data-key=\"sign_p\" data-value=\"%.17g\">%s</td>"
                        "<td class=\"num\">%+.4g <span class=\"se\">± %.2g</span></td>"
-                       "<td class=\"num\">%+.4g <span class=\"se\">± %.2g</span></td></tr>\n",
+                       "<td class=\"num\">%+.4g <span class=\"se\">± %.2g</span></td>",
                     (unsigned long long)c.d_kld.n, c.d_kld.mean, c.d_kld.se, c.d_kld.mean, c.d_kld.se,
                     (unsigned long long)c.a_closer, 100.0 * (double)c.a_closer / N,
                     100.0 * (double)c.b_closer / N, (unsigned long long)c.ties, c.sign_p, p_text,
                     c.d_top1.mean, c.d_top1.se, c.d_nll.mean, c.d_nll.se);
+            if (c.boot.replicates) {
+                const kld_paired_ci *m = &c.boot.mean, *t = &c.boot.p99_9;
+                fprintf(f, "<td class=\"num\" data-key=\"boot_d_kld\" data-value=\"%.17g\" data-ci-lo=\"%.17g\" "
+                           "data-ci-hi=\"%.17g\">%+.4g <span class=\"ci\">[%+.3g, %+.3g]</span></td>"
+                           "<td class=\"num\" data-key=\"boot_d_kld_p99_9\" data-value=\"%.17g\" data-ci-lo=\"%.17g\" "
+                           "data-ci-hi=\"%.17g\">%+.4g <span class=\"ci\">[%+.3g, %+.3g]</span></td>"
+                           "<td class=\"num\" data-key=\"boot_p\" data-value=\"%.17g\">%.2g</td>",
+                        m->diff, m->ci.lo, m->ci.hi, m->diff, m->ci.lo, m->ci.hi, t->diff, t->ci.lo, t->ci.hi,
+                        t->diff, t->ci.lo, t->ci.hi, m->p, m->p);
+            } else {
+                fputs("<td class=\"why\" colspan=\"3\">no bootstrap (fewer than 2 windows)</td>", f);
+            }
+            char verdict[512];
+            kld_db_verdict(&c, a, b, verdict, sizeof verdict);
+            fprintf(f, "<td class=\"verdict\" data-key=\"verdict\" data-word=\"%s\">",
+                    kld_paired_verdict_word(&c.boot, "A", "B"));
+            esc(f, verdict);
+            fputs("</td></tr>\n", f);
         }
     fputs("</tbody></table>\n", f);
     return KLD_OK;
@@ -194,16 +265,16 @@ static void charts(FILE *f, bool sweep, bool kv) {
     chart(f, "chart-pos", "KLD by context position", "Mean KLD per position bucket ± one standard error.");
     chart(f, "chart-conf", "KLD by the reference's confidence",
           "Mean KLD by the reference's largest probability ± one standard error.");
-    chart(f, "chart-top1", "Top-1 agreement", "Share of positions where both argmaxes agree ± one standard error.");
-    chart(f, "chart-ppl", "PPL ratio", "PPL(arm) / PPL(reference) ± one standard error; 1 is no change.");
+    chart(f, "chart-top1", "Top-1 agreement", "Share of positions where both argmaxes agree; bars: the 95% bootstrap interval when the run kept one, else ± one standard error.");
+    chart(f, "chart-ppl", "PPL ratio", "PPL(arm) / PPL(reference); bars: the 95% bootstrap interval when the run kept one, else ± one standard error; 1 is no change.");
     fputs("</div></section>\n<section><h2>Choosing an arm</h2><div class=\"grid\">\n", f);
     chart(f, "chart-size", "Size against mean KLD",
-          "Each arm's file size and mean KLD (log axis) ± one standard error: down and left is better.");
+          "Each arm's file size and mean KLD (log axis), bars: its 95% bootstrap interval (else ± one standard error): down and left is better.");
     chart(f, "chart-rank", sweep ? "The sweep's groups ranked by mean KLD" : "Arms ranked by mean KLD",
-          "Mean KLD ± one standard error, lowest first.");
+          "Mean KLD, bars: its 95% bootstrap interval (else ± one standard error), lowest first.");
     if (kv)
         chart(f, "chart-kvbits", "KV cache: quality against bits per cached value",
-              "Mean KLD (log axis) ± one standard error against the cache's bits per cached value "
+              "Mean KLD (log axis), bars: its 95% bootstrap interval (else ± one standard error), against the cache's bits per cached value "
               "(bytes per token · 8 / values per token, scales, biases and norms included), one "
               "series per scheme family: llama.cpp's block types, MLX groups, the rotated quantizer.");
     fputs("</div></section>\n", f);
@@ -269,8 +340,14 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
     if (n_kl) {
         fputs("<section><h2>Summary</h2>\n", f);
         summary_table(f, kl, n_kl);
-        fputs("<p class=\"note\">± one standard error of the mean: sqrt(var/(N−1)), var the population "
-              "variance. KLD = KL(reference ‖ arm) per position, in nats.</p></section>\n", f);
+        fputs("<p class=\"note\">[lo, hi]: the 95% interval of a seeded block bootstrap over documents "
+              "(windows in stream and llamacpp chunking), when the run kept one (kl --bootstrap N); "
+              "otherwise ± one standard error of the mean: sqrt(var/(N−1)), var the population "
+              "variance. KLD = KL(reference ‖ arm) per position, in nats.</p>\n", f);
+        if (intervals_table(f, kl, n_kl))
+            fputs("<p class=\"note\">Every statistic with a bootstrap interval: value [2.5%, 97.5% of the "
+                  "resampled values]; resamples of the run's documents.</p>\n", f);
+        fputs("</section>\n", f);
         charts(f, sweep, kv_chart);
     }
     if (n_cap) kld_report_html_cap_section(f, cap, n_cap);
@@ -281,7 +358,9 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
         fputs("<p class=\"note\">Runs that share the corpus, chunking, ctx, reference and token stream are "
               "compared per position: d = KLD(A) − KLD(B) ± the paired standard error; “A closer” is "
               "the share of positions where A's KLD is lower; the sign test is two-sided over the "
-              "untied positions.</p></section>\n", f);
+              "untied positions. The paired bootstrap resamples the shared windows (1000 resamples, "
+              "seed 0) and gives A − B with its 95% interval and a two-sided p; the verdict is "
+              "`kldeval runs compare`'s.</p></section>\n", f);
     }
     fputs("<section><h2>Configuration</h2>\n", f);
     config_section(f, rows, n);

@@ -29,26 +29,31 @@
     return Math.abs(l - Math.round(l)) < 1e-6 ? fmt(v) : '';
   };
 
-  /* ± one standard error: dataset.errors[i], drawn along the value axis */
+  /* error bars along the value axis: dataset.intervals[i] = [lo, hi] (a 95%
+   * bootstrap interval) where given, else ± dataset.errors[i] (one standard
+   * error) */
   const errorBars = {
     id: 'kldErrorBars',
     afterDatasetsDraw(chart) {
       const ctx = chart.ctx;
       const horizontal = chart.options.indexAxis === 'y';
       chart.data.datasets.forEach((ds, di) => {
-        if (!ds.errors || !chart.isDatasetVisible(di)) return;
+        if ((!ds.errors && !ds.intervals) || !chart.isDatasetVisible(di)) return;
         const meta = chart.getDatasetMeta(di);
         const scale = chart.scales[horizontal ? meta.xAxisID : meta.yAxisID];
         ctx.save();
         ctx.strokeStyle = ds.errorColor || '#222';
         ctx.lineWidth = 1.4;
         meta.data.forEach((el, i) => {
-          const raw = ds.data[i], e = ds.errors[i];
+          const raw = ds.data[i], e = ds.errors ? ds.errors[i] : null, iv = ds.intervals ? ds.intervals[i] : null;
           const v = raw !== null && typeof raw === 'object' ? (horizontal ? raw.x : raw.y) : raw;
-          if (v === null || v === undefined || e === null || e === undefined || !isFinite(e) || e <= 0) return;
-          let lo = v - e;
+          if (v === null || v === undefined) return;
+          let lo, hi;
+          if (iv && isFinite(iv[0]) && isFinite(iv[1])) { lo = iv[0]; hi = iv[1]; }
+          else if (e !== null && e !== undefined && isFinite(e) && e > 0) { lo = v - e; hi = v + e; }
+          else return;
           if (scale.type === 'logarithmic' && lo <= 0) lo = scale.min;
-          const p1 = scale.getPixelForValue(lo), p2 = scale.getPixelForValue(v + e);
+          const p1 = scale.getPixelForValue(lo), p2 = scale.getPixelForValue(hi);
           const c = horizontal ? el.y : el.x, w = 4;
           ctx.beginPath();
           if (horizontal) {
@@ -142,15 +147,19 @@
   bucketChart('chart-pos', 'by_pos', (lo, hi) => lo + '–' + (hi - 1));
   bucketChart('chart-conf', 'by_conf', (lo, hi) => lo.toFixed(1) + '–' + hi.toFixed(1));
 
+  /* a run's 95% bootstrap interval of key (kld_mean_ci …), or null */
+  const ci = (r, key) => (r[key + '_ci'] ? r[key + '_ci'] : null);
   const barChart = (id, key, seKey, title, extra) => {
     const values = runs.map((r) => r[key]);
     const errors = runs.map((r) => r[seKey]);
-    const finite = values.map((v, i) => [v, errors[i] || 0]).filter((p) => p[0] !== null);
-    const lo = Math.min(...finite.map((p) => p[0] - 2 * p[1])), hi = Math.max(...finite.map((p) => p[0] + 2 * p[1]));
+    const intervals = runs.map((r) => ci(r, key));
+    const finite = values.map((v, i) => [v, errors[i] || 0, intervals[i]]).filter((p) => p[0] !== null);
+    const lo = Math.min(...finite.map((p) => Math.min(p[0] - 2 * p[1], p[2] ? p[2][0] : Infinity)));
+    const hi = Math.max(...finite.map((p) => Math.max(p[0] + 2 * p[1], p[2] ? p[2][1] : -Infinity)));
     const pad = (hi - lo) * 0.25 || Math.abs(hi) * 0.01 || 0.01;
     draw(id, {
       type: 'bar',
-      data: { labels: runs.map((r) => r.name.split(' ')), datasets: [{ label: title, data: values, errors: errors,
+      data: { labels: runs.map((r) => r.name.split(' ')), datasets: [{ label: title, data: values, errors: errors, intervals: intervals,
         backgroundColor: runs.map((r, i) => fade(color(i))), borderColor: runs.map((r, i) => color(i)), borderWidth: 1.5 }] },
       options: Object.assign({ plugins: { legend: { display: false } },
         scales: { x: { ticks: { maxRotation: 0, autoSkip: false } }, y: {
@@ -164,12 +173,12 @@
   barChart('chart-ppl', 'ppl_ratio', 'ppl_ratio_se', 'PPL(arm) / PPL(ref)', {});
 
   const MiB = 1024 * 1024;
-  const kldLo = Math.min(...runs.map((r) => r.kld_mean - (r.kld_se || 0)).filter((v) => v > 0));
-  const kldHi = Math.max(...runs.map((r) => r.kld_mean + (r.kld_se || 0)));
+  const kldLo = Math.min(...runs.map((r) => (r.kld_mean_ci ? r.kld_mean_ci[0] : r.kld_mean - (r.kld_se || 0))).filter((v) => v > 0));
+  const kldHi = Math.max(...runs.map((r) => (r.kld_mean_ci ? r.kld_mean_ci[1] : r.kld_mean + (r.kld_se || 0))));
   draw('chart-size', {
     type: 'scatter',
     data: { datasets: runs.map((r, i) => ({ label: r.name, data: r.bytes === null ? [] : [{ x: r.bytes / MiB, y: r.kld_mean }],
-      errors: [r.kld_se], errorColor: color(i), backgroundColor: color(i), borderColor: color(i), pointRadius: 5 })) },
+      errors: [r.kld_se], intervals: [ci(r, 'kld_mean')], errorColor: color(i), backgroundColor: color(i), borderColor: color(i), pointRadius: 5 })) },
     options: { plugins: { kldPointLabels: { enabled: true }, legend: { display: false } },
       scales: { x: { title: axisTitle('arm file size (MiB)'), grace: '10%' },
         y: Object.assign(logAxis('mean KLD (nats, log scale)'), { min: kldLo / 2, max: kldHi * 2 }) } }
@@ -179,7 +188,7 @@
   draw('chart-rank', {
     type: 'bar',
     data: { labels: ranked.map((e) => e.r.name), datasets: [{ label: 'mean KLD', data: ranked.map((e) => e.r.kld_mean),
-      errors: ranked.map((e) => e.r.kld_se), backgroundColor: ranked.map((e) => fade(color(e.i))),
+      errors: ranked.map((e) => e.r.kld_se), intervals: ranked.map((e) => ci(e.r, 'kld_mean')), backgroundColor: ranked.map((e) => fade(color(e.i))),
       borderColor: ranked.map((e) => color(e.i)), borderWidth: 1.5 }] },
     options: { indexAxis: 'y', plugins: { legend: { display: false } },
       scales: { x: { beginAtZero: true, suggestedMax: kldHi * 1.05, title: axisTitle('mean KLD (nats)') } } }
@@ -195,11 +204,13 @@
   const kvSets = families.map((fam, fi) => {
     const rs = kvRuns.filter((r) => r.kv_family === fam).sort((a, b) => a.kv_bits - b.kv_bits);
     return { label: familyName[fam], kvFamily: fam, kvRuns: rs.map((r) => r.id), pointNames: rs.map((r) => r.kv_types),
-      data: rs.map((r) => ({ x: r.kv_bits, y: r.kld_mean })), errors: rs.map((r) => r.kld_se), errorColor: color(fi),
+      data: rs.map((r) => ({ x: r.kv_bits, y: r.kld_mean })), errors: rs.map((r) => r.kld_se),
+      intervals: rs.map((r) => ci(r, 'kld_mean')), errorColor: color(fi),
       backgroundColor: color(fi), borderColor: color(fi), pointRadius: 5, showLine: true, borderWidth: 1.5 };
   }).filter((ds) => ds.data.length);
   if (kvSets.length) {
-    const kvLo = Math.min(...kvRuns.map((r) => r.kld_mean)), kvHi = Math.max(...kvRuns.map((r) => r.kld_mean + (r.kld_se || 0)));
+    const kvLo = Math.min(...kvRuns.map((r) => r.kld_mean));
+    const kvHi = Math.max(...kvRuns.map((r) => (r.kld_mean_ci ? r.kld_mean_ci[1] : r.kld_mean + (r.kld_se || 0))));
     draw('chart-kvbits', {
       type: 'scatter',
       data: { datasets: kvSets },

@@ -47,6 +47,28 @@ static json_t *buckets(const kld_bucket *b, int nb) {
     return a;
 }
 
+bool kld_report_ci_at(const json_t *report, const char *path, double *lo, double *hi) {
+    const json_t *v = report;
+    char part[64];
+    while (v && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        snprintf(part, sizeof part, "%.*s", (int)n, path);
+        v = json_object_get(v, part);
+        path += n + (dot ? 1 : 0);
+    }
+    const json_t *a = json_array_get(v, 0), *b = json_array_get(v, 1);
+    *lo = json_is_number(a) ? json_number_value(a) : NAN;
+    *hi = json_is_number(b) ? json_number_value(b) : NAN;
+    return isfinite(*lo) && isfinite(*hi);
+}
+
+/* A statistic's interval as key: [lo, hi]; nothing when the run has none. */
+static void ci_pair(json_t *o, const char *key, const json_t *report, const char *path) {
+    double lo, hi;
+    if (kld_report_ci_at(report, path, &lo, &hi)) json_object_set_new(o, key, json_pack("[f, f]", lo, hi));
+}
+
 /* The KV cache's family of a kv_types text: llama.cpp's block types, MLX
  * groups, the rotated quantizer, or a mix of them. */
 static const char *kv_family(const char *types) {
@@ -152,6 +174,9 @@ json_t *kld_report_html_data(kld_db *db, kld_db_row *const *rows, size_t n, kld_
         kld_json_set_real(o, "top1_se", s->top1_se);
         kld_json_set_real(o, "ppl_ratio", s->ppl_ratio);
         kld_json_set_real(o, "ppl_ratio_se", s->ppl_ratio_se);
+        ci_pair(o, "kld_mean_ci", r->report, "kld.ci95.mean");
+        ci_pair(o, "top1_ci", r->report, "top1_agreement_ci95");
+        ci_pair(o, "ppl_ratio_ci", r->report, "ppl_ratio_ci95");
         kv_bits(o, r->report);
         json_object_set_new(o, "by_pos", buckets(s->by_pos, KLD_POS_BUCKETS));
         json_object_set_new(o, "by_conf", buckets(s->by_conf, KLD_CONF_BUCKETS));

@@ -12,6 +12,10 @@ extern const char *const kld_report_pct_keys[KLD_N_PCT];
 bool kld_json_set_real(json_t *obj, const char *key, double v);
 bool kld_json_set_uint(json_t *obj, const char *key, uint64_t v);
 
+/* The 95% bootstrap interval a kl report keeps at path ("kld.ci95.p99",
+ * "top1_agreement_ci95"); false (and NANs) when it has none. */
+bool kld_report_ci_at(const json_t *report, const char *path, double *lo, double *hi);
+
 /* tokens / seconds, NAN when seconds <= 0. */
 double kld_report_rate(uint64_t tokens, double seconds);
 

@@ -30,4 +30,20 @@ typedef struct kld_sweep_table {
 
 void kld_report_sweep_table(FILE *f, const kld_sweep_table *t, const kld_sweep_row *rows, size_t n);
 
+/* The intervals of each arm (KLD mean, p99, p99.9 and top-1 as "value [lo,
+ * hi]") and its paired comparison with the baseline arm on the same
+ * positions: ΔKLD mean (arm − baseline) [lo, hi], the two-sided p and a
+ * verdict word (better, worse, n.d., same, baseline). */
+struct kld_bootstrap;
+struct kld_paired_bootstrap;
+typedef struct kld_sweep_ci_row {
+    const char *label;
+    const kld_summary *sum;
+    const struct kld_bootstrap *boot;       /* replicates 0: no intervals */
+    const struct kld_paired_bootstrap *vs;  /* replicates 0: no comparison */
+    const char *verdict;
+} kld_sweep_ci_row;
+
+void kld_report_sweep_intervals(FILE *f, const kld_sweep_ci_row *rows, size_t n, const char *baseline);
+
 #endif

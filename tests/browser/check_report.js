@@ -100,10 +100,57 @@ const check = (ok, what) => {
     check(withValue > 30 && exact === withValue, 'table values equal the database (' + exact + ' of ' + withValue + ')');
     check(readable === withValue, 'table text shows those values (' + readable + ' of ' + withValue + ')');
 
+    // the bootstrap intervals: every cell with data-ci-lo/hi shows the report's ci95 ("value [lo, hi]"),
+    // in the summary table and the intervals table; runs whose report has none show no interval
+    const ciPath = { kld_mean: ['kld', 'ci95', 'mean'], kld_median: ['kld', 'ci95', 'median'], kld_p90: ['kld', 'ci95', 'p90'],
+      kld_p95: ['kld', 'ci95', 'p95'], kld_p99: ['kld', 'ci95', 'p99'], kld_p99_9: ['kld', 'ci95', 'p99_9'],
+      top1_agreement: ['top1_agreement_ci95'], ppl_ratio: ['ppl_ratio_ci95'] };
+    const ciOf = (row, key) => ciPath[key] && row && row.report ? ciPath[key].reduce((o, k) => (o ? o[k] : undefined), row.report) : undefined;
+    const ciCells = await page.evaluate(() => [...document.querySelectorAll('#summary-table td[data-key], #ci-table td[data-key]')].map((td) => ({
+      table: td.closest('table').id, run: Number(td.dataset.run), key: td.dataset.key, lo: td.dataset.ciLo, hi: td.dataset.ciHi,
+      text: td.textContent })));
+    let ciWant = 0, ciOk = 0;
+    for (const c of ciCells) {
+      const want = ciOf(byId.get(c.run), c.key);
+      if (!Array.isArray(want) || want[0] === null) {
+        check(c.lo === undefined && !/\[/.test(c.text), c.table + ' run ' + c.run + ' ' + c.key + ': no interval in the report, none on the page');
+        continue;
+      }
+      ciWant++;
+      const m = c.text.match(/\[([-+0-9.e]+), ([-+0-9.e]+)\]/i);
+      const near = (a, b) => Math.abs(a - b) <= 1e-3 * Math.abs(b) + 1e-12;
+      if (Number(c.lo) === want[0] && Number(c.hi) === want[1] && m && near(Number(m[1]), want[0]) && near(Number(m[2]), want[1]) &&
+          want[0] <= want[1]) ciOk++;
+      else console.error(c.table + ' run ' + c.run + ' ' + c.key + ': page [' + c.lo + ', ' + c.hi + '] "' + c.text + '", report ' + JSON.stringify(want));
+    }
+    const withCi = runs.filter((r) => r.report && r.report.bootstrap).length;
+    check(ciOk === ciWant && ciWant === withCi * 14, 'bootstrap intervals shown as value [lo, hi] at the report\'s ci95 (' + ciOk +
+      ' of ' + ciWant + ', ' + withCi * 14 + ' expected)');
+    // the charts draw those intervals as error bars
+    const bars = await page.evaluate(() => {
+      const get = (id) => { const ch = Chart.getChart(document.getElementById(id)); return ch ? ch.data.datasets[0].intervals : null; };
+      return { top1: get('chart-top1'), ppl: get('chart-ppl') };
+    });
+    let barOk = 0, barWant = 0;
+    runs.forEach((r, i) => {
+      for (const [name, key] of [['top1', 'top1_agreement_ci95'], ['ppl', 'ppl_ratio_ci95']]) {
+        const want = r.report ? r.report[key] : undefined, got = bars[name] ? bars[name][i] : undefined;
+        if (!Array.isArray(want)) { if (got === null || got === undefined) barOk++; barWant++; continue; }
+        barWant++;
+        if (got && Math.abs(got[0] - want[0]) <= 1e-9 * Math.abs(want[0]) && Math.abs(got[1] - want[1]) <= 1e-9 * Math.abs(want[1])) barOk++;
+        else console.error('chart-' + name + ' run ' + r.id + ': error bar ' + JSON.stringify(got) + ' vs ' + JSON.stringify(want));
+      }
+    });
+    check(barOk === barWant, 'chart-top1 and chart-ppl: error bars at the bootstrap intervals where the run has them (' + barOk + ' of ' + barWant + ')');
+
     // the comparison table: one row per pair; paired ΔKLD agrees with the means
     const pairs = await page.evaluate(() => [...document.querySelectorAll('#compare-table tr[data-pair]')].map((tr) => {
       const d = tr.querySelector('[data-key="d_kld"]'), u = tr.querySelector('[data-key="u_kld"]');
-      return { pair: tr.dataset.pair, d: d ? Number(d.dataset.value) : null, u: u ? Number(u.dataset.value) : null };
+      const bd = tr.querySelector('[data-key="boot_d_kld"]'), bp = tr.querySelector('[data-key="boot_p"]');
+      const v = tr.querySelector('[data-key="verdict"]');
+      return { pair: tr.dataset.pair, d: d ? Number(d.dataset.value) : null, u: u ? Number(u.dataset.value) : null,
+        boot: bd ? { diff: Number(bd.dataset.value), lo: Number(bd.dataset.ciLo), hi: Number(bd.dataset.ciHi), p: Number(bp.dataset.value) } : null,
+        word: v ? v.dataset.word : null, verdict: v ? v.textContent : null };
     }));
     check(pairs.length === runs.length * (runs.length - 1) / 2, 'one comparison per pair (' + pairs.length + ')');
     let paired = 0;
@@ -113,6 +160,18 @@ const check = (ok, what) => {
       const v = p.d !== null ? p.d : p.u;
       if (p.d !== null) paired++;
       check(v !== null && Math.abs(v - diff) <= 1e-5 * Math.abs(diff) + 1e-12, 'pair ' + p.pair + ': ΔKLD ' + v + ' vs ' + diff);
+      if (p.d === null) {
+        check(p.boot === null && p.word === null, 'pair ' + p.pair + ': unpaired, no bootstrap or verdict');
+        continue;
+      }
+      // the paired bootstrap: the same difference, an interval around it, a p in (0, 1], a verdict that follows the interval
+      check(p.boot !== null && Math.abs(p.boot.diff - p.d) <= 1e-6 * Math.abs(p.d) + 1e-12 && p.boot.lo <= p.boot.hi &&
+        p.boot.p > 0 && p.boot.p <= 1, 'pair ' + p.pair + ': paired bootstrap ' + JSON.stringify(p.boot) + ' around ΔKLD ' + p.d);
+      const word = p.boot.lo > 0 ? 'B' : p.boot.hi < 0 ? 'A' : 'n.d.';
+      const [ida, idb] = p.pair.split('-');
+      const said = word === 'n.d.' ? /^not distinguishable on \d+ positions/.test(p.verdict)
+        : p.verdict.startsWith('run ' + (word === 'A' ? ida : idb) + ' is closer to the reference');
+      check(p.word === word && said, 'pair ' + p.pair + ': verdict ' + p.word + ' "' + p.verdict + '" follows [' + p.boot.lo + ', ' + p.boot.hi + ']');
     }
     if (runs.length > 1 && runs.every((r) => r.mode === 'sweep'))
       check(paired === pairs.length, 'a sweep\'s arms share the teacher: every comparison paired (' + paired + ')');
