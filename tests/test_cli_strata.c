@@ -163,6 +163,37 @@ static void test_strata(void) {
     free(out);
 }
 
+/* The HTML report of a run with strata: one row per stratum, the mean
+ * the JSON report's to 17 digits. */
+static void test_html(void) {
+    const char *b = kt_build_dir();
+    char db[600], html[600], json[600], args[4096], *out = NULL;
+    snprintf(db, sizeof db, "%s/strata.sqlite", b);
+    snprintf(html, sizeof html, "%s/strata.html", b);
+    snprintf(json, sizeof json, "%s/strata_html.json", b);
+    remove(db);
+    snprintf(args, sizeof args, "kl " MODELS " --quiet --db '%s' --max-docs 8 --strata 'space=^\\s' --json '%s'", db,
+             json);
+    CHECK(run(args, &out) == 0, "kl --strata into a database: %s", out ? out : "");
+    free(out);
+    snprintf(args, sizeof args, "report 1 --db '%s' --html '%s'", db, html);
+    CHECK(run(args, &out) == 0, "report: %s", out ? out : "");
+    free(out);
+    json_error_t je;
+    json_t *j = json_load_file(json, 0, &je);
+    double n, mean = stratum_mean(j, "space", &n);
+    json_decref(j);
+    char *page = kt_read_file(html, NULL), want[128];
+    snprintf(want, sizeof want, "data-key=\"kld_mean\" data-value=\"%.17g\"", mean);
+    const char *row = page ? strstr(page, "<tr data-run=\"1\" data-stratum=\"space\">") : NULL;
+    const char *end = row ? strstr(row, "</tr>") : NULL;
+    const char *cell = row ? strstr(row, want) : NULL;
+    CHECK(page && strstr(page, "id=\"strata-table\"") && row && cell && cell < end,
+          "the HTML strata table: the space row with its mean %.17g", mean);
+    CHECK(page && strstr(page, "data-stratum=\"special\""), "the HTML strata table: the special row");
+    free(page);
+}
+
 /* Bad strata: exit 2 before the (missing) model would load. */
 static void test_errors(void) {
     static const struct {
@@ -197,6 +228,7 @@ int main(int argc, char **argv) {
     }
     kldeval = argv[1];
     test_strata();
+    test_html();
     test_errors();
     return kt_finish();
 }

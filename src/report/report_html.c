@@ -292,6 +292,39 @@ static size_t chartjs_len(void) {
 }
 
 /* kl: the KL runs, cap: the capability runs, each in the given order. */
+/* Each run's strata (kl --strata): positions, mean KLD with its interval,
+ * median, p99 and top-1 per stratum; false when no run has strata. */
+static bool strata_table(FILE *f, kld_db_row *const *rows, size_t n) {
+    bool any = false;
+    for (size_t i = 0; i < n; i++) any = any || json_object_size(json_object_get(rows[i]->report, "strata"));
+    if (!any) return false;
+    fputs("<table class=\"summary\" id=\"strata-table\"><thead><tr><th>run</th><th>stratum</th><th>positions</th>"
+          "<th>KLD mean</th><th>KLD median</th><th>KLD p99</th><th>top-1 agreement</th></tr></thead><tbody>\n", f);
+    for (size_t i = 0; i < n; i++) {
+        const kld_db_row *r = rows[i];
+        const json_t *only = json_object_get(json_object_get(r->report, "config"), "score_only");
+        const char *name;
+        const json_t *st;
+        json_object_foreach(json_object_get(r->report, "strata"), name, st) {
+            const json_t *k = json_object_get(st, "kld"); /* none for a stratum without positions */
+            fprintf(f, "<tr data-run=\"%lld\" data-stratum=\"", (long long)r->id);
+            esc(f, name);
+            fprintf(f, "\"><td class=\"num\">%lld</td><td>", (long long)r->id);
+            esc(f, name);
+            if (only && !strcmp(json_string_value(only), name)) fputs(" (scored alone)", f);
+            fprintf(f, "</td><td class=\"num\">%lld</td>", (long long)json_integer_value(json_object_get(st, "n_positions")));
+            num_ci_cell(f, r->id, "kld_mean", k ? json_number_value(json_object_get(k, "mean")) : NAN, "kld_se",
+                        k ? json_number_value(json_object_get(k, "stderr")) : NAN, 5, st, "kld.ci95.mean");
+            num_cell(f, r->id, "kld_median", k ? json_number_value(json_object_get(k, "median")) : NAN, NULL, NAN, 5);
+            num_cell(f, r->id, "kld_p99", k ? json_number_value(json_object_get(k, "p99")) : NAN, NULL, NAN, 5);
+            num_cell(f, r->id, "top1", k ? json_number_value(json_object_get(st, "top1_agreement")) : NAN, NULL, NAN, 5);
+            fputs("</tr>\n", f);
+        }
+    }
+    fputs("</tbody></table>\n", f);
+    return true;
+}
+
 static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_t n, kld_db_row **kl,
                              size_t n_kl, kld_db_row **cap, size_t n_cap, kld_error *err) {
     json_t *data = kld_report_html_data(db, kl, n_kl, err);
@@ -347,6 +380,10 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
         if (intervals_table(f, kl, n_kl))
             fputs("<p class=\"note\">Every statistic with a bootstrap interval: value [2.5%, 97.5% of the "
                   "resampled values]; resamples of the run's documents.</p>\n", f);
+        if (strata_table(f, kl, n_kl))
+            fputs("<p class=\"note\">Strata (kl --strata): the positions whose next token's text matches "
+                  "the stratum's regex, or a control token (special), or lies in a turn of that role "
+                  "(role:…); each with the statistics of those positions alone.</p>\n", f);
         fputs("</section>\n", f);
         charts(f, sweep, kv_chart);
     }
