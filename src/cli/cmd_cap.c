@@ -326,7 +326,8 @@ void kld_cap_print_report(FILE *f, const json_t *rep) {
             print_side(f, "arm", json_object_get(t, "arm"));
             print_pass_at_k(f, json_object_get(t, "arm"));
             json_t *p = json_object_get(t, "paired");
-            fprintf(f, "  diff %+.4f ± %.4f (arm only %lld, ref only %lld", json_real_value(json_object_get(p, "diff")),
+            /* flips: items the arm gets right and the reference wrong, and the other way */
+            fprintf(f, "  diff %+.4f ± %.4f (flips wrong→right %lld, right→wrong %lld", json_real_value(json_object_get(p, "diff")),
                     json_real_value(json_object_get(p, "stderr")), (long long)json_integer_value(json_object_get(p, "arm_only_right")),
                     (long long)json_integer_value(json_object_get(p, "ref_only_right")));
             const json_t *mp = json_object_get(p, "mcnemar_p"); /* absent in reports of older versions */
