@@ -12,7 +12,10 @@
  *      p99_9, max}; kld also has doc_mean, doc_stderr (mean of per-document
  *      means); delta_p also has rms, rms_stderr (probability units, not %),
  *   top1_agreement, top1_agreement_stderr (fractions),
- *   topk, topk_overlap, topk_overlap_stderr,
+ *   topk, topk_overlap, topk_overlap_stderr, topk_ordered, topk_ordered_stderr,
+ *   label_in_topk: {k: [1, 5, 10], ref, ref_stderr, arm, arm_stderr (arrays
+ *     over k), n_ref, n_arm (positions whose next token's rank is known)},
+ *   dlogit_centered: {mean, stderr, n} (mean |centred logit difference|),
  *   ppl_ref, ppl_ref_stderr, ppl_arm, ppl_arm_stderr,
  *   ln_ppl_ratio, ln_ppl_ratio_stderr, ppl_ratio, ppl_ratio_stderr,
  *   ppl_diff, ppl_diff_stderr, nll_correlation (ppl_ref and all that pairs
@@ -32,7 +35,12 @@
  *     none)}; kld is then the truncated KL and kld_reverse/jsd those of the
  *     top-k+tail coarsening (see src/eval/stats.h),
  *   config: the driver's configuration object, copied as given (mode, arms
- *     with kind, files, sizes and hashes, corpus hash, ctx, chunking, ...).
+ *     with kind, files, sizes and hashes, corpus hash, ctx, chunking, ...;
+ *     strata: the strata's names in bit order, score_only),
+ *   kld.ci95, top1_agreement_ci95, ppl_ratio_ci95, bootstrap: the intervals
+ *     (src/eval/bootstrap.h),
+ *   strata (with --strata/--score-only): {NAME: the same figures for the
+ *     stratum's positions alone, or {n_positions: 0}} (report_strata.c).
  * Definitions of every statistic: src/eval/stats.h.
  *
  * Pin line (the seeds' scoreboard convention: append-only, one compact JSON
@@ -44,8 +52,10 @@
  *
  * Per-position TSV: a header line, then one line per position in order:
  * doc pos token kld top1_match nll_ref nll_arm kld_rev jsd topk_overlap
- * p_ref_max top_ref top_arm (nll "nan" and token -1 where there is no next
- * token; doc is the document number, pos the context position). */
+ * p_ref_max top_ref top_arm topk_ordered rank_ref rank_arm dlogit token_text
+ * strata (nll "nan" and token -1 where there is no next token; doc is the
+ * document number, pos the context position; a rank is empty when unknown;
+ * token_text escaped: \\ \t \n \r \xHH; strata comma-separated names). */
 #ifndef KLD_REPORT_H
 #define KLD_REPORT_H
 
