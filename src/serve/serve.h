@@ -1,0 +1,169 @@
+/* serve.h — `kldeval serve`: one arm (a model spec with its policy, adapter
+ * and levers, eval/arm.h) over HTTP in the OpenAI completions protocol.
+ *
+ *   serve_engine.c       the arm's model, session and tokenizer behind one lock;
+ *                        runs a prompt (prefill, echo rows, decode) into ids and
+ *                        float64 log-probabilities
+ *   serve_logprob.c      log-softmax and the top-N of one f32 logits row
+ *   serve_text.c         token and completion text as JSON-safe UTF-8, offsets
+ *   serve_request.c      typed fields of a JSON request, 400s naming field + value
+ *   serve_completions.c  POST /v1/completions
+ *   serve_tokenize.c     /tokenize, /detokenize, /tokenizer_info, /v1/models, /health
+ *   serve_http.c         libmicrohttpd: bodies and their limit, auth, routing, SIGTERM
+ * Handlers see JSON in and a reply out; only serve_http.c knows HTTP. */
+#ifndef KLD_SERVE_SERVE_H
+#define KLD_SERVE_SERVE_H
+
+#include "cap/sampler.h"
+#include "chat/chat.h"
+#include "common/common.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+#include <jansson.h>
+#include <pthread.h>
+
+struct kld_arm_parsed;
+
+/* ---- the engine (serve_engine.c) ---- */
+
+typedef struct kld_serve_engine {
+    kld_model *model;
+    kld_session *session;
+    kld_tokenizer *tok;
+    kld_chat_template chat;
+    int64_t n_vocab, n_ctx, chunk;
+    float *logits;           /* [chunk][n_vocab] scratch */
+    kld_cap_cand *cand;      /* [2 n_vocab] sampler scratch */
+    double *prob;            /* [n_vocab] */
+    pthread_mutex_t lock;    /* one request in the engine at a time */
+} kld_serve_engine;
+
+/* Opens the arm's model (kld_arm_spec_open_model: policy, adapter, levers
+ * checked), its tokenizer and chat template, and one session of n_ctx
+ * positions (0: the model's training context, else 2048) on threads
+ * threads (0: all cores). */
+kld_status kld_serve_engine_open(const struct kld_arm_parsed *arm, int threads, int64_t n_ctx,
+                                 kld_serve_engine **out, kld_error *err);
+void kld_serve_engine_close(kld_serve_engine *e);
+
+/* Called after each generated token with all ids so far (prompt first):
+ * true stops the generation (a stop string was produced). */
+typedef bool (*kld_serve_stop_fn)(void *ctx, const int32_t *ids, size_t n_prompt, size_t n);
+
+typedef struct kld_serve_job {
+    const int32_t *prompt;   /* ids in [0, n_vocab), n_prompt >= 1 */
+    size_t n_prompt;
+    int64_t max_tokens;      /* >= 0; n_prompt + max_tokens <= n_ctx */
+    kld_cap_sampler sampler;
+    uint64_t item;           /* the prompt's index: the sampler's draw is (seed, item, 0, step) */
+    bool echo;               /* log-probabilities of the prompt's tokens too */
+    int64_t n_top;           /* < 0: no log-probabilities; else top-N alternatives per token */
+    bool ignore_eos;
+    kld_serve_stop_fn stop;  /* may be NULL */
+    void *stop_ctx;
+} kld_serve_job;
+
+typedef struct kld_serve_result {
+    kld_tok_ids ids;         /* prompt + generated */
+    size_t n_prompt;
+    /* When n_top >= 0, for token t of ids (first = 0 with echo, else
+     * n_prompt): logprob[t] (NAN for t = 0), top_id/top_lp[t][n_top]. */
+    size_t first;
+    double *logprob;
+    int32_t *top_id;
+    double *top_lp;
+    int64_t n_top;
+    const char *finish_reason; /* "length" or "stop" */
+} kld_serve_result;
+
+kld_status kld_serve_engine_run(kld_serve_engine *e, const kld_serve_job *job, kld_serve_result *out,
+                                kld_error *err);
+void kld_serve_result_free(kld_serve_result *r);
+
+/* ---- log-probabilities (serve_logprob.c) ---- */
+
+/* log-softmax of logits[id] in float64, and the n_top largest of the row
+ * (ties to the lower id) with their log-probabilities. */
+double kld_serve_logprob(const float *logits, int64_t n_vocab, double lse, int32_t id);
+void kld_serve_top(const float *logits, int64_t n_vocab, double lse, int64_t n_top, int32_t *top_id,
+                   double *top_lp);
+
+/* ---- text (serve_text.c) ---- */
+
+/* s[0..n) as valid UTF-8 (each ill-formed byte becomes U+FFFD), malloc'd;
+ * when char_at is given it receives n + 1 entries: the character offset
+ * of each input byte (and of the end). NULL when out of memory. */
+char *kld_serve_utf8(const char *s, size_t n, size_t **char_at);
+/* The raw bytes token ids[t] adds to the text of the tokens before it
+ * (taken in context); a special (control) token's piece, *special set, as
+ * texts skip those. malloc'd, *len bytes. */
+char *kld_serve_token_bytes(const kld_tokenizer *tok, const int32_t *ids, size_t t, size_t *len,
+                            bool *special);
+/* Raw token bytes as a JSON-safe token string: itself when valid UTF-8,
+ * else "bytes:\xNN..." as OpenAI's API spells such tokens. malloc'd. */
+char *kld_serve_token_string(const char *raw, size_t len);
+/* The text ids[n_prompt..n) add after the prompt's, raw bytes, malloc'd. */
+char *kld_serve_completion_bytes(const kld_tokenizer *tok, const int32_t *ids, size_t n_prompt, size_t n,
+                                 size_t *len);
+/* decode(ids[0..n)) with special tokens skipped, malloc'd raw bytes (*len). */
+char *kld_serve_decode(const kld_tokenizer *tok, const int32_t *ids, size_t n, size_t *len);
+
+/* ---- requests and replies (serve_request.c) ---- */
+
+typedef struct kld_serve_reply {
+    unsigned status;
+    json_t *body;
+} kld_serve_reply;
+
+/* An OpenAI-style {"error": {"message", "type", "param", "code"}} reply. */
+void kld_serve_error(kld_serve_reply *r, unsigned status, const char *param, const char *fmt, ...)
+    KLD_PRINTF(4, 5);
+/* The value as short JSON text for a message (truncated), static buffer per thread. */
+const char *kld_serve_show(const json_t *v);
+
+/* Typed optional fields: absent keeps *out; a wrong type or a value out of
+ * [lo, hi] is a 400 naming the field and the value (false). */
+bool kld_serve_get_int(const json_t *req, const char *key, int64_t lo, int64_t hi, int64_t *out,
+                       kld_serve_reply *r);
+bool kld_serve_get_real(const json_t *req, const char *key, double lo, double hi, double *out,
+                        kld_serve_reply *r);
+bool kld_serve_get_bool(const json_t *req, const char *key, bool *out, kld_serve_reply *r);
+/* A token-id list (each in [0, n_vocab)) into ids; field names the place. */
+bool kld_serve_get_ids(const json_t *v, const char *field, int64_t n_vocab, kld_tok_ids *ids,
+                       kld_serve_reply *r);
+
+/* ---- the server (serve_http.c and the handlers) ---- */
+
+typedef struct kld_serve_opts {
+    const char *host;        /* default 127.0.0.1 */
+    int port;                /* 0: any free port (printed) */
+    const char *api_key;     /* NULL: none */
+    const char *model_id;    /* the name clients use ("model" field, /v1/models) */
+    size_t max_body;         /* bytes */
+    int64_t max_prompts;     /* prompts per request */
+    unsigned timeout_s;      /* idle connection timeout */
+    int max_connections;
+} kld_serve_opts;
+
+typedef struct kld_server {
+    kld_serve_engine *engine;
+    const kld_serve_opts *opts;
+} kld_server;
+
+/* Handlers: req is the parsed body (NULL for GET). */
+void kld_serve_completions(kld_server *s, const json_t *req, kld_serve_reply *r);
+void kld_serve_tokenize(kld_server *s, const json_t *req, kld_serve_reply *r);
+void kld_serve_detokenize(kld_server *s, const json_t *req, kld_serve_reply *r);
+void kld_serve_tokenizer_info(kld_server *s, const json_t *req, kld_serve_reply *r);
+void kld_serve_models(kld_server *s, const json_t *req, kld_serve_reply *r);
+void kld_serve_health(kld_server *s, const json_t *req, kld_serve_reply *r);
+/* A "model" field naming another model is a 404 (false). */
+bool kld_serve_check_model(const kld_server *s, const json_t *req, kld_serve_reply *r);
+
+/* Listens (printing "kldeval serve: listening on http://HOST:PORT" to
+ * stderr once ready), serves until SIGTERM or SIGINT, then lets requests in
+ * flight finish. Errors (address in use, a bad host) are returned. */
+kld_status kld_serve_run(kld_server *s, kld_error *err);
+
+#endif
