@@ -83,6 +83,8 @@ void kld_serve_result_free(kld_serve_result *r);
 
 /* ---- log-probabilities (serve_logprob.c) ---- */
 
+/* The row's logsumexp in float64 (as the KL statistics compute it). */
+double kld_serve_lse(const float *logits, int64_t n_vocab);
 /* log-softmax of logits[id] in float64, and the n_top largest of the row
  * (ties to the lower id) with their log-probabilities. */
 double kld_serve_logprob(const float *logits, int64_t n_vocab, double lse, int32_t id);

@@ -77,7 +77,7 @@ void kld_serve_result_free(kld_serve_result *r) {
 
 /* Entry t (token ids[t]) from the row that predicted it. */
 static void score_row(const kld_serve_engine *e, kld_serve_result *r, const float *row, size_t t) {
-    const double lse = kld_logsumexp(row, e->n_vocab);
+    const double lse = kld_serve_lse(row, e->n_vocab);
     const size_t k = t - r->first;
     r->logprob[k] = kld_serve_logprob(row, e->n_vocab, lse, r->ids.ids[t]);
     kld_serve_top(row, e->n_vocab, lse, r->n_top, r->top_id + k * (size_t)r->n_top,

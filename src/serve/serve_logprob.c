@@ -1,10 +1,20 @@
 /* serve_logprob.c — the log-probabilities served: float64 log-softmax of
- * the engine's f32 logits (lse from kld_logsumexp, the one the statistics
- * use), and the top-N alternatives of a row. */
+ * the engine's f32 logits (the logsumexp of the KL statistics,
+ * kld_row_logsumexp: exp and the sum in float64), and the top-N
+ * alternatives of a row. */
 #include "serve/serve.h"
+
+#include "eval/stats.h"
 
 #include <math.h>
 #include <stdlib.h>
+
+double kld_serve_lse(const float *logits, int64_t n_vocab) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    return isfinite(mx) ? kld_row_logsumexp(logits, (int32_t)n_vocab, mx) : (double)mx;
+}
 
 double kld_serve_logprob(const float *logits, int64_t n_vocab, double lse, int32_t id) {
     (void)n_vocab;
