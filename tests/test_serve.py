@@ -37,8 +37,8 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def start(*extra):
-    p = subprocess.Popen([KLDEVAL, "serve", "-m", MODEL, "--port", "0", "--threads", "1", *extra],
+def start(*extra, model=MODEL):
+    p = subprocess.Popen([KLDEVAL, "serve", "-m", model, "--port", "0", "--threads", "1", *extra],
                          stderr=subprocess.PIPE, text=True)
     lines = []
     while True:
@@ -227,7 +227,46 @@ for method, path, body, want_status, want_msg in bad:
     msg = e.get("error", {}).get("message", "")
     check(st == want_status and want_msg in msg, f"{method} {path} {body!r}: {st} {msg!r}")
 check(call(port, "GET", "/health")[0] == 200, "still serving after the malformed requests")
+st, e = call(port, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})
+check(st == 400 and "no chat template" in e["error"]["message"], f"chat without a template: {st} {e}")
 stop(srv, "server")
+
+# ---- chat completions: an HF folder (rand-llama-hf's files) with a chat template in tokenizer_config.json
+TEMPLATE = ("{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{{ eos_token }}\n{% endfor %}"
+            "{% if add_generation_prompt %}[assistant]{% endif %}")
+hf = os.path.join(OUT, "chat-model")
+os.makedirs(hf, exist_ok=True)
+for f in ("config.json", "model.safetensors", "tokenizer.json"):
+    link = os.path.join(hf, f)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.realpath(os.path.join("../shared/models/rand-llama-hf", f)), link)
+with open(os.path.join(hf, "tokenizer_config.json"), "w") as f:
+    json.dump({"bos_token": "<s>", "eos_token": "</s>", "chat_template": TEMPLATE}, f)
+srv, port, _ = start("--ctx", "256", model=hf)
+st, info = call(port, "GET", "/tokenizer_info")
+check(info["chat_template"] == TEMPLATE, f"/tokenizer_info gives the chat template: {info}")
+msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello, who are you?"}]
+rendered = "<s>[system] Be brief.</s>\n[user] Hello, who are you?</s>\n[assistant]"
+st, chat = call(port, "POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0})
+st2, rt = call(port, "POST", "/tokenize", {"prompt": rendered, "add_special_tokens": False})
+st3, comp = call(port, "POST", "/v1/completions", {"prompt": rt["tokens"], "max_tokens": 10, "temperature": 0})
+print(f"chat: {chat['choices'][0]['message']!r} usage {chat['usage']}")
+check(st == 200 and chat["object"] == "chat.completion" and chat["choices"][0]["message"]["role"] == "assistant",
+      f"chat reply: {st} {chat}")
+check(rt["tokens"].count(1) == 1 and chat["usage"]["prompt_tokens"] == len(rt["tokens"]),
+      f"the template's BOS is the only one: {rt['tokens'][:4]} {chat['usage']}")
+check(chat["choices"][0]["message"]["content"] == comp["choices"][0]["text"],
+      "chat content = completion of the hand-rendered conversation")
+for body, want in (({"max_tokens": 3}, "'messages' must be"),
+                   ({"messages": [{"role": 1, "content": "x"}]}, "'messages'[0]"),
+                   ({"messages": [{"role": "user", "content": 5}]}, "'messages'[0].content"),
+                   ({"messages": msgs, "logprobs": True}, "logprobs"),
+                   ({"messages": msgs, "max_tokens": 300}, "'max_tokens' must be in"),
+                   ({"messages": msgs, "max_completion_tokens": 250}, "exceeds the context of 256")):
+    st, e = call(port, "POST", "/v1/chat/completions", body)
+    check(st == 400 and want in e["error"]["message"], f"chat {body}: {st} {e}")
+stop(srv, "chat server")
 
 # ---- body limit (Content-Length and chunked), --api-key
 srv, port, _ = start("--max-body", "4096", "--api-key", "sesame", "--model-name", "arm")

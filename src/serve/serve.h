@@ -7,7 +7,9 @@
  *   serve_logprob.c      log-softmax and the top-N of one f32 logits row
  *   serve_text.c         token and completion text as JSON-safe UTF-8, offsets
  *   serve_request.c      typed fields of a JSON request, 400s naming field + value
+ *   serve_params.c       generation parameters of a request, stop strings
  *   serve_completions.c  POST /v1/completions
+ *   serve_chat.c         POST /v1/chat/completions (the model's chat template)
  *   serve_tokenize.c     /tokenize, /detokenize, /tokenizer_info, /v1/models, /health
  *   serve_http.c         libmicrohttpd: bodies and their limit, auth, routing, SIGTERM
  * Handlers see JSON in and a reply out; only serve_http.c knows HTTP. */
@@ -135,6 +137,35 @@ bool kld_serve_get_bool(const json_t *req, const char *key, bool *out, kld_serve
 bool kld_serve_get_ids(const json_t *v, const char *field, int64_t n_vocab, kld_tok_ids *ids,
                        kld_serve_reply *r);
 
+/* ---- generation parameters (serve_params.c) ---- */
+
+#define KLD_SERVE_MAX_STOP 16
+
+typedef struct kld_serve_params {
+    int64_t max_tokens;      /* -1 (chat without one): the rest of the context */
+    int64_t n_top;           /* logprobs N; -1: none */
+    kld_cap_sampler sampler;
+    bool echo, ignore_eos;
+    const char *stop[KLD_SERVE_MAX_STOP]; /* borrowed from the request */
+    size_t n_stop;
+} kld_serve_params;
+
+struct kld_server;
+/* The parameters of a completions (chat false) or chat request; a 400
+ * naming the field otherwise. */
+bool kld_serve_read_params(const struct kld_server *s, const json_t *req, bool chat, kld_serve_params *p,
+                           kld_serve_reply *r);
+/* Where the earliest stop string starts in text[0..len) (SIZE_MAX: none). */
+size_t kld_serve_find_stop(const kld_serve_params *p, const char *text, size_t len);
+/* The engine's stop callback: ctx is a kld_serve_stop_check, whose cut it
+ * sets to where the stop string starts in the completion's bytes. */
+typedef struct kld_serve_stop_check {
+    const kld_tokenizer *tok;
+    const kld_serve_params *p;
+    size_t cut;
+} kld_serve_stop_check;
+bool kld_serve_stop_strings(void *ctx, const int32_t *ids, size_t n_prompt, size_t n);
+
 /* ---- the server (serve_http.c and the handlers) ---- */
 
 typedef struct kld_serve_opts {
@@ -155,6 +186,7 @@ typedef struct kld_server {
 
 /* Handlers: req is the parsed body (NULL for GET). */
 void kld_serve_completions(kld_server *s, const json_t *req, kld_serve_reply *r);
+void kld_serve_chat(kld_server *s, const json_t *req, kld_serve_reply *r);
 void kld_serve_tokenize(kld_server *s, const json_t *req, kld_serve_reply *r);
 void kld_serve_detokenize(kld_server *s, const json_t *req, kld_serve_reply *r);
 void kld_serve_tokenizer_info(kld_server *s, const json_t *req, kld_serve_reply *r);

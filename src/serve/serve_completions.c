@@ -13,76 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_STOP 16
-
-typedef struct params {
-    int64_t max_tokens, n_top;
-    kld_cap_sampler sampler;
-    bool echo, ignore_eos;
-    const char *stop[MAX_STOP];
-    size_t n_stop;
-} params;
-
-static bool read_params(const kld_server *s, const json_t *req, params *p, kld_serve_reply *r) {
-    const int64_t n_ctx = s->engine->n_ctx;
-    int64_t n = 1, top_k = 0, seed = 0;
-    double temperature = 1.0, top_p = 1.0, min_p = 0.0;
-    p->max_tokens = 16;
-    p->n_top = -1;
-    if (!kld_serve_get_int(req, "max_tokens", 0, n_ctx, &p->max_tokens, r) ||
-        !kld_serve_get_int(req, "n", 1, 1, &n, r) ||
-        !kld_serve_get_int(req, "logprobs", 0, s->engine->n_vocab, &p->n_top, r) ||
-        !kld_serve_get_int(req, "seed", INT64_MIN, INT64_MAX, &seed, r) ||
-        !kld_serve_get_int(req, "top_k", -1, s->engine->n_vocab, &top_k, r) ||
-        !kld_serve_get_real(req, "temperature", 0.0, 100.0, &temperature, r) ||
-        !kld_serve_get_real(req, "top_p", 0.0, 1.0, &top_p, r) ||
-        !kld_serve_get_real(req, "min_p", 0.0, 1.0, &min_p, r) ||
-        !kld_serve_get_bool(req, "echo", &p->echo, r) || !kld_serve_get_bool(req, "ignore_eos", &p->ignore_eos, r))
-        return false;
-    bool stream = false;
-    if (!kld_serve_get_bool(req, "stream", &stream, r)) return false;
-    if (stream) {
-        kld_serve_error(r, 400, "stream", "'stream': true is not supported by kldeval serve");
-        return false;
-    }
-    if (p->max_tokens == 0 && !p->echo) {
-        kld_serve_error(r, 400, "max_tokens", "'max_tokens' 0 needs 'echo': true (nothing to return otherwise)");
-        return false;
-    }
-    if (top_p <= 0.0) {
-        kld_serve_error(r, 400, "top_p", "'top_p' must be in (0, 1], got %s",
-                        kld_serve_show(json_object_get(req, "top_p")));
-        return false;
-    }
-    if (temperature == 0.0) kld_cap_sampler_greedy(&p->sampler);
-    else p->sampler = (kld_cap_sampler){temperature, top_k < 0 ? 0 : top_k, top_p, min_p, 0};
-    p->sampler.seed = (uint64_t)seed;
-    const json_t *stop = json_object_get(req, "stop");
-    if (json_is_string(stop)) {
-        p->stop[p->n_stop++] = json_string_value(stop);
-    } else if (json_is_array(stop) && json_array_size(stop) <= MAX_STOP) {
-        size_t i;
-        const json_t *x;
-        json_array_foreach(stop, i, x) {
-            if (!json_is_string(x)) {
-                kld_serve_error(r, 400, "stop", "'stop'[%zu] must be a string, got %s", i, kld_serve_show(x));
-                return false;
-            }
-            p->stop[p->n_stop++] = json_string_value(x);
-        }
-    } else if (stop && !json_is_null(stop)) {
-        kld_serve_error(r, 400, "stop", "'stop' must be a string or a list of up to %d strings, got %s",
-                        MAX_STOP, kld_serve_show(stop));
-        return false;
-    }
-    for (size_t i = 0; i < p->n_stop; i++)
-        if (!*p->stop[i]) {
-            kld_serve_error(r, 400, "stop", "'stop' strings may not be empty");
-            return false;
-        }
-    return true;
-}
-
 /* The prompts of a request as id lists (*n of them, malloc'd). */
 static kld_tok_ids *read_prompts(const kld_server *s, const json_t *req, size_t *n, kld_serve_reply *r) {
     const json_t *prompt = json_object_get(req, "prompt");
@@ -148,34 +78,6 @@ static kld_tok_ids *read_prompts(const kld_server *s, const json_t *req, size_t 
     return out;
 }
 
-typedef struct stop_check {
-    const kld_tokenizer *tok;
-    const params *p;
-    size_t cut; /* where the first stop string starts in the completion's bytes */
-} stop_check;
-
-/* Finds the earliest stop string in text[0..len) (SIZE_MAX: none). */
-static size_t find_stop(const params *p, const char *text, size_t len) {
-    size_t best = SIZE_MAX;
-    for (size_t i = 0; i < p->n_stop; i++) {
-        const size_t sl = strlen(p->stop[i]);
-        for (size_t at = 0; at + sl <= len && at < best; at++)
-            if (!memcmp(text + at, p->stop[i], sl)) best = at;
-    }
-    return best;
-}
-
-static bool stop_fn(void *ctx, const int32_t *ids, size_t n_prompt, size_t n) {
-    stop_check *sc = ctx;
-    if (sc->p->n_stop == 0) return false;
-    size_t len = 0;
-    char *text = kld_serve_completion_bytes(sc->tok, ids, n_prompt, n, &len);
-    if (!text) return false;
-    sc->cut = find_stop(sc->p, text, len);
-    free(text);
-    return sc->cut != SIZE_MAX;
-}
-
 static json_t *lp_json(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 /* choices[i].logprobs for the tokens of r from r->first. */
@@ -222,7 +124,7 @@ static json_t *logprobs_json(const kld_serve_engine *e, const kld_serve_result *
 }
 
 /* One choice: its text (prompt text first with echo), cut at a stop string. */
-static json_t *choice_json(const kld_serve_engine *e, const params *p, const kld_serve_result *res,
+static json_t *choice_json(const kld_serve_engine *e, const kld_serve_params *p, const kld_serve_result *res,
                            size_t index, size_t cut) {
     size_t n_prompt_text = 0, n_gen = 0;
     char *prompt_text = p->echo ? kld_serve_decode(e->tok, res->ids.ids, res->n_prompt, &n_prompt_text)
@@ -272,8 +174,8 @@ void kld_serve_completions(kld_server *s, const json_t *req, kld_serve_reply *r)
         kld_serve_error(r, 400, NULL, "the request body must be a JSON object, got %s", kld_serve_show(req));
         return;
     }
-    params p = {0};
-    if (!kld_serve_check_model(s, req, r) || !read_params(s, req, &p, r)) return;
+    kld_serve_params p;
+    if (!kld_serve_check_model(s, req, r) || !kld_serve_read_params(s, req, false, &p, r)) return;
     size_t n_prompts = 0;
     kld_tok_ids *prompts = read_prompts(s, req, &n_prompts, r);
     if (!prompts) return;
@@ -289,9 +191,9 @@ void kld_serve_completions(kld_server *s, const json_t *req, kld_serve_reply *r)
         }
     }
     for (size_t i = 0; i < n_prompts; i++) {
-        stop_check sc = {e->tok, &p, SIZE_MAX};
+        kld_serve_stop_check sc = {e->tok, &p, SIZE_MAX};
         kld_serve_job job = {prompts[i].ids, prompts[i].n, p.max_tokens, p.sampler, i, p.echo, p.n_top,
-                             p.ignore_eos, stop_fn, &sc};
+                             p.ignore_eos, kld_serve_stop_strings, &sc};
         kld_serve_result res;
         kld_error err = {0};
         if (kld_serve_engine_run(e, &job, &res, &err) != KLD_OK) {

@@ -25,6 +25,7 @@ typedef struct route {
 
 static const route routes[] = {
     {"/v1/completions", "POST", kld_serve_completions},
+    {"/v1/chat/completions", "POST", kld_serve_chat},
     {"/tokenize", "POST", kld_serve_tokenize},
     {"/detokenize", "POST", kld_serve_detokenize},
     {"/tokenizer_info", "GET", kld_serve_tokenizer_info},
