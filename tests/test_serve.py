@@ -104,7 +104,8 @@ check(st == 200 and info["eos_token"] == "</s>" and info["bos_token"] == "<s>" a
       f"/tokenizer_info: {info}")
 st, models = call(port, "GET", "/v1/models")
 check(st == 200 and models["data"][0]["id"] == MODEL, f"/v1/models: {models}")
-check(call(port, "GET", "/health") == (200, {"status": "ok"}), "/health")
+st, h = call(port, "GET", "/health")
+check(st == 200 and h["status"] == "ok" and h["parallel"] == 1, f"/health: {h}")
 
 # ---- echo log-probabilities = log-softmax of `kldeval logits`, full vocabulary and top 5
 lsm = log_softmax_of_logits(ids, "text")
@@ -294,6 +295,34 @@ check(call(port, "GET", "/health")[0] == 200, "/health needs no key")
 st, r = call(port, "POST", "/v1/completions", {"model": "arm", "prompt": "Once", "max_tokens": 2}, headers=key)
 check(st == 200 and r["model"] == "arm", f"completion with the key: {st}")
 stop(srv, "server with --api-key")
+
+# ---- --parallel: requests in flight share batched decode steps, and get what they get alone
+BIG = "../shared/models/rand-llama/f16.gguf"
+seq_srv, seq_port, _ = start("--ctx", "256", model=BIG)
+par_srv, par_port, _ = start("--ctx", "256", "--parallel", "4", model=BIG)
+st, bt = call(seq_port, "POST", "/tokenize", {"prompt": TEXT})
+base = bt["tokens"]
+reqs = []
+for i in range(8):
+    if i % 3 == 0:
+        reqs.append({"prompt": base[:8 + i], "max_tokens": 40, "temperature": 0, "logprobs": 3, "ignore_eos": True})
+    elif i % 3 == 1:
+        reqs.append({"prompt": TEXT[:20 + i], "max_tokens": 40, "temperature": 0.8, "seed": i, "logprobs": 2,
+                     "ignore_eos": True})
+    else:
+        reqs.append({"prompt": [base[:6 + i], base[:4]], "max_tokens": 8, "echo": True, "logprobs": 5,
+                     "ignore_eos": True})
+alone = [call(seq_port, "POST", "/v1/completions", r)[1]["choices"] for r in reqs]
+import concurrent.futures
+with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    together = list(pool.map(lambda r: call(par_port, "POST", "/v1/completions", r)[1]["choices"], reqs))
+check(together == alone, "8 requests in flight on --parallel 4 get what they get one at a time")
+st, h = call(par_port, "GET", "/health")
+print(f"--parallel 4 under 8 concurrent requests: {h}")
+check(h["parallel"] == 4 and h["max_batch"] > 1 and h["decode_rows"] > h["decode_steps"],
+      f"decode steps were batched: {h}")
+stop(seq_srv, "sequential server")
+stop(par_srv, "parallel server")
 
 # ---- --help documents every flag the parser takes
 helptext = subprocess.run([KLDEVAL, "serve", "--help"], check=True, capture_output=True, text=True).stdout

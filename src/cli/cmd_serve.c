@@ -22,7 +22,10 @@ static void usage(FILE *f) {
             "                       the -m text); a request naming another model gets 404\n"
             "  --ctx N              context of the session, prompt + max_tokens, 1 .. 1048576\n"
             "                       (default: the model's training context, else 2048)\n"
-            "  --threads N          threads, 1 .. 1024 (default: all cores)\n"
+            "  --threads N          threads, 1 .. 1024 (default: all cores), shared by the sessions\n"
+            "  --parallel P         prompts in flight, 1 .. 64 (default 1): P sessions whose decode\n"
+            "                       steps run as one batch; the values served do not depend on P\n"
+            "                       (each session holds its own KV cache of --ctx positions)\n"
             "  --max-body BYTES     largest request body, 1024 .. 1073741824 (default 16777216;\n"
             "                       413 past it)\n"
             "  --max-prompts N      prompts in one request, 1 .. 65536 (default 1024; 413 past it)\n"
@@ -38,7 +41,7 @@ int kld_cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *levers_text = NULL;
     kld_serve_opts o = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20, .max_prompts = 1024,
                         .timeout_s = 30, .max_connections = 64};
-    int64_t threads = 0, n_ctx = 0, v64 = 0;
+    int64_t threads = 0, n_ctx = 0, v64 = 0, parallel = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -56,6 +59,9 @@ int kld_cmd_serve(int argc, char **argv) {
             o.port = (int)v64;
         } else if (!strcmp(a, "--threads")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1024, &threads)) return 2;
+        } else if (!strcmp(a, "--parallel")) {
+            if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, KLD_SERVE_MAX_PARALLEL, &parallel))
+                return 2;
         } else if (!strcmp(a, "--ctx")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1 << 20, &n_ctx)) return 2;
         } else if (!strcmp(a, "--max-body")) {
@@ -89,7 +95,7 @@ int kld_cmd_serve(int argc, char **argv) {
     if (!kld_arg_model_spec("serve", model_path, levers_text, &spec)) return 2;
     kld_error err = {0};
     kld_server s = {NULL, &o};
-    if (kld_serve_engine_open(&spec, (int)threads, n_ctx, &s.engine, &err) != KLD_OK) {
+    if (kld_serve_engine_open(&spec, (int)threads, n_ctx, (int)parallel, &s.engine, &err) != KLD_OK) {
         fprintf(stderr, "kldeval serve: %s\n", err.msg);
         return 1;
     }

@@ -1,9 +1,9 @@
 /* serve.h — `kldeval serve`: one arm (a model spec with its policy, adapter
  * and levers, eval/arm.h) over HTTP in the OpenAI completions protocol.
  *
- *   serve_engine.c       the arm's model, session and tokenizer behind one lock;
- *                        runs a prompt (prefill, echo rows, decode) into ids and
- *                        float64 log-probabilities
+ *   serve_engine.c       the arm's model, sessions and tokenizer; the job queue
+ *   serve_sched.c        the scheduler: prefill, echo rows, sampling, and one
+ *                        batched decode step for every prompt in flight
  *   serve_logprob.c      log-softmax and the top-N of one f32 logits row
  *   serve_text.c         token and completion text as JSON-safe UTF-8, offsets
  *   serve_request.c      typed fields of a JSON request, 400s naming field + value
@@ -29,23 +29,40 @@ struct kld_arm_parsed;
 
 /* ---- the engine (serve_engine.c) ---- */
 
+#define KLD_SERVE_MAX_PARALLEL 64
+
+typedef struct kld_serve_task kld_serve_task; /* a queued run (serve_sched.c) */
+typedef struct kld_serve_slot kld_serve_slot;
+
 typedef struct kld_serve_engine {
     kld_model *model;
-    kld_session *session;
+    kld_pool *pool;
     kld_tokenizer *tok;
     kld_chat_template chat;
     int64_t n_vocab, n_ctx, chunk;
-    float *logits;           /* [chunk][n_vocab] scratch */
+    int parallel;            /* sessions: prompts decoded together */
+    kld_serve_slot *slots;   /* [parallel] */
+    float *logits;           /* [chunk][n_vocab] prefill scratch of the scheduler */
+    float *batch_logits;     /* [parallel][n_vocab] */
     kld_cap_cand *cand;      /* [2 n_vocab] sampler scratch */
     double *prob;            /* [n_vocab] */
-    pthread_mutex_t lock;    /* one request in the engine at a time */
+    /* the queue, guarded by lock; the scheduler thread runs every task */
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    kld_serve_task *head, *tail;
+    bool stopping;
+    pthread_t thread;
+    bool thread_started;
+    uint64_t n_steps, n_batched_rows, max_batch; /* decode steps, rows in them, the largest batch */
 } kld_serve_engine;
 
 /* Opens the arm's model (kld_arm_spec_open_model: policy, adapter, levers
- * checked), its tokenizer and chat template, and one session of n_ctx
- * positions (0: the model's training context, else 2048) on threads
- * threads (0: all cores). */
-kld_status kld_serve_engine_open(const struct kld_arm_parsed *arm, int threads, int64_t n_ctx,
+ * checked), its tokenizer and chat template, and `parallel` sessions of
+ * n_ctx positions (0: the model's training context, else 2048) on one pool
+ * of threads threads (0: all cores), and starts the scheduler: requests in
+ * flight share each decode step (kld_session_decode_batch, whose rows are
+ * bit-identical to one-session decoding). */
+kld_status kld_serve_engine_open(const struct kld_arm_parsed *arm, int threads, int64_t n_ctx, int parallel,
                                  kld_serve_engine **out, kld_error *err);
 void kld_serve_engine_close(kld_serve_engine *e);
 
@@ -79,8 +96,11 @@ typedef struct kld_serve_result {
     const char *finish_reason; /* "length" or "stop" */
 } kld_serve_result;
 
+/* Queues the job and waits for its result (any thread). */
 kld_status kld_serve_engine_run(kld_serve_engine *e, const kld_serve_job *job, kld_serve_result *out,
                                 kld_error *err);
+/* serve_sched.c: the scheduler thread's body (arg: the engine). */
+void *kld_serve_sched_main(void *arg);
 void kld_serve_result_free(kld_serve_result *r);
 
 /* ---- log-probabilities (serve_logprob.c) ---- */
