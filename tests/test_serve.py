@@ -296,6 +296,30 @@ st, r = call(port, "POST", "/v1/completions", {"model": "arm", "prompt": "Once",
 check(st == 200 and r["model"] == "arm", f"completion with the key: {st}")
 stop(srv, "server with --api-key")
 
+# ---- a body that stops half-way is closed after --timeout; a client that leaves costs nothing else
+import socket
+import time
+srv, port, _ = start("--timeout", "2")
+slow = socket.create_connection(("127.0.0.1", port))
+slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 100\r\n\r\n{\"prompt\": ")
+gone = socket.create_connection(("127.0.0.1", port))
+body = json.dumps({"prompt": "Once", "max_tokens": 100, "ignore_eos": True}).encode()
+gone.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+gone.close()
+check(call(port, "POST", "/v1/completions", {"prompt": "Once", "max_tokens": 4})[0] == 200,
+      "serving while a body is stalled and after a client left")
+slow.settimeout(10)
+t0 = time.time()
+try:
+    closed = slow.recv(4096) == b""
+except ConnectionResetError:
+    closed = True
+check(closed and time.time() - t0 < 8, f"the stalled body is closed after --timeout 2 ({time.time() - t0:.1f} s)")
+slow.close()
+check(call(port, "GET", "/health")[0] == 200, "still serving after the stalled body")
+stop(srv, "server with --timeout")
+
 # ---- --parallel: requests in flight share batched decode steps, and get what they get alone
 BIG = "../shared/models/rand-llama/f16.gguf"
 seq_srv, seq_port, _ = start("--ctx", "256", model=BIG)
