@@ -299,7 +299,14 @@ stop(srv, "server with --api-key")
 # ---- a body that stops half-way is closed after --timeout; a client that leaves costs nothing else
 import socket
 import time
-srv, port, _ = start("--timeout", "2")
+srv, port, _ = start("--timeout", "2", "--max-logprobs", "1000")
+st, e = call(port, "POST", "/v1/completions", {"prompt": list(range(1, 41)), "max_tokens": 1, "echo": True,
+                                               "logprobs": 25})
+check(st == 413 and "--max-logprobs" in e["error"]["message"] and e["error"]["param"] == "logprobs",
+      f"41 tokens x 25 log-probabilities > --max-logprobs 1000: {st} {e}")
+st, e = call(port, "POST", "/v1/completions", {"prompt": list(range(1, 40)), "max_tokens": 1, "echo": True,
+                                               "logprobs": 25})
+check(st == 200, f"40 tokens x 25 = the limit: {st}")
 slow = socket.create_connection(("127.0.0.1", port))
 slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
              b"Content-Length: 100\r\n\r\n{\"prompt\": ")

@@ -29,6 +29,8 @@ static void usage(FILE *f) {
             "  --max-body BYTES     largest request body, 1024 .. 1073741824 (default 16777216;\n"
             "                       413 past it)\n"
             "  --max-prompts N      prompts in one request, 1 .. 65536 (default 1024; 413 past it)\n"
+            "  --max-logprobs N     log-probabilities in one completions reply, tokens scored x\n"
+            "                       'logprobs' N, 1 .. 2^30 (default 4194304; 413 past it)\n"
             "  --timeout S          close a connection idle for S seconds, 1 .. 3600 (default 30)\n"
             "  --max-connections N  connections at once, 1 .. 1024 (default 64)\n"
             "  -h, --help           this text\n"
@@ -40,7 +42,7 @@ static void usage(FILE *f) {
 int kld_cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *levers_text = NULL;
     kld_serve_opts o = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20, .max_prompts = 1024,
-                        .timeout_s = 30, .max_connections = 64};
+                        .max_logprobs = 1 << 22, .timeout_s = 30, .max_connections = 64};
     int64_t threads = 0, n_ctx = 0, v64 = 0, parallel = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -69,6 +71,8 @@ int kld_cmd_serve(int argc, char **argv) {
             o.max_body = (size_t)v64;
         } else if (!strcmp(a, "--max-prompts")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 65536, &o.max_prompts)) return 2;
+        } else if (!strcmp(a, "--max-logprobs")) {
+            if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 1LL << 30, &o.max_logprobs)) return 2;
         } else if (!strcmp(a, "--timeout")) {
             if (!(v = kld_arg_value(argc, argv, &i)) || !kld_arg_int(a, v, 1, 3600, &v64)) return 2;
             o.timeout_s = (unsigned)v64;

@@ -195,6 +195,7 @@ typedef struct kld_serve_opts {
     const char *model_id;    /* the name clients use ("model" field, /v1/models) */
     size_t max_body;         /* bytes */
     int64_t max_prompts;     /* prompts per request */
+    int64_t max_logprobs;    /* top-logprob entries in one reply (tokens x logprobs N) */
     unsigned timeout_s;      /* idle connection timeout */
     int max_connections;
 } kld_serve_opts;

@@ -182,6 +182,17 @@ void kld_serve_completions(kld_server *s, const json_t *req, kld_serve_reply *r)
     kld_serve_engine *e = s->engine;
     json_t *choices = json_array();
     size_t n_in = 0, n_out = 0;
+    /* the reply's size: every scored token carries N alternatives */
+    int64_t entries = 0;
+    for (size_t i = 0; i < n_prompts && p.n_top >= 0; i++)
+        entries += ((p.echo ? (int64_t)prompts[i].n : 0) + p.max_tokens) * (p.n_top > 1 ? p.n_top : 1);
+    if (entries > s->opts->max_logprobs) {
+        kld_serve_error(r, 413, "logprobs", "'logprobs' %lld over %lld tokens would return %lld log-probabilities: "
+                        "the limit is %lld (--max-logprobs); send fewer tokens per request",
+                        (long long)p.n_top, (long long)(entries / (p.n_top > 1 ? p.n_top : 1)), (long long)entries,
+                        (long long)s->opts->max_logprobs);
+        goto done;
+    }
     for (size_t i = 0; i < n_prompts; i++) {
         if ((int64_t)prompts[i].n + p.max_tokens > e->n_ctx) {
             kld_serve_error(r, 400, "max_tokens", "prompt %zu has %zu tokens: with 'max_tokens' %lld it exceeds "

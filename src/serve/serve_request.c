@@ -48,7 +48,7 @@ bool kld_serve_get_int(const json_t *req, const char *key, int64_t lo, int64_t h
         return false;
     }
     const bool in_range = json_is_integer(v) ? json_integer_value(v) >= lo && json_integer_value(v) <= hi
-                                             : d >= (double)lo && d <= (double)hi;
+                                             : d >= (double)lo && d <= (double)hi && fabs(d) < 9.2e18;
     if (!in_range) {
         kld_serve_error(r, 400, key, "'%s' must be in [%lld, %lld], got %s", key, (long long)lo, (long long)hi,
                         kld_serve_show(v));
