@@ -10,13 +10,16 @@ cut, the tokenizer endpoints, malformed requests get 4xx JSON errors while
 the server keeps serving, --api-key is enforced, SIGTERM exits 0.
 
 usage: test_serve.py KLDEVAL   (KLD_BUILD_DIR: where scratch files go)"""
+import concurrent.futures
 import http.client
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -297,8 +300,6 @@ check(st == 200 and r["model"] == "arm", f"completion with the key: {st}")
 stop(srv, "server with --api-key")
 
 # ---- a body that stops half-way is closed after --timeout; a client that leaves costs nothing else
-import socket
-import time
 srv, port, _ = start("--timeout", "2", "--max-logprobs", "1000")
 st, e = call(port, "POST", "/v1/completions", {"prompt": list(range(1, 41)), "max_tokens": 1, "echo": True,
                                                "logprobs": 25})
@@ -344,7 +345,6 @@ for i in range(8):
         reqs.append({"prompt": [base[:6 + i], base[:4]], "max_tokens": 8, "echo": True, "logprobs": 5,
                      "ignore_eos": True})
 alone = [call(seq_port, "POST", "/v1/completions", r)[1]["choices"] for r in reqs]
-import concurrent.futures
 with concurrent.futures.ThreadPoolExecutor(8) as pool:
     together = list(pool.map(lambda r: call(par_port, "POST", "/v1/completions", r)[1]["choices"], reqs))
 check(together == alone, "8 requests in flight on --parallel 4 get what they get one at a time")
@@ -352,6 +352,17 @@ st, h = call(par_port, "GET", "/health")
 print(f"--parallel 4 under 8 concurrent requests: {h}")
 check(h["parallel"] == 4 and h["max_batch"] > 1 and h["decode_rows"] > h["decode_steps"],
       f"decode steps were batched: {h}")
+# SIGTERM while a request is in flight: it is answered in full, then the server exits 0
+with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    steps0 = call(seq_port, "GET", "/health")[1]["decode_steps"]
+    fut = pool.submit(call, seq_port, "POST", "/v1/completions",
+                      {"prompt": base[:8], "max_tokens": 200, "temperature": 0, "ignore_eos": True})
+    while call(seq_port, "GET", "/health")[1]["decode_steps"] == steps0 and not fut.done():
+        time.sleep(0.002)
+    seq_srv.send_signal(signal.SIGTERM)
+    st, drained = fut.result()
+check(st == 200 and drained["usage"]["completion_tokens"] == 200, f"the request in flight at SIGTERM is "
+      f"answered in full: {st} {drained.get('usage')}")
 stop(seq_srv, "sequential server")
 stop(par_srv, "parallel server")
 

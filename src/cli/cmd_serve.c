@@ -97,6 +97,8 @@ int kld_cmd_serve(int argc, char **argv) {
     if (!o.model_id) o.model_id = model_path;
     kld_arm_parsed spec;
     if (!kld_arg_model_spec("serve", model_path, levers_text, &spec)) return 2;
+    sigset_t sigs; /* a SIGTERM during the load is taken once serving starts */
+    kld_serve_block_signals(&sigs);
     kld_error err = {0};
     kld_server s = {NULL, &o};
     if (kld_serve_engine_open(&spec, (int)threads, n_ctx, (int)parallel, &s.engine, &err) != KLD_OK) {

@@ -24,6 +24,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 
 struct kld_arm_parsed;
 
@@ -216,6 +217,11 @@ void kld_serve_health(kld_server *s, const json_t *req, kld_serve_reply *r);
 /* A "model" field naming another model is a 404 (false). */
 bool kld_serve_check_model(const kld_server *s, const json_t *req, kld_serve_reply *r);
 
+/* Blocks SIGTERM and SIGINT (kld_serve_run takes them with sigwait) and
+ * ignores SIGPIPE. Call it before any thread starts (the engine's pool and
+ * scheduler, the HTTP threads), as threads inherit the mask: a signal that
+ * reached one of them would kill the process instead of draining it. */
+void kld_serve_block_signals(sigset_t *sigs);
 /* Listens (printing "kldeval serve: listening on http://HOST:PORT" to
  * stderr once ready), serves until SIGTERM or SIGINT, then lets requests in
  * flight finish. Errors (address in use, a bad host) are returned. */

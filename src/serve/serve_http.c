@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef void (*handler_fn)(kld_server *s, const json_t *req, kld_serve_reply *r);
 
@@ -177,6 +178,14 @@ static bool is_loopback(const struct sockaddr *sa) {
     return false;
 }
 
+void kld_serve_block_signals(sigset_t *sigs) {
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
 kld_status kld_serve_run(kld_server *s, kld_error *err) {
     const kld_serve_opts *o = s->opts;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
@@ -193,15 +202,10 @@ kld_status kld_serve_run(kld_server *s, kld_error *err) {
         fprintf(stderr, "kldeval serve: warning: listening on %s, not a loopback address, with no "
                         "authentication: anyone who can reach it can use the model (give --api-key KEY)\n",
                 o->host);
-    /* SIGTERM and SIGINT are taken by sigwait below; the daemon's threads
-     * inherit the blocked mask. */
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+    kld_serve_block_signals(&sigs);
+    /* ITC: MHD_quiesce_daemon needs it in this threading mode */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (v6) flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -217,7 +221,8 @@ kld_status kld_serve_run(kld_server *s, kld_error *err) {
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "kldeval serve: %s: finishing the requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    MHD_quiesce_daemon(d);
+    const MHD_socket listener = MHD_quiesce_daemon(d); /* no new connections; ours to close */
+    if (listener != MHD_INVALID_SOCKET) close(listener);
     while (atomic_load(&in_flight) > 0) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
     MHD_stop_daemon(d);
     return KLD_OK;
