@@ -366,6 +366,35 @@ check(st == 200 and drained["usage"]["completion_tokens"] == 200, f"the request 
 stop(seq_srv, "sequential server")
 stop(par_srv, "parallel server")
 
+# ---- addresses: IPv6 loopback (where the machine has one), a port in use, a host that does not resolve
+try:
+    probe = socket.socket(socket.AF_INET6)
+    probe.bind(("::1", 0))
+    probe.close()
+    have_v6 = True
+except OSError:
+    have_v6 = False
+    print("no IPv6 loopback here: --host ::1 not checked")
+if have_v6:
+    p6 = subprocess.Popen([KLDEVAL, "serve", "-m", MODEL, "--host", "::1", "--port", "0", "--threads", "1"],
+                          stderr=subprocess.PIPE, text=True)
+    m = re.search(r"listening on http://\[::1\]:(\d+) ", p6.stderr.readline())
+    check(m is not None, "a listening line on ::1")
+    if m:
+        with urllib.request.urlopen(f"http://[::1]:{m.group(1)}/health", timeout=30) as r:
+            check(r.status == 200, "serving on ::1")
+    stop(p6, "server on ::1")
+taken = socket.socket()
+taken.bind(("127.0.0.1", 0))
+taken.listen()
+r = subprocess.run([KLDEVAL, "serve", "-m", MODEL, "--port", str(taken.getsockname()[1])], capture_output=True,
+                   text=True, timeout=60)
+taken.close()
+check(r.returncode == 1 and "cannot listen" in r.stderr, f"a port in use: {r.returncode} {r.stderr}")
+r = subprocess.run([KLDEVAL, "serve", "-m", MODEL, "--host", "no.such.host.invalid"], capture_output=True, text=True,
+                   timeout=60)
+check(r.returncode == 1 and "--host no.such.host.invalid" in r.stderr, f"bad --host: {r.returncode} {r.stderr}")
+
 # ---- --help documents every flag the parser takes
 helptext = subprocess.run([KLDEVAL, "serve", "--help"], check=True, capture_output=True, text=True).stdout
 src = open("src/cli/cmd_serve.c").read()
