@@ -73,9 +73,9 @@ def call(port, method, path, body=None, data=None, headers=None):
         return e.code, json.loads(e.read())
 
 
-def log_softmax_of_logits(ids, name):
+def log_softmax_of_logits(ids, name, arm=(MODEL,)):
     path = os.path.join(OUT, name + ".f32")
-    subprocess.run([KLDEVAL, "logits", "-m", MODEL, "--ids", ",".join(map(str, ids)), "--out", path,
+    subprocess.run([KLDEVAL, "logits", "-m", *arm, "--ids", ",".join(map(str, ids)), "--out", path,
                     "--threads", "1"], check=True, stdout=subprocess.DEVNULL)
     x = np.fromfile(path, dtype="<f4").astype(np.float64).reshape(len(ids), -1)
     m = x.max(axis=1, keepdims=True)
@@ -365,6 +365,18 @@ check(st == 200 and drained["usage"]["completion_tokens"] == 200, f"the request 
       f"answered in full: {st} {drained.get('usage')}")
 stop(seq_srv, "sequential server")
 stop(par_srv, "parallel server")
+
+# ---- an arm: a precision policy quantized on load and a KV-cache lever, through the library's arm spec
+ARM = (MODEL + "@q8_0,ffn_down=f16", "--lever", "kv=f16")
+srv, port, _ = start(*ARM[1:], model=ARM[0])
+st, q = call(port, "POST", "/v1/completions", {"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": 1})
+lsm_arm = log_softmax_of_logits(ids, "arm", ARM)
+served = q["choices"][0]["logprobs"]["token_logprobs"]
+err_arm = max(abs(served[t] - lsm_arm[t - 1, ids[t]]) for t in range(1, len(ids)))
+moved = max(abs(served[t] - lsm[t - 1, ids[t]]) for t in range(1, len(ids)))
+print(f"arm {' '.join(ARM)}: max |served - kldeval logits of the arm| = {err_arm:.3e}; vs the f32 model {moved:.3e}")
+check(err_arm <= 1e-12 and moved > 1e-6, f"the served arm is the arm ({err_arm}, moved {moved})")
+stop(srv, "arm server")
 
 # ---- addresses: IPv6 loopback (where the machine has one), a port in use, a host that does not resolve
 try:
