@@ -352,6 +352,22 @@ st, h = call(par_port, "GET", "/health")
 print(f"--parallel 4 under 8 concurrent requests: {h}")
 check(h["parallel"] == 4 and h["max_batch"] > 1 and h["decode_rows"] > h["decode_steps"],
       f"decode steps were batched: {h}")
+# a client that leaves mid-generation: its run stops at the next step, the others go on
+gone = socket.create_connection(("127.0.0.1", seq_port))
+body = json.dumps({"prompt": base[:8], "max_tokens": 200, "temperature": 0, "ignore_eos": True}).encode()
+steps0 = call(seq_port, "GET", "/health")[1]["decode_steps"]
+gone.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+while call(seq_port, "GET", "/health")[1]["decode_steps"] == steps0:
+    time.sleep(0.002)
+gone.close()
+t0 = time.time()
+while call(seq_port, "GET", "/health")[1]["cancelled"] == 0 and time.time() - t0 < 20:
+    time.sleep(0.01)
+h = call(seq_port, "GET", "/health")[1]
+print(f"client gone after its first step: {h['decode_steps'] - steps0} of 199 decode steps run, {h}")
+check(h["cancelled"] == 1 and h["decode_steps"] - steps0 < 150, f"the run of a client that left stops: {h}")
+check(call(seq_port, "POST", "/v1/completions", reqs[0])[1]["choices"] == alone[0], "serving on, same answers")
+
 # SIGTERM while a request is in flight: it is answered in full, then the server exits 0
 with concurrent.futures.ThreadPoolExecutor(1) as pool:
     steps0 = call(seq_port, "GET", "/health")[1]["decode_steps"]

@@ -11,6 +11,7 @@ struct kld_serve_task {
     kld_status st;
     kld_error err;
     bool finished;           /* set under the engine's lock; the waiter then owns res */
+    bool cancelled;          /* set under the lock by the waiter: its client left */
     kld_serve_task *next;
 };
 

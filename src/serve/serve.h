@@ -55,6 +55,7 @@ typedef struct kld_serve_engine {
     pthread_t thread;
     bool thread_started;
     uint64_t n_steps, n_batched_rows, max_batch; /* decode steps, rows in them, the largest batch */
+    uint64_t n_cancelled;    /* runs stopped because their client left */
 } kld_serve_engine;
 
 /* Opens the arm's model (kld_arm_spec_open_model: policy, adapter, levers
@@ -82,6 +83,9 @@ typedef struct kld_serve_job {
     bool ignore_eos;
     kld_serve_stop_fn stop;  /* may be NULL */
     void *stop_ctx;
+    /* Asked by the waiting thread every 50 ms: true when whoever asked has
+     * gone (the client disconnected), so the run stops; may be NULL. */
+    bool (*gone)(void);
 } kld_serve_job;
 
 typedef struct kld_serve_result {
@@ -217,6 +221,9 @@ void kld_serve_health(kld_server *s, const json_t *req, kld_serve_reply *r);
 /* A "model" field naming another model is a 404 (false). */
 bool kld_serve_check_model(const kld_server *s, const json_t *req, kld_serve_reply *r);
 
+/* True when the client of the request this thread is handling has closed
+ * its connection (serve_http.c; a kld_serve_job's gone). */
+bool kld_serve_client_gone(void);
 /* Blocks SIGTERM and SIGINT (kld_serve_run takes them with sigwait) and
  * ignores SIGPIPE. Call it before any thread starts (the engine's pool and
  * scheduler, the HTTP threads), as threads inherit the mask: a signal that

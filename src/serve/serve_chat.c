@@ -93,7 +93,7 @@ void kld_serve_chat(kld_server *s, const json_t *req, kld_serve_reply *r) {
     }
     kld_serve_stop_check sc = {e->tok, &p, SIZE_MAX};
     kld_serve_job job = {ids.ids, ids.n, p.max_tokens, p.sampler, 0, false, -1, p.ignore_eos,
-                         kld_serve_stop_strings, &sc};
+                         kld_serve_stop_strings, &sc, kld_serve_client_gone};
     kld_error err = {0};
     if (kld_serve_engine_run(e, &job, &res, &err) != KLD_OK) {
         kld_serve_error(r, err.status == KLD_ERR_ARG ? 400 : 500, "messages", "%s", err.msg);

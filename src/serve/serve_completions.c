@@ -204,7 +204,7 @@ void kld_serve_completions(kld_server *s, const json_t *req, kld_serve_reply *r)
     for (size_t i = 0; i < n_prompts; i++) {
         kld_serve_stop_check sc = {e->tok, &p, SIZE_MAX};
         kld_serve_job job = {prompts[i].ids, prompts[i].n, p.max_tokens, p.sampler, i, p.echo, p.n_top,
-                             p.ignore_eos, kld_serve_stop_strings, &sc};
+                             p.ignore_eos, kld_serve_stop_strings, &sc, kld_serve_client_gone};
         kld_serve_result res;
         kld_error err = {0};
         if (kld_serve_engine_run(e, &job, &res, &err) != KLD_OK) {

@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SERVE_CHUNK 512
 
@@ -130,7 +131,22 @@ kld_status kld_serve_engine_run(kld_serve_engine *e, const kld_serve_job *job, k
     else e->head = &t;
     e->tail = &t;
     pthread_cond_signal(&e->work);
-    while (!t.finished) pthread_cond_wait(&e->done, &e->lock);
+    while (!t.finished) {
+        if (!job->gone) {
+            pthread_cond_wait(&e->done, &e->lock);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 50 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&e->done, &e->lock, &until) != 0 && !t.finished && !t.cancelled &&
+            job->gone())
+            t.cancelled = true; /* the scheduler drops the run at its next step */
+    }
     pthread_mutex_unlock(&e->lock);
     if (t.st != KLD_OK) {
         *err = t.err;

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -42,6 +43,15 @@ typedef struct request {
 } request;
 
 static atomic_int in_flight;
+
+/* The socket of the request this thread handles (one thread per connection). */
+static _Thread_local int current_fd = -1;
+
+bool kld_serve_client_gone(void) {
+    if (current_fd < 0) return false;
+    struct pollfd p = {.fd = current_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
 
 static enum MHD_Result send_reply(struct MHD_Connection *c, kld_serve_reply *r) {
     char *text = r->body ? json_dumps(r->body, JSON_COMPACT) : NULL;
@@ -154,7 +164,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq->len += n;
         return MHD_YES;
     }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    current_fd = ci ? ci->connect_fd : -1;
     dispatch(s, url, method, rq, &r);
+    current_fd = -1;
     return send_reply(c, &r);
 }
 

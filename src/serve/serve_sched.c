@@ -78,6 +78,16 @@ static kld_status prefill(kld_serve_engine *e, kld_serve_slot *sl, kld_error *er
 static bool draw(kld_serve_engine *e, kld_serve_slot *sl, int32_t *next) {
     const kld_serve_job *job = sl->task->job;
     kld_serve_result *r = sl->task->res;
+    pthread_mutex_lock(&e->lock);
+    const bool cancelled = sl->task->cancelled;
+    e->n_cancelled += cancelled;
+    pthread_mutex_unlock(&e->lock);
+    if (cancelled) { /* nobody is waiting for the rest */
+        kld_error err;
+        kld_fail(&err, KLD_ERR_INTERRUPTED, "the client disconnected");
+        finish(e, sl, KLD_ERR_INTERRUPTED, &err);
+        return false;
+    }
     if (sl->generated >= job->max_tokens) {
         finish(e, sl, KLD_OK, NULL);
         return false;

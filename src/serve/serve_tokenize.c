@@ -102,8 +102,10 @@ void kld_serve_health(kld_server *s, const json_t *req, kld_serve_reply *r) {
     kld_serve_engine *e = s->engine;
     pthread_mutex_lock(&e->lock);
     const uint64_t steps = e->n_steps, rows = e->n_batched_rows, max_batch = e->max_batch;
+    const uint64_t cancelled = e->n_cancelled;
     pthread_mutex_unlock(&e->lock);
     /* how the decode steps were batched so far: a monitor's (and the tests') view */
-    reply(r, json_pack("{s:s,s:i,s:I,s:I,s:I}", "status", "ok", "parallel", e->parallel, "decode_steps",
-                       (json_int_t)steps, "decode_rows", (json_int_t)rows, "max_batch", (json_int_t)max_batch));
+    reply(r, json_pack("{s:s,s:i,s:I,s:I,s:I,s:I}", "status", "ok", "parallel", e->parallel, "decode_steps",
+                       (json_int_t)steps, "decode_rows", (json_int_t)rows, "max_batch", (json_int_t)max_batch,
+                       "cancelled", (json_int_t)cancelled));
 }
