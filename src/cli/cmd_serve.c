@@ -34,7 +34,8 @@ static void usage(FILE *f) {
             "  --timeout S          close a connection idle for S seconds, 1 .. 3600 (default 30)\n"
             "  --max-connections N  connections at once, 1 .. 1024 (default 64)\n"
             "  -h, --help           this text\n"
-            "Endpoints: POST /v1/completions, POST /tokenize, POST /detokenize,\n"
+            "Endpoints: POST /v1/completions, POST /v1/chat/completions, POST /tokenize,\n"
+            "POST /detokenize, "
             "GET /tokenizer_info, GET /v1/models, GET /health (docs/serve.md).\n"
             "SIGTERM or SIGINT: requests in flight finish, then exit 0.\n");
 }
