@@ -23,6 +23,7 @@ int kld_cmd_report(int argc, char **argv);
 int kld_cmd_merge(int argc, char **argv);
 int kld_cmd_cap(int argc, char **argv);
 int kld_cmd_smoketest(int argc, char **argv);
+int kld_cmd_serve(int argc, char **argv);
 
 /* Where a KL run's results go besides the text report (NULL: not written). */
 typedef struct kld_kl_outputs {

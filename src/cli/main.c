@@ -28,6 +28,7 @@ static const command commands[] = {
     {"report", kld_cmd_report, "the HTML report of recorded runs (one self-contained file)"},
     {"merge", kld_cmd_merge, "merge the shard partials of one kl run into its exact report"},
     {"smoketest", kld_cmd_smoketest, "the quick ship check: the KL run + GSM8K-50 of an arm against a reference"},
+    {"serve", kld_cmd_serve, "serve an arm over HTTP (OpenAI completions: lm-evaluation-harness, clients)"},
     {"cap", kld_cmd_cap, "capability tasks (MMLU, GSM8K, IFEval, HumanEval, BFCL): run on models, or score responses (cap score)"},
 };
 
