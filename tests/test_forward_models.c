@@ -328,10 +328,11 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
          gemma2 = !strcmp(r.arch, "gemma2"), gemma3 = !strcmp(r.arch, "gemma3"),
          qwen2moe = !strcmp(r.arch, "qwen2moe"), olmoe = !strcmp(r.arch, "olmoe"),
          qwen3moe = !strcmp(r.arch, "qwen3moe"), gptoss = !strcmp(r.arch, "gpt-oss"),
-         glm = !strcmp(r.arch, "glm4moe");
+         glm = !strcmp(r.arch, "glm4moe"), ds = !strcmp(r.arch, "deepseek2");
     r.gptoss = gptoss;
-    r.glm = glm;
-    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss || glm)) {
+    /* DeepSeek V3 routes as GLM-4.5 does (sigmoid, exp_probs_b, norm, scale, ungated shared expert) */
+    r.glm = glm || (ds && key_int(&r, "expert_gating_func", 0) == 2);
+    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss || glm || ds)) {
         fprintf(stderr, "ref_forward: unknown architecture %s\n", r.arch);
         kld_gguf_close(g);
         return NULL;
@@ -370,6 +371,16 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         yarn_factor = lin;
         yarn_mag = key_f(&r, "rope.scaling.attn_factor", 1) * (1 + 0.1 * log(lin));
     }
+    /* DeepSeek (modeling_deepseek.py): mscale_all_dim = yarn_log_multiplier / 0.1; the
+     * cos/sin magnitude yarn_get_mscale(f, mscale) / yarn_get_mscale(f, mscale_all_dim) = 1
+     * (mscale = mscale_all_dim), softmax_scale = q_head_dim^-0.5 · yarn_get_mscale(f, mscale_all_dim)^2 */
+    double ds_scale = 1.0 / sqrt((double)r.HD);
+    if (ds && yarn_factor > 0) {
+        const double all = key_f(&r, "rope.scaling.yarn_log_multiplier", 0) / 0.1;
+        const double ms = 1 + 0.1 * all * log(yarn_factor);
+        yarn_mag = key_f(&r, "rope.scaling.attn_factor", 1);
+        ds_scale = ms * ms / sqrt((double)r.HD);
+    }
     if (opt) { /* the caller's semantics (config.json variants) replace the file's */
         r.window = opt->window;
         r.slides = opt->slides;
@@ -379,7 +390,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
             yarn_mag = opt->yarn_attn;
         }
     }
-    r.neox = !llama;
+    r.neox = !llama && !ds;
     r.gemma = gemma2 || gemma3;
     r.post_norms = gemma2 || gemma3;
     r.qk_norm = qwen3 || gemma3 || qwen3moe || glm; /* glm4moe: when the file has them */
@@ -388,10 +399,10 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     const int64_t X = key_int(&r, "expert_count", 0), K = key_int(&r, "expert_used_count", 0);
     const bool qwen_moe = qwen2moe || qwen3moe;
     const int64_t FX = key_int(&r, "expert_feed_forward_length", qwen_moe && K ? r.FF / K : r.FF);
-    const int64_t FS = glm ? FX * key_int(&r, "expert_shared_count", 1)
+    const int64_t FS = glm || ds ? FX * key_int(&r, "expert_shared_count", 1)
                            : key_int(&r, "expert_shared_feed_forward_length", r.FF);
     const int64_t dense_lead = key_int(&r, "leading_dense_block_count", 0);
-    bool moe_norm = llama || qwen3moe || glm; /* glm4moe: expert_weights_norm (written true) */
+    bool moe_norm = llama || qwen3moe || glm || ds; /* deepseek2: expert_weights_norm (written true) */
     if (opt && opt->moe_norm_w) moe_norm = opt->moe_norm_w > 0;
     const bool naive_ties = opt && opt->naive_ties;
     r.gelu = r.gemma;
@@ -423,6 +434,36 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
             }
             free(qkv);
             free(wqkv);
+        } else if (ds) { /* MLA: q, the latent kv (normed) decompressed per head, k_pe shared */
+            const int64_t QA = key_int(&r, "attention.q_lora_rank", 0), R = key_int(&r, "attention.kv_lora_rank", 0);
+            const int64_t nope = r.HD - r.ROT, W = R + r.ROT, KB = r.H * (nope + r.HDV);
+            if (QA > 0) {
+                double *wa = weightf(&r, "blk.%d.attn_q_a.weight", il), *na = weightf(&r, "blk.%d.attn_q_a_norm.weight", il),
+                       *wb = weightf(&r, "blk.%d.attn_q_b.weight", il);
+                double *qa = malloc(sizeof(double) * (size_t)(n * QA));
+                matmul_d(h, wa, qa, n, E, QA);
+                for (int64_t t = 0; t < n; t++) rmsnorm_d(qa + t * QA, na, qa + t * QA, QA, r.eps);
+                matmul_d(qa, wb, q, n, QA, nq);
+                free(wa), free(na), free(wb), free(qa);
+            } else {
+                double *wq = weightf(&r, "blk.%d.attn_q.weight", il);
+                matmul_d(h, wq, q, n, E, nq);
+                free(wq);
+            }
+            double *wkva = weightf(&r, "blk.%d.attn_kv_a_mqa.weight", il), *kvn = weightf(&r, "blk.%d.attn_kv_a_norm.weight", il),
+                   *wkvb = weightf(&r, "blk.%d.attn_kv_b.weight", il);
+            double *kva = malloc(sizeof(double) * (size_t)(n * W)), *lat = malloc(sizeof(double) * (size_t)(n * R)),
+                   *kvb = malloc(sizeof(double) * (size_t)(n * KB));
+            matmul_d(h, wkva, kva, n, E, W);
+            for (int64_t t = 0; t < n; t++) rmsnorm_d(kva + t * W, kvn, lat + t * R, R, r.eps);
+            matmul_d(lat, wkvb, kvb, n, R, KB);
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t hh = 0; hh < r.H; hh++) {
+                    for (int64_t d = 0; d < r.HD; d++)
+                        k[t * nk + hh * r.HD + d] = d < nope ? kvb[t * KB + hh * (nope + r.HDV) + d] : kva[t * W + R + d - nope];
+                    for (int64_t d = 0; d < r.HDV; d++) v[t * nv + hh * r.HDV + d] = kvb[t * KB + hh * (nope + r.HDV) + nope + d];
+                }
+            free(wkva), free(kvn), free(wkvb), free(kva), free(lat), free(kvb);
         } else {
             double *wq = weightf(&r, "blk.%d.attn_q.weight", il), *wk = weightf(&r, "blk.%d.attn_k.weight", il),
                    *wv = weightf(&r, "blk.%d.attn_v.weight", il);
@@ -458,15 +499,15 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         for (int64_t t = 0; t < n; t++) {
             for (int64_t hh = 0; hh < r.H; hh++) {
                 if (qn) rmsnorm_d(q + t * nq + hh * r.HD, qn, q + t * nq + hh * r.HD, r.HD, r.eps);
-                rope_d(q + t * nq + hh * r.HD, t, &r, inv, mag);
+                rope_d(q + t * nq + hh * r.HD + (ds ? r.HD - r.ROT : 0), t, &r, inv, mag);
             }
             for (int64_t hh = 0; hh < r.KV; hh++) {
                 if (kn) rmsnorm_d(k + t * nk + hh * r.HD, kn, k + t * nk + hh * r.HD, r.HD, r.eps);
-                rope_d(k + t * nk + hh * r.HD, t, &r, inv, mag);
+                rope_d(k + t * nk + hh * r.HD + (ds ? r.HD - r.ROT : 0), t, &r, inv, mag);
             }
         }
         free(qn), free(kn);
-        const double scale = 1.0 / sqrt((double)r.HD);
+        const double scale = ds ? ds_scale : 1.0 / sqrt((double)r.HD);
         double *sinks = gptoss ? weightf(&r, "blk.%d.attn_sinks.weight", il) : NULL;
         for (int64_t hh = 0; hh < r.H; hh++) {
             const int64_t kvh = hh / (r.H / r.KV);

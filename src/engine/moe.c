@@ -99,7 +99,13 @@ static void route_task(void *ctx, int ith, int nth) {
         for (int64_t i = 0; i < X; i++) sum += (double)(p[i] = expf(p[i] - mx));
         const float inv = (float)(1.0 / sum);
         for (int64_t i = 0; i < X; i++) p[i] *= inv;
-        top_k(p, X, K, idx, ids);
+        if (sel_b) { /* deepseek2 with softmax gating: the bias picks, the weights stay unbiased */
+            float sel[512];
+            for (int64_t i = 0; i < X; i++) sel[i] = p[i] + sel_b[i];
+            top_k(sel, X, K, idx, ids);
+        } else {
+            top_k(p, X, K, idx, ids);
+        }
         for (int64_t i = 0; i < K; i++) w[i] = p[ids[i]];
         if (hp->moe_norm_w) {
             double ws = 0;
@@ -107,6 +113,8 @@ static void route_task(void *ctx, int ith, int nth) {
             const float wsf = (float)ws;
             for (int64_t i = 0; i < K; i++) w[i] = w[i] / wsf;
         }
+        if (hp->moe_w_scale != 0 && hp->moe_w_scale != 1) /* deepseek2's expert_weights_scale */
+            for (int64_t i = 0; i < K; i++) w[i] *= (float)hp->moe_w_scale;
     }
 }
 

@@ -76,6 +76,11 @@ typedef struct kld_hparams {
     double moe_w_scale;     /* expert_weights_scale: the weights multiplied after (0 and 1: none) */
     kld_moe_gating moe_gating; /* the switch, or <arch>.expert_gating_func */
     int64_t n_layer_dense_lead; /* leading_dense_block_count: layers before it have a dense FFN */
+    /* Multi-head latent attention (sw.mla; hparams_mla.c): head_dim is the q/k head
+     * (n_rot rope dims last), head_dim_v the v head, n_head_kv = n_head */
+    int64_t n_lora_q;       /* attention.q_lora_rank: 0 = plain attn_q */
+    int64_t n_lora_kv;      /* attention.kv_lora_rank: the latent kv width */
+    double rope_yarn_log_mul; /* rope.scaling.yarn_log_multiplier / 0.1 (DeepSeek's mscale_all_dim) */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a

@@ -77,7 +77,8 @@ static kld_status gguf_sigmoid_keys(const kld_source *src, kld_hparams *hp, kld_
     if (func < 0 || func > 3)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 " is not a gating kind kldeval "
                         "runs (1 softmax, 2 sigmoid, 3 softmax of the top k)", src->path, key, func);
-    hp->moe_gating = funcs[func];
+    /* deepseek2 without the key: softmax (DeepSeek V2 / V2.5 files, deepseek2.cpp) */
+    hp->moe_gating = func == 0 && hp->sw.mla ? KLD_MOE_GATE_SOFTMAX : funcs[func];
     kld_arch_key(key, sizeof key, hp->arch, KLD_K_EXPERT_WEIGHTS_NORM);
     const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
     if (kv) {
@@ -98,6 +99,14 @@ static kld_status gguf_sigmoid_keys(const kld_source *src, kld_hparams *hp, kld_
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " is out of range [0, %" PRId64 "]",
                         src->path, key, lead, hp->n_layer);
     hp->n_layer_dense_lead = lead;
+    /* DeepSeek V3's group-limited routing (expert_group_count groups, the best
+     * expert_group_used_count of them by their two best scores) is not run yet */
+    int64_t groups = 0;
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_EXPERT_GROUP_COUNT);
+    if ((st = gguf_int(src, key, &groups, err))) return st;
+    if (groups > 1)
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 ": group-limited expert "
+                        "routing is not supported yet", src->path, key, groups);
     return KLD_OK;
 }
 

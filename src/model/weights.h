@@ -33,6 +33,13 @@ typedef struct kld_layer_weights {
     const kld_tensor *attn_output; /* [n_head·hd_v, n_embd] */
     const kld_tensor *attn_post_norm; /* [n_embd] (post_norms) */
     const kld_tensor *attn_sinks;  /* [n_head] (attn_sinks) */
+    /* MLA (sw.mla), R = kv_lora_rank, nope = head_dim - n_rot */
+    const kld_tensor *attn_q_a;       /* [n_embd, q_lora_rank] (q_lora_rank > 0, else attn_q) */
+    const kld_tensor *attn_q_a_norm;  /* [q_lora_rank] */
+    const kld_tensor *attn_q_b;       /* [q_lora_rank, n_head·head_dim] */
+    const kld_tensor *attn_kv_a_mqa;  /* [n_embd, R + n_rot]: latent kv, then the shared k_pe */
+    const kld_tensor *attn_kv_a_norm; /* [R] */
+    const kld_tensor *attn_kv_b;      /* [R, n_head·(nope + head_dim_v)]: per head k_nope, v */
     const kld_tensor *ffn_norm;    /* [n_embd] */
     const kld_tensor *ffn_gate, *ffn_up; /* [n_embd, n_ff]; fused up: [n_embd, 2·n_ff] and no gate */
     const kld_tensor *ffn_down;    /* [n_ff, n_embd] */
