@@ -28,6 +28,10 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
     {"qwen35moe", "qwen35 with 4 experts top-2 renormalised + sigmoid-gated shared expert", LCPP_2026},
     {"glm4moe", "q/k/v biases, q/k norms, partial NeoX rope, 1 leading dense layer, 4 experts top-2 by "
                 "sigmoid + exp_probs_b, renormalised x 2.5, ungated shared expert", LCPP_2026},
+    {"deepseek2", "MLA with plain attn_q and attn_kv_b (kv_lora 32, heads 16 nope + 8 rope, v 16), normal rope "
+                  "on the rope dims, YaRN 4 over 64 with mscale^2 in the scale, 1 leading dense layer, 4 experts "
+                  "top-2 by sigmoid + exp_probs_b, renormalised x 2.5, ungated shared expert", LCPP_2026},
+    {"deepseek2-q-lora", "deepseek2 with V3's q bottleneck: attn_q_a (24), attn_q_a_norm, attn_q_b", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -35,6 +39,7 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
     const char *arch = !strcmp(n, "mixtral") || !strcmp(n, "llama-bf16") ? "llama"
                        : !strcmp(n, "qwen2-yarn")                        ? "qwen2"
                        : !strcmp(n, "gpt-oss-mxfp4")                     ? "gpt-oss"
+                       : !strncmp(n, "deepseek2", 9)                     ? "deepseek2"
                                                                          : n;
     synth_default(s, arch);
     s->n_embd = 64;
@@ -134,6 +139,19 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->n_shared = 1;
         s->w_scale = 2.5;
         s->tied = false;
+    }
+    if (!strncmp(n, "deepseek2", 9)) { /* synth_default's MLA, YaRN and routing keys, 3 layers */
+        s->n_layer = 3;
+        s->n_head_kv = 4;
+        s->head_dim = 24;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_dense_lead = 1;
+        s->n_shared = 1;
+        s->w_scale = 2.5;
+        s->tied = false;
+        if (!strcmp(n, "deepseek2-q-lora")) s->mla_q_lora = 24;
     }
     if (!strcmp(n, "gpt-oss-mxfp4")) {
         s->exp_type_set = true;
