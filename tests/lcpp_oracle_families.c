@@ -32,6 +32,8 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
                   "on the rope dims, YaRN 4 over 64 with mscale^2 in the scale, 1 leading dense layer, 4 experts "
                   "top-2 by sigmoid + exp_probs_b, renormalised x 2.5, ungated shared expert", LCPP_2026},
     {"deepseek2-q-lora", "deepseek2 with V3's q bottleneck: attn_q_a (24), attn_q_a_norm, attn_q_b", LCPP_2026},
+    {"deepseek2-mla", "deepseek2-q-lora as newer conversions write V3: attn_k_b / attn_v_b with key_length_mla, "
+                      "llama.cpp's latent cache and one MQA kv head (its absorbed MLA graph)", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -151,7 +153,11 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->n_shared = 1;
         s->w_scale = 2.5;
         s->tied = false;
-        if (!strcmp(n, "deepseek2-q-lora")) s->mla_q_lora = 24;
+        if (strcmp(n, "deepseek2")) s->mla_q_lora = 24;
+        if (!strcmp(n, "deepseek2-mla")) {
+            s->mla_absorbed = true;
+            s->n_head_kv = 1;
+        }
     }
     if (!strcmp(n, "gpt-oss-mxfp4")) {
         s->exp_type_set = true;

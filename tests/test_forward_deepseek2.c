@@ -8,7 +8,8 @@
  * ungated shared expert. The engine against the float64 reference of
  * test_forward_models.c (one pass, chunks, prefill + decode), the online
  * softmax bit for bit, thread counts, the mscale and the q bottleneck shown
- * to matter, q8_0, and the malformed files. llama.cpp's own logits:
+ * to matter, the absorbed attn_k_b / attn_v_b form equal to attn_kv_b's bit
+ * for bit, q8_0, and the malformed files. llama.cpp's own logits:
  * test_lcpp_oracle (tests/data/lcpp-oracle/deepseek2.*). */
 #include "engine/engine.h"
 #include "quant/quant.h"
@@ -97,6 +98,19 @@ static void test_reference(void) {
         CHECK(c.max_abs > 1e-2, "deepseek2: softmax gating (no expert_gating_func) differs from sigmoid by %.3g",
               c.max_abs);
     }
+    /* the absorbed form of newer conversions (attn_k_b / attn_v_b, key_length_mla, one MQA kv head):
+     * rebuilt into attn_kv_b at load, the same numbers, so the same logits bit for bit */
+    synth_shape m = b;
+    m.mla_absorbed = true;
+    m.n_head_kv = 1;
+    path_of(p1, sizeof p1, "absorbed");
+    CHECK(synth_write_gguf(&m, p1), "synthesize deepseek2 with attn_k_b / attn_v_b");
+    char pb[512];
+    path_of(pb, sizeof pb, "q-lora");
+    float *fused = tf_engine_logits(pb, ids, N_IDS, N_IDS, 2, &nv), *split = tf_engine_logits(p1, ids, N_IDS, 7, 2, &nv);
+    CHECK(fused && split && !memcmp(fused, split, sizeof(float) * (size_t)(N_IDS * nv)),
+          "deepseek2: attn_k_b / attn_v_b give attn_kv_b's logits bit for bit");
+    free(fused), free(split);
     free(a), free(sm), free(ref), free(refb);
 }
 
@@ -124,6 +138,16 @@ static void test_errors(void) {
     synth_default(&s, "deepseek2");
     s.mla_rope = 24; /* the whole key_length: no nope dims */
     tf_expect_open_error("rope-all", &s, "deepseek2.rope.dimension_count", "= 24 leaves no non-rotated dims");
+    synth_default(&s, "deepseek2");
+    s.mla_absorbed = true;
+    s.n_head_kv = 1;
+    s.drop_tensor = "blk.1.attn_v_b.weight";
+    tf_expect_open_error("no-v-b", &s, "blk.1.attn_v_b.weight", "missing (expected shape [32, 16, 4]");
+    synth_default(&s, "deepseek2");
+    s.mla_absorbed = true;
+    s.n_head_kv = 1;
+    s.bad_shape_tensor = "blk.0.attn_k_b.weight";
+    tf_expect_open_error("k-b-shape", &s, "blk.0.attn_k_b.weight", "expected [16, 32, 4]");
 }
 
 int main(void) {

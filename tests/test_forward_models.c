@@ -344,6 +344,11 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     r.HD = key_int(&r, "attention.key_length", r.E / r.H);
     r.HDV = key_int(&r, "attention.value_length", r.HD);
     r.FF = key_int(&r, "feed_forward_length", 0);
+    if (ds && key_int(&r, "attention.key_length_mla", 0) > 0) { /* the absorbed form's per-head sizes */
+        r.HD = key_int(&r, "attention.key_length_mla", 0);
+        r.HDV = key_int(&r, "attention.value_length_mla", 0);
+        r.KV = r.H;
+    }
     r.ROT = key_int(&r, "rope.dimension_count", r.HD);
     r.eps = key_f(&r, "attention.layer_norm_rms_epsilon", 1e-5);
     r.base = key_f(&r, "rope.freq_base", 10000);
@@ -452,6 +457,19 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
             }
             double *wkva = weightf(&r, "blk.%d.attn_kv_a_mqa.weight", il), *kvn = weightf(&r, "blk.%d.attn_kv_a_norm.weight", il),
                    *wkvb = weightf(&r, "blk.%d.attn_kv_b.weight", il);
+            if (!wkvb) { /* attn_k_b [H][R][nope] and attn_v_b [H][v][R]: kv_b's rows per head */
+                double *kb = weightf(&r, "blk.%d.attn_k_b.weight", il), *vb = weightf(&r, "blk.%d.attn_v_b.weight", il);
+                wkvb = malloc(sizeof(double) * (size_t)(R * KB));
+                for (int64_t hh = 0; hh < r.H; hh++) {
+                    for (int64_t d = 0; d < nope; d++)
+                        for (int64_t i = 0; i < R; i++)
+                            wkvb[(hh * (nope + r.HDV) + d) * R + i] = kb[(hh * R + i) * nope + d];
+                    for (int64_t e = 0; e < r.HDV; e++)
+                        for (int64_t i = 0; i < R; i++)
+                            wkvb[(hh * (nope + r.HDV) + nope + e) * R + i] = vb[(hh * r.HDV + e) * R + i];
+                }
+                free(kb), free(vb);
+            }
             double *kva = malloc(sizeof(double) * (size_t)(n * W)), *lat = malloc(sizeof(double) * (size_t)(n * R)),
                    *kvb = malloc(sizeof(double) * (size_t)(n * KB));
             matmul_d(h, wkva, kva, n, E, W);

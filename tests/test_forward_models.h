@@ -89,6 +89,8 @@ typedef struct synth_shape {
     int64_t mla_kv_lora;   /* attention.kv_lora_rank */
     int64_t mla_rope;      /* rope.dimension_count: the rope dims at the end of each q/k head */
     int64_t mla_v;         /* attention.value_length */
+    bool mla_absorbed;     /* attn_kv_b written split as attn_k_b / attn_v_b (the same numbers), with
+                              key_length_mla / value_length_mla and llama.cpp's latent-cache keys */
     double yarn_log_mul;   /* > 0: rope.scaling.yarn_log_multiplier (0.1 · mscale_all_dim) */
     int64_t gating_func;   /* > 0: expert_gating_func written (deepseek2) */
     bool split_experts;    /* per-expert blk.N.ffn_gate.E.weight … instead of ffn_*_exps */

@@ -295,8 +295,15 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             kld_gguf_writer_set_arr_i32(w, k, s->dn_recurrent_flags, (uint64_t)s->n_layer);
         }
     }
-    KEY_U32("attention.key_length", s->head_dim);
-    KEY_U32("attention.value_length", s->mla_v > 0 ? s->mla_v : s->head_dim);
+    if (s->mla_absorbed) { /* llama.cpp's latent cache: kv_lora_rank + rope, kv_lora_rank */
+        KEY_U32("attention.key_length", s->mla_kv_lora + s->mla_rope);
+        KEY_U32("attention.value_length", s->mla_kv_lora);
+        KEY_U32("attention.key_length_mla", s->head_dim);
+        KEY_U32("attention.value_length_mla", s->mla_v);
+    } else {
+        KEY_U32("attention.key_length", s->head_dim);
+        KEY_U32("attention.value_length", s->mla_v > 0 ? s->mla_v : s->head_dim);
+    }
     if (!strcmp(s->arch, "deepseek2")) {
         KEY_U32("attention.q_lora_rank", s->mla_q_lora); /* llama.cpp requires it (0: attn_q) */
         if (s->mla_kv_lora > 0) KEY_U32("attention.kv_lora_rank", s->mla_kv_lora);
@@ -427,7 +434,21 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             }
             add(&st, T("attn_kv_a_mqa.weight"), E, R + s->mla_rope, 0, 1 / sqrt((double)E));
             add(&st, T("attn_kv_a_norm.weight"), R, 0, 1, 0.1);
-            add(&st, T("attn_kv_b.weight"), R, s->n_head * (nope + s->mla_v), 0, 1 / sqrt((double)R));
+            if (s->mla_absorbed) { /* the converter's split: k_b {nope, R, H} transposed, v_b {R, v, H} */
+                const int64_t H = s->n_head, V = s->mla_v;
+                float *kvb = draw(&st, R * H * (nope + V), 0, 1 / sqrt((double)R));
+                float *kb = malloc(sizeof(float) * (size_t)(nope * R * H)), *vb = malloc(sizeof(float) * (size_t)(R * V * H));
+                for (int64_t h = 0; h < H; h++) {
+                    for (int64_t d = 0; d < nope; d++)
+                        for (int64_t i = 0; i < R; i++) kb[(h * R + i) * nope + d] = kvb[(h * (nope + V) + d) * R + i];
+                    memcpy(vb + h * V * R, kvb + (h * (nope + V) + nope) * R, sizeof(float) * (size_t)(V * R));
+                }
+                free(kvb);
+                add3f(&st, T("attn_k_b.weight"), nope, R, H, 0, 0, kb);
+                add3f(&st, T("attn_v_b.weight"), R, V, H, 0, 0, vb);
+            } else {
+                add(&st, T("attn_kv_b.weight"), R, s->n_head * (nope + s->mla_v), 0, 1 / sqrt((double)R));
+            }
             add(&st, T("attn_output.weight"), s->n_head * s->mla_v, E, 0, 1 / sqrt((double)(s->n_head * s->mla_v)));
             goto ffn;
         }

@@ -39,6 +39,8 @@
     X(ATTN_KV_A_MQA, "blk.%d.attn_kv_a_mqa")                                                          \
     X(ATTN_KV_A_NORM, "blk.%d.attn_kv_a_norm")                                                        \
     X(ATTN_KV_B, "blk.%d.attn_kv_b")                                                                  \
+    X(ATTN_K_B, "blk.%d.attn_k_b")                                                                    \
+    X(ATTN_V_B, "blk.%d.attn_v_b")                                                                    \
     X(FFN_NORM, "blk.%d.ffn_norm")                                                                    \
     X(FFN_GATE, "blk.%d.ffn_gate")                                                                    \
     X(FFN_UP, "blk.%d.ffn_up")                                                                        \

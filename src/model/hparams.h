@@ -81,6 +81,7 @@ typedef struct kld_hparams {
     int64_t n_lora_q;       /* attention.q_lora_rank: 0 = plain attn_q */
     int64_t n_lora_kv;      /* attention.kv_lora_rank: the latent kv width */
     double rope_yarn_log_mul; /* rope.scaling.yarn_log_multiplier / 0.1 (DeepSeek's mscale_all_dim) */
+    bool mla_absorbed;      /* the file has attn_k_b / attn_v_b (key_length_mla): rebuilt into attn_kv_b */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a

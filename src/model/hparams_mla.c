@@ -7,8 +7,8 @@
  * YaRN: yarn_log_multiplier is stored as 0.1 · mscale_all_dim; with it the
  * RoPE magnitude is rope.scaling.attn_factor alone and the attention scale
  * gets mscale² = (1 + 0.1 · mscale_all_dim · ln factor)², DeepSeek's
- * softmax_scale. The absorbed form (key_length_mla, attn_k_b / attn_v_b) is
- * refused for now. */
+ * softmax_scale. The absorbed form (key_length_mla / value_length_mla with
+ * attn_k_b / attn_v_b) takes its per-head sizes from those keys. */
 #include "model/hparams_internal.h"
 
 #include <inttypes.h>
@@ -44,16 +44,36 @@ kld_status kld_hp_gguf_mla(const kld_source *src, kld_hparams *hp, kld_error *er
     const char *arch = hp->arch;
     char key[160];
     kld_status st;
-    int64_t mla_k = 0;
+    int64_t mla_k = 0, mla_v = 0;
     if ((st = key_int(src, arch, KLD_K_Q_LORA_RANK, false, 0, MAX_RANK, &hp->n_lora_q, err)) ||
         (st = key_int(src, arch, KLD_K_KV_LORA_RANK, true, 1, MAX_RANK, &hp->n_lora_kv, err)) ||
-        (st = key_int(src, arch, KLD_K_KEY_LENGTH_MLA, false, 0, INT64_MAX, &mla_k, err)))
+        (st = key_int(src, arch, KLD_K_KEY_LENGTH_MLA, false, 0, INT64_C(1) << 20, &mla_k, err)) ||
+        (st = key_int(src, arch, KLD_K_VALUE_LENGTH_MLA, false, 0, INT64_C(1) << 20, &mla_v, err)))
         return st;
+    kld_arch_key(key, sizeof key, arch, KLD_K_ROPE_DIMENSION_COUNT);
+    if (!kld_gguf_find(src->gguf, key))
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing (MLA's rope dims, qk_rope_head_dim)",
+                        src->path, key);
+    if ((mla_k != 0) != (mla_v != 0)) { /* llama.cpp asserts both or neither (llama_hparams::is_mla) */
+        kld_arch_key(key, sizeof key, arch, mla_k ? KLD_K_VALUE_LENGTH_MLA : KLD_K_KEY_LENGTH_MLA);
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing or 0 while its key_length / "
+                        "value_length partner is set", src->path, key);
+    }
     if (mla_k != 0) {
-        kld_arch_key(key, sizeof key, arch, KLD_K_KEY_LENGTH_MLA);
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 ": the absorbed MLA form "
-                        "(attn_k_b / attn_v_b) is not supported yet, only the decompressing attn_kv_b",
-                        src->path, key, mla_k);
+        /* the absorbed form (newer conversions): key_length / value_length describe llama.cpp's
+         * latent cache (kv_lora_rank + rope, kv_lora_rank) and head_count_kv its one MQA head;
+         * attn_k_b / attn_v_b are rebuilt into attn_kv_b at load (weights_deltanet.c) */
+        if (hp->head_dim != hp->n_lora_kv + hp->n_rot || hp->head_dim_v != hp->n_lora_kv) {
+            kld_arch_key(key, sizeof key, arch, KLD_K_KEY_LENGTH);
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " and value_length = %" PRId64
+                            " must be kv_lora_rank + rope dims = %" PRId64 " and kv_lora_rank = %" PRId64
+                            " with key_length_mla", src->path, key, hp->head_dim, hp->head_dim_v,
+                            hp->n_lora_kv + hp->n_rot, hp->n_lora_kv);
+        }
+        hp->mla_absorbed = true;
+        hp->head_dim = mla_k;
+        hp->head_dim_v = mla_v;
+        hp->n_head_kv = hp->n_head;
     }
     /* decompressed, every q head has its own k and v head */
     if (hp->n_head_kv != hp->n_head) {
@@ -62,9 +82,6 @@ kld_status kld_hp_gguf_mla(const kld_source *src, kld_hparams *hp, kld_error *er
                         " (MLA decompressed by attn_kv_b)", src->path, key, hp->n_head_kv, hp->n_head);
     }
     kld_arch_key(key, sizeof key, arch, KLD_K_ROPE_DIMENSION_COUNT);
-    if (!kld_gguf_find(src->gguf, key))
-        return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is missing (MLA's rope dims, qk_rope_head_dim)",
-                        src->path, key);
     if (hp->n_rot < 2 || hp->n_rot >= hp->head_dim)
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " leaves no non-rotated dims of "
                         "key_length = %" PRId64, src->path, key, hp->n_rot, hp->head_dim);

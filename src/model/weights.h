@@ -92,6 +92,10 @@ void kld_weights_free(kld_weights *w);
  * them NULL when the source has today's attn_qkv / attn_gate. */
 kld_status kld_weights_dn_derive(const kld_source *src, const kld_hparams *hp, int il,
                                  kld_layer_weights *L, kld_weights *w, kld_error *err);
+/* deepseek2 layer il with the absorbed MLA tensors attn_k_b / attn_v_b: *out = an
+ * owned f32 attn_kv_b rebuilt from them (weights_deltanet.c's derived store). */
+kld_status kld_weights_mla_kv_b(const kld_source *src, const kld_hparams *hp, int il, const kld_tensor *kb,
+                                const kld_tensor *vb, kld_weights *w, const kld_tensor **out, kld_error *err);
 void kld_weights_dn_free(kld_weights *w);
 /* Whether t is one of those rebuilt tensors (freed with the table). */
 bool kld_weights_dn_owns(const kld_weights *w, const kld_tensor *t);
