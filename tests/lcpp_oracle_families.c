@@ -34,6 +34,8 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
     {"deepseek2-q-lora", "deepseek2 with V3's q bottleneck: attn_q_a (24), attn_q_a_norm, attn_q_b", LCPP_2026},
     {"deepseek2-mla", "deepseek2-q-lora as newer conversions write V3: attn_k_b / attn_v_b with key_length_mla, "
                       "llama.cpp's latent cache and one MQA kv head (its absorbed MLA graph)", LCPP_2026},
+    {"deepseek2-groups", "deepseek2-mla with V3's group-limited routing: 2 groups of 2 experts (scored by their two "
+                         "best sigmoid + exp_probs_b), the best 1 eligible", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -154,7 +156,11 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->w_scale = 2.5;
         s->tied = false;
         if (strcmp(n, "deepseek2")) s->mla_q_lora = 24;
-        if (!strcmp(n, "deepseek2-mla")) {
+        if (!strcmp(n, "deepseek2-groups")) {
+            s->n_groups = 2;
+            s->n_group_used = 1;
+        }
+        if (!strcmp(n, "deepseek2-mla") || !strcmp(n, "deepseek2-groups")) {
             s->mla_absorbed = true;
             s->n_head_kv = 1;
         }

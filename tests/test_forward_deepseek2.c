@@ -8,7 +8,7 @@
  * ungated shared expert. The engine against the float64 reference of
  * test_forward_models.c (one pass, chunks, prefill + decode), the online
  * softmax bit for bit, thread counts, the mscale and the q bottleneck shown
- * to matter, the absorbed attn_k_b / attn_v_b form equal to attn_kv_b's bit
+ * to matter, group-limited routing, the absorbed attn_k_b / attn_v_b form equal to attn_kv_b's bit
  * for bit, q8_0, and the malformed files. llama.cpp's own logits:
  * test_lcpp_oracle (tests/data/lcpp-oracle/deepseek2.*). */
 #include "engine/engine.h"
@@ -98,6 +98,16 @@ static void test_reference(void) {
         CHECK(c.max_abs > 1e-2, "deepseek2: softmax gating (no expert_gating_func) differs from sigmoid by %.3g",
               c.max_abs);
     }
+    /* V3's group-limited routing: 2 groups of 2 experts, the best group only (top-2 = that group) */
+    synth_shape gr = s;
+    gr.n_groups = 2;
+    gr.n_group_used = 1;
+    float *refg = check_shape("groups", &gr, ids);
+    if (ref && refg) {
+        tf_cmp c = tf_compare(ref, refg, N_IDS, nv);
+        CHECK(c.max_abs > 1e-2, "deepseek2: group-limited routing changes the logits by %.3g", c.max_abs);
+    }
+    free(refg);
     /* the absorbed form of newer conversions (attn_k_b / attn_v_b, key_length_mla, one MQA kv head):
      * rebuilt into attn_kv_b at load, the same numbers, so the same logits bit for bit */
     synth_shape m = b;
@@ -148,6 +158,13 @@ static void test_errors(void) {
     s.n_head_kv = 1;
     s.bad_shape_tensor = "blk.0.attn_k_b.weight";
     tf_expect_open_error("k-b-shape", &s, "blk.0.attn_k_b.weight", "expected [16, 32, 4]");
+    synth_default(&s, "deepseek2");
+    s.n_groups = 3; /* 4 experts do not split into 3 groups */
+    s.n_group_used = 1;
+    tf_expect_open_error("groups-split", &s, "deepseek2.expert_group_count", "= 3 does not split expert_count = 4");
+    synth_default(&s, "deepseek2");
+    s.n_groups = 2; /* expert_group_used_count missing */
+    tf_expect_open_error("groups-used", &s, "deepseek2.expert_group_used_count", "= 0 is missing or out of range");
 }
 
 int main(void) {

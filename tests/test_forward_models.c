@@ -229,6 +229,25 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
         for (int64_t e = 0; !r->gptoss && !r->glm && e < X; e++) p[e] /= sum;
         for (int64_t e = 0; r->glm && e < X; e++) p[e] = 1 / (1 + exp(-p[e]));
         for (int64_t e = 0; e < X; e++) sel[e] = p[e] + (pb ? pb[e] : 0);
+        const int64_t G = key_int(r, "expert_group_count", 0), GU = key_int(r, "expert_group_used_count", 0);
+        if (G > 1) { /* DeepSeek V3: only the experts of the GU groups with the best two-expert sums */
+            const int64_t per = X / G;
+            double gs[64];
+            for (int64_t g = 0; g < G; g++) {
+                double b1 = -INFINITY, b2 = -INFINITY;
+                for (int64_t i = 0; i < per; i++) {
+                    const double v = sel[g * per + i];
+                    if (v > b1) b2 = b1, b1 = v;
+                    else if (v > b2) b2 = v;
+                }
+                gs[g] = b1 + b2;
+            }
+            for (int64_t g = 0; g < G; g++) {
+                int64_t better = 0;
+                for (int64_t o = 0; o < G; o++) better += gs[o] > gs[g] || (gs[o] == gs[g] && o < g);
+                for (int64_t i = 0; better >= GU && i < per; i++) sel[g * per + i] = -INFINITY;
+            }
+        }
         for (int64_t e = 0; e < X; e++) order[e] = (int)e;
         if (naive) { /* insertion sort, stable: equal values keep index order */
             for (int64_t a = 1; a < X; a++)

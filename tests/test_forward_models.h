@@ -93,6 +93,7 @@ typedef struct synth_shape {
                               key_length_mla / value_length_mla and llama.cpp's latent-cache keys */
     double yarn_log_mul;   /* > 0: rope.scaling.yarn_log_multiplier (0.1 · mscale_all_dim) */
     int64_t gating_func;   /* > 0: expert_gating_func written (deepseek2) */
+    int64_t n_groups, n_group_used; /* > 0: expert_group_count / expert_group_used_count written */
     bool split_experts;    /* per-expert blk.N.ffn_gate.E.weight … instead of ffn_*_exps */
     bool exp_type_set;     /* the expert matrices in exp_type (gpt-oss: mxfp4) instead of mat_type */
     uint32_t exp_type;

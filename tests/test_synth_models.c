@@ -347,6 +347,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         if (s->n_shared > 0) KEY_U32("expert_shared_count", s->n_shared);
         if (s->n_dense_lead > 0) KEY_U32("leading_dense_block_count", s->n_dense_lead);
         if (s->w_scale > 0) KEY_F32("expert_weights_scale", s->w_scale);
+        if (s->n_groups > 0) KEY_U32("expert_group_count", s->n_groups);
+        if (s->n_group_used > 0) KEY_U32("expert_group_used_count", s->n_group_used);
         if (s->gating_func > 0) {
             snprintf(k, sizeof k, "%s.expert_weights_norm", arch);
             kld_gguf_writer_set_bool(w, k, true);

@@ -112,6 +112,7 @@
     X(EXPERT_GATING_FUNC, "expert_gating_func")                                                       \
     X(LEADING_DENSE_BLOCK_COUNT, "leading_dense_block_count")                                         \
     X(EXPERT_GROUP_COUNT, "expert_group_count")                                                       \
+    X(EXPERT_GROUP_USED_COUNT, "expert_group_used_count")                                             \
     X(FULL_ATTENTION_INTERVAL, "full_attention_interval")                                             \
     X(NEXTN_PREDICT_LAYERS, "nextn_predict_layers")                                                   \
     X(SSM_CONV_KERNEL, "ssm.conv_kernel")                                                             \

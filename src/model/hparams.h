@@ -76,6 +76,8 @@ typedef struct kld_hparams {
     double moe_w_scale;     /* expert_weights_scale: the weights multiplied after (0 and 1: none) */
     kld_moe_gating moe_gating; /* the switch, or <arch>.expert_gating_func */
     int64_t n_layer_dense_lead; /* leading_dense_block_count: layers before it have a dense FFN */
+    int64_t n_expert_groups;   /* expert_group_count: > 1 routes within the best groups (DeepSeek V3) */
+    int64_t n_group_used;      /* expert_group_used_count: groups kept, by their two best scores */
     /* Multi-head latent attention (sw.mla; hparams_mla.c): head_dim is the q/k head
      * (n_rot rope dims last), head_dim_v the v head, n_head_kv = n_head */
     int64_t n_lora_q;       /* attention.q_lora_rank: 0 = plain attn_q */
