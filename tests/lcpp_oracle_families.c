@@ -36,6 +36,8 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
                       "llama.cpp's latent cache and one MQA kv head (its absorbed MLA graph)", LCPP_2026},
     {"deepseek2-groups", "deepseek2-mla with V3's group-limited routing: 2 groups of 2 experts (scored by their two "
                          "best sigmoid + exp_probs_b), the best 1 eligible", LCPP_2026},
+    {"deepseek2-softmax", "deepseek2 as DeepSeek V2's files: no expert_gating_func (softmax), no "
+                          "expert_weights_norm, exp_probs_b and x 2.5 all the same", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -155,7 +157,8 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->n_shared = 1;
         s->w_scale = 2.5;
         s->tied = false;
-        if (strcmp(n, "deepseek2")) s->mla_q_lora = 24;
+        if (strcmp(n, "deepseek2") && strcmp(n, "deepseek2-softmax")) s->mla_q_lora = 24;
+        if (!strcmp(n, "deepseek2-softmax")) s->gating_func = 0;
         if (!strcmp(n, "deepseek2-groups")) {
             s->n_groups = 2;
             s->n_group_used = 1;

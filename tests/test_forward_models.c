@@ -27,6 +27,7 @@ typedef struct ref {
     bool neox, gemma, post_norms, qk_norm, gelu;
     bool gptoss; /* sinks, o bias, biased router and experts, top-k-then-softmax, clamped SwiGLU */
     bool glm;    /* sigmoid router with exp_probs_b selection bias, norm + scale, ungated shared expert */
+    bool ds;     /* deepseek2: exp_probs_b and the scale with any gating (softmax without expert_gating_func) */
     const ref_opts *opt;   /* for the weight deltas, or NULL */
 } ref;
 
@@ -206,7 +207,7 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
     double *sgw = weightf(r, "blk.%d.ffn_gate_shexp.weight", il); /* GLM-4.5: no gate vector */
     double *suw = sgw ? weightf(r, "blk.%d.ffn_up_shexp.weight", il) : NULL;
     double *sdw = sgw ? weightf(r, "blk.%d.ffn_down_shexp.weight", il) : NULL;
-    double *pb = r->glm ? weightf(r, "blk.%d.exp_probs_b.bias", il) : NULL;
+    double *pb = r->glm || r->ds ? weightf(r, "blk.%d.exp_probs_b.bias", il) : NULL;
     double *sel = malloc(sizeof(double) * (size_t)X);
     double *p = malloc(sizeof(double) * (size_t)X), *y = malloc(sizeof(double) * (size_t)E);
     int *order = malloc(sizeof(int) * (size_t)X);
@@ -277,7 +278,7 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
         for (int64_t c = 0; c < E; c++) ot[c] = 0;
         for (int64_t k = 0; k < K; k++) {
             const int e = order[k];
-            const double w = (norm_w ? p[e] / wsum : p[e]) * (r->glm ? key_f(r, "expert_weights_scale", 1) : 1);
+            const double w = (norm_w ? p[e] / wsum : p[e]) * (r->glm || r->ds ? key_f(r, "expert_weights_scale", 1) : 1);
             if (r->gptoss) swiglu_oai_biased_d(ht, wg[e], wu[e], wd[e], bg + e * F, bu + e * F, bd + e * E, E, F, y);
             else swiglu_d(ht, wg[e], wu[e], wd[e], E, F, y);
             for (int64_t c = 0; c < E; c++) ot[c] += w * y[c];
@@ -351,6 +352,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     r.gptoss = gptoss;
     /* DeepSeek V3 routes as GLM-4.5 does (sigmoid, exp_probs_b, norm, scale, ungated shared expert) */
     r.glm = glm || (ds && key_int(&r, "expert_gating_func", 0) == 2);
+    r.ds = ds;
     if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss || glm || ds)) {
         fprintf(stderr, "ref_forward: unknown architecture %s\n", r.arch);
         kld_gguf_close(g);
@@ -426,7 +428,13 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     const int64_t FS = glm || ds ? FX * key_int(&r, "expert_shared_count", 1)
                            : key_int(&r, "expert_shared_feed_forward_length", r.FF);
     const int64_t dense_lead = key_int(&r, "leading_dense_block_count", 0);
-    bool moe_norm = llama || qwen3moe || glm || ds; /* deepseek2: expert_weights_norm (written true) */
+    bool moe_norm = llama || qwen3moe || glm; /* glm4moe: expert_weights_norm (written true) */
+    if (ds) { /* deepseek2: expert_weights_norm, false when absent */
+        char nk[128];
+        snprintf(nk, sizeof nk, "%s.expert_weights_norm", r.arch);
+        const kld_gguf_kv *kv = kld_gguf_find(g, nk);
+        moe_norm = kv && kv->value.type == KLD_GGUF_BOOL && kv->value.v.b;
+    }
     if (opt && opt->moe_norm_w) moe_norm = opt->moe_norm_w > 0;
     const bool naive_ties = opt && opt->naive_ties;
     r.gelu = r.gemma;
