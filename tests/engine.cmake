@@ -24,3 +24,5 @@ kld_add_test(NAME test_forward_qwen35 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_f
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_forward_glm4moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_glm4moe.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
+kld_add_test(NAME test_forward_deepseek2 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_deepseek2.c
+             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

@@ -28,6 +28,16 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
     {"qwen35moe", "qwen35 with 4 experts top-2 renormalised + sigmoid-gated shared expert", LCPP_2026},
     {"glm4moe", "q/k/v biases, q/k norms, partial NeoX rope, 1 leading dense layer, 4 experts top-2 by "
                 "sigmoid + exp_probs_b, renormalised x 2.5, ungated shared expert", LCPP_2026},
+    {"deepseek2", "MLA with plain attn_q and attn_kv_b (kv_lora 32, heads 16 nope + 8 rope, v 16), normal rope "
+                  "on the rope dims, YaRN 4 over 64 with mscale^2 in the scale, 1 leading dense layer, 4 experts "
+                  "top-2 by sigmoid + exp_probs_b, renormalised x 2.5, ungated shared expert", LCPP_2026},
+    {"deepseek2-q-lora", "deepseek2 with V3's q bottleneck: attn_q_a (24), attn_q_a_norm, attn_q_b", LCPP_2026},
+    {"deepseek2-mla", "deepseek2-q-lora as newer conversions write V3: attn_k_b / attn_v_b with key_length_mla, "
+                      "llama.cpp's latent cache and one MQA kv head (its absorbed MLA graph)", LCPP_2026},
+    {"deepseek2-groups", "deepseek2-mla with V3's group-limited routing: 2 groups of 2 experts (scored by their two "
+                         "best sigmoid + exp_probs_b), the best 1 eligible", LCPP_2026},
+    {"deepseek2-softmax", "deepseek2 as DeepSeek V2's files: no expert_gating_func (softmax), no "
+                          "expert_weights_norm, exp_probs_b and x 2.5 all the same", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -35,6 +45,7 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
     const char *arch = !strcmp(n, "mixtral") || !strcmp(n, "llama-bf16") ? "llama"
                        : !strcmp(n, "qwen2-yarn")                        ? "qwen2"
                        : !strcmp(n, "gpt-oss-mxfp4")                     ? "gpt-oss"
+                       : !strncmp(n, "deepseek2", 9)                     ? "deepseek2"
                                                                          : n;
     synth_default(s, arch);
     s->n_embd = 64;
@@ -134,6 +145,28 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->n_shared = 1;
         s->w_scale = 2.5;
         s->tied = false;
+    }
+    if (!strncmp(n, "deepseek2", 9)) { /* synth_default's MLA, YaRN and routing keys, 3 layers */
+        s->n_layer = 3;
+        s->n_head_kv = 4;
+        s->head_dim = 24;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_dense_lead = 1;
+        s->n_shared = 1;
+        s->w_scale = 2.5;
+        s->tied = false;
+        if (strcmp(n, "deepseek2") && strcmp(n, "deepseek2-softmax")) s->mla_q_lora = 24;
+        if (!strcmp(n, "deepseek2-softmax")) s->gating_func = 0;
+        if (!strcmp(n, "deepseek2-groups")) {
+            s->n_groups = 2;
+            s->n_group_used = 1;
+        }
+        if (!strcmp(n, "deepseek2-mla") || !strcmp(n, "deepseek2-groups")) {
+            s->mla_absorbed = true;
+            s->n_head_kv = 1;
+        }
     }
     if (!strcmp(n, "gpt-oss-mxfp4")) {
         s->exp_type_set = true;

@@ -163,6 +163,12 @@ static void check_gptoss(void) {
                                             "layer(s)") && strstr(out, "n_rot=8") && strstr(out, "n_ff_shexp=32"),
           "glm4moe: routing, scale, leading dense layer, partial rope, shared expert: %s", out ? out : "");
     free(out);
+    out = run("inspect tests/data/lcpp-oracle/deepseek2-q-lora.gguf", &status);
+    CHECK(status == 0 && out && strstr(out, "mla            latent kv 32, q through rank 24, q/k head 16 nope + 8 rope, "
+                                            "v head 16, attention scale 0.264642") &&
+              strstr(out, "experts sigmoid-topk x 2.5, 1 leading dense layer(s)") && strstr(out, "scaling=yarn"),
+          "deepseek2: MLA ranks, head split, the scale with YaRN's mscale squared, routing: %s", out ? out : "");
+    free(out);
 }
 
 int main(int argc, char **argv) {

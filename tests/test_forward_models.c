@@ -27,6 +27,7 @@ typedef struct ref {
     bool neox, gemma, post_norms, qk_norm, gelu;
     bool gptoss; /* sinks, o bias, biased router and experts, top-k-then-softmax, clamped SwiGLU */
     bool glm;    /* sigmoid router with exp_probs_b selection bias, norm + scale, ungated shared expert */
+    bool ds;     /* deepseek2: exp_probs_b and the scale with any gating (softmax without expert_gating_func) */
     const ref_opts *opt;   /* for the weight deltas, or NULL */
 } ref;
 
@@ -206,7 +207,7 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
     double *sgw = weightf(r, "blk.%d.ffn_gate_shexp.weight", il); /* GLM-4.5: no gate vector */
     double *suw = sgw ? weightf(r, "blk.%d.ffn_up_shexp.weight", il) : NULL;
     double *sdw = sgw ? weightf(r, "blk.%d.ffn_down_shexp.weight", il) : NULL;
-    double *pb = r->glm ? weightf(r, "blk.%d.exp_probs_b.bias", il) : NULL;
+    double *pb = r->glm || r->ds ? weightf(r, "blk.%d.exp_probs_b.bias", il) : NULL;
     double *sel = malloc(sizeof(double) * (size_t)X);
     double *p = malloc(sizeof(double) * (size_t)X), *y = malloc(sizeof(double) * (size_t)E);
     int *order = malloc(sizeof(int) * (size_t)X);
@@ -229,6 +230,25 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
         for (int64_t e = 0; !r->gptoss && !r->glm && e < X; e++) p[e] /= sum;
         for (int64_t e = 0; r->glm && e < X; e++) p[e] = 1 / (1 + exp(-p[e]));
         for (int64_t e = 0; e < X; e++) sel[e] = p[e] + (pb ? pb[e] : 0);
+        const int64_t G = key_int(r, "expert_group_count", 0), GU = key_int(r, "expert_group_used_count", 0);
+        if (G > 1) { /* DeepSeek V3: only the experts of the GU groups with the best two-expert sums */
+            const int64_t per = X / G;
+            double gs[64];
+            for (int64_t g = 0; g < G; g++) {
+                double b1 = -INFINITY, b2 = -INFINITY;
+                for (int64_t i = 0; i < per; i++) {
+                    const double v = sel[g * per + i];
+                    if (v > b1) b2 = b1, b1 = v;
+                    else if (v > b2) b2 = v;
+                }
+                gs[g] = b1 + b2;
+            }
+            for (int64_t g = 0; g < G; g++) {
+                int64_t better = 0;
+                for (int64_t o = 0; o < G; o++) better += gs[o] > gs[g] || (gs[o] == gs[g] && o < g);
+                for (int64_t i = 0; better >= GU && i < per; i++) sel[g * per + i] = -INFINITY;
+            }
+        }
         for (int64_t e = 0; e < X; e++) order[e] = (int)e;
         if (naive) { /* insertion sort, stable: equal values keep index order */
             for (int64_t a = 1; a < X; a++)
@@ -258,7 +278,7 @@ static void moe_ffn_d(const ref *r, int64_t il, const double *h, double *o, int6
         for (int64_t c = 0; c < E; c++) ot[c] = 0;
         for (int64_t k = 0; k < K; k++) {
             const int e = order[k];
-            const double w = (norm_w ? p[e] / wsum : p[e]) * (r->glm ? key_f(r, "expert_weights_scale", 1) : 1);
+            const double w = (norm_w ? p[e] / wsum : p[e]) * (r->glm || r->ds ? key_f(r, "expert_weights_scale", 1) : 1);
             if (r->gptoss) swiglu_oai_biased_d(ht, wg[e], wu[e], wd[e], bg + e * F, bu + e * F, bd + e * E, E, F, y);
             else swiglu_d(ht, wg[e], wu[e], wd[e], E, F, y);
             for (int64_t c = 0; c < E; c++) ot[c] += w * y[c];
@@ -328,10 +348,12 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
          gemma2 = !strcmp(r.arch, "gemma2"), gemma3 = !strcmp(r.arch, "gemma3"),
          qwen2moe = !strcmp(r.arch, "qwen2moe"), olmoe = !strcmp(r.arch, "olmoe"),
          qwen3moe = !strcmp(r.arch, "qwen3moe"), gptoss = !strcmp(r.arch, "gpt-oss"),
-         glm = !strcmp(r.arch, "glm4moe");
+         glm = !strcmp(r.arch, "glm4moe"), ds = !strcmp(r.arch, "deepseek2");
     r.gptoss = gptoss;
-    r.glm = glm;
-    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss || glm)) {
+    /* DeepSeek V3 routes as GLM-4.5 does (sigmoid, exp_probs_b, norm, scale, ungated shared expert) */
+    r.glm = glm || (ds && key_int(&r, "expert_gating_func", 0) == 2);
+    r.ds = ds;
+    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss || glm || ds)) {
         fprintf(stderr, "ref_forward: unknown architecture %s\n", r.arch);
         kld_gguf_close(g);
         return NULL;
@@ -343,6 +365,11 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     r.HD = key_int(&r, "attention.key_length", r.E / r.H);
     r.HDV = key_int(&r, "attention.value_length", r.HD);
     r.FF = key_int(&r, "feed_forward_length", 0);
+    if (ds && key_int(&r, "attention.key_length_mla", 0) > 0) { /* the absorbed form's per-head sizes */
+        r.HD = key_int(&r, "attention.key_length_mla", 0);
+        r.HDV = key_int(&r, "attention.value_length_mla", 0);
+        r.KV = r.H;
+    }
     r.ROT = key_int(&r, "rope.dimension_count", r.HD);
     r.eps = key_f(&r, "attention.layer_norm_rms_epsilon", 1e-5);
     r.base = key_f(&r, "rope.freq_base", 10000);
@@ -370,6 +397,16 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         yarn_factor = lin;
         yarn_mag = key_f(&r, "rope.scaling.attn_factor", 1) * (1 + 0.1 * log(lin));
     }
+    /* DeepSeek (modeling_deepseek.py): mscale_all_dim = yarn_log_multiplier / 0.1; the
+     * cos/sin magnitude yarn_get_mscale(f, mscale) / yarn_get_mscale(f, mscale_all_dim) = 1
+     * (mscale = mscale_all_dim), softmax_scale = q_head_dim^-0.5 · yarn_get_mscale(f, mscale_all_dim)^2 */
+    double ds_scale = 1.0 / sqrt((double)r.HD);
+    if (ds && yarn_factor > 0) {
+        const double all = key_f(&r, "rope.scaling.yarn_log_multiplier", 0) / 0.1;
+        const double ms = 1 + 0.1 * all * log(yarn_factor);
+        yarn_mag = key_f(&r, "rope.scaling.attn_factor", 1);
+        ds_scale = ms * ms / sqrt((double)r.HD);
+    }
     if (opt) { /* the caller's semantics (config.json variants) replace the file's */
         r.window = opt->window;
         r.slides = opt->slides;
@@ -379,7 +416,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
             yarn_mag = opt->yarn_attn;
         }
     }
-    r.neox = !llama;
+    r.neox = !llama && !ds;
     r.gemma = gemma2 || gemma3;
     r.post_norms = gemma2 || gemma3;
     r.qk_norm = qwen3 || gemma3 || qwen3moe || glm; /* glm4moe: when the file has them */
@@ -388,10 +425,16 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     const int64_t X = key_int(&r, "expert_count", 0), K = key_int(&r, "expert_used_count", 0);
     const bool qwen_moe = qwen2moe || qwen3moe;
     const int64_t FX = key_int(&r, "expert_feed_forward_length", qwen_moe && K ? r.FF / K : r.FF);
-    const int64_t FS = glm ? FX * key_int(&r, "expert_shared_count", 1)
+    const int64_t FS = glm || ds ? FX * key_int(&r, "expert_shared_count", 1)
                            : key_int(&r, "expert_shared_feed_forward_length", r.FF);
     const int64_t dense_lead = key_int(&r, "leading_dense_block_count", 0);
     bool moe_norm = llama || qwen3moe || glm; /* glm4moe: expert_weights_norm (written true) */
+    if (ds) { /* deepseek2: expert_weights_norm, false when absent */
+        char nk[128];
+        snprintf(nk, sizeof nk, "%s.expert_weights_norm", r.arch);
+        const kld_gguf_kv *kv = kld_gguf_find(g, nk);
+        moe_norm = kv && kv->value.type == KLD_GGUF_BOOL && kv->value.v.b;
+    }
     if (opt && opt->moe_norm_w) moe_norm = opt->moe_norm_w > 0;
     const bool naive_ties = opt && opt->naive_ties;
     r.gelu = r.gemma;
@@ -423,6 +466,49 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
             }
             free(qkv);
             free(wqkv);
+        } else if (ds) { /* MLA: q, the latent kv (normed) decompressed per head, k_pe shared */
+            const int64_t QA = key_int(&r, "attention.q_lora_rank", 0), R = key_int(&r, "attention.kv_lora_rank", 0);
+            const int64_t nope = r.HD - r.ROT, W = R + r.ROT, KB = r.H * (nope + r.HDV);
+            if (QA > 0) {
+                double *wa = weightf(&r, "blk.%d.attn_q_a.weight", il), *na = weightf(&r, "blk.%d.attn_q_a_norm.weight", il),
+                       *wb = weightf(&r, "blk.%d.attn_q_b.weight", il);
+                double *qa = malloc(sizeof(double) * (size_t)(n * QA));
+                matmul_d(h, wa, qa, n, E, QA);
+                for (int64_t t = 0; t < n; t++) rmsnorm_d(qa + t * QA, na, qa + t * QA, QA, r.eps);
+                matmul_d(qa, wb, q, n, QA, nq);
+                free(wa), free(na), free(wb), free(qa);
+            } else {
+                double *wq = weightf(&r, "blk.%d.attn_q.weight", il);
+                matmul_d(h, wq, q, n, E, nq);
+                free(wq);
+            }
+            double *wkva = weightf(&r, "blk.%d.attn_kv_a_mqa.weight", il), *kvn = weightf(&r, "blk.%d.attn_kv_a_norm.weight", il),
+                   *wkvb = weightf(&r, "blk.%d.attn_kv_b.weight", il);
+            if (!wkvb) { /* attn_k_b [H][R][nope] and attn_v_b [H][v][R]: kv_b's rows per head */
+                double *kb = weightf(&r, "blk.%d.attn_k_b.weight", il), *vb = weightf(&r, "blk.%d.attn_v_b.weight", il);
+                wkvb = malloc(sizeof(double) * (size_t)(R * KB));
+                for (int64_t hh = 0; hh < r.H; hh++) {
+                    for (int64_t d = 0; d < nope; d++)
+                        for (int64_t i = 0; i < R; i++)
+                            wkvb[(hh * (nope + r.HDV) + d) * R + i] = kb[(hh * R + i) * nope + d];
+                    for (int64_t e = 0; e < r.HDV; e++)
+                        for (int64_t i = 0; i < R; i++)
+                            wkvb[(hh * (nope + r.HDV) + nope + e) * R + i] = vb[(hh * r.HDV + e) * R + i];
+                }
+                free(kb), free(vb);
+            }
+            double *kva = malloc(sizeof(double) * (size_t)(n * W)), *lat = malloc(sizeof(double) * (size_t)(n * R)),
+                   *kvb = malloc(sizeof(double) * (size_t)(n * KB));
+            matmul_d(h, wkva, kva, n, E, W);
+            for (int64_t t = 0; t < n; t++) rmsnorm_d(kva + t * W, kvn, lat + t * R, R, r.eps);
+            matmul_d(lat, wkvb, kvb, n, R, KB);
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t hh = 0; hh < r.H; hh++) {
+                    for (int64_t d = 0; d < r.HD; d++)
+                        k[t * nk + hh * r.HD + d] = d < nope ? kvb[t * KB + hh * (nope + r.HDV) + d] : kva[t * W + R + d - nope];
+                    for (int64_t d = 0; d < r.HDV; d++) v[t * nv + hh * r.HDV + d] = kvb[t * KB + hh * (nope + r.HDV) + nope + d];
+                }
+            free(wkva), free(kvn), free(wkvb), free(kva), free(lat), free(kvb);
         } else {
             double *wq = weightf(&r, "blk.%d.attn_q.weight", il), *wk = weightf(&r, "blk.%d.attn_k.weight", il),
                    *wv = weightf(&r, "blk.%d.attn_v.weight", il);
@@ -458,15 +544,15 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         for (int64_t t = 0; t < n; t++) {
             for (int64_t hh = 0; hh < r.H; hh++) {
                 if (qn) rmsnorm_d(q + t * nq + hh * r.HD, qn, q + t * nq + hh * r.HD, r.HD, r.eps);
-                rope_d(q + t * nq + hh * r.HD, t, &r, inv, mag);
+                rope_d(q + t * nq + hh * r.HD + (ds ? r.HD - r.ROT : 0), t, &r, inv, mag);
             }
             for (int64_t hh = 0; hh < r.KV; hh++) {
                 if (kn) rmsnorm_d(k + t * nk + hh * r.HD, kn, k + t * nk + hh * r.HD, r.HD, r.eps);
-                rope_d(k + t * nk + hh * r.HD, t, &r, inv, mag);
+                rope_d(k + t * nk + hh * r.HD + (ds ? r.HD - r.ROT : 0), t, &r, inv, mag);
             }
         }
         free(qn), free(kn);
-        const double scale = 1.0 / sqrt((double)r.HD);
+        const double scale = ds ? ds_scale : 1.0 / sqrt((double)r.HD);
         double *sinks = gptoss ? weightf(&r, "blk.%d.attn_sinks.weight", il) : NULL;
         for (int64_t hh = 0; hh < r.H; hh++) {
             const int64_t kvh = hh / (r.H / r.KV);

@@ -84,6 +84,16 @@ typedef struct synth_shape {
     int64_t n_dense_lead;  /* glm4moe: leading_dense_block_count (dense FFN layers first) */
     int64_t n_shared;      /* glm4moe: expert_shared_count (shared expert n_shared · n_ff_exp wide) */
     double w_scale;        /* glm4moe: expert_weights_scale */
+    /* deepseek2: MLA (head_dim is key_length = nope + mla_rope) */
+    int64_t mla_q_lora;    /* attention.q_lora_rank (0: plain attn_q) */
+    int64_t mla_kv_lora;   /* attention.kv_lora_rank */
+    int64_t mla_rope;      /* rope.dimension_count: the rope dims at the end of each q/k head */
+    int64_t mla_v;         /* attention.value_length */
+    bool mla_absorbed;     /* attn_kv_b written split as attn_k_b / attn_v_b (the same numbers), with
+                              key_length_mla / value_length_mla and llama.cpp's latent-cache keys */
+    double yarn_log_mul;   /* > 0: rope.scaling.yarn_log_multiplier (0.1 · mscale_all_dim) */
+    int64_t gating_func;   /* > 0: expert_gating_func written (deepseek2) */
+    int64_t n_groups, n_group_used; /* > 0: expert_group_count / expert_group_used_count written */
     bool split_experts;    /* per-expert blk.N.ffn_gate.E.weight … instead of ffn_*_exps */
     bool exp_type_set;     /* the expert matrices in exp_type (gpt-oss: mxfp4) instead of mat_type */
     uint32_t exp_type;

@@ -184,6 +184,29 @@ static void check_rope_freqs_matter(const lcpp_family *f, const int32_t *ids) {
     remove(path);
 }
 
+/* deepseek2 without yarn_log_multiplier (no mscale² in the attention scale and
+ * YaRN's own magnitude on the rope dims), or without the expert groups (the same
+ * weights): llama.cpp's logits must tell them apart, so the agreement shows the
+ * mscale and the group-limited routing applied as it applies them. */
+static void check_mscale_matters(const lcpp_family *f, const int32_t *ids, bool groups) {
+    synth_shape s;
+    lcpp_family_shape(f, &s);
+    if (groups) s.n_groups = s.n_group_used = 0;
+    else s.yarn_log_mul = 0;
+    char path[600];
+    snprintf(path, sizeof path, "%s/lcpp-oracle-%s-without.gguf", kt_build_dir(), f->name);
+    CHECK(synth_write_gguf(&s, path), "%s written", path);
+    int64_t nv = 0;
+    float *plain = engine_logits(path, ids, LCPP_N_IDS, NULL, &nv);
+    if (plain && nv == LCPP_N_VOCAB) {
+        agreement a = check_against(f, ".lcpp.f32", plain, groups ? "no-groups" : "no-mscale", 0);
+        CHECK(a.rel > 100 * REL_BOUND_F32, "%s: the file without %s must be detected (max|d|/range %g)",
+              f->name, groups ? "expert groups" : "yarn_log_multiplier", a.rel);
+    }
+    free(plain);
+    remove(path);
+}
+
 static void run_family(const lcpp_family *f, const int32_t *ids) {
     char gguf[512];
     snprintf(gguf, sizeof gguf, DIR "%s.gguf", f->name);
@@ -218,6 +241,8 @@ static void run_family(const lcpp_family *f, const int32_t *ids) {
         if (!bf16 && strcmp(f->name, "gemma"))
             check_reference(f, gguf, gelu ? ".lcpp-exact-gelu.f32" : ".lcpp.f32", ids);
         if (!strcmp(f->name, "llama")) check_rope_freqs_matter(f, ids);
+        if (!strcmp(f->name, "deepseek2")) check_mscale_matters(f, ids, false);
+        if (!strcmp(f->name, "deepseek2-groups")) check_mscale_matters(f, ids, true);
     }
     free(ours);
 }

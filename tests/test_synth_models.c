@@ -70,6 +70,24 @@ void synth_default(synth_shape *s, const char *arch) {
         s->n_dense_lead = 1;
         s->n_shared = 1;
         s->w_scale = 2.5;
+    } else if (!strcmp(arch, "deepseek2")) {
+        s->n_layer = 3;           /* layer 0 dense, layers 1-2 MoE */
+        s->n_head_kv = s->n_head; /* MLA decompressed: one k/v head per q head */
+        s->head_dim = 24;         /* key_length: 16 nope + 8 rope */
+        s->mla_rope = 8;
+        s->mla_v = 16;
+        s->mla_kv_lora = 32;
+        s->rope_base = 1e4;
+        s->yarn_factor = 4;       /* DeepSeek V3's YaRN (factor 40 there), mscale_all_dim 1 */
+        s->yarn_orig_ctx = 64;
+        s->yarn_log_mul = 0.1;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
+        s->n_dense_lead = 1;
+        s->n_shared = 1;
+        s->w_scale = 2.5;
+        s->gating_func = 2;       /* sigmoid */
     } else if (!strcmp(arch, "gpt-oss")) {
         s->n_layer = 3;           /* layers 0 and 2 slide (set_swa_pattern(2)) */
         s->head_dim = 16;
@@ -171,7 +189,7 @@ static void add_moe(synth_tensors *st, int64_t il) {
         }
     snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", (int)il);
     add3f(st, n, E, X, 0, 0, 0, router);
-    if (!strcmp(s->arch, "glm4moe")) { /* the selection bias of sigmoid routing */
+    if (!strcmp(s->arch, "glm4moe") || !strcmp(s->arch, "deepseek2")) { /* the selection bias */
         snprintf(n, sizeof n, "blk.%d.exp_probs_b.bias", (int)il);
         add(st, n, X, 0, 0, 0.3);
     }
@@ -204,7 +222,7 @@ static void add_moe(synth_tensors *st, int64_t il) {
         snprintf(n, sizeof n, "blk.%d.ffn_down_exps.bias", (int)il);
         add(st, n, E, X, 0, 0.2);
     }
-    if (!strcmp(s->arch, "glm4moe")) { /* ungated shared expert, n_shared · n_ff_exp wide */
+    if (!strcmp(s->arch, "glm4moe") || !strcmp(s->arch, "deepseek2")) { /* ungated shared expert */
         const int64_t S = s->n_shared * F;
         snprintf(n, sizeof n, "blk.%d.ffn_gate_shexp.weight", (int)il);
         add(st, n, E, S, 0, 1 / sqrt((double)E));
@@ -277,8 +295,21 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             kld_gguf_writer_set_arr_i32(w, k, s->dn_recurrent_flags, (uint64_t)s->n_layer);
         }
     }
-    KEY_U32("attention.key_length", s->head_dim);
-    KEY_U32("attention.value_length", s->head_dim);
+    if (s->mla_absorbed) { /* llama.cpp's latent cache: kv_lora_rank + rope, kv_lora_rank */
+        KEY_U32("attention.key_length", s->mla_kv_lora + s->mla_rope);
+        KEY_U32("attention.value_length", s->mla_kv_lora);
+        KEY_U32("attention.key_length_mla", s->head_dim);
+        KEY_U32("attention.value_length_mla", s->mla_v);
+    } else {
+        KEY_U32("attention.key_length", s->head_dim);
+        KEY_U32("attention.value_length", s->mla_v > 0 ? s->mla_v : s->head_dim);
+    }
+    if (!strcmp(s->arch, "deepseek2")) {
+        KEY_U32("attention.q_lora_rank", s->mla_q_lora); /* llama.cpp requires it (0: attn_q) */
+        if (s->mla_kv_lora > 0) KEY_U32("attention.kv_lora_rank", s->mla_kv_lora);
+        if (s->mla_rope > 0) KEY_U32("rope.dimension_count", s->mla_rope);
+        if (s->yarn_log_mul > 0) KEY_F32("rope.scaling.yarn_log_multiplier", s->yarn_log_mul);
+    }
     KEY_F32("attention.layer_norm_rms_epsilon", 1e-6);
     KEY_F32("rope.freq_base", s->rope_base);
     if (s->rope_linear > 0) {
@@ -316,6 +347,13 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         if (s->n_shared > 0) KEY_U32("expert_shared_count", s->n_shared);
         if (s->n_dense_lead > 0) KEY_U32("leading_dense_block_count", s->n_dense_lead);
         if (s->w_scale > 0) KEY_F32("expert_weights_scale", s->w_scale);
+        if (s->n_groups > 0) KEY_U32("expert_group_count", s->n_groups);
+        if (s->n_group_used > 0) KEY_U32("expert_group_used_count", s->n_group_used);
+        if (s->gating_func > 0) {
+            snprintf(k, sizeof k, "%s.expert_weights_norm", arch);
+            kld_gguf_writer_set_bool(w, k, true);
+            KEY_U32("expert_gating_func", s->gating_func);
+        }
         if (!strcmp(s->arch, "glm4moe")) {
             KEY_U32("rope.dimension_count", s->head_dim / 2); /* GLM-4.5's partial_rotary_factor 0.5 */
             snprintf(k, sizeof k, "%s.expert_weights_norm", arch);
@@ -329,7 +367,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
                llama = !strcmp(s->arch, "llama"),
                qwen2 = !strcmp(s->arch, "qwen2") || !strcmp(s->arch, "qwen2moe"),
                olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3"),
-               gptoss = !strcmp(s->arch, "gpt-oss"), glm = !strcmp(s->arch, "glm4moe");
+               gptoss = !strcmp(s->arch, "gpt-oss"), glm = !strcmp(s->arch, "glm4moe"),
+               ds = !strcmp(s->arch, "deepseek2");
     const int64_t E = s->n_embd, nq = s->n_head * s->head_dim, nk = s->n_head_kv * s->head_dim;
     add(&st, "token_embd.weight", E, s->n_vocab, 0, 1);
     if (llama && s->llama3_factor > 0) {
@@ -384,6 +423,35 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             }
             add(&st, T("ssm_norm.weight"), s->dn_head, 0, 1, 0.1);
             add(&st, T("ssm_out.weight"), vd, E, 0, 1 / sqrt((double)vd));
+            goto ffn;
+        }
+        if (ds) { /* MLA: q (plain or through the q_lora_rank bottleneck), latent kv */
+            const int64_t QA = s->mla_q_lora, R = s->mla_kv_lora, nope = s->head_dim - s->mla_rope;
+            if (QA > 0) {
+                add(&st, T("attn_q_a.weight"), E, QA, 0, 1 / sqrt((double)E));
+                add(&st, T("attn_q_a_norm.weight"), QA, 0, 1, 0.1);
+                add(&st, T("attn_q_b.weight"), QA, nq, 0, 1 / sqrt((double)QA));
+            } else {
+                add(&st, T("attn_q.weight"), E, nq, 0, 1 / sqrt((double)E));
+            }
+            add(&st, T("attn_kv_a_mqa.weight"), E, R + s->mla_rope, 0, 1 / sqrt((double)E));
+            add(&st, T("attn_kv_a_norm.weight"), R, 0, 1, 0.1);
+            if (s->mla_absorbed) { /* the converter's split: k_b {nope, R, H} transposed, v_b {R, v, H} */
+                const int64_t H = s->n_head, V = s->mla_v;
+                float *kvb = draw(&st, R * H * (nope + V), 0, 1 / sqrt((double)R));
+                float *kb = malloc(sizeof(float) * (size_t)(nope * R * H)), *vb = malloc(sizeof(float) * (size_t)(R * V * H));
+                for (int64_t h = 0; h < H; h++) {
+                    for (int64_t d = 0; d < nope; d++)
+                        for (int64_t i = 0; i < R; i++) kb[(h * R + i) * nope + d] = kvb[(h * (nope + V) + d) * R + i];
+                    memcpy(vb + h * V * R, kvb + (h * (nope + V) + nope) * R, sizeof(float) * (size_t)(V * R));
+                }
+                free(kvb);
+                add3f(&st, T("attn_k_b.weight"), nope, R, H, 0, 0, kb);
+                add3f(&st, T("attn_v_b.weight"), R, V, H, 0, 0, vb);
+            } else {
+                add(&st, T("attn_kv_b.weight"), R, s->n_head * (nope + s->mla_v), 0, 1 / sqrt((double)R));
+            }
+            add(&st, T("attn_output.weight"), s->n_head * s->mla_v, E, 0, 1 / sqrt((double)(s->n_head * s->mla_v)));
             goto ffn;
         }
         if (phi3) { /* fused [q; k; v] rows, as llama.cpp's phi3 graph requires */

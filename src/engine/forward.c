@@ -105,9 +105,10 @@ static void pass_row(const pass_job *j, int64_t r) {
             rmsnorm(q, v->q_norm, q, nq, eps);
             rmsnorm(k, v->k_norm, k, nk, eps);
         }
+        const int64_t ro = hp->sw.mla ? hd - hp->n_rot : 0; /* MLA: the rope dims come last */
         for (int64_t h = 0; h < hp->n_head; h++) {
             if (v->q_norm && !full) rmsnorm(q + h * hd, v->q_norm, q + h * hd, hd, eps);
-            rope_head(q + h * hd, cs, hp->n_rot, hp->rope_type);
+            rope_head(q + h * hd + ro, cs, hp->n_rot, hp->rope_type);
             /* act=q8 with a typed K cache: llama.cpp's K·Q dot products see
              * Q in the K type's vec_dot format (q8_0 for block types, f16 for f16) */
             if (s->lv.act == KLD_ACT_Q8 && kt_type != KLD_TYPE_F32 && kld_kv_scheme_is_block(kt_type))
@@ -119,7 +120,7 @@ static void pass_row(const pass_job *j, int64_t r) {
         const kld_kv_layer *c = &owner->kvl[j->il];
         for (int64_t h = 0; h < nkv; h++) {
             if (v->k_norm && !full) rmsnorm(k + h * hd, v->k_norm, k + h * hd, hd, eps);
-            rope_head(k + h * hd, cs, hp->n_rot, hp->rope_type);
+            rope_head(k + h * hd + ro, cs, hp->n_rot, hp->rope_type);
             /* the cache holds the rounded rows: every later read sees them */
             if (c->k_type == KLD_TYPE_F32) {
                 float *kt = (float *)c->k + h * hd * owner->ldk;
@@ -196,6 +197,41 @@ void kld_forward_gemm(kld_session *s, const kld_tensor *W, int64_t n, const floa
 
 /* ---- the layer and the chunk ---- */
 
+/* Multi-head latent attention's projections (deepseek2, the attn_kv_b form):
+ * s->xn → q (attn_q, or attn_q_a, its RMSNorm and attn_q_b) in s->qkv's q
+ * part; [latent kv; k_pe] from attn_kv_a_mqa, the latent part RMS-normed
+ * and decompressed by attn_kv_b into each head's [k_nope; v]; each k head
+ * is [k_nope; k_pe] (k_pe shared), RoPE on the last n_rot dims in PASS_QKV. */
+static void mla_project(kld_session *s, int64_t il, int64_t n) {
+    const kld_hparams *hp = &s->model->hp;
+    const kld_layer_weights *L = &s->model->w.layers[il];
+    const kld_layer_vecs *v = &s->model->lv[il];
+    const int64_t E = hp->n_embd, H = hp->n_head, hd = hp->head_dim, hdv = hp->head_dim_v;
+    const int64_t QA = hp->n_lora_q, R = hp->n_lora_kv, rot = hp->n_rot, nope = hd - rot;
+    const int64_t ld = (int64_t)kld_mla_row_floats(hp);
+    const float eps = (float)hp->norm_eps;
+    float *qa = s->mla, *kva = s->mla + QA, *kv = kva + R + rot;
+    if (L->attn_q_a) {
+        kld_forward_gemm(s, L->attn_q_a, n, s->xn, E, qa, ld);
+        for (int64_t r = 0; r < n; r++) rmsnorm(qa + r * ld, v->q_a_norm, qa + r * ld, QA, eps);
+        kld_forward_gemm(s, L->attn_q_b, n, qa, ld, s->qkv, s->ld_qkv);
+    } else {
+        kld_forward_gemm(s, L->attn_q, n, s->xn, E, s->qkv, s->ld_qkv);
+    }
+    kld_forward_gemm(s, L->attn_kv_a_mqa, n, s->xn, E, kva, ld);
+    for (int64_t r = 0; r < n; r++) rmsnorm(kva + r * ld, v->kv_a_norm, kva + r * ld, R, eps);
+    kld_forward_gemm(s, L->attn_kv_b, n, kva, ld, kv, ld);
+    for (int64_t r = 0; r < n; r++) {
+        float *k = s->qkv + r * s->ld_qkv + H * hd, *vv = k + H * hd;
+        const float *src = kv + r * ld;
+        for (int64_t h = 0; h < H; h++) {
+            memcpy(k + h * hd, src + h * (nope + hdv), (size_t)nope * sizeof(float));
+            memcpy(k + h * hd + nope, kva + r * ld + R, (size_t)rot * sizeof(float));
+            memcpy(vv + h * hdv, src + h * (nope + hdv) + nope, (size_t)hdv * sizeof(float));
+        }
+    }
+}
+
 /* Attention block: s->xn → s->tmp (before the output bias). */
 static void attention_forward(kld_session *s, kld_session *const *rows, int64_t il, int64_t n,
                               int64_t pos) {
@@ -204,7 +240,9 @@ static void attention_forward(kld_session *s, kld_session *const *rows, int64_t 
     const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim,
                   nk = hp->n_head_kv * hp->head_dim;
     const int64_t hd = hp->head_dim;
-    if (L->attn_qkv) {
+    if (hp->sw.mla) {
+        mla_project(s, il, n);
+    } else if (L->attn_qkv) {
         kld_forward_gemm(s, L->attn_qkv, n, s->xn, E, s->qkv, s->ld_qkv);
     } else if (s->qg) { /* [q; gate] per head (qwen3next): q to the usual place */
         kld_forward_gemm(s, L->attn_q, n, s->xn, E, s->qg, 2 * nq);

@@ -31,6 +31,7 @@ typedef struct kld_layer_vecs {
     const float *moe_gate_b, *moe_up_b;   /* [n_expert][n_ff_exp] expert biases */
     const float *moe_down_b;              /* [n_expert][n_embd] */
     const float *moe_probs_b;             /* [n_expert] selection bias (exp_probs_b) */
+    const float *q_a_norm, *kv_a_norm;    /* MLA: [q_lora_rank], [kv_lora_rank] */
 } kld_layer_vecs;
 
 struct kld_model {
@@ -111,6 +112,7 @@ struct kld_session {
     void *arena;
     float *x, *xn, *qkv, *attn, *tmp, *gu; /* [max_chunk][...] activations */
     float *qg;                 /* gated attention: [max_chunk][n_head][q; gate], else NULL */
+    float *mla;                /* MLA: [max_chunk][kld_mla_row_floats], else NULL */
     float *rope_cs[2];         /* [max_chunk][n_rot/2][cos, sin]: full / sliding layers */
     float *rope_ff;            /* [n_rot/2] frequency divisors */
     float *scratch;            /* per-thread GEMM panels / attention rows */
@@ -137,6 +139,13 @@ struct kld_session {
     float *moe_y;              /* [max_chunk][n_expert_used][n_embd] weighted expert outputs */
     float *moe_sg;             /* [max_chunk] shared-expert gate logits */
 };
+
+/* MLA's per-row activations: q_a (q_lora_rank), [latent kv; k_pe]
+ * (kv_lora_rank + n_rot), attn_kv_b's [k_nope; v] per head. */
+static inline uint64_t kld_mla_row_floats(const kld_hparams *hp) {
+    return (uint64_t)(hp->n_lora_q + hp->n_lora_kv + hp->n_rot +
+                      hp->n_head * (hp->head_dim - hp->n_rot + hp->head_dim_v));
+}
 
 /* Attention of chunk rows [0, n) at positions pos.. for layer il: reads q
  * from s->qkv and the caches, writes s->attn. rows (a batched decode step,

@@ -57,11 +57,13 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
                                     L->bv, L->bqkv, L->bo, L->b_gate, L->b_up, L->b_down,
                                     L->shortconv_conv, L->dn_conv, L->dn_dt, L->dn_a, L->dn_norm,
                                     L->attn_sinks, L->moe.gate_inp_b, L->moe.gate_exps_b,
-                                    L->moe.up_exps_b, L->moe.down_exps_b, L->moe.exp_probs_b};
+                                    L->moe.up_exps_b, L->moe.down_exps_b, L->moe.exp_probs_b,
+                                    L->attn_q_a_norm, L->attn_kv_a_norm};
         const kld_tensor *mats[] = {L->attn_q, L->attn_k, L->attn_v, L->attn_qkv, L->attn_output,
                                     L->ffn_gate, L->ffn_up, L->ffn_down, L->shortconv_in_proj,
                                     L->shortconv_out_proj, L->dn_qkv, L->dn_gate, L->dn_ba, L->dn_out,
-                                    L->dn_beta, L->dn_alpha};
+                                    L->dn_beta, L->dn_alpha, L->attn_q_a, L->attn_q_b,
+                                    L->attn_kv_a_mqa, L->attn_kv_b};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
             total += padded(vecs[i]);
             m->weights_bytes += tensor_bytes(vecs[i]);
@@ -108,7 +110,9 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
             (s = load_vec(&vl, L->moe.gate_exps_b, 0, &v->moe_gate_b)) ||
             (s = load_vec(&vl, L->moe.up_exps_b, 0, &v->moe_up_b)) ||
             (s = load_vec(&vl, L->moe.down_exps_b, 0, &v->moe_down_b)) ||
-            (s = load_vec(&vl, L->moe.exp_probs_b, 0, &v->moe_probs_b)))
+            (s = load_vec(&vl, L->moe.exp_probs_b, 0, &v->moe_probs_b)) ||
+            (s = load_vec(&vl, L->attn_q_a_norm, off, &v->q_a_norm)) ||
+            (s = load_vec(&vl, L->attn_kv_a_norm, off, &v->kv_a_norm)))
             break;
         if (bqkv) { /* fused [q; k; v] bias */
             v->bq = bqkv;

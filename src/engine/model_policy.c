@@ -88,7 +88,10 @@ static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
                  {&L->shortconv_out_proj, KLD_T_SHORTCONV_OUTPROJ, "weight"},
                  {&L->dn_qkv, KLD_T_ATTN_QKV, "weight"}, {&L->dn_gate, KLD_T_ATTN_GATE, "weight"},
                  {&L->dn_ba, KLD_T_SSM_BETA_ALPHA, "weight"}, {&L->dn_out, KLD_T_SSM_OUT, "weight"},
-                 {&L->dn_beta, KLD_T_SSM_BETA, "weight"}, {&L->dn_alpha, KLD_T_SSM_ALPHA, "weight"}};
+                 {&L->dn_beta, KLD_T_SSM_BETA, "weight"}, {&L->dn_alpha, KLD_T_SSM_ALPHA, "weight"},
+                 {&L->attn_q_a, KLD_T_ATTN_Q_A, "weight"}, {&L->attn_q_a_norm, KLD_T_ATTN_Q_A_NORM, "weight"},
+                 {&L->attn_q_b, KLD_T_ATTN_Q_B, "weight"}, {&L->attn_kv_a_mqa, KLD_T_ATTN_KV_A_MQA, "weight"},
+                 {&L->attn_kv_a_norm, KLD_T_ATTN_KV_A_NORM, "weight"}, {&L->attn_kv_b, KLD_T_ATTN_KV_B, "weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             kld_tn(name, sizeof name, t[i].id, il, 0, t[i].kind);
             fn(ctx, t[i].slot, name);

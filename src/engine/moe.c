@@ -48,6 +48,28 @@ static void top_k(const float *p, int64_t n_expert, int64_t k, int32_t *idx, int
     }
 }
 
+/* Group-limited routing (DeepSeek V3; llama-graph.cpp build_moe_ffn): each of the
+ * n_expert_groups groups scored by the sum of its two best selection values, the
+ * experts outside the best n_group_used groups set to -inf before the top k. */
+static void group_mask(const kld_hparams *hp, float *sel, int32_t *idx) {
+    const int64_t G = hp->n_expert_groups, per = hp->n_expert / G;
+    float score[512] = {0};
+    int32_t best[512];
+    for (int64_t g = 0; g < G; g++) {
+        const float *v = sel + g * per;
+        int64_t a = 0;
+        for (int64_t i = 1; i < per; i++) a = v[i] > v[a] ? i : a;
+        int64_t b = a == 0 ? 1 : 0;
+        for (int64_t i = 0; i < per; i++) b = i != a && v[i] > v[b] ? i : b;
+        score[g] = v[a] + v[b];
+    }
+    top_k(score, G, hp->n_group_used, idx, best);
+    uint8_t keep[512] = {0};
+    for (int64_t i = 0; i < hp->n_group_used; i++) keep[best[i]] = 1;
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t i = 0; !keep[g] && i < per; i++) sel[g * per + i] = -INFINITY;
+}
+
 static void route_task(void *ctx, int ith, int nth) {
     const route_job *j = ctx;
     kld_session *s = j->s;
@@ -81,6 +103,7 @@ static void route_task(void *ctx, int ith, int nth) {
                 p[i] = 1.0f / (1.0f + expf(-p[i]));
                 sel[i] = sel_b ? p[i] + sel_b[i] : p[i]; /* the bias picks, the weights stay unbiased */
             }
+            if (hp->n_expert_groups > 1) group_mask(hp, sel, idx);
             top_k(sel, X, K, idx, ids);
             for (int64_t i = 0; i < K; i++) w[i] = p[ids[i]];
             if (hp->moe_norm_w) { /* ggml_sum_rows, clamped at f16's smallest normal, ggml_div */
@@ -99,7 +122,14 @@ static void route_task(void *ctx, int ith, int nth) {
         for (int64_t i = 0; i < X; i++) sum += (double)(p[i] = expf(p[i] - mx));
         const float inv = (float)(1.0 / sum);
         for (int64_t i = 0; i < X; i++) p[i] *= inv;
-        top_k(p, X, K, idx, ids);
+        if (sel_b || hp->n_expert_groups > 1) { /* deepseek2 with softmax gating: the bias picks */
+            float sel[512];
+            for (int64_t i = 0; i < X; i++) sel[i] = sel_b ? p[i] + sel_b[i] : p[i];
+            if (hp->n_expert_groups > 1) group_mask(hp, sel, idx);
+            top_k(sel, X, K, idx, ids);
+        } else {
+            top_k(p, X, K, idx, ids);
+        }
         for (int64_t i = 0; i < K; i++) w[i] = p[ids[i]];
         if (hp->moe_norm_w) {
             double ws = 0;
@@ -107,6 +137,8 @@ static void route_task(void *ctx, int ith, int nth) {
             const float wsf = (float)ws;
             for (int64_t i = 0; i < K; i++) w[i] = w[i] / wsf;
         }
+        if (hp->moe_w_scale != 0 && hp->moe_w_scale != 1) /* deepseek2's expert_weights_scale */
+            for (int64_t i = 0; i < K; i++) w[i] *= (float)hp->moe_w_scale;
     }
 }
 

@@ -112,7 +112,7 @@ static uint64_t rec_act_floats(const kld_hparams *hp, int64_t max_chunk) {
 }
 
 typedef struct layout {
-    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, qg, gu, rope0, rope1, rope_ff, scratch;
+    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, qg, mla, gu, rope0, rope1, rope_ff, scratch;
     uint64_t moe_probs, moe_ids, moe_w, moe_list, moe_count, moe_sort, moe_x, moe_y, moe_sg;
     uint64_t kv_floats, rec_floats, act_floats, scratch_floats, total_floats;
     size_t scratch_stride, aux_stride;
@@ -153,6 +153,8 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->tmp = take(&z, C, E, 1);
     /* gated attention: attn_q's [q; gate] rows, the gates kept for the output */
     L->qg = hp->sw.attn_out_gate ? take(&z, C, 2 * (uint64_t)(hp->n_head * hp->head_dim), 1) : 0;
+    /* MLA: the q_a rows, [latent kv; k_pe] rows and attn_kv_b's [k_nope; v] rows */
+    L->mla = hp->sw.mla ? take(&z, C, kld_mla_row_floats(hp), 1) : 0;
     /* the widest FFN: dense, one routed expert or the shared expert */
     int64_t ff = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
     if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
@@ -173,6 +175,8 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->rope1 = take(&z, C, (uint64_t)hp->n_rot, 1);
     L->rope_ff = take(&z, (uint64_t)hp->n_rot / 2, 1, 1);
     int64_t kin = hp->n_embd > ff ? hp->n_embd : ff;
+    if (hp->n_lora_q > kin) kin = hp->n_lora_q; /* MLA: attn_q_b's and attn_kv_b's inputs */
+    if (hp->n_lora_kv > kin) kin = hp->n_lora_kv;
     if (hp->n_head * hp->head_dim_v > kin) kin = hp->n_head * hp->head_dim_v;
     if (hp->dn_n_v_heads * hp->dn_head_v > kin) kin = hp->dn_n_v_heads * hp->dn_head_v; /* ssm_out's input */
     L->ar_ld = lv->act == KLD_ACT_F32 ? 0 : (kin + 15) & ~(int64_t)15;
@@ -182,6 +186,8 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     if (!kld_mul_u64(KLD_ATTN_QB, (uint64_t)L->ldk, &attn_rows)) z.overflow = true;
     /* Widest weight row: the small-M (decode) path holds 16 whole rows. */
     int64_t kmax = hp->n_embd > ff ? hp->n_embd : ff;
+    if (hp->n_lora_q > kmax) kmax = hp->n_lora_q;
+    if (hp->n_lora_kv > kmax) kmax = hp->n_lora_kv;
     if (hp->n_head * hp->head_dim_v > kmax) kmax = hp->n_head * hp->head_dim_v;
     uint64_t stride = attn_rows > KLD_GEMM_SCRATCH_FLOATS ? attn_rows : KLD_GEMM_SCRATCH_FLOATS;
     if (kld_gemm_small_scratch_floats(kmax) > stride) stride = kld_gemm_small_scratch_floats(kmax);
@@ -383,6 +389,7 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     s->attn = a + L.attn;
     s->tmp = a + L.tmp;
     s->qg = m->hp.sw.attn_out_gate ? a + L.qg : NULL;
+    s->mla = m->hp.sw.mla ? a + L.mla : NULL;
     s->gu = a + L.gu;
     if (kld_hparams_is_moe(&m->hp)) {
         s->moe_probs = a + L.moe_probs;

@@ -128,6 +128,11 @@ static json_t *hparams_json(const kld_source *src) {
     static const char *const acts[] = {"silu", "gelu_tanh", "swiglu_oai"};
     json_object_set_new(o, "ffn_act", json_string(acts[hp.sw.act]));
     if (hp.sw.attn_sinks) json_object_set_new(o, "attn_sinks", json_true());
+    if (hp.sw.mla) /* DeepSeek's latent attention: ranks, head split, YaRN's mscale in the scale */
+        json_object_set_new(o, "mla", json_pack("{s:I, s:I, s:I, s:I, s:I, s:f}", "q_lora_rank",
+                            (json_int_t)hp.n_lora_q, "kv_lora_rank", (json_int_t)hp.n_lora_kv, "qk_nope",
+                            (json_int_t)(hp.head_dim - hp.n_rot), "qk_rope", (json_int_t)hp.n_rot, "v_head",
+                            (json_int_t)hp.head_dim_v, "attn_scale", hp.attn_scale));
     if (hp.sliding_window > 0) { /* "s" a sliding layer, "." a global one */
         char swa[KLD_MAX_LAYER + 1];
         for (int64_t il = 0; il < hp.n_layer; il++) swa[il] = kld_hparams_layer_swa(&hp, il) ? 's' : '.';

@@ -97,6 +97,14 @@ static const kld_arch_switches arch_table[] = {
     {"glm4moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SIGMOID, .moe_shared_expert = true,
      .moe_shexp_ungated = true, .moe_ff_required = true, .qk_norm_optional = true},
+    /* deepseek2 (src/models/deepseek2.cpp; DeepSeek V2 / V3 / R1): MLA attention (the
+     * decompressed form with attn_kv_b), normal RoPE on the decoupled rope dims, YaRN's mscale
+     * squared in the attention scale, leading_dense_block_count dense layers, then MoE layers
+     * routed by expert_gating_func (absent: softmax, V2's files) with exp_probs_b, weight norm
+     * and scale, and the ungated shared expert; the appended NextN layers are not run */
+    {"deepseek2", KLD_ROPE_NORM, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
+     .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SIGMOID, .moe_shared_expert = true,
+     .moe_shexp_ungated = true, .moe_ff_required = true, .mla = true},
     {"gpt-oss", KLD_ROPE_NEOX, KLD_ACT_SWIGLU_OAI, false, false, false, false, false, true, 2, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SOFTMAX_WEIGHT, .moe_biases = true, .moe_ff_required = true,
      .attn_sinks = true, .out_bias_required = true},
@@ -129,5 +137,5 @@ const kld_arch_switches *kld_arch_find(const char *name) {
 
 const char *kld_arch_supported(void) {
     return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next, "
-           "qwen35, qwen35moe, gpt-oss, glm4moe";
+           "qwen35, qwen35moe, gpt-oss, glm4moe, deepseek2";
 }

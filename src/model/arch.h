@@ -77,6 +77,10 @@ typedef struct kld_arch_switches {
     bool qk_norm_optional;    /* per-head q/k RMSNorms when the file has them (glm4moe) */
     bool moe_shexp_ungated;   /* the shared expert is added as is (expert_shared_count of n_ff_exp
                                  wide experts, no ffn_gate_inp_shexp: glm4moe) */
+    bool mla;                 /* multi-head latent attention (deepseek2): q from attn_q or
+                                 attn_q_a / attn_q_a_norm / attn_q_b, the latent kv from attn_kv_a_mqa
+                                 and attn_kv_a_norm decompressed per head by attn_kv_b; RoPE on the
+                                 last n_rot dims of each q/k head (k's shared by all heads) */
     bool attn_sinks;          /* attn_sinks [n_head]: one more logit per head in the softmax's
                                  denominator, attending to nothing (gpt-oss) */
 } kld_arch_switches;

@@ -33,6 +33,14 @@
     X(ATTN_GATE, "blk.%d.attn_gate")                                                                  \
     X(ATTN_POST_NORM, "blk.%d.post_attention_norm")                                                   \
     X(ATTN_SINKS, "blk.%d.attn_sinks")                                                                \
+    X(ATTN_Q_A, "blk.%d.attn_q_a")                                                                    \
+    X(ATTN_Q_A_NORM, "blk.%d.attn_q_a_norm")                                                          \
+    X(ATTN_Q_B, "blk.%d.attn_q_b")                                                                    \
+    X(ATTN_KV_A_MQA, "blk.%d.attn_kv_a_mqa")                                                          \
+    X(ATTN_KV_A_NORM, "blk.%d.attn_kv_a_norm")                                                        \
+    X(ATTN_KV_B, "blk.%d.attn_kv_b")                                                                  \
+    X(ATTN_K_B, "blk.%d.attn_k_b")                                                                    \
+    X(ATTN_V_B, "blk.%d.attn_v_b")                                                                    \
     X(FFN_NORM, "blk.%d.ffn_norm")                                                                    \
     X(FFN_GATE, "blk.%d.ffn_gate")                                                                    \
     X(FFN_UP, "blk.%d.ffn_up")                                                                        \
@@ -89,6 +97,11 @@
     X(ROPE_SCALING_FACTOR, "rope.scaling.factor")                                                     \
     X(ROPE_SCALING_ATTN_FACTOR, "rope.scaling.attn_factor")                                           \
     X(ROPE_SCALING_ORIG_CTX, "rope.scaling.original_context_length")                                  \
+    X(ROPE_SCALING_YARN_LOG_MUL, "rope.scaling.yarn_log_multiplier")                                  \
+    X(Q_LORA_RANK, "attention.q_lora_rank")                                                           \
+    X(KV_LORA_RANK, "attention.kv_lora_rank")                                                         \
+    X(KEY_LENGTH_MLA, "attention.key_length_mla")                                                     \
+    X(VALUE_LENGTH_MLA, "attention.value_length_mla")                                                 \
     X(EXPERT_COUNT, "expert_count")                                                                   \
     X(EXPERT_USED_COUNT, "expert_used_count")                                                         \
     X(EXPERT_FF_LENGTH, "expert_feed_forward_length")                                                 \
@@ -98,6 +111,8 @@
     X(EXPERT_WEIGHTS_NORM, "expert_weights_norm")                                                     \
     X(EXPERT_GATING_FUNC, "expert_gating_func")                                                       \
     X(LEADING_DENSE_BLOCK_COUNT, "leading_dense_block_count")                                         \
+    X(EXPERT_GROUP_COUNT, "expert_group_count")                                                       \
+    X(EXPERT_GROUP_USED_COUNT, "expert_group_used_count")                                             \
     X(FULL_ATTENTION_INTERVAL, "full_attention_interval")                                             \
     X(NEXTN_PREDICT_LAYERS, "nextn_predict_layers")                                                   \
     X(SSM_CONV_KERNEL, "ssm.conv_kernel")                                                             \

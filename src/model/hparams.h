@@ -76,6 +76,14 @@ typedef struct kld_hparams {
     double moe_w_scale;     /* expert_weights_scale: the weights multiplied after (0 and 1: none) */
     kld_moe_gating moe_gating; /* the switch, or <arch>.expert_gating_func */
     int64_t n_layer_dense_lead; /* leading_dense_block_count: layers before it have a dense FFN */
+    int64_t n_expert_groups;   /* expert_group_count: > 1 routes within the best groups (DeepSeek V3) */
+    int64_t n_group_used;      /* expert_group_used_count: groups kept, by their two best scores */
+    /* Multi-head latent attention (sw.mla; hparams_mla.c): head_dim is the q/k head
+     * (n_rot rope dims last), head_dim_v the v head, n_head_kv = n_head */
+    int64_t n_lora_q;       /* attention.q_lora_rank: 0 = plain attn_q */
+    int64_t n_lora_kv;      /* attention.kv_lora_rank: the latent kv width */
+    double rope_yarn_log_mul; /* rope.scaling.yarn_log_multiplier / 0.1 (DeepSeek's mscale_all_dim) */
+    bool mla_absorbed;      /* the file has attn_k_b / attn_v_b (key_length_mla): rebuilt into attn_kv_b */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a

@@ -66,4 +66,9 @@ kld_status kld_hp_gguf_moe(const kld_source *src, kld_hparams *hp, kld_error *er
 kld_status kld_hp_hf_moe(const json_t *cfg, const char *path, const char *model_type,
                          kld_hparams *hp, kld_error *err);
 
+/* Multi-head latent attention (sw.mla, hparams_mla.c): q_lora_rank, kv_lora_rank,
+ * n_head_kv = n_head, the rope dims inside the head, YaRN's mscale in the
+ * attention scale and the RoPE magnitude; runs after rope scaling and attn_scale. */
+kld_status kld_hp_gguf_mla(const kld_source *src, kld_hparams *hp, kld_error *err);
+
 #endif

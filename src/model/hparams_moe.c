@@ -77,7 +77,8 @@ static kld_status gguf_sigmoid_keys(const kld_source *src, kld_hparams *hp, kld_
     if (func < 0 || func > 3)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: GGUF key '%s' = %" PRId64 " is not a gating kind kldeval "
                         "runs (1 softmax, 2 sigmoid, 3 softmax of the top k)", src->path, key, func);
-    hp->moe_gating = funcs[func];
+    /* deepseek2 without the key: softmax (DeepSeek V2 / V2.5 files, deepseek2.cpp) */
+    hp->moe_gating = func == 0 && hp->sw.mla ? KLD_MOE_GATE_SOFTMAX : funcs[func];
     kld_arch_key(key, sizeof key, hp->arch, KLD_K_EXPERT_WEIGHTS_NORM);
     const kld_gguf_kv *kv = kld_gguf_find(src->gguf, key);
     if (kv) {
@@ -98,6 +99,25 @@ static kld_status gguf_sigmoid_keys(const kld_source *src, kld_hparams *hp, kld_
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " is out of range [0, %" PRId64 "]",
                         src->path, key, lead, hp->n_layer);
     hp->n_layer_dense_lead = lead;
+    /* DeepSeek V3's group-limited routing (llama-graph.cpp build_moe_ffn): the experts in
+     * expert_group_count groups, each scored by the sum of its two best selection values, only
+     * the best expert_group_used_count groups' experts eligible */
+    int64_t groups = 0, used = 0;
+    char ku[96];
+    kld_arch_key(key, sizeof key, hp->arch, KLD_K_EXPERT_GROUP_COUNT);
+    kld_arch_key(ku, sizeof ku, hp->arch, KLD_K_EXPERT_GROUP_USED_COUNT);
+    if ((st = gguf_int(src, key, &groups, err)) || (st = gguf_int(src, ku, &used, err))) return st;
+    if (groups > 1) {
+        if (hp->n_expert % groups != 0 || hp->n_expert / groups < 2)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " does not split expert_count = %"
+                            PRId64 " into groups of at least 2", src->path, key, groups, hp->n_expert);
+        if (used < 1 || used > groups || hp->n_expert_used > used * (hp->n_expert / groups))
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' = %" PRId64 " is missing or out of range "
+                            "[1, %" PRId64 "], or its groups hold fewer than expert_used_count = %" PRId64
+                            " experts", src->path, ku, used, groups, hp->n_expert_used);
+        hp->n_expert_groups = groups;
+        hp->n_group_used = used;
+    }
     return KLD_OK;
 }
 

@@ -273,8 +273,8 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
             (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "bias"), E, X, true, &L->moe.down_exps_b)))
             return s;
     }
-    if (hp->moe_gating == KLD_MOE_GATE_SIGMOID &&
-        (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_EXP_PROBS_B, il, 0, "bias"), hp->n_expert, 0, true,
+    if ((hp->moe_gating == KLD_MOE_GATE_SIGMOID || hp->sw.mla) && /* deepseek2: any gating */
+        (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_EXP_PROBS_B, il, 0, "bias"), hp->n_expert, 0, !hp->sw.mla,
                   &L->moe.exp_probs_b)))
         return s;
     if (!hp->sw.moe_shared_expert) return KLD_OK;
@@ -315,8 +315,41 @@ void kld_weights_moe_refresh(kld_weights *w) {
         if ((s = bind(b, n, (ne0), (ne1), (req), &L->field)) != KLD_OK) return s;             \
     } while (0)
 
-static kld_status bind_attention(binder *b, int il, kld_layer_weights *L) {
+/* deepseek2's MLA (deepseek2.cpp load_arch_tensors, the attn_kv_b form):
+ * q from attn_q or attn_q_a → attn_q_a_norm → attn_q_b, [latent kv; k_pe]
+ * from attn_kv_a_mqa, attn_kv_a_norm on the latent part, attn_kv_b giving
+ * each head's [k_nope; v]. */
+static kld_status bind_mla(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd, H = hp->n_head, R = hp->n_lora_kv;
+    const int64_t nope = hp->head_dim - hp->n_rot;
+    char n[64];
+    kld_status s;
+    if (hp->n_lora_q > 0) {
+        B(attn_q_a, ATTN_Q_A, "weight", E, hp->n_lora_q, true);
+        B(attn_q_a_norm, ATTN_Q_A_NORM, "weight", hp->n_lora_q, 0, true);
+        B(attn_q_b, ATTN_Q_B, "weight", hp->n_lora_q, H * hp->head_dim, true);
+    } else {
+        B(attn_q, ATTN_Q, "weight", E, H * hp->head_dim, true);
+    }
+    B(attn_kv_a_mqa, ATTN_KV_A_MQA, "weight", E, R + hp->n_rot, true);
+    B(attn_kv_a_norm, ATTN_KV_A_NORM, "weight", R, 0, true);
+    if (hp->mla_absorbed) { /* the converter's split of kv_b: rebuilt into it */
+        const kld_tensor *kb = NULL, *vb = NULL;
+        if ((s = bind3(b, kld_tn(n, sizeof n, KLD_T_ATTN_K_B, il, 0, "weight"), nope, R, H, true, &kb)) ||
+            (s = bind3(b, kld_tn(n, sizeof n, KLD_T_ATTN_V_B, il, 0, "weight"), R, hp->head_dim_v, H, true, &vb)) ||
+            (s = kld_weights_mla_kv_b(b->src, hp, il, kb, vb, w, &L->attn_kv_b, b->err)))
+            return s;
+    } else {
+        B(attn_kv_b, ATTN_KV_B, "weight", R, H * (nope + hp->head_dim_v), true);
+    }
+    B(attn_output, ATTN_OUT, "weight", H * hp->head_dim_v, E, true);
+    return KLD_OK;
+}
+
+static kld_status bind_attention(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
+    const kld_hparams *hp = b->hp;
+    if (hp->sw.mla) return bind_mla(b, il, L, w);
     const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim, nk = hp->n_head_kv * hp->head_dim;
     const int64_t nv = hp->n_head_kv * hp->head_dim_v, no = hp->n_head * hp->head_dim_v;
     char n[64];
@@ -431,7 +464,7 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
     switch (kld_hparams_layer_kind(hp, il)) {
     case KLD_LAYER_SHORTCONV: s = bind_shortconv(b, il, L); break;
     case KLD_LAYER_DELTANET: s = bind_deltanet(b, il, L, w); break;
-    default: s = bind_attention(b, il, L); break;
+    default: s = bind_attention(b, il, L, w); break;
     }
     if (s != KLD_OK) return s;
     kld_tn(n, sizeof n, hp->hy.ffn_norm, il, 0, "weight");

@@ -33,6 +33,13 @@ typedef struct kld_layer_weights {
     const kld_tensor *attn_output; /* [n_head·hd_v, n_embd] */
     const kld_tensor *attn_post_norm; /* [n_embd] (post_norms) */
     const kld_tensor *attn_sinks;  /* [n_head] (attn_sinks) */
+    /* MLA (sw.mla), R = kv_lora_rank, nope = head_dim - n_rot */
+    const kld_tensor *attn_q_a;       /* [n_embd, q_lora_rank] (q_lora_rank > 0, else attn_q) */
+    const kld_tensor *attn_q_a_norm;  /* [q_lora_rank] */
+    const kld_tensor *attn_q_b;       /* [q_lora_rank, n_head·head_dim] */
+    const kld_tensor *attn_kv_a_mqa;  /* [n_embd, R + n_rot]: latent kv, then the shared k_pe */
+    const kld_tensor *attn_kv_a_norm; /* [R] */
+    const kld_tensor *attn_kv_b;      /* [R, n_head·(nope + head_dim_v)]: per head k_nope, v */
     const kld_tensor *ffn_norm;    /* [n_embd] */
     const kld_tensor *ffn_gate, *ffn_up; /* [n_embd, n_ff]; fused up: [n_embd, 2·n_ff] and no gate */
     const kld_tensor *ffn_down;    /* [n_ff, n_embd] */
@@ -85,6 +92,10 @@ void kld_weights_free(kld_weights *w);
  * them NULL when the source has today's attn_qkv / attn_gate. */
 kld_status kld_weights_dn_derive(const kld_source *src, const kld_hparams *hp, int il,
                                  kld_layer_weights *L, kld_weights *w, kld_error *err);
+/* deepseek2 layer il with the absorbed MLA tensors attn_k_b / attn_v_b: *out = an
+ * owned f32 attn_kv_b rebuilt from them (weights_deltanet.c's derived store). */
+kld_status kld_weights_mla_kv_b(const kld_source *src, const kld_hparams *hp, int il, const kld_tensor *kb,
+                                const kld_tensor *vb, kld_weights *w, const kld_tensor **out, kld_error *err);
 void kld_weights_dn_free(kld_weights *w);
 /* Whether t is one of those rebuilt tensors (freed with the table). */
 bool kld_weights_dn_owns(const kld_weights *w, const kld_tensor *t);

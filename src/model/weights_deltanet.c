@@ -18,8 +18,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-enum { DN_QKV, DN_GATE, DN_A, DN_DT, DN_BETA, DN_ALPHA, DN_CONV, DN_OUT, DN_SLOTS };
+/* the store also holds deepseek2's attn_kv_b rebuilt from attn_k_b / attn_v_b (MLA_KV_B) */
+enum { DN_QKV, DN_GATE, DN_A, DN_DT, DN_BETA, DN_ALPHA, DN_CONV, DN_OUT, MLA_KV_B, DN_SLOTS };
 
 static kld_tensor *slot(kld_weights *w, int il, int k) { return &w->dn_derived[(int64_t)il * DN_SLOTS + k]; }
 
@@ -264,6 +266,45 @@ kld_status kld_weights_dn_derive(const kld_source *src, const kld_hparams *hp, i
         L->dn_a = slot(w, il, DN_A);
         L->dn_dt = slot(w, il, DN_DT);
     }
+    return KLD_OK;
+}
+
+/* deepseek2's absorbed MLA (deepseek2.cpp: wk_b {nope, R, n_head}, wv_b {R, v, n_head},
+ * the converter's split of kv_b) back into attn_kv_b [R, n_head·(nope + v)] f32: head h's
+ * rows are k_nope (row d = column d of k_b's h-th [R][nope] block) then v (v_b's rows). */
+kld_status kld_weights_mla_kv_b(const kld_source *src, const kld_hparams *hp, int il, const kld_tensor *kb,
+                                const kld_tensor *vb, kld_weights *w, const kld_tensor **out, kld_error *err) {
+    kld_status st = alloc_store(src, w, err);
+    if (st) return st;
+    const int64_t H = hp->n_head, R = hp->n_lora_kv, nope = hp->head_dim - hp->n_rot, V = hp->head_dim_v;
+    const kld_type_info *tk = kld_type_info_get(kb->type), *tv = kld_type_info_get(vb->type);
+    const uint64_t nk = (uint64_t)(nope * R * H), nv = (uint64_t)(R * V * H);
+    float *k = malloc(sizeof(float) * (size_t)nk), *v = malloc(sizeof(float) * (size_t)nv);
+    float *o = malloc(sizeof(float) * (size_t)(R * H * (nope + V)));
+    if (!k || !v || !o) {
+        free(k), free(v), free(o);
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    }
+    tk->to_float_ref(kb->data, k, (int64_t)nk);
+    tv->to_float_ref(vb->data, v, (int64_t)nv);
+    for (int64_t h = 0; h < H; h++) {
+        float *rows = o + h * (nope + V) * R;
+        for (int64_t d = 0; d < nope; d++)
+            for (int64_t i = 0; i < R; i++) rows[d * R + i] = k[(h * R + i) * nope + d];
+        memcpy(rows + nope * R, v + h * V * R, sizeof(float) * (size_t)(V * R));
+    }
+    free(k), free(v);
+    kld_tensor *t = slot(w, il, MLA_KV_B);
+    *t = *kb; /* named as the k_b it comes from (the source owns the name) */
+    t->type = KLD_TYPE_F32;
+    t->n_dims = 2;
+    t->ne[0] = R;
+    t->ne[1] = H * (nope + V);
+    t->ne[2] = t->ne[3] = 1;
+    t->data = o;
+    t->nbytes = sizeof(float) * (uint64_t)(R * H * (nope + V));
+    w->dn_owned[(int64_t)il * DN_SLOTS + MLA_KV_B] = o;
+    *out = t;
     return KLD_OK;
 }
 

@@ -48,6 +48,18 @@ static void print_hparams(FILE *out, const json_t *hp) {
     if (wsc) fprintf(out, " x %g", json_real_value(wsc));
     if (lead) fprintf(out, ", %" JSON_INTEGER_FORMAT " leading dense layer(s)", json_integer_value(lead));
     fputc('\n', out);
+    const json_t *mla = json_object_get(hp, "mla");
+    if (mla) {
+        const json_int_t ql = json_integer_value(json_object_get(mla, "q_lora_rank"));
+        fprintf(out, "%-14s latent kv %" JSON_INTEGER_FORMAT ", q ", "mla",
+                json_integer_value(json_object_get(mla, "kv_lora_rank")));
+        if (ql > 0) fprintf(out, "through rank %" JSON_INTEGER_FORMAT, ql);
+        else fprintf(out, "plain attn_q");
+        fprintf(out, ", q/k head %" JSON_INTEGER_FORMAT " nope + %" JSON_INTEGER_FORMAT " rope, v head %"
+                JSON_INTEGER_FORMAT ", attention scale %.6g\n",
+                json_integer_value(json_object_get(mla, "qk_nope")), json_integer_value(json_object_get(mla, "qk_rope")),
+                json_integer_value(json_object_get(mla, "v_head")), json_real_value(json_object_get(mla, "attn_scale")));
+    }
     const json_t *kinds = json_object_get(hp, "layer_kinds");
     const json_t *dn = json_object_get(hp, "deltanet");
     if (kinds && dn) /* Qwen3-Next */
