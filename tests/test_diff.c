@@ -283,15 +283,19 @@ static void test_cli(const char *ids) {
     static const char *const flags[] = {"--ref", "--arm", "--model", "--lever", "--ref-lever",
                                         "--arm-lever", "--corpus", "--corpus-format", "--ids-file",
                                         "--max-docs", "--max-tokens", "--chunking", "--ctx",
-                                        "--chunks", "--chunk", "--threads", "--json", "--quiet"};
+                                        "--chunks", "--chunk", "--threads", "--json", "--db",
+                                        "--no-db", "--label", "--quiet"};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
         CHECK(output_has(flags[i], NULL), "--help documents %s", flags[i]);
 
     /* self-diff through the CLI: SQNR null + flag in JSON, +inf in the table */
     char json[600], args[2048];
     snprintf(json, sizeof json, "%s/diff_self.json", kt_build_dir());
+    char db[600];
+    snprintf(db, sizeof db, "%s/diff_runs.sqlite", kt_build_dir());
+    remove(db);
     snprintf(args, sizeof args, "--ref %sf16.gguf --arm %sf16.gguf --max-docs 1 --max-tokens 24 "
-             "--json '%s' --quiet", RL, RL, json);
+             "--json '%s' --db '%s' --label diffself --quiet", RL, RL, json, db);
     int rc = run(args);
     CHECK(rc == 0 && output_has("+inf", "worst layer: none"), "self-diff CLI (rc %d)", rc);
     json_error_t je;
@@ -314,6 +318,23 @@ static void test_cli(const char *ids) {
     CHECK(j && json_real_value(json_object_get(json_object_get(j, "logits"), "kld_mean")) == 0,
           "self-diff JSON: the logits row's KLD is 0");
     json_decref(j);
+    /* the run database: one row, mode diff, the table under report.diff */
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' runs list --db '%s' --mode diff 2>&1", kldeval, db);
+    rc = kt_run_capture(cmd, &out);
+    CHECK(rc == 0 && out && strstr(out, "diffself") && strstr(out, "diff"), "runs list --mode diff: %s",
+          out ? out : "");
+    free(out);
+    out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' runs show 1 --json --db '%s' 2>&1", kldeval, db);
+    rc = kt_run_capture(cmd, &out);
+    json_t *shown = out ? json_loads(out, 0, &je) : NULL;
+    json_t *dl = json_object_get(json_object_get(shown, "diff"), "layers");
+    CHECK(rc == 0 && json_array_size(dl) == 6 &&
+              json_real_value(json_object_get(json_object_get(shown, "kld"), "mean")) == 0,
+          "runs show --json: the kl report with the diff table (6 sites)");
+    json_decref(shown);
+    free(out);
 
     /* a lever at its reference value */
     snprintf(args, sizeof args, "-m %sf16.gguf --lever kv=f32 --max-docs 1 --max-tokens 24 --quiet", RL);

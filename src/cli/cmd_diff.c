@@ -7,6 +7,7 @@
 #include "report/report.h"
 #include "tensor/types.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,11 @@ static void usage(FILE *f) {
 "output\n"
 "  --json FILE            the table as JSON (schema kldeval.diff/1, docs/diff.md); checked\n"
 "                         before the run, may not be an input\n"
+"  --db PATH              record the run in this run database (mode diff; the kl report with the\n"
+"                         diff table under \"diff\"; default: $KLDEVAL_DB, else\n"
+"                         $XDG_DATA_HOME/kldeval/runs.sqlite, else ~/.local/share/kldeval/runs.sqlite)\n"
+"  --no-db                do not record the run\n"
+"  --label NAME           the run's label in the database\n"
 "  --quiet                no progress line\n"
 "  -h, --help             this text\n\n"
 "The statistics do not depend on --chunk or --threads; identical arms give every error exactly 0\n"
@@ -75,6 +81,7 @@ static void progress(const kld_kl_progress *p, void *user) {
 typedef struct diff_flags {
     const char *ref, *arm, *ref_levers, *arm_levers, *json_path;
     bool quiet;
+    kld_kl_outputs o; /* the run database: db_path, no_db, label */
 } diff_flags;
 
 /* 0: parsed; else the exit code (0 after --help is returned as -1). */
@@ -82,7 +89,7 @@ static int parse(int argc, char **argv, kld_kl_config *c, diff_flags *f) {
     static const char *const valued[] = {
         "--ref", "--arm", "-m", "--model", "--lever", "--arm-lever", "--ref-lever", "--corpus",
         "--corpus-format", "--ids-file", "--max-docs", "--max-tokens", "--chunking", "--ctx",
-        "--chunks", "--chunk", "--threads", "--json", NULL};
+        "--chunks", "--chunk", "--threads", "--json", "--db", "--label", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t n;
@@ -91,6 +98,7 @@ static int parse(int argc, char **argv, kld_kl_config *c, diff_flags *f) {
             return -1;
         }
         if (!strcmp(a, "--quiet")) { f->quiet = true; continue; }
+        if (!strcmp(a, "--no-db")) { f->o.no_db = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval diff: unknown %s '%s' (see --help)\n",
                     a[0] == '-' ? "flag" : "argument", a);
@@ -103,6 +111,8 @@ static int parse(int argc, char **argv, kld_kl_config *c, diff_flags *f) {
         else if (!strcmp(a, "--ref-lever")) f->ref_levers = v;
         else if (!strcmp(a, "--corpus")) c->corpus_path = v;
         else if (!strcmp(a, "--json")) f->json_path = v;
+        else if (!strcmp(a, "--db")) f->o.db_path = v;
+        else if (!strcmp(a, "--label")) f->o.label = v;
         else if (!strcmp(a, "--chunk")) { if (!kld_arg_int(a, v, 1, 1 << 16, &c->chunk)) return 2; }
         else if (!strcmp(a, "--threads")) {
             if (!kld_arg_int(a, v, 1, 1024, &n)) return 2;
@@ -122,7 +132,11 @@ static int parse(int argc, char **argv, kld_kl_config *c, diff_flags *f) {
         fprintf(stderr, "kldeval diff: %s\n", err.msg);
         return 2;
     }
-    return 0;
+    if (f->o.db_path && f->o.no_db) {
+        fprintf(stderr, "kldeval diff: give --db or --no-db, not both\n");
+        return 2;
+    }
+    return kld_record_check("diff", &f->o) ? 0 : 2;
 }
 
 int kld_cmd_diff(int argc, char **argv) {
@@ -153,14 +167,28 @@ int kld_cmd_diff(int argc, char **argv) {
         return 1;
     }
     kld_diff_print(stdout, &res, &sum);
-    if (f.json_path) {
-        json_t *j = kld_diff_json(&res, &sum);
-        if (!j || kld_report_json_dump(f.json_path, j, &err) != KLD_OK) {
-            fprintf(stderr, "kldeval diff: %s\n", j ? err.msg : "out of memory");
-            rc = 1;
-        }
-        json_decref(j);
+    json_t *j = kld_diff_json(&res, &sum);
+    if (!j) {
+        fprintf(stderr, "kldeval diff: out of memory\n");
+        rc = 1;
+    } else if (f.json_path && kld_report_json_dump(f.json_path, j, &err) != KLD_OK) {
+        fprintf(stderr, "kldeval diff: %s\n", err.msg);
+        rc = 1;
     }
+    /* the run database: the kl run's row (its statistics and positions), mode diff, with the
+     * diff table kept in the report under "diff" */
+    const kld_kl_result *kl = &res.kl;
+    kld_report_run run = {kl->ref_label, kl->arm_label, kl->corpus_label, f.o.label, kl->config,
+                          kl->elapsed_s, kl->ref_seconds, kl->arm_seconds, kl->ref_tokens,
+                          kl->arm_tokens, kl->partial};
+    json_t *report = j ? kld_report_json(&sum, &run) : NULL;
+    if (report) json_object_set(report, "diff", j);
+    double rate = kl->elapsed_s > 0 ? (double)kl->arm_tokens / kl->elapsed_s : NAN;
+    if (report && !kld_record_run("diff", &f.o, "diff", report, &sum, kl->stats, kl->partial,
+                                  kl->elapsed_s, rate) && !rc)
+        rc = 1;
+    json_decref(report);
+    json_decref(j);
     bool partial = res.kl.partial;
     kld_diff_result_free(&res);
     return rc ? rc : partial ? 130 : 0;
