@@ -132,15 +132,19 @@ static void config(kld_kl_config *c, const char *ref, const char *arm, const cha
     }
 }
 
-static bool diff_run(const kld_kl_config *c, kld_diff_result *r, kld_summary *sum) {
+static bool diff_run_m(const kld_kl_config *c, bool matrices, kld_diff_result *r, kld_summary *sum) {
     kld_error err = {0};
-    kld_status st = kld_diff_run(c, r, &err);
+    kld_status st = kld_diff_run(c, matrices, r, &err);
     CHECK_OK(st, err);
     if (st) return false;
     st = kld_stats_finalize(r->kl.stats, sum, &err);
     CHECK_OK(st, err);
     if (st) kld_diff_result_free(r);
     return !st;
+}
+
+static bool diff_run(const kld_kl_config *c, kld_diff_result *r, kld_summary *sum) {
+    return diff_run_m(c, false, r, sum);
 }
 
 static bool site_zero(const kld_diff_site *s) {
@@ -177,7 +181,28 @@ static void test_one_layer(void) {
     config(&c, RL "f16.gguf", RL "f16.gguf@keep,blk:1=q4_0", NULL, NULL);
     kld_diff_result r;
     kld_summary sum;
-    if (!diff_run(&c, &r, &sum)) return;
+    if (!diff_run_m(&c, true, &r, &sum)) return;
+    /* per matrix: every blk.0 matrix and the head exactly 0 on both inputs, every blk.1 one not */
+    int n0 = 0, n1 = 0, head = 0;
+    for (size_t i = 0; i < r.n_matrices; i++) {
+        const kld_diff_matrix *m = &r.matrices[i];
+        if (!strncmp(m->name, "blk.1.", 6)) {
+            n1++;
+            CHECK(m->rel_err_own_input > 0 && m->rel_err_own_input < 1 && m->rel_err_ref_input > 0 &&
+                  m->rel_err_ref_input < 1 && m->rows > 0,
+                  "blk:1=q4_0: %s moves (own %g, ref %g)", m->name, m->rel_err_own_input,
+                  m->rel_err_ref_input);
+        } else {
+            n0 += !strncmp(m->name, "blk.0.", 6);
+            head += !strncmp(m->name, "token_embd", 10) || !strncmp(m->name, "output", 6);
+            CHECK(m->rel_err_own_input == 0 && m->rel_err_ref_input == 0 && m->rows > 0,
+                  "blk:1=q4_0: %s exactly 0 on both inputs (own %g, ref %g)", m->name,
+                  m->rel_err_own_input, m->rel_err_ref_input);
+        }
+    }
+    CHECK(n0 == 7 && n1 == 7 && head == 1 && r.n_matrices == 15,
+          "rand-llama matrices: 7 per layer and the head (%d, %d, %d of %zu)", n0, n1, head,
+          r.n_matrices);
     CHECK(r.n_layer == 2 && r.n_sites == 6, "rand-llama: 2 layers × 3 sites");
     for (int k = 0; k < KLD_SITE_COUNT && r.n_sites == 6; k++) {
         CHECK(site_zero(&r.sites[k]), "blk:1=q4_0: layer 0 %s exactly 0",
@@ -201,8 +226,8 @@ static void test_q8_q4(void) {
     c8b.n_threads = 1;
     kld_diff_result r8, r4, r8b;
     kld_summary s8, s4, s8b;
-    if (!diff_run(&c8, &r8, &s8)) return;
-    if (!diff_run(&c4, &r4, &s4)) {
+    if (!diff_run_m(&c8, true, &r8, &s8)) return;
+    if (!diff_run_m(&c4, true, &r4, &s4)) {
         kld_diff_result_free(&r8);
         return;
     }
@@ -213,6 +238,15 @@ static void test_q8_q4(void) {
               kld_layer_site_name(a->site), a->sqnr_db, b->sqnr_db);
     }
     CHECK(s8.kld.mean < s4.kld.mean, "KLD q8_0 %g < q4_0 %g", s8.kld.mean, s4.kld.mean);
+    CHECK(r8.n_matrices == 15 && r4.n_matrices == 15, "15 matrices measured (%zu, %zu)",
+          r8.n_matrices, r4.n_matrices);
+    for (size_t i = 0; i < r8.n_matrices && i < r4.n_matrices; i++)
+        CHECK(!strcmp(r8.matrices[i].name, r4.matrices[i].name) &&
+                  r8.matrices[i].rel_err_own_input > 0 &&
+                  r8.matrices[i].rel_err_own_input < r4.matrices[i].rel_err_own_input &&
+                  r8.matrices[i].rel_err_ref_input < r4.matrices[i].rel_err_ref_input,
+              "%s: q8_0 error %g < q4_0 %g", r8.matrices[i].name, r8.matrices[i].rel_err_own_input,
+              r4.matrices[i].rel_err_own_input);
     if (diff_run(&c8b, &r8b, &s8b)) {
         bool same = r8b.n_sites == r8.n_sites;
         for (size_t k = 0; same && k < r8.n_sites; k++) {

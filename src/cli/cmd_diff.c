@@ -56,6 +56,10 @@ static void usage(FILE *f) {
 "                         reference's hidden states of one chunk: n_layer × 3 × chunk × n_embd\n"
 "                         floats\n"
 "  --threads N            worker threads, 1 .. 1024 (default: all cores)\n\n"
+"  --matrices             also per weight matrix: ||W_arm·x − W_ref·x|| / ||W_ref·x|| pooled over\n"
+"                         every row it multiplied, with x the arm's own input and the reference's\n"
+"                         (four extra products per matrix in double: slow on large models;\n"
+"                         expert slices of MoE layers are not covered)\n\n"
 "output\n"
 "  --json FILE            the table as JSON (schema kldeval.diff/1, docs/diff.md); checked\n"
 "                         before the run, may not be an input\n"
@@ -80,7 +84,7 @@ static void progress(const kld_kl_progress *p, void *user) {
 
 typedef struct diff_flags {
     const char *ref, *arm, *ref_levers, *arm_levers, *json_path;
-    bool quiet;
+    bool quiet, matrices;
     kld_kl_outputs o; /* the run database: db_path, no_db, label */
 } diff_flags;
 
@@ -99,6 +103,7 @@ static int parse(int argc, char **argv, kld_kl_config *c, diff_flags *f) {
         }
         if (!strcmp(a, "--quiet")) { f->quiet = true; continue; }
         if (!strcmp(a, "--no-db")) { f->o.no_db = true; continue; }
+        if (!strcmp(a, "--matrices")) { f->matrices = true; continue; }
         if (!kld_arg_in(a, valued)) {
             fprintf(stderr, "kldeval diff: unknown %s '%s' (see --help)\n",
                     a[0] == '-' ? "flag" : "argument", a);
@@ -153,7 +158,7 @@ int kld_cmd_diff(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old);
     kld_diff_result res;
     kld_error err = {0};
-    kld_status st = kld_diff_run(&c, &res, &err);
+    kld_status st = kld_diff_run(&c, f.matrices, &res, &err);
     sigaction(SIGINT, &old, NULL);
     if (c.progress) kld_progress_end(stderr);
     if (st) {

@@ -4,6 +4,8 @@
  * against them, and the scored rows are folded into streaming statistics. */
 #include "eval/diff.h"
 
+#include "tensor/types.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +49,110 @@ typedef struct diff_state {
     int64_t ref_pos, ref_n, arm_pos, arm_n;
     bool out_of_step;    /* the arm's chunk was not the reference's */
     site_acc *acc;       /* n_layer·S */
+    /* per weight matrix (--matrices): the reference's input rows of the chunk, and the
+     * errors of the arm's matrix against the reference's, on the arm's and on its input */
+    bool matrices;
+    kld_model *ref_model, *arm_model;
+    struct mat_acc *mat;
+    size_t n_mat, cap_mat;
+    float *wr, *wa;      /* one dequantized row of each matrix */
+    int64_t w_cap;
+    bool mat_oom;
 } diff_state;
+
+typedef struct mat_acc {
+    char name[96];
+    const kld_tensor *w_ref, *w_arm;
+    float *x_ref;        /* [rows][ne0] the reference's input rows of the chunk */
+    int64_t x_rows, x_cap;
+    double own_e2, own_r2, ref_e2, ref_r2; /* Σ‖y_arm − y_ref‖², Σ‖y_ref‖² per input */
+    uint64_t rows;
+} mat_acc;
+
+/* The matrix named like W (found, or added when add), else NULL. */
+static mat_acc *mat_find(diff_state *d, const char *name, bool add) {
+    for (size_t i = 0; i < d->n_mat; i++)
+        if (!strcmp(d->mat[i].name, name)) return &d->mat[i];
+    if (!add) return NULL;
+    if (d->n_mat == d->cap_mat) {
+        size_t cap = d->cap_mat ? 2 * d->cap_mat : 64;
+        mat_acc *p = realloc(d->mat, cap * sizeof *p);
+        if (!p) return NULL;
+        d->mat = p;
+        d->cap_mat = cap;
+    }
+    mat_acc *m = &d->mat[d->n_mat++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return m;
+}
+
+/* Row j of a 2-D weight as float32 (the engine's own dequantization). */
+static bool weight_row(const kld_tensor *W, int64_t j, float *out) {
+    const kld_type_info *ti = kld_type_info_get(W->type);
+    const kld_type_kernels *tk = ti ? kld_type_kernels_of(ti) : NULL;
+    if (!tk || !tk->to_float || W->ne[0] % ti->block_size) return false;
+    const uint64_t row_bytes = (uint64_t)(W->ne[0] / ti->block_size) * (uint64_t)ti->type_size;
+    tk->to_float((const uint8_t *)W->data + (uint64_t)j * row_bytes, out, W->ne[0]);
+    return true;
+}
+
+static void observe_mat_ref(void *ctx, const kld_tensor *W, const float *A, int64_t n, int64_t lda) {
+    diff_state *d = ctx;
+    char name[96];
+    /* bound 2-D weights only: an expert's slice has no name of its own */
+    if (W->ne[2] != 1 || !kld_model_weight_name(d->ref_model, W, name, sizeof name)) return;
+    mat_acc *m = mat_find(d, name, true);
+    if (!m) { d->mat_oom = true; return; }
+    m->w_ref = W;
+    const int64_t k = W->ne[0];
+    if (n * k > m->x_cap) {
+        float *p = realloc(m->x_ref, (size_t)(n * k) * sizeof *p);
+        if (!p) { d->mat_oom = true; m->x_rows = 0; return; }
+        m->x_ref = p;
+        m->x_cap = n * k;
+    }
+    for (int64_t r = 0; r < n; r++) memcpy(m->x_ref + r * k, A + r * lda, (size_t)k * sizeof(float));
+    m->x_rows = n;
+}
+
+static void observe_mat_arm(void *ctx, const kld_tensor *W, const float *A, int64_t n, int64_t lda) {
+    diff_state *d = ctx;
+    char name[96];
+    if (W->ne[2] != 1 || !kld_model_weight_name(d->arm_model, W, name, sizeof name)) return;
+    mat_acc *m = mat_find(d, name, false);
+    const int64_t k = W->ne[0], rows_out = W->ne[1];
+    if (!m || !m->w_ref || m->x_rows != n || m->w_ref->ne[0] != k || m->w_ref->ne[1] != rows_out)
+        return;
+    m->w_arm = W;
+    if (k > d->w_cap) {
+        float *a = realloc(d->wa, (size_t)k * sizeof *a), *b = a ? realloc(d->wr, (size_t)k * sizeof *b) : NULL;
+        if (a) d->wa = a;
+        if (!a || !b) { d->mat_oom = true; return; }
+        d->wr = b;
+        d->w_cap = k;
+    }
+    /* output by output: y_ref = W_ref·x, y_arm = W_arm·x for x the arm's and the reference's rows */
+    for (int64_t j = 0; j < rows_out; j++) {
+        if (!weight_row(m->w_ref, j, d->wr) || !weight_row(W, j, d->wa)) return;
+        for (int64_t r = 0; r < n; r++) {
+            const float *xo = A + r * lda, *xr = m->x_ref + r * k;
+            double yro = 0, yao = 0, yrr = 0, yar = 0;
+            for (int64_t i = 0; i < k; i++) {
+                yro += (double)d->wr[i] * xo[i];
+                yao += (double)d->wa[i] * xo[i];
+                yrr += (double)d->wr[i] * xr[i];
+                yar += (double)d->wa[i] * xr[i];
+            }
+            m->own_e2 += (yao - yro) * (yao - yro);
+            m->own_r2 += yro * yro;
+            m->ref_e2 += (yar - yrr) * (yar - yrr);
+            m->ref_r2 += yrr * yrr;
+        }
+    }
+    m->rows += (uint64_t)n;
+}
+
 
 static void observe_ref(void *ctx, int64_t il, kld_layer_site site, const float *rows, int64_t n,
                         int64_t ld, int64_t pos) {
@@ -155,6 +260,12 @@ static kld_status on_prepared(void *user, kld_arm *ref, kld_arm *arm, kld_error 
     d->ref_pos = d->arm_pos = -1;
     kld_session_observe_layers(sr, observe_ref, d);
     kld_session_observe_layers(sa, observe_arm, d);
+    if (d->matrices) {
+        d->ref_model = ref->model;
+        d->arm_model = arm->model;
+        kld_session_observe(sr, observe_mat_ref, d);
+        kld_session_observe(sa, observe_mat_arm, d);
+    }
     return KLD_OK;
 }
 
@@ -203,11 +314,12 @@ static void finish_site(const site_acc *s, int64_t il, kld_layer_site site, kld_
     o->sqnr_db_se = 10.0 / log(10.0) * sqrt(v > 0 ? v : 0);
 }
 
-kld_status kld_diff_run(const kld_kl_config *c, kld_diff_result *out, kld_error *err) {
+kld_status kld_diff_run(const kld_kl_config *c, bool matrices, kld_diff_result *out,
+                        kld_error *err) {
     memset(out, 0, sizeof *out);
     kld_status st = kld_diff_check(c, err);
     if (st) return st;
-    diff_state d = {0};
+    diff_state d = {.matrices = matrices};
     kld_kl_hooks h = {on_prepared, on_rows, &d};
     st = kld_kl_run_hooked(c, &h, &out->kl, err);
     if (!st) {
@@ -228,8 +340,25 @@ kld_status kld_diff_run(const kld_kl_config *c, kld_diff_result *out, kld_error 
                 out->worst_layer = s->layer;
             }
         }
+        if (!st && d.mat_oom) st = kld_fail(err, KLD_ERR_NOMEM, "diff: out of memory for the matrices' inputs");
+        if (!st && d.n_mat && !(out->matrices = calloc(d.n_mat, sizeof *out->matrices)))
+            st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; !st && i < d.n_mat; i++) {
+            const mat_acc *m = &d.mat[i];
+            if (!m->w_arm) continue; /* never run by the arm (or shapes differ) */
+            kld_diff_matrix *o = &out->matrices[out->n_matrices++];
+            snprintf(o->name, sizeof o->name, "%s", m->name);
+            o->rows = m->rows;
+            o->rel_err_own_input = m->own_e2 == 0 ? 0 : m->own_r2 > 0 ? sqrt(m->own_e2 / m->own_r2) : INFINITY;
+            o->rel_err_ref_input = m->ref_e2 == 0 ? 0 : m->ref_r2 > 0 ? sqrt(m->ref_e2 / m->ref_r2) : INFINITY;
+        }
+        out->matrices_measured = matrices;
         if (st) kld_diff_result_free(out);
     }
+    for (size_t i = 0; i < d.n_mat; i++) free(d.mat[i].x_ref);
+    free(d.mat);
+    free(d.wr);
+    free(d.wa);
     free(d.ref_buf);
     free(d.met);
     free(d.acc);
@@ -239,6 +368,9 @@ kld_status kld_diff_run(const kld_kl_config *c, kld_diff_result *out, kld_error 
 void kld_diff_result_free(kld_diff_result *r) {
     kld_kl_result_free(&r->kl);
     free(r->sites);
+    free(r->matrices);
+    r->matrices = NULL;
+    r->n_matrices = 0;
     r->sites = NULL;
     r->n_sites = 0;
 }
@@ -283,6 +415,17 @@ json_t *kld_diff_json(const kld_diff_result *r, const kld_summary *sum) {
         json_array_append_new(layers, e);
     }
     json_object_set_new(o, "layers", layers);
+    if (r->matrices_measured) {
+        json_t *mats = json_array();
+        for (size_t i = 0; i < r->n_matrices; i++) {
+            const kld_diff_matrix *m = &r->matrices[i];
+            json_array_append_new(mats, json_pack("{s:s,s:o,s:o,s:I}", "name", m->name,
+                                                  "rel_err_own_input", num(m->rel_err_own_input),
+                                                  "rel_err_ref_input", num(m->rel_err_ref_input),
+                                                  "rows", (json_int_t)m->rows));
+        }
+        json_object_set_new(o, "matrices", mats);
+    }
     json_object_set_new(o, "logits", json_pack("{s:o,s:o,s:o,s:o}", "kld_mean", num(sum->kld.mean),
                                                "kld_stderr", num(sum->kld.se), "top1_agreement",
                                                num(sum->top1_agreement), "top1_agreement_stderr",
@@ -324,6 +467,12 @@ void kld_diff_print(FILE *f, const kld_diff_result *r, const kld_summary *sum) {
     }
     fprintf(f, "%5s %-6s KLD %.6e ± %.2e, top-1 agreement %.6f (the kl run's figures)\n", "out",
             "logits", sum->kld.mean, sum->kld.se, sum->top1_agreement);
+    if (r->matrices_measured) {
+        fprintf(f, "\n%-32s %18s %18s\n", "matrix", "err on arm input", "err on ref input");
+        for (size_t i = 0; i < r->n_matrices; i++)
+            fprintf(f, "%-32s %18.6e %18.6e\n", r->matrices[i].name, r->matrices[i].rel_err_own_input,
+                    r->matrices[i].rel_err_ref_input);
+    }
     if (r->worst_layer >= 0) {
         fprintf(f, "\nworst layer: %lld (the lowest sublayer-output SQNR)\n", (long long)r->worst_layer);
     } else {

@@ -37,12 +37,26 @@ typedef struct kld_diff_site {
     int64_t worst_pos;
 } kld_diff_site;
 
+/* One weight matrix (--matrices): ‖W_arm·x − W_ref·x‖ / ‖W_ref·x‖ pooled over every row the
+ * matrix multiplied (all positions of every chunk; the head only the scored ones), with x
+ * the arm's own input rows (the error this matrix's precision adds) and the reference's
+ * (what it would add on a clean stream); products in double over the dequantized weights.
+ * Expert slices of a mixture-of-experts layer and LoRA side products are not covered. */
+typedef struct kld_diff_matrix {
+    char name[96];
+    uint64_t rows;
+    double rel_err_own_input, rel_err_ref_input;
+} kld_diff_matrix;
+
 typedef struct kld_diff_result {
     kld_kl_result kl;                  /* the kl run itself: its KLD statistics, labels, config */
     int64_t n_layer, n_embd;
     kld_diff_site *sites;              /* n_layer · KLD_SITE_COUNT, layer-major */
     size_t n_sites;
-    int64_t worst_layer;               /* the first layer whose residual SQNR drops most */
+    int64_t worst_layer;               /* the sublayer output with the lowest SQNR (-1: none) */
+    bool matrices_measured;
+    kld_diff_matrix *matrices;         /* in the order the reference first ran them */
+    size_t n_matrices;
 } kld_diff_result;
 
 /* The kl configuration's rules, plus diff's own: a model reference and a
@@ -51,7 +65,9 @@ typedef struct kld_diff_result {
  * checkpoints. Messages name the flag. */
 kld_status kld_diff_check(const kld_kl_config *c, kld_error *err);
 /* Runs it; both models must share architecture, n_layer and n_embd. */
-kld_status kld_diff_run(const kld_kl_config *c, kld_diff_result *out, kld_error *err);
+/* matrices: also the per-matrix errors (four extra products per weight matrix). */
+kld_status kld_diff_run(const kld_kl_config *c, bool matrices, kld_diff_result *out,
+                        kld_error *err);
 void kld_diff_result_free(kld_diff_result *r);
 
 /* The report (schema kldeval.diff/1, docs/diff.md); sum: the kl run's
