@@ -292,6 +292,98 @@ static void test_synth(const char *arch, const char *ids) {
     test_self(label, path, path, NULL, ids);
 }
 
+/* The per-matrix error on the reference's input, recomputed here: the reference's input rows
+ * of blk.1.attn_q captured by a matmul observer of our own session, both weights dequantized,
+ * the products in double; diff's figure must agree to 1e-9 relative. */
+typedef struct capture {
+    const kld_model *m;
+    const char *want;
+    const kld_tensor *w;
+    float *x;
+    int64_t rows, k;
+} capture;
+
+static void capture_mat(void *ctx, const kld_tensor *W, const float *A, int64_t n, int64_t lda) {
+    capture *c = ctx;
+    char name[96];
+    if (!kld_model_weight_name(c->m, W, name, sizeof name) || strcmp(name, c->want)) return;
+    c->w = W;
+    c->k = W->ne[0];
+    c->x = realloc(c->x, (size_t)((c->rows + n) * c->k) * sizeof(float));
+    for (int64_t r = 0; r < n; r++) memcpy(c->x + (c->rows + r) * c->k, A + r * lda, (size_t)c->k * sizeof(float));
+    c->rows += n;
+}
+
+static void capture_run(const char *path, const int32_t *ids, int64_t n, capture *c, kld_model **m) {
+    kld_error err = {0};
+    CHECK_OK(kld_model_open(path, NULL, m, &err), err);
+    if (!*m) return;
+    c->m = *m;
+    kld_session *s = NULL;
+    CHECK_OK(kld_session_create(*m, n, n, 1, &s, &err), err);
+    if (!s) return;
+    kld_session_observe(s, capture_mat, c);
+    CHECK_OK(kld_session_eval(s, ids, n, NULL, &err), err);
+    kld_session_free(s);
+}
+
+static void dequant_row(const kld_tensor *W, int64_t j, float *out) {
+    const kld_type_info *ti = kld_type_info_get(W->type);
+    const uint64_t rb = (uint64_t)(W->ne[0] / ti->block_size) * (uint64_t)ti->type_size;
+    kld_type_kernels_of(ti)->to_float((const uint8_t *)W->data + (uint64_t)j * rb, out, W->ne[0]);
+}
+
+static void test_matrix_oracle(const char *ids_path) {
+    char ref[600], arm[700];
+    snprintf(ref, sizeof ref, "%s/diff_llama.gguf", kt_build_dir());
+    snprintf(arm, sizeof arm, "%s@q4_0", ref);
+    size_t bytes;
+    int32_t *ids = (int32_t *)kt_read_file(ids_path, &bytes);
+    const int64_t n = 40; /* one window of --ctx 40 */
+    capture cr = {.want = "blk.1.attn_q.weight"}, ca = {.want = "blk.1.attn_q.weight"};
+    kld_model *mr = NULL, *ma = NULL;
+    capture_run(ref, ids, n, &cr, &mr);
+    capture_run(arm, ids, n, &ca, &ma);
+    if (cr.w && ca.w && cr.rows == n) {
+        float *wr = malloc((size_t)cr.k * sizeof(float)), *wa = malloc((size_t)cr.k * sizeof(float));
+        double e2 = 0, r2 = 0;
+        for (int64_t j = 0; j < cr.w->ne[1]; j++) {
+            dequant_row(cr.w, j, wr);
+            dequant_row(ca.w, j, wa);
+            for (int64_t r = 0; r < n; r++) {
+                double yr = 0, ya = 0;
+                for (int64_t i = 0; i < cr.k; i++) {
+                    yr += (double)wr[i] * cr.x[r * cr.k + i];
+                    ya += (double)wa[i] * cr.x[r * cr.k + i];
+                }
+                e2 += (ya - yr) * (ya - yr);
+                r2 += yr * yr;
+            }
+        }
+        const double want = sqrt(e2 / r2);
+        kld_kl_config c;
+        config(&c, ref, arm, NULL, ids_path);
+        c.ids_path = ids_path;
+        c.max_tokens = n;
+        kld_diff_result r;
+        kld_summary sum;
+        if (diff_run_m(&c, true, &r, &sum)) {
+            const kld_diff_matrix *m = NULL;
+            for (size_t i = 0; i < r.n_matrices; i++)
+                if (!strcmp(r.matrices[i].name, "blk.1.attn_q.weight")) m = &r.matrices[i];
+            CHECK(m && m->rows == (uint64_t)n && fabs(m->rel_err_ref_input - want) <= 1e-9 * want && want > 0,
+                  "blk.1.attn_q on the reference's input: diff %.12g, recomputed %.12g", m ? m->rel_err_ref_input : NAN, want);
+            kld_diff_result_free(&r);
+        }
+        free(wr), free(wa);
+    } else {
+        CHECK(false, "captured blk.1.attn_q's inputs (%lld rows)", (long long)cr.rows);
+    }
+    free(cr.x), free(ca.x), free(ids);
+    kld_model_close(ma);
+    kld_model_close(mr);
+}
+
 /* ---- the command line ---- */
 
 static char out_path[512];
@@ -424,6 +516,7 @@ int main(int argc, char **argv) {
     test_one_layer();
     test_q8_q4();
     test_synth("llama", ids);
+    test_matrix_oracle(ids);
     test_synth("glm4moe", ids);   /* MoE: the experts' combined output is the ffn site */
     test_synth("lfm2", ids);      /* short-conv mixers */
     test_synth("qwen3next", ids); /* DeltaNet mixers, MoE-free */
