@@ -15,6 +15,7 @@ int kld_cmd_logits(int argc, char **argv);
 int kld_cmd_generate(int argc, char **argv);
 int kld_cmd_tokenize(int argc, char **argv);
 int kld_cmd_kl(int argc, char **argv);
+int kld_cmd_diff(int argc, char **argv);
 int kld_cmd_sweep(int argc, char **argv);
 int kld_cmd_dump(int argc, char **argv);
 int kld_cmd_demo(int argc, char **argv);

@@ -20,6 +20,7 @@ static const command commands[] = {
     {"generate", kld_cmd_generate, "greedy generation from a prompt"},
     {"tokenize", kld_cmd_tokenize, "text to token ids (or pieces, or counts)"},
     {"kl", kld_cmd_kl, "teacher-forced KL divergence of an arm against a reference"},
+    {"diff", kld_cmd_diff, "where the drift enters: per-layer error of an arm's hidden states against the reference"},
     {"sweep", kld_cmd_sweep, "sensitivity sweep: which tensors deserve more bits (and a policy for a budget)"},
     {"quantize", kld_cmd_quantize, "write a GGUF at another precision (llama-quantize's recipes, policies)"},
     {"imatrix", kld_cmd_imatrix, "importance matrix of a model over a corpus (llama-imatrix's format)"},

@@ -148,7 +148,8 @@ kld_status kld_db_record_run(kld_db *db, const kld_db_run *run, int64_t *id, kld
 
 /* Every mode a run is recorded with, NULL-terminated: "two-models",
  * "self-flag", "saved-teacher", "candidate-dumps", "llamacpp-base", "dump",
- * "merged", "sweep", "cap", "cap-score". */
+ * "merged", "sweep", "cap", "cap-score", "diff" (`kldeval diff`: the kl run's row, its
+ * per-layer table in report.diff). */
 extern const char *const kld_db_modes[];
 bool kld_db_mode_known(const char *mode);
 

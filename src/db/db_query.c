@@ -387,7 +387,7 @@ kld_status kld_db_export(kld_db *db, const kld_db_filter *filter, kld_db_export_
 
 const char *const kld_db_modes[] = {"two-models", "self-flag", "saved-teacher", "candidate-dumps",
                                     "llamacpp-base", "dump", "merged", "sweep", "cap", "cap-score",
-                                    NULL};
+                                    "diff", NULL};
 
 bool kld_db_mode_known(const char *mode) {
     for (int i = 0; kld_db_modes[i]; i++)

@@ -300,6 +300,24 @@ typedef void (*kld_matmul_observer)(void *ctx, const kld_tensor *W, const float 
                                     int64_t lda);
 void kld_session_observe(kld_session *s, kld_matmul_observer fn, void *ctx);
 
+/* Observes the hidden states of the forward pass, per layer and chunk, on
+ * the caller's thread (kld_session_eval*, not kld_session_decode_batch):
+ *   KLD_SITE_MIXER  the position mixer's output as it is added to the
+ *                   residual stream (attention, or a short-conv / DeltaNet
+ *                   block; output bias and post-norm included)
+ *   KLD_SITE_FFN    the MLP's output (a mixture of experts: the experts'
+ *                   combined output, shared expert included), likewise
+ *   KLD_SITE_RESID  the residual stream after the layer
+ * rows: n rows of n_embd floats (stride ld) for positions pos..pos+n-1.
+ * The observer only reads: the forward pass and its results are the same
+ * bits with or without one. NULL stops observing (no cost when unset). */
+typedef enum kld_layer_site { KLD_SITE_MIXER, KLD_SITE_FFN, KLD_SITE_RESID, KLD_SITE_COUNT } kld_layer_site;
+typedef void (*kld_layer_observer)(void *ctx, int64_t il, kld_layer_site site, const float *rows,
+                                   int64_t n, int64_t ld, int64_t pos);
+void kld_session_observe_layers(kld_session *s, kld_layer_observer fn, void *ctx);
+/* "mixer", "ffn", "resid" */
+const char *kld_layer_site_name(kld_layer_site site);
+
 /* ---- importance matrices ---- */
 
 struct kld_imatrix;

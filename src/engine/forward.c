@@ -269,6 +269,14 @@ static void attention_forward(kld_session *s, kld_session *const *rows, int64_t 
     kld_forward_gemm(s, L->attn_output, n, s->attn, hp->n_head * hp->head_dim_v, s->tmp, E);
 }
 
+/* The layer observer (kld_session_observe_layers): read-only, after the
+ * pass that completed the site; a batched decode step is not observed. */
+static void observe_layer(kld_session *s, kld_session *const *rows, int64_t il,
+                          kld_layer_site site, const float *x, int64_t n, int64_t pos) {
+    if (s->layer_observe && !rows)
+        s->layer_observe(s->layer_observe_ctx, il, site, x, n, s->model->hp.n_embd, pos);
+}
+
 static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, int64_t n,
                           int64_t pos) {
     const kld_hparams *hp = &s->model->hp;
@@ -283,9 +291,12 @@ static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, 
     case KLD_LAYER_ATTN: attention_forward(s, rows, il, n, pos); break;
     }
     run_pass(s, rows, PASS_ATTN_OUT, il, 0, n, pos);
+    observe_layer(s, rows, il, KLD_SITE_MIXER, s->tmp, n, pos);
     if (kld_hparams_layer_moe(hp, il)) {
         kld_moe_ffn(s, il, n);
         run_pass(s, rows, PASS_FFN_OUT, il, 0, n, pos);
+        observe_layer(s, rows, il, KLD_SITE_FFN, s->tmp, n, pos);
+        observe_layer(s, rows, il, KLD_SITE_RESID, s->x, n, pos);
         return;
     }
     if (L->ffn_gate) {
@@ -297,6 +308,8 @@ static void layer_forward(kld_session *s, kld_session *const *rows, int64_t il, 
     run_pass(s, rows, PASS_FFN_ACT, il, 0, n, pos);
     kld_forward_gemm(s, L->ffn_down, n, s->gu, ff2, s->tmp, E);
     run_pass(s, rows, PASS_FFN_OUT, il, 0, n, pos);
+    observe_layer(s, rows, il, KLD_SITE_FFN, s->tmp, n, pos);
+    observe_layer(s, rows, il, KLD_SITE_RESID, s->x, n, pos);
 }
 
 typedef struct softcap_job {

@@ -128,6 +128,8 @@ struct kld_session {
     struct kld_lora *lora_own; /* the lever's adapter (owned) */
     float *lora_buf;           /* side-product scratch (kld_lora_scratch_floats) */
     void *observe_ctx;
+    kld_layer_observer layer_observe; /* kld_session_observe_layers, or NULL */
+    void *layer_observe_ctx;
     /* mixture of experts (moe.c; NULL for a dense model) */
     float *moe_probs;          /* [max_chunk][n_expert] router logits, then probabilities */
     int32_t *moe_ids;          /* [max_chunk][n_expert_used] selected experts, best first */

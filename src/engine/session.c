@@ -449,6 +449,16 @@ kld_status kld_session_create_opts(kld_model *m, const kld_session_opts *o, kld_
 
 const kld_levers *kld_session_levers(const kld_session *s) { return &s->lv; }
 
+void kld_session_observe_layers(kld_session *s, kld_layer_observer fn, void *ctx) {
+    s->layer_observe = fn;
+    s->layer_observe_ctx = ctx;
+}
+
+const char *kld_layer_site_name(kld_layer_site site) {
+    static const char *const names[KLD_SITE_COUNT] = {"mixer", "ffn", "resid"};
+    return site >= 0 && site < KLD_SITE_COUNT ? names[site] : "?";
+}
+
 const void *kld_session_kv_row(const kld_session *s, int64_t il, bool v, int64_t h, int64_t p,
                                uint64_t *bytes) {
     const kld_kv_layer *k = &s->kvl[il];

@@ -37,6 +37,7 @@ typedef struct run_state {
     kld_checkpoint_run ck;
     int64_t chunks_since, window_chunks;
     kld_strata *strata;
+    const kld_kl_hooks *hooks; /* kld_kl_run_hooked, or NULL */
 } run_state;
 
 #define KLD_CHECKPOINT_EVERY_DEFAULT 64
@@ -281,9 +282,10 @@ static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
 
 static kld_status sink_rows(void *user, const kld_window *w, size_t wi, const kld_rows *ref,
                             const kld_rows *arm, kld_error *err) {
-    (void)wi;
     run_state *rs = user;
-    return kld_scorer_rows(rs->scorer, w, ref, arm, rs->stats, err);
+    kld_status st = kld_scorer_rows(rs->scorer, w, ref, arm, rs->stats, err);
+    if (!st && rs->hooks && rs->hooks->rows) st = rs->hooks->rows(rs->hooks->user, w, wi, ref, arm, err);
+    return st;
 }
 
 /* A checkpoint of the first n windows visited (all complete). */
@@ -366,6 +368,9 @@ static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
     if (so.n_vocab <= 0) so.n_vocab = ref_nv > 0 ? ref_nv : 1;
     if ((st = kld_scorer_create(rs->pool, &so, &rs->scorer, err))) return st;
     if ((st = select_windows(rs, err))) return st;
+    if (rs->hooks && rs->hooks->prepared &&
+        (st = rs->hooks->prepared(rs->hooks->user, rs->ref, rs->arm, err)))
+        return st;
     return kld_stats_create(&rs->stats, topk, err);
 }
 
@@ -495,8 +500,13 @@ kld_status kld_kl_check_outputs(const kld_kl_config *c, const char *const *what,
 }
 
 kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err) {
+    return kld_kl_run_hooked(c, NULL, out, err);
+}
+
+kld_status kld_kl_run_hooked(const kld_kl_config *c, const kld_kl_hooks *hooks,
+                             kld_kl_result *out, kld_error *err) {
     memset(out, 0, sizeof *out);
-    run_state rs = {.c = c};
+    run_state rs = {.c = c, .hooks = hooks};
     kld_status st = check_config(c, &rs, err);
     if (st) {
         kld_strata_free(rs.strata);

@@ -48,6 +48,20 @@ kld_status kld_kl_check_outputs(const kld_kl_config *c, const char *const *what,
                                 const char *const *paths, int n, kld_error *err);
 
 kld_status kld_kl_run(const kld_kl_config *c, kld_kl_result *out, kld_error *err);
+
+/* A command that runs the kl evaluation and looks inside it (`diff`):
+ * prepared is called once both arms are prepared (sessions exist), before
+ * the first window; rows after the scorer has taken each chunk's rows (the
+ * same arguments as a kld_sink's). Either may be NULL. */
+typedef struct kld_kl_hooks {
+    kld_status (*prepared)(void *user, kld_arm *ref, kld_arm *arm, kld_error *err);
+    kld_status (*rows)(void *user, const kld_window *w, size_t wi, const kld_rows *ref,
+                       const kld_rows *arm, kld_error *err);
+    void *user;
+} kld_kl_hooks;
+/* kld_kl_run with hooks (NULL: none; then it is kld_kl_run). */
+kld_status kld_kl_run_hooked(const kld_kl_config *c, const kld_kl_hooks *hooks,
+                             kld_kl_result *out, kld_error *err);
 void kld_kl_result_free(kld_kl_result *r);
 
 #endif
