@@ -184,67 +184,66 @@ kld_status kld_gates_parse_cap(const char *expr, kld_gates *out, kld_error *err)
     return parse_list(expr, NS_CAP, out, err);
 }
 
-kld_status kld_gates_parse_split(const char *expr, kld_gates *kl, kld_gates *cap, kld_error *err) {
-    kld_gates all;
-    memset(kl, 0, sizeof *kl);
-    memset(cap, 0, sizeof *cap);
+/* One condition of a list that routes each to one of two lists: parsed
+ * into *one, *second set when it goes to the second. */
+typedef kld_status (*route_fn)(const char *cond, kld_gates *one, bool *second, kld_error *err);
+
+static kld_status parse_routed(const char *expr, kld_gates *first, kld_gates *second, route_fn route,
+                               kld_error *err) {
+    memset(first, 0, sizeof *first);
+    memset(second, 0, sizeof *second);
     if (!expr || !*expr) return kld_fail(err, KLD_ERR_ARG, "--gate: empty (give STATISTIC OP NUMBER[,...])");
-    /* each condition alone: kl's statistic names first, then a capability run's */
     kld_status st = KLD_OK;
     for (const char *p = expr; st == KLD_OK;) {
         const char *c = strchr(p, ',');
-        char one[200];
-        snprintf(one, sizeof one, "%.*s", (int)(c ? (size_t)(c - p) : strlen(p)), p);
-        kld_error e1 = {0};
-        kld_gates *dst = kl;
-        st = parse_list(one, NS_KL, &all, &e1);
-        if (st == KLD_ERR_ARG && strstr(e1.msg, "is not a statistic")) {
-            dst = cap;
-            st = parse_list(one, NS_CAP, &all, err);
-            if (st && strstr(err->msg, "is not a statistic"))
-                kld_fail(err, KLD_ERR_ARG, "--gate: '%s': neither a statistic of kl (%s) nor of the capability "
-                         "run", one, "kld.mean, kld.p99, top1, ppl_ratio, ...");
-        } else if (st) {
-            *err = e1;
-        }
+        char cond[200];
+        snprintf(cond, sizeof cond, "%.*s", (int)(c ? (size_t)(c - p) : strlen(p)), p);
+        kld_gates one;
+        bool to_second = false;
+        st = route(cond, &one, &to_second, err);
         if (st == KLD_OK) {
+            kld_gates *dst = to_second ? second : first;
             kld_gate *g = realloc(dst->g, (dst->n + 1) * sizeof *g);
             if (!g) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-            else dst->g = g, dst->g[dst->n++] = all.g[0];
-            kld_gates_free(&all);
+            else dst->g = g, dst->g[dst->n++] = one.g[0];
+            kld_gates_free(&one);
         }
         if (!c) break;
         p = c + 1;
     }
-    if (st) kld_gates_free(kl), kld_gates_free(cap);
+    if (st) kld_gates_free(first), kld_gates_free(second);
     return st;
 }
 
-kld_status kld_gates_parse_with_paired(const char *expr, kld_gates *kl, kld_gates *paired, kld_error *err) {
-    memset(kl, 0, sizeof *kl);
-    memset(paired, 0, sizeof *paired);
-    if (!expr || !*expr) return kld_fail(err, KLD_ERR_ARG, "--gate: empty (give STATISTIC OP NUMBER[,...])");
-    kld_status st = KLD_OK;
-    for (const char *p = expr; st == KLD_OK;) {
-        const char *c = strchr(p, ',');
-        char one[200];
-        snprintf(one, sizeof one, "%.*s", (int)(c ? (size_t)(c - p) : strlen(p)), p);
-        const char *q = one;
-        while (*q == ' ') q++;
-        const bool is_paired = !strncmp(q, "paired.", 7);
-        kld_gates *dst = is_paired ? paired : kl, all;
-        st = parse_list(one, is_paired ? NS_PAIRED : NS_KL, &all, err);
-        if (st == KLD_OK) {
-            kld_gate *g = realloc(dst->g, (dst->n + 1) * sizeof *g);
-            if (!g) st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-            else dst->g = g, dst->g[dst->n++] = all.g[0];
-            kld_gates_free(&all);
-        }
-        if (!c) break;
-        p = c + 1;
+/* kl's statistic names first, then a capability run's. */
+static kld_status route_kl_or_cap(const char *cond, kld_gates *one, bool *cap, kld_error *err) {
+    kld_error e1 = {0};
+    kld_status st = parse_list(cond, NS_KL, one, &e1);
+    if (st == KLD_ERR_ARG && strstr(e1.msg, "is not a statistic")) {
+        *cap = true;
+        st = parse_list(cond, NS_CAP, one, err);
+        if (st && strstr(err->msg, "is not a statistic"))
+            kld_fail(err, KLD_ERR_ARG, "--gate: '%s': neither a statistic of kl (%s) nor of the capability "
+                     "run", cond, "kld.mean, kld.p99, top1, ppl_ratio, ...");
+    } else if (st) {
+        *err = e1;
     }
-    if (st) kld_gates_free(kl), kld_gates_free(paired);
     return st;
+}
+
+static kld_status route_kl_or_paired(const char *cond, kld_gates *one, bool *paired, kld_error *err) {
+    const char *q = cond;
+    while (*q == ' ') q++;
+    *paired = !strncmp(q, "paired.", 7);
+    return parse_list(cond, *paired ? NS_PAIRED : NS_KL, one, err);
+}
+
+kld_status kld_gates_parse_split(const char *expr, kld_gates *kl, kld_gates *cap, kld_error *err) {
+    return parse_routed(expr, kl, cap, route_kl_or_cap, err);
+}
+
+kld_status kld_gates_parse_with_paired(const char *expr, kld_gates *kl, kld_gates *paired, kld_error *err) {
+    return parse_routed(expr, kl, paired, route_kl_or_paired, err);
 }
 
 json_t *kld_gates_eval_with_paired(const kld_gates *kl, const json_t *report, const kld_gates *paired,
