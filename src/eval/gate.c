@@ -273,8 +273,7 @@ static const char *op_text(kld_gate_op op) {
     return t[op];
 }
 
-/* The value at a dotted path of o ("kld.p99_9", "paired.kld.mean"). */
-static const json_t *at_path(const json_t *o, const char *path) {
+const json_t *kld_json_at_path(const json_t *o, const char *path) {
     char part[64];
     while (o && *path) {
         const char *dot = strchr(path, '.');
@@ -307,7 +306,7 @@ static json_t *eval_list(const kld_gates *g, const json_t *report, bool paired, 
             memmove(side + 3, side + 1, strlen(side + 1) + 1);
             memcpy(side, has_arm ? "arm" : "ref", 3);
         }
-        const json_t *v = at_path(report, path);
+        const json_t *v = kld_json_at_path(report, path);
         if (paired) {
             const json_t *ci = json_object_get(v, "ci95");
             v = !q->level ? json_object_get(v, "diff")

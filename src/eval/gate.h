@@ -36,6 +36,10 @@ typedef struct kld_gates {
     size_t n;
 } kld_gates;
 
+/* The value at a dotted path of a report ("kld.p99_9", "paired.kld.mean",
+ * "strata.digits.kld.ci95.mean"); NULL when a part is missing. */
+const json_t *kld_json_at_path(const json_t *o, const char *path);
+
 /* Parses a comma-separated list of conditions on kl's statistics (and on
  * a stratum's: strata.NAME.STATISTIC). */
 kld_status kld_gates_parse(const char *expr, kld_gates *out, kld_error *err);

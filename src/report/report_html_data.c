@@ -3,6 +3,7 @@
  * histogram shared by all arms, each arm's CDF, the buckets, and the
  * summary values the charts plot. Definitions in report_html.h. */
 #include "report/report_html.h"
+#include "eval/gate.h"
 
 #include "common/common.h"
 #include "report/report_impl.h"
@@ -48,15 +49,7 @@ static json_t *buckets(const kld_bucket *b, int nb) {
 }
 
 bool kld_report_ci_at(const json_t *report, const char *path, double *lo, double *hi) {
-    const json_t *v = report;
-    char part[64];
-    while (v && *path) {
-        const char *dot = strchr(path, '.');
-        size_t n = dot ? (size_t)(dot - path) : strlen(path);
-        snprintf(part, sizeof part, "%.*s", (int)n, path);
-        v = json_object_get(v, part);
-        path += n + (dot ? 1 : 0);
-    }
+    const json_t *v = kld_json_at_path(report, path);
     const json_t *a = json_array_get(v, 0), *b = json_array_get(v, 1);
     *lo = json_is_number(a) ? json_number_value(a) : NAN;
     *hi = json_is_number(b) ? json_number_value(b) : NAN;
