@@ -79,6 +79,11 @@ typedef struct kld_arch_switches {
                                  wide experts, no ffn_gate_inp_shexp: glm4moe) */
     bool attn_sinks;          /* attn_sinks [n_head]: one more logit per head in the softmax's
                                  denominator, attending to nothing (gpt-oss) */
+    /* Gemma 4 (llama.cpp src/models/gemma4.cpp): */
+    bool v_norm;              /* V rows RMS-normalised per head, without a weight */
+    bool v_from_k;            /* attn_v optional: without it V is K's projection (before K's norm) */
+    bool layer_out_scale;     /* optional blk.N.layer_output_scale [1] multiplies the layer's output */
+    bool rope_freqs_full_only;/* rope_freqs divides the frequencies of the full (non-sliding) layers only */
 } kld_arch_switches;
 
 /* The switches of the hybrid recurrent architectures, in a table of their
