@@ -28,6 +28,8 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
     {"qwen35moe", "qwen35 with 4 experts top-2 renormalised + sigmoid-gated shared expert", LCPP_2026},
     {"glm4moe", "q/k/v biases, q/k norms, partial NeoX rope, 1 leading dense layer, 4 experts top-2 by "
                 "sigmoid + exp_probs_b, renormalised x 2.5, ungated shared expert", LCPP_2026},
+    {"gemma4", "Gemma 4 dense: 6 layers (2 and 5 full, K as V there), window 8, sliding base 1e4, "
+               "proportional RoPE on the full layers, attention scale 1, V norm, layer_output_scale", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -135,7 +137,11 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
         s->w_scale = 2.5;
         s->tied = false;
     }
-    if (!strcmp(n, "gpt-oss-mxfp4")) {
+    if (!strcmp(n, "gemma4")) { /* synth_default's layout: 6 layers, flags 110110 */
+        s->n_layer = 6;
+        s->rope_base = 1e6; /* the full layers' base, apart from the sliding layers' 1e4 */
+    }
+        if (!strcmp(n, "gpt-oss-mxfp4")) {
         s->exp_type_set = true;
         s->exp_type = KLD_TYPE_MXFP4;
     }
