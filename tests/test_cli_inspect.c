@@ -163,6 +163,12 @@ static void check_gptoss(void) {
                                             "layer(s)") && strstr(out, "n_rot=8") && strstr(out, "n_ff_shexp=32"),
           "glm4moe: routing, scale, leading dense layer, partial rope, shared expert: %s", out ? out : "");
     free(out);
+    out = run("inspect tests/data/lcpp-oracle/gemma4.gguf", &status);
+    CHECK(status == 0 && out && strstr(out, "features       ffn gelu_tanh, sliding layers ss.ss. (s: window), their "
+                                            "RoPE base 10000, V RMS-normalised (no weight)") &&
+              strstr(out, "scaling=proportional"),
+          "gemma4: flags, the sliding layers' base, V norm, proportional RoPE: %s", out ? out : "");
+    free(out);
 }
 
 int main(int argc, char **argv) {

@@ -128,6 +128,9 @@ static json_t *hparams_json(const kld_source *src) {
     static const char *const acts[] = {"silu", "gelu_tanh", "swiglu_oai"};
     json_object_set_new(o, "ffn_act", json_string(acts[hp.sw.act]));
     if (hp.sw.attn_sinks) json_object_set_new(o, "attn_sinks", json_true());
+    if (hp.sw.v_norm) json_object_set_new(o, "v_norm", json_true()); /* Gemma 4 */
+    if (hp.sliding_window > 0 && hp.rope_freq_base_swa != hp.rope_freq_base)
+        json_object_set_new(o, "rope_freq_base_swa", json_real(hp.rope_freq_base_swa));
     if (hp.sliding_window > 0) { /* "s" a sliding layer, "." a global one */
         char swa[KLD_MAX_LAYER + 1];
         for (int64_t il = 0; il < hp.n_layer; il++) swa[il] = kld_hparams_layer_swa(&hp, il) ? 's' : '.';
