@@ -9,6 +9,8 @@
  * to matter, and the parts not run yet refused by name. llama.cpp's own
  * logits: test_lcpp_oracle (tests/data/lcpp-oracle/gemma4.*). */
 #include "engine/engine.h"
+#include "io/gguf.h"
+#include "quant/quant.h"
 #include "tensor/types.h"
 #include "test_forward_models.h"
 #include "testlib.h"
@@ -79,6 +81,45 @@ static void test_reference(void) {
     free(ref), free(exact), free(online), free(with_v), free(one_base);
 }
 
+/* `quantize` q8_0 and @q8_0 on load: the matrices converted; the norms, rope_freqs and
+ * layer_output_scale kept f32; the logits close to the f32 file's. */
+static void test_quantize(void) {
+    char src[512], out[512], at[600];
+    snprintf(src, sizeof src, "%s/gemma4-f32.gguf", kt_build_dir());
+    snprintf(out, sizeof out, "%s/gemma4-q8_0.gguf", kt_build_dir());
+    snprintf(at, sizeof at, "%s@q8_0", src);
+    kld_error err = {0};
+    CHECK_OK(kld_quantize_file(src, out, "q8_0", NULL, NULL, &err), err);
+    kld_gguf *g = NULL;
+    CHECK_OK(kld_gguf_open(out, &g, &err), err);
+    int kept = 0, wrong = 0, converted = 0;
+    for (uint64_t t = 0; g && t < g->n_tensors; t++) {
+        const kld_tensor *x = &g->tensors[t];
+        if (strstr(x->name, "norm") || strstr(x->name, "layer_output_scale") || strstr(x->name, "rope_freqs")) {
+            kept += x->type == KLD_TYPE_F32;
+            wrong += x->type != KLD_TYPE_F32;
+        } else {
+            converted += x->type == KLD_TYPE_Q8_0;
+        }
+    }
+    /* 6 layers × 7 vectors + output_norm + rope_freqs; token_embd + 6 × 7 matrices − 2 attn_v */
+    CHECK(g && kept == 44 && wrong == 0 && converted == 41, "gemma4 q8_0: %d vectors f32, %d not, %d matrices q8_0",
+          kept, wrong, converted);
+    kld_gguf_close(g);
+    int32_t ids[N_IDS];
+    tf_make_ids(ids, N_IDS, 300, 20261204);
+    int64_t nv = 0;
+    float *base = logits(src, ids, NULL, &nv), *q = logits(out, ids, NULL, &nv), *onload = logits(at, ids, NULL, &nv);
+    if (base && q && onload) {
+        tf_cmp c = tf_compare(base, q, N_IDS, nv);
+        printf("gemma4 quantize q8_0 vs f32: KLD %.3g, argmax %d/%d\n", c.mean_kld, c.same_argmax, N_IDS);
+        CHECK(c.mean_kld > 0 && c.mean_kld < 2e-2, "gemma4 q8_0: KLD %.3g", c.mean_kld);
+        CHECK(!memcmp(q, onload, sizeof(float) * (size_t)(N_IDS * nv)),
+              "gemma4: @q8_0 on load gives the quantized file's logits bit for bit");
+    }
+    free(base), free(q), free(onload);
+}
+
 static void test_errors(void) {
     synth_shape s;
     synth_default(&s, "gemma4");
@@ -112,6 +153,7 @@ static void test_errors(void) {
 int main(void) {
     kld_kernels_init();
     test_reference();
+    test_quantize();
     test_errors();
     return kt_finish();
 }
