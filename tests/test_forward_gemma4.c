@@ -64,6 +64,10 @@ static void test_reference(void) {
     float *exact = logits(path, ids, NULL, &nv), *online = logits(path, ids, "attention=online,attn_block=16", &nv);
     CHECK(exact && online && !memcmp(exact, online, sizeof(float) * (size_t)(N_IDS * nv)),
           "gemma4: attention=online gives exact's logits bit for bit");
+    float *one_thread = tf_engine_logits(path, ids, N_IDS, N_IDS, 1, &nv);
+    CHECK(exact && one_thread && !memcmp(exact, one_thread, sizeof(float) * (size_t)(N_IDS * nv)),
+          "gemma4: 1 thread gives 2 threads' logits bit for bit");
+    free(one_thread);
     /* each ingredient moves the logits: the same weights without it are another model */
     synth_shape v = s;
     v.g4_keep_v = true; /* an attn_v on the full layers instead of K */
