@@ -9,7 +9,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-/* The integer key suffix of hp->arch; *found says whether it is there. */
+/* The integer key "<arch>.<id>" into *out (left as is when absent and not required), its
+ * name in key; an array (per-layer values) is refused. */
 static kld_status g4_int(const kld_source *src, const kld_hparams *hp, kld_arch_key_id id,
                          bool required, int64_t *out, char *key, size_t cap, kld_error *err) {
     kld_arch_key(key, cap, hp->arch, id);
