@@ -38,6 +38,8 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
                          "best sigmoid + exp_probs_b), the best 1 eligible", LCPP_2026},
     {"deepseek2-softmax", "deepseek2 as DeepSeek V2's files: no expert_gating_func (softmax), no "
                           "expert_weights_norm, exp_probs_b and x 2.5 all the same", LCPP_2026},
+    {"gemma4", "Gemma 4 dense: 6 layers (2 and 5 full, K as V there), window 8, sliding base 1e4, "
+               "proportional RoPE on the full layers, attention scale 1, V norm, layer_output_scale", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -167,6 +169,10 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
             s->mla_absorbed = true;
             s->n_head_kv = 1;
         }
+    }
+    if (!strcmp(n, "gemma4")) { /* synth_default's layout: 6 layers, flags 110110 */
+        s->n_layer = 6;
+        s->rope_base = 1e6; /* the full layers' base, apart from the sliding layers' 1e4 */
     }
     if (!strcmp(n, "gpt-oss-mxfp4")) {
         s->exp_type_set = true;

@@ -107,6 +107,11 @@ typedef struct synth_shape {
     /* tokenizer.ggml.model "no_vocab" + <arch>.vocab_size: the least a GGUF
      * needs for llama.cpp to load it (the oracle files of tests/data/lcpp-oracle) */
     bool lcpp_vocab_keys;
+    /* gemma4: the pattern is pattern_flags; attn_v is left out on the full layers (K is V) */
+    int64_t g4_per_layer;  /* embedding_length_per_layer_input written (error tests; real: 0 here) */
+    int64_t g4_shared_kv;  /* attention.shared_kv_layers written */
+    int64_t g4_head_swa;   /* attention.key_length_swa / value_length_swa written (0: head_dim) */
+    bool g4_keep_v;        /* write attn_v on every layer */
 } synth_shape;
 
 void synth_default(synth_shape *s, const char *arch);

@@ -99,6 +99,18 @@ void synth_default(synth_shape *s, const char *arch) {
         s->n_expert = 4;
         s->n_expert_used = 2;
         s->n_ff_exp = 64;
+    } else if (!strcmp(arch, "gemma4")) {
+        /* layers 2 and 5 global (attn_v left out there: K is V), the others slide */
+        static const uint8_t g4_flags[6] = {1, 1, 0, 1, 1, 0};
+        s->n_layer = 6;
+        s->n_head_kv = 2;
+        s->head_dim = 16;
+        s->sliding_window = 8;
+        s->pattern_flags = g4_flags;
+        s->rope_base = 1e6;
+        s->freq_base_swa = 1e4;
+        s->final_softcap = 30;
+        s->tied = true;
     } else if (!strcmp(arch, "gemma3")) {
         s->n_layer = 7; /* layers 0-4 and 6 slide, layer 5 is global */
         s->n_head_kv = 1;
@@ -327,6 +339,15 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         kld_gguf_writer_set_arr_i32(w, k, fl, (uint64_t)nf);
     }
     if (s->freq_base_swa > 0) KEY_F32("rope.freq_base_swa", s->freq_base_swa);
+    const bool g4 = !strcmp(s->arch, "gemma4");
+    if (g4) { /* the keys llama.cpp's converter writes (conversion/gemma.py Gemma4Model) */
+        KEY_U32("attention.key_length_swa", s->g4_head_swa ? s->g4_head_swa : s->head_dim);
+        KEY_U32("attention.value_length_swa", s->g4_head_swa ? s->g4_head_swa : s->head_dim);
+        KEY_U32("rope.dimension_count", s->head_dim);
+        KEY_U32("rope.dimension_count_swa", s->head_dim);
+        KEY_U32("embedding_length_per_layer_input", s->g4_per_layer);
+        KEY_U32("attention.shared_kv_layers", s->g4_shared_kv);
+    }
     if (s->yarn_factor > 0) {
         snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
         kld_gguf_writer_set_str(w, k, s->rope_type_name ? s->rope_type_name : "yarn");
@@ -363,7 +384,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
     }
 #undef KEY_U32
 #undef KEY_F32
-    const bool gemma = !strcmp(s->arch, "gemma3") || !strcmp(s->arch, "gemma2"),
+    const bool gemma = !strcmp(s->arch, "gemma3") || !strcmp(s->arch, "gemma2") || g4,
                llama = !strcmp(s->arch, "llama"),
                qwen2 = !strcmp(s->arch, "qwen2") || !strcmp(s->arch, "qwen2moe"),
                olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3"),
@@ -395,6 +416,12 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             fprintf(stderr, "synth: %s\n", e2.msg);
             st.ok = false;
         }
+    }
+    if (g4) { /* proportional RoPE on the full layers: a quarter of the pairs rotate, the rest 1e30 */
+        const int64_t half = s->head_dim / 2;
+        float *f = malloc(sizeof(float) * (size_t)half);
+        for (int64_t i = 0; i < half; i++) f[i] = i < s->head_dim / 8 ? 1.0f : 1e30f;
+        add3f(&st, "rope_freqs.weight", half, 0, 0, 0, 0, f);
     }
     add(&st, lfm2 ? "token_embd_norm.weight" : "output_norm.weight", E, 0, 1, 0.1);
     if (!s->tied) add(&st, "output.weight", E, s->n_vocab, 0, 2.0 / sqrt((double)E));
@@ -459,7 +486,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         } else {
             add(&st, T("attn_q.weight"), E, dn ? 2 * nq : nq, 0, 1 / sqrt((double)E)); /* qwen3next: [q; gate] */
             add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
-            add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
+            if (!g4 || s->g4_keep_v || (s->pattern_flags && s->pattern_flags[il]))
+                add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
         }
         if (qwen2 || gptoss || glm) {
             if (glm) { /* GLM-4.5's optional q/k norms, here present */
@@ -496,6 +524,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("ffn_down.weight"), s->n_ff, E, 0, 1 / sqrt((double)s->n_ff));
         }
         if (gemma) add(&st, T("post_ffw_norm.weight"), E, 0, 1, 0.1);
+        if (g4) add(&st, T("layer_output_scale.weight"), 1, 0, 0.7, 0.2);
 #undef T
     }
     kld_error err = {0};

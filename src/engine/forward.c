@@ -15,12 +15,16 @@
 
 /* ---- row-wise helpers (the same code for every kernel set) ---- */
 
-/* out = x / rms(x) * w, with the sum of squares in double (as ggml). */
+/* out = x / rms(x) * w (w NULL: no weight), with the sum of squares in double (as ggml). */
 static void rmsnorm(const float *x, const float *w, float *out, int64_t n, float eps) {
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
     const float mean = (float)(sum / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
+    if (!w) {
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale;
+        return;
+    }
     for (int64_t i = 0; i < n; i++) out[i] = (x[i] * scale) * w[i];
 }
 
@@ -51,8 +55,9 @@ static void rope_tables(kld_session *s, kld_session *const *rows, int64_t n, int
     const double fscale[2] = {hp->rope_freq_scale, hp->rope_freq_scale_swa};
     for (int v = 0; v < 2; v++) {
         for (int64_t i = 0; i < half; i++) {
-            const double inv = pow(base[v], -2.0 * (double)i / (double)hp->n_rot) * fscale[v] /
-                               (double)s->rope_ff[i];
+            /* Gemma 4: rope_freqs (proportional RoPE) on the full layers only */
+            const double ff = v == 1 && hp->sw.rope_freqs_full_only ? 1.0 : (double)s->rope_ff[i];
+            const double inv = pow(base[v], -2.0 * (double)i / (double)hp->n_rot) * fscale[v] / ff;
             for (int64_t r = 0; r < n; r++) {
                 const double theta = (double)(rows ? rows[r]->pos : pos + r) * inv;
                 s->rope_cs[v][r * hp->n_rot + 2 * i] = (float)(cos(theta) * hp->rope_attn_factor);
@@ -121,6 +126,7 @@ static void pass_row(const pass_job *j, int64_t r) {
         for (int64_t h = 0; h < nkv; h++) {
             if (v->k_norm && !full) rmsnorm(k + h * hd, v->k_norm, k + h * hd, hd, eps);
             rope_head(k + h * hd + ro, cs, hp->n_rot, hp->rope_type);
+            if (hp->sw.v_norm) rmsnorm(vv + h * hdv, NULL, vv + h * hdv, hdv, eps); /* Gemma 4 */
             /* the cache holds the rounded rows: every later read sees them */
             if (c->k_type == KLD_TYPE_F32) {
                 float *kt = (float *)c->k + h * hd * owner->ldk;
@@ -158,6 +164,8 @@ static void pass_row(const pass_job *j, int64_t r) {
         add_bias(tmp, v->b_down, E);
         if (v->ffn_post_norm) rmsnorm(tmp, v->ffn_post_norm, tmp, E, eps);
         for (int64_t i = 0; i < E; i++) x[i] += tmp[i];
+        if (v->out_scale) /* Gemma 4's layer_output_scale */
+            for (int64_t i = 0; i < E; i++) x[i] *= v->out_scale[0];
         if (s->lv.noise_bf16) /* the noise floor: the residual stream in bf16 */
             for (int64_t i = 0; i < E; i++) x[i] = kld_bf16_to_f32(kld_f32_to_bf16(x[i]));
         break;
@@ -255,7 +263,11 @@ static void attention_forward(kld_session *s, kld_session *const *rows, int64_t 
     } else {
         kld_forward_gemm(s, L->attn_q, n, s->xn, E, s->qkv, s->ld_qkv);
         kld_forward_gemm(s, L->attn_k, n, s->xn, E, s->qkv + nq, s->ld_qkv);
-        kld_forward_gemm(s, L->attn_v, n, s->xn, E, s->qkv + nq + nk, s->ld_qkv);
+        if (L->attn_v)
+            kld_forward_gemm(s, L->attn_v, n, s->xn, E, s->qkv + nq + nk, s->ld_qkv);
+        else /* v_from_k (Gemma 4 without attn_v): V is K's projection, normed apart */
+            for (int64_t r = 0; r < n; r++)
+                memcpy(s->qkv + r * s->ld_qkv + nq + nk, s->qkv + r * s->ld_qkv + nq, (size_t)nk * sizeof(float));
     }
     run_pass(s, rows, PASS_QKV, il, 0, n, pos);
     kld_attention(s, rows, il, n, pos);

@@ -27,6 +27,7 @@ typedef struct kld_layer_vecs {
     const float *dn_dt, *dn_a; /* [v heads]: dt bias, −exp(A_log) */
     const float *dn_norm;      /* [head_v] gated RMSNorm weight */
     const float *sinks;        /* [n_head] attention sink logits (gpt-oss) */
+    const float *out_scale;    /* [1] layer output scale (Gemma 4), or NULL */
     const float *moe_gate_inp_b;          /* [n_expert] router bias */
     const float *moe_gate_b, *moe_up_b;   /* [n_expert][n_ff_exp] expert biases */
     const float *moe_down_b;              /* [n_expert][n_embd] */

@@ -58,7 +58,8 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
                                     L->shortconv_conv, L->dn_conv, L->dn_dt, L->dn_a, L->dn_norm,
                                     L->attn_sinks, L->moe.gate_inp_b, L->moe.gate_exps_b,
                                     L->moe.up_exps_b, L->moe.down_exps_b, L->moe.exp_probs_b,
-                                    L->attn_q_a_norm, L->attn_kv_a_norm};
+                                    L->attn_q_a_norm, L->attn_kv_a_norm,
+                                    L->out_scale};
         const kld_tensor *mats[] = {L->attn_q, L->attn_k, L->attn_v, L->attn_qkv, L->attn_output,
                                     L->ffn_gate, L->ffn_up, L->ffn_down, L->shortconv_in_proj,
                                     L->shortconv_out_proj, L->dn_qkv, L->dn_gate, L->dn_ba, L->dn_out,
@@ -112,7 +113,8 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
             (s = load_vec(&vl, L->moe.down_exps_b, 0, &v->moe_down_b)) ||
             (s = load_vec(&vl, L->moe.exp_probs_b, 0, &v->moe_probs_b)) ||
             (s = load_vec(&vl, L->attn_q_a_norm, off, &v->q_a_norm)) ||
-            (s = load_vec(&vl, L->attn_kv_a_norm, off, &v->kv_a_norm)))
+            (s = load_vec(&vl, L->attn_kv_a_norm, off, &v->kv_a_norm)) ||
+            (s = load_vec(&vl, L->out_scale, 0, &v->out_scale)))
             break;
         if (bqkv) { /* fused [q; k; v] bias */
             v->bq = bqkv;

@@ -133,6 +133,9 @@ static json_t *hparams_json(const kld_source *src) {
                             (json_int_t)hp.n_lora_q, "kv_lora_rank", (json_int_t)hp.n_lora_kv, "qk_nope",
                             (json_int_t)(hp.head_dim - hp.n_rot), "qk_rope", (json_int_t)hp.n_rot, "v_head",
                             (json_int_t)hp.head_dim_v, "attn_scale", hp.attn_scale));
+    if (hp.sw.v_norm) json_object_set_new(o, "v_norm", json_true()); /* Gemma 4 */
+    if (hp.sliding_window > 0 && hp.rope_freq_base_swa != hp.rope_freq_base)
+        json_object_set_new(o, "rope_freq_base_swa", json_real(hp.rope_freq_base_swa));
     if (hp.sliding_window > 0) { /* "s" a sliding layer, "." a global one */
         char swa[KLD_MAX_LAYER + 1];
         for (int64_t il = 0; il < hp.n_layer; il++) swa[il] = kld_hparams_layer_swa(&hp, il) ? 's' : '.';

@@ -105,6 +105,13 @@ static const kld_arch_switches arch_table[] = {
     {"deepseek2", KLD_ROPE_NORM, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SIGMOID, .moe_shared_expert = true,
      .moe_shexp_ungated = true, .moe_ff_required = true, .mla = true},
+    /* gemma4 (src/models/gemma4.cpp): gemma3's attention with the window pattern as per-layer flags,
+     * sliding base rope.freq_base_swa (default 1e4, scale 1), rope_freqs on the full layers only
+     * (proportional RoPE), attention scale 1, V RMS-normalised without weight, K reused as V when
+     * attn_v is absent, layer_output_scale; GGUF norms as stored (the converter adds no +1) */
+    {"gemma4", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, true, true, true, false, 6, 1e4, 0,
+     .moe = KLD_MOE_NONE, .v_norm = true, .v_from_k = true, .layer_out_scale = true,
+     .rope_freqs_full_only = true},
     {"gpt-oss", KLD_ROPE_NEOX, KLD_ACT_SWIGLU_OAI, false, false, false, false, false, true, 2, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SOFTMAX_WEIGHT, .moe_biases = true, .moe_ff_required = true,
      .attn_sinks = true, .out_bias_required = true},
@@ -137,5 +144,5 @@ const kld_arch_switches *kld_arch_find(const char *name) {
 
 const char *kld_arch_supported(void) {
     return "llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, qwen2moe, olmoe, qwen3moe, lfm2, qwen3next, "
-           "qwen35, qwen35moe, gpt-oss, glm4moe, deepseek2";
+           "qwen35, qwen35moe, gpt-oss, glm4moe, deepseek2, gemma4";
 }

@@ -83,6 +83,11 @@ typedef struct kld_arch_switches {
                                  last n_rot dims of each q/k head (k's shared by all heads) */
     bool attn_sinks;          /* attn_sinks [n_head]: one more logit per head in the softmax's
                                  denominator, attending to nothing (gpt-oss) */
+    /* Gemma 4 (llama.cpp src/models/gemma4.cpp): */
+    bool v_norm;              /* V rows RMS-normalised per head, without a weight */
+    bool v_from_k;            /* attn_v optional: without it V is K's projection (before K's norm) */
+    bool layer_out_scale;     /* optional blk.N.layer_output_scale [1] multiplies the layer's output */
+    bool rope_freqs_full_only;/* rope_freqs divides the frequencies of the full (non-sliding) layers only */
 } kld_arch_switches;
 
 /* The switches of the hybrid recurrent architectures, in a table of their

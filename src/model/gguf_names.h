@@ -41,6 +41,8 @@
     X(ATTN_KV_B, "blk.%d.attn_kv_b")                                                                  \
     X(ATTN_K_B, "blk.%d.attn_k_b")                                                                    \
     X(ATTN_V_B, "blk.%d.attn_v_b")                                                                    \
+    X(LAYER_OUT_SCALE, "blk.%d.layer_output_scale")                                                   \
+    X(PER_LAYER_TOKEN_EMBD, "per_layer_token_embd")                                                   \
     X(FFN_NORM, "blk.%d.ffn_norm")                                                                    \
     X(FFN_GATE, "blk.%d.ffn_gate")                                                                    \
     X(FFN_UP, "blk.%d.ffn_up")                                                                        \
@@ -92,6 +94,11 @@
     X(ROPE_DIMENSION_SECTIONS, "rope.dimension_sections")                                             \
     X(ROPE_FREQ_BASE, "rope.freq_base")                                                               \
     X(ROPE_FREQ_BASE_SWA, "rope.freq_base_swa")                                                       \
+    X(ROPE_DIMENSION_COUNT_SWA, "rope.dimension_count_swa")                                           \
+    X(KEY_LENGTH_SWA, "attention.key_length_swa")                                                     \
+    X(VALUE_LENGTH_SWA, "attention.value_length_swa")                                                 \
+    X(SHARED_KV_LAYERS, "attention.shared_kv_layers")                                                 \
+    X(EMBD_LENGTH_PER_LAYER, "embedding_length_per_layer_input")                                      \
     X(ROPE_SCALE_LINEAR, "rope.scale_linear")                                                         \
     X(ROPE_SCALING_TYPE, "rope.scaling.type")                                                         \
     X(ROPE_SCALING_FACTOR, "rope.scaling.factor")                                                     \

@@ -263,6 +263,7 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
     if (strcmp(hp->arch, "gemma3") == 0) hp->attn_scale = gemma_attn_scale(hp, 62);
     hp->embd_scale = hp->sw.embd_scale ? sqrt((double)hp->n_embd) : 1.0;
     if (hp->sw.mla && (st = kld_hp_gguf_mla(src, hp, err))) return st;
+    if (strcmp(hp->arch, "gemma4") == 0 && (st = kld_hp_gguf_gemma4(src, hp, err))) return st;
     return KLD_OK;
 }
 

@@ -39,6 +39,9 @@ kld_status kld_hp_gguf_swa(const kld_source *src, kld_hparams *hp, kld_error *er
 kld_status kld_hp_hf_swa(const json_t *cfg, const char *path, const char *model_type,
                          kld_hparams *hp, kld_error *err);
 
+/* Gemma 4's keys and the parts not run yet, refused by name (hparams_gemma4.c); runs
+ * after the window pattern is read. */
+kld_status kld_hp_gguf_gemma4(const kld_source *src, kld_hparams *hp, kld_error *err);
 /* Layer kinds and recurrent sizes (hparams_recurrent.c). GGUF: the
  * per-layer "<arch>.attention.head_count_kv" (0 = recurrent layer) and
  * "<arch>.shortconv.l_cache"; replaces the plain head_count_kv read. */

@@ -360,7 +360,7 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L, kld_we
     } else {
         B(attn_q, ATTN_Q, "weight", E, hp->sw.attn_out_gate ? 2 * nq : nq, true); /* [q; gate] per head */
         B(attn_k, ATTN_K, "weight", E, nk, true);
-        B(attn_v, ATTN_V, "weight", E, nv, true);
+        B(attn_v, ATTN_V, "weight", E, nv, !hp->sw.v_from_k);
         B(bq, ATTN_Q, "bias", nq, 0, hp->sw.qkv_bias_required);
         B(bk, ATTN_K, "bias", nk, 0, hp->sw.qkv_bias_required);
         B(bv, ATTN_V, "bias", nv, 0, hp->sw.qkv_bias_required);
@@ -380,6 +380,7 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L, kld_we
         B(attn_post_norm, ATTN_POST_NORM, "weight", E, 0, true);
         B(ffn_post_norm, FFN_POST_NORM, "weight", E, 0, true);
     }
+    if (hp->sw.layer_out_scale) B(out_scale, LAYER_OUT_SCALE, "weight", 1, 0, false);
     return KLD_OK;
 }
 

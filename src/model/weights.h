@@ -26,7 +26,8 @@ typedef struct kld_moe_weights {
 
 typedef struct kld_layer_weights {
     const kld_tensor *attn_norm;   /* [n_embd] */
-    const kld_tensor *attn_q, *attn_k, *attn_v; /* [n_embd, n_head·hd], [n_embd, n_kv·hd], [n_embd, n_kv·hd_v] */
+    const kld_tensor *attn_q, *attn_k, *attn_v; /* [n_embd, n_head·hd], [n_embd, n_kv·hd], [n_embd, n_kv·hd_v]
+                                                   (attn_v NULL with v_from_k: V is K's projection) */
     const kld_tensor *attn_qkv;    /* fused [n_embd, n_head·hd + n_kv·(hd + hd_v)] (instead of q/k/v) */
     const kld_tensor *bq, *bk, *bv, *bqkv, *bo; /* optional biases */
     const kld_tensor *attn_q_norm, *attn_k_norm; /* [hd] (qk_norm); [n_head·hd], [n_kv·hd] (qk_norm_full) */
@@ -45,6 +46,7 @@ typedef struct kld_layer_weights {
     const kld_tensor *ffn_down;    /* [n_ff, n_embd] */
     const kld_tensor *b_gate, *b_up, *b_down; /* optional biases */
     const kld_tensor *ffn_post_norm; /* [n_embd] (post_norms) */
+    const kld_tensor *out_scale;   /* optional [1]: the layer's output × this (layer_out_scale) */
     /* short-convolution layers (LFM2) instead of the attention tensors */
     const kld_tensor *shortconv_conv;     /* [L, n_embd] depthwise kernel (HF: [L, 1, n_embd]) */
     const kld_tensor *shortconv_in_proj;  /* [n_embd, 3·n_embd]: rows B, C, x */

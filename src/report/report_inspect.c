@@ -42,6 +42,9 @@ static void print_hparams(FILE *out, const json_t *hp) {
     fprintf(out, "%-14s ffn %s", "features", json_string_value(json_object_get(hp, "ffn_act")));
     if (json_is_true(json_object_get(hp, "attn_sinks"))) fprintf(out, ", attention sinks");
     if (swa) fprintf(out, ", sliding layers %s (s: window)", json_string_value(swa));
+    const json_t *swa_base = json_object_get(hp, "rope_freq_base_swa");
+    if (swa_base) fprintf(out, ", their RoPE base %g", json_real_value(swa_base));
+    if (json_is_true(json_object_get(hp, "v_norm"))) fprintf(out, ", V RMS-normalised (no weight)");
     if (gating) fprintf(out, ", experts %s%s", json_string_value(gating),
                         json_is_true(json_object_get(hp, "moe_biases")) ? " with biases" : "");
     const json_t *wsc = json_object_get(hp, "moe_w_scale"), *lead = json_object_get(hp, "n_layer_dense_lead");
