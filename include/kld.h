@@ -320,7 +320,8 @@ typedef enum kld_arm_kind {
     KLD_ARM_SELF,          /* a second session over the reference model's weights (one load) */
     KLD_ARM_TEACHER,       /* a saved teacher dump directory (reference only) */
     KLD_ARM_CANDIDATE,     /* a candidate dump directory (arm only, against its teacher) */
-    KLD_ARM_LLAMACPP_BASE  /* a llama-perplexity --kl-divergence-base file (reference only) */
+    KLD_ARM_LLAMACPP_BASE, /* a llama-perplexity --kl-divergence-base file (reference only) */
+    KLD_ARM_ENDPOINT       /* an OpenAI-style completions endpoint, path its URL (arm only) */
 } kld_arm_kind;
 
 /* An arm as named: parsed and validated once by the library (kld_kl_check
@@ -336,6 +337,9 @@ typedef struct kld_arm_spec {
     const char *head;      /* teacher and candidate dumps of hidden states (format 3): the model
                               whose output head turns them into logits (NULL: the model their
                               manifest names); its head's bytes must hash as the manifest says */
+    const char *endpoint_model; /* endpoint: the served model's name (NULL: the first /v1/models lists) */
+    int32_t top_logprobs;  /* endpoint: logprobs K per row (0: 20); n_vocab: the whole row, exact */
+    const char *api_key;   /* endpoint: sent as a Bearer token (NULL: none) */
 } kld_arm_spec;
 
 typedef enum kld_shard_mode { KLD_SHARD_MOD, KLD_SHARD_RANGE } kld_shard_mode;

@@ -9,3 +9,8 @@ add_test(NAME test_serve_load COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DI
          $<TARGET_FILE:kldeval> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_serve_load PROPERTIES LABELS "serve" TIMEOUT 300
                      ENVIRONMENT "KLD_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1")
+# kl --arm-endpoint against `kldeval serve` on loopback (issue 35 part 2).
+add_test(NAME test_endpoint COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_endpoint.py $<TARGET_FILE:kldeval>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_endpoint PROPERTIES LABELS "serve" TIMEOUT 300
+                     ENVIRONMENT "KLD_BUILD_DIR=${CMAKE_BINARY_DIR};PYTHONDONTWRITEBYTECODE=1")

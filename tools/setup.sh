@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config gzip jq libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev
-          python3 python3-numpy python3-torch python3-pip python3-setuptools python3-wheel python3-yaml libsqlite3-dev libmicrohttpd-dev zlib1g-dev python3-langdetect)
+          python3 python3-numpy python3-torch python3-pip python3-setuptools python3-wheel python3-yaml libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev zlib1g-dev python3-langdetect)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

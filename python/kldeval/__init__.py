@@ -354,7 +354,9 @@ _summary_json = _fn("kld_summary_json", _P, _c.POINTER(_KldSummaryBuffer), _c.PO
 
 class _ArmSpec(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int), ("path", ctypes.c_char_p), ("levers", ctypes.c_char_p),
-                ("decode", ctypes.c_bool), ("prompt_len", ctypes.c_int64), ("head", ctypes.c_char_p)]
+                ("decode", ctypes.c_bool), ("prompt_len", ctypes.c_int64), ("head", ctypes.c_char_p),
+                ("endpoint_model", ctypes.c_char_p), ("top_logprobs", ctypes.c_int32),
+                ("api_key", ctypes.c_char_p)]
 
 
 class _Shard(ctypes.Structure):

@@ -30,6 +30,7 @@ static void usage(FILE *f) {
 "       kldeval kl --ref MODEL --arm A --arm B [flags]            (two arms, paired)\n"
 "       kldeval kl --reference-logits TEACHER_DIR (--arm MODEL | --arm-logits CAND_DIR) [flags]\n"
 "       kldeval kl --llamacpp-base FILE --arm MODEL [flags]\n"
+"       kldeval kl --ref MODEL --arm-endpoint URL [--top-logprobs K] [flags]   (a served arm)\n"
 "       kldeval kl -m MODEL --lever NAME=VALUE[,...] [flags]   (self-flag: one weight load)\n\n"
 "Teacher-forced KL divergence of an arm against a reference: both read the same tokens in\n"
 "lockstep, chunk by chunk, and every scored position compares their next-token distributions.\n"
@@ -58,6 +59,17 @@ static void usage(FILE *f) {
 "                         turns its rows into logits (default: the model its manifest names;\n"
 "                         only the head is read, and its bytes must hash as the manifest says)\n"
 "  --arm-head MODEL       the same for a hidden-state candidate dump (--arm-logits)\n"
+"  --arm-endpoint URL     the candidate: an OpenAI-style completions server (kldeval serve,\n"
+"                         vLLM; URL http://HOST:PORT or .../v1) asked per window with the token\n"
+"                         ids, echo, max_tokens 1, logprobs K, return_tokens_as_token_ids; its\n"
+"                         echoed ids must be kldeval's. K < vocabulary: scored on the arm's top K,\n"
+"                         reported as truncated with the lower bound (docs/serve.md); K = the\n"
+"                         vocabulary: exact. 5xx and connection errors retried (5 tries)\n"
+"  --endpoint-model NAME  the served model's name sent as 'model' (default: the first that\n"
+"                         GET /v1/models lists)\n"
+"  --top-logprobs K       log-probabilities per position asked of the endpoint (default 20,\n"
+"                         vLLM's default limit; the vocabulary size for exact figures)\n"
+"  --api-key KEY          sent to the endpoint as 'Authorization: Bearer KEY'\n"
 "  --llamacpp-base FILE   the reference: a llama-perplexity --kl-divergence-base file (its tokens,\n"
 "                         chunks and scored positions); prints llama-perplexity's statistics too\n"
 "  -m, --model MODEL      the reference model (same as --ref); without --arm the run is\n"
@@ -210,6 +222,8 @@ static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_
 typedef struct arm_flags {
     const char *arm2; /* a second --arm: two arms, paired */
     const char *ref, *arm, *ref_logits, *arm_logits, *lcpp_base, *ref_levers, *arm_levers;
+    const char *arm_endpoint, *endpoint_model, *api_key;
+    int32_t top_logprobs;
     const char *teacher_head, *arm_head;
     bool decode;
     int64_t prompt_len;
@@ -218,7 +232,8 @@ typedef struct arm_flags {
 /* The flags → the two arm specs. Which kinds pair up, and what applies to
  * which kind, is the library's to check (kld_kl_check). */
 static bool to_specs(const arm_flags *f, kld_kl_config *c) {
-    int refs = !!f->ref + !!f->ref_logits + !!f->lcpp_base, arms = !!f->arm + !!f->arm_logits;
+    int refs = !!f->ref + !!f->ref_logits + !!f->lcpp_base,
+        arms = !!f->arm + !!f->arm_logits + !!f->arm_endpoint;
     if (refs > 1 || arms > 1) {
         fprintf(stderr, "kldeval kl: give one reference (--ref, --reference-logits or "
                         "--llamacpp-base) and one arm (--arm or --arm-logits) (see --help)\n");
@@ -232,10 +247,13 @@ static bool to_specs(const arm_flags *f, kld_kl_config *c) {
                             .levers = f->ref_levers, .head = f->teacher_head};
     /* a model reference without a second model: a self-flag session of it */
     c->arm = (kld_arm_spec){.kind = f->arm_logits ? KLD_ARM_CANDIDATE
+                                    : f->arm_endpoint ? KLD_ARM_ENDPOINT
                                     : f->arm      ? KLD_ARM_MODEL
                                     : f->ref      ? KLD_ARM_SELF
                                                   : KLD_ARM_NONE,
-                            .path = f->arm_logits ? f->arm_logits : f->arm,
+                            .path = f->arm_logits ? f->arm_logits : f->arm_endpoint ? f->arm_endpoint : f->arm,
+                            .endpoint_model = f->endpoint_model, .top_logprobs = f->top_logprobs,
+                            .api_key = f->api_key,
                             .levers = f->arm_levers, .decode = f->decode,
                             .prompt_len = f->prompt_len, .head = f->arm_head};
     return true;
@@ -278,7 +296,8 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         "--ctx", "--chunk", "--chunks", "--topk", "--threads", "-m", "--model", "--lever",
         "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k",
         "--checkpoint", "--checkpoint-every", "--resume", "--teacher-head", "--arm-head", "--gate",
-        "--bootstrap", "--bootstrap-seed", "--strata", "--score-only", NULL};
+        "--bootstrap", "--bootstrap-seed", "--strata", "--score-only", "--arm-endpoint",
+        "--endpoint-model", "--top-logprobs", "--api-key", NULL};
     arm_flags f = {0};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -332,6 +351,13 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         }
         else if (!strcmp(a, "--reference-logits")) f.ref_logits = v;
         else if (!strcmp(a, "--arm-logits")) f.arm_logits = v;
+        else if (!strcmp(a, "--arm-endpoint")) f.arm_endpoint = v;
+        else if (!strcmp(a, "--endpoint-model")) f.endpoint_model = v;
+        else if (!strcmp(a, "--api-key")) f.api_key = v;
+        else if (!strcmp(a, "--top-logprobs")) {
+            if (!kld_arg_int(a, v, 1, INT32_MAX, &n)) return false;
+            f.top_logprobs = (int32_t)n;
+        }
         else if (!strcmp(a, "--llamacpp-base")) f.lcpp_base = v;
         else if (!strcmp(a, "--corpus")) c->corpus_path = v;
         else if (!strcmp(a, "--json")) o->json_path = v;

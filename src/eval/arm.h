@@ -9,6 +9,8 @@
  *                  sparse rows (top-k ids, logits, logsumexp, sidecar)
  *   llamacpp-base  a llama.cpp --kl-divergence-base file: log-prob rows
  *                  over the full vocabulary, clamped to a 16-nat window
+ *   endpoint       an OpenAI-style completions endpoint: its top-K
+ *                  log-probabilities per row (top-k rows)
  * Saved arms fix their own tokens: they build the plan (kld_arm_plan) and
  * check that the other side reads the same tokens.
  *
@@ -26,7 +28,9 @@
 typedef enum kld_rows_kind {
     KLD_ROWS_DENSE,   /* logits[n][n_vocab] */
     KLD_ROWS_SPARSE,  /* k ids per row with logits, logsumexp and sidecar values */
-    KLD_ROWS_LOGPROB  /* log-probabilities[n][n_vocab], codes of 0 outside the window */
+    KLD_ROWS_LOGPROB, /* log-probabilities[n][n_vocab], codes of 0 outside the window */
+    KLD_ROWS_TOPK     /* an arm known on its own top k ids: idx, val (log-probabilities, lse 0),
+                         logp_next, argmax (an endpoint; the whole row when k = n_vocab) */
 } kld_rows_kind;
 
 /* Rows [row0, row0 + n) of the current window, valid until the next eval. */
@@ -150,6 +154,12 @@ kld_status kld_arm_open_dump_head(const char *dir, const char *head_path, int64_
  * token (-1: none), as llama-perplexity does when the vocabulary adds BOS. */
 kld_status kld_arm_open_lcpp_base(const char *path, int32_t n_vocab_expected, int32_t bos,
                                   kld_arm **out, kld_error *err);
+/* An OpenAI-style completions endpoint (arm_endpoint.c): base URL (with or
+ * without /v1), model (NULL: the first /v1/models lists; the endpoint is
+ * asked once here, so that a dead or refusing one fails at open), k
+ * log-probabilities per row in 1..n_vocab, api_key (NULL: none). */
+kld_status kld_arm_open_endpoint(const char *url, const char *model, int32_t k, const char *api_key,
+                                 int32_t n_vocab, kld_arm **out, kld_error *err);
 void kld_arm_free(kld_arm *a);
 
 /* For the kinds' open functions (arm.c): an arm with ops, kind, a copy of

@@ -16,6 +16,7 @@ const char *kld_arm_kind_desc(kld_arm_kind kind) {
     case KLD_ARM_TEACHER: return "a saved teacher dump";
     case KLD_ARM_CANDIDATE: return "a candidate dump";
     case KLD_ARM_LLAMACPP_BASE: return "a llama.cpp base file";
+    case KLD_ARM_ENDPOINT: return "a completions endpoint";
     case KLD_ARM_NONE: break;
     }
     return "no arm";
@@ -32,6 +33,7 @@ static const char *kind_flag(kld_arm_kind k, bool ref) {
     case KLD_ARM_TEACHER: return "--reference-logits";
     case KLD_ARM_CANDIDATE: return "--arm-logits";
     case KLD_ARM_LLAMACPP_BASE: return "--llamacpp-base";
+    case KLD_ARM_ENDPOINT: return ref ? "--ref-endpoint" : "--arm-endpoint";
     case KLD_ARM_NONE: break;
     }
     return ref ? "--ref" : "--arm";
@@ -44,7 +46,7 @@ kld_status kld_arm_spec_parse(const kld_arm_spec *s, const char *role, kld_arm_p
     kld_levers_default(&out->levers);
     bool ref = !strcmp(role, "reference");
     const char *lever_flag = ref ? "--ref-lever" : !strcmp(role, "arm") ? "--lever/--arm-lever" : "--lever";
-    if (s->kind < KLD_ARM_MODEL || s->kind > KLD_ARM_LLAMACPP_BASE)
+    if (s->kind < KLD_ARM_MODEL || s->kind > KLD_ARM_ENDPOINT)
         return kld_fail(err, KLD_ERR_ARG, "give one reference (--ref, --reference-logits or "
                         "--llamacpp-base) and one arm (--arm or --arm-logits): no %s is given", role);
     const char *flag = kind_flag(s->kind, ref);
@@ -64,6 +66,15 @@ kld_status kld_arm_spec_parse(const kld_arm_spec *s, const char *role, kld_arm_p
         return kld_fail(err, KLD_ERR_ARG, "%s %s applies to a hidden-state dump, not to %s (%s)",
                         ref ? "--teacher-head" : "--arm-head", s->head, flag,
                         kld_arm_kind_desc(s->kind));
+    if (s->kind != KLD_ARM_ENDPOINT && (s->endpoint_model || s->top_logprobs || s->api_key))
+        return kld_fail(err, KLD_ERR_ARG, "%s applies to an endpoint (--arm-endpoint), not to %s (%s)",
+                        s->endpoint_model ? "--endpoint-model" : s->top_logprobs ? "--top-logprobs"
+                                                                                 : "--api-key",
+                        flag, kld_arm_kind_desc(s->kind));
+    if (s->kind == KLD_ARM_ENDPOINT && s->top_logprobs < 0)
+        return kld_fail(err, KLD_ERR_ARG, "--top-logprobs %d must be >= 1", (int)s->top_logprobs);
+    if (s->kind == KLD_ARM_ENDPOINT && strncmp(s->path, "http://", 7) && strncmp(s->path, "https://", 8))
+        return kld_fail(err, KLD_ERR_ARG, "%s %s: not an http:// or https:// URL", flag, s->path);
     if (s->prompt_len < 0)
         return kld_fail(err, KLD_ERR_ARG, "--prompt-len %lld must be >= 0", (long long)s->prompt_len);
     if (s->prompt_len > 0 && !s->decode)
@@ -99,6 +110,12 @@ kld_status kld_arm_pair_check(const kld_arm_parsed *ref, const kld_arm_parsed *a
     if (a == KLD_ARM_CANDIDATE && r != KLD_ARM_TEACHER)
         return kld_fail(err, KLD_ERR_ARG, "--arm-logits %s is scored against its teacher: give "
                         "--reference-logits (not %s)", arm->spec.path, kind_flag(r, true));
+    if (r == KLD_ARM_ENDPOINT)
+        return kld_fail(err, KLD_ERR_ARG, "a completions endpoint can only be the arm (--arm-endpoint) "
+                        "for now; --ref-endpoint is not supported yet");
+    if (a == KLD_ARM_ENDPOINT && r != KLD_ARM_MODEL)
+        return kld_fail(err, KLD_ERR_ARG, "--arm-endpoint %s is scored against a model reference "
+                        "(--ref/-m), not %s", arm->spec.path, kind_flag(r, true));
     if (r == KLD_ARM_LLAMACPP_BASE && a != KLD_ARM_MODEL)
         return kld_fail(err, KLD_ERR_ARG, "--llamacpp-base is scored against a model (--arm), not %s",
                         kind_flag(a, false));
@@ -107,7 +124,7 @@ kld_status kld_arm_pair_check(const kld_arm_parsed *ref, const kld_arm_parsed *a
 
 bool kld_arm_spec_opens_second(const kld_arm_parsed *p) {
     return p->spec.kind == KLD_ARM_SELF || p->spec.kind == KLD_ARM_TEACHER ||
-           p->spec.kind == KLD_ARM_LLAMACPP_BASE;
+           p->spec.kind == KLD_ARM_LLAMACPP_BASE || p->spec.kind == KLD_ARM_ENDPOINT;
 }
 
 /* A dump of the kind the spec says (a teacher is not a candidate, and back). */
@@ -150,6 +167,9 @@ kld_status kld_arm_open_spec(const kld_arm_parsed *p, kld_arm *partner, kld_arm 
         int32_t bos = partner->tok && kld_tok_adds_bos(partner->tok) ? kld_tok_bos(partner->tok) : -1;
         return kld_arm_open_lcpp_base(s->path, partner->n_vocab, bos, out, err);
     }
+    case KLD_ARM_ENDPOINT:
+        return kld_arm_open_endpoint(s->path, s->endpoint_model, s->top_logprobs ? s->top_logprobs : 20,
+                                     s->api_key, partner->n_vocab, out, err);
     default:
         return kld_fail(err, KLD_ERR_ARG, "no arm to open");
     }

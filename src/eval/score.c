@@ -26,6 +26,8 @@ struct kld_scorer {
 };
 
 kld_status kld_scorer_check_kinds(kld_rows_kind ref, kld_rows_kind arm, kld_error *err) {
+    if (ref == KLD_ROWS_TOPK || (arm == KLD_ROWS_TOPK && ref != KLD_ROWS_DENSE))
+        return kld_fail(err, KLD_ERR_ARG, "a completions endpoint is an arm scored against a model");
     if (arm == KLD_ROWS_LOGPROB)
         return kld_fail(err, KLD_ERR_ARG, "a llama.cpp base file can only be the reference");
     if (ref == KLD_ROWS_DENSE && arm == KLD_ROWS_SPARSE)
@@ -178,6 +180,41 @@ static kld_status sparse_row(kld_scorer *s, scratch *c, const kld_window *w, con
     return kld_position_truncated(&tr, s->o.topk, out, err);
 }
 
+/* A dense reference row against an arm known on its own top k (an
+ * endpoint). k = n_vocab: the whole row, scored as a dense pair. Else the
+ * subset S is the arm's top k (where both sides are known); the reference's
+ * own top-k ids outside S have no arm value and fall, with the rest, in the
+ * tail bin: kld is sum_S p ln(p/q) and kld_bound the (k+1)-bin coarsening's
+ * KL, a lower bound of the full KL (stats.h; docs/serve.md). */
+static kld_status topk_row(kld_scorer *s, scratch *c, const kld_window *w, const kld_rows *ref,
+                           const kld_rows *arm, int64_t r, kld_position *out, kld_error *err) {
+    int32_t nv = ref->n_vocab, k = arm->k, next = kld_window_next(w, ref->row0 + r);
+    const float *row = ref->logits + (size_t)r * (size_t)nv;
+    const int32_t *idx = arm->idx + (size_t)r * (size_t)k;
+    const float *av = arm->val + (size_t)r * (size_t)k;
+    if (k == nv && !s->o.common) {
+        for (int32_t j = 0; j < k; j++) c->rank_arm[idx[j]] = av[j];
+        return kld_position_compute(row, c->rank_arm, nv, next, s->o.topk, out, err);
+    }
+    double lse;
+    kld_trunc_row tr = {.n = k, .idx = idx, .lp = c->lp, .lq = c->lq, .rank_ref = c->rank_ref,
+                        .rank_arm = av, .top_arm = arm->argmax[r], .next_token = next,
+                        .logp_next_arm = arm->logp_next[r], .tail_ref = NAN, .tail_arm = NAN};
+    kld_row_lse_argmax(row, nv, &lse, &tr.top_ref);
+    for (int32_t j = 0; j < k; j++) {
+        c->rank_ref[j] = row[idx[j]];
+        c->lp[j] = (double)row[idx[j]] - lse;
+        c->lq[j] = (double)av[j];
+    }
+    tr.logp_next_ref = next >= 0 ? (double)row[next] - lse : NAN;
+    if (next >= 0 && isnan(tr.logp_next_arm))
+        return kld_fail(err, KLD_ERR_FORMAT, "row %lld: the endpoint gave no log-probability of the "
+                        "next token", (long long)(ref->row0 + r));
+    kld_status st = kld_position_truncated(&tr, s->o.topk, out, err);
+    if (next >= 0) out->rank_ref = kld_rank_in_row(row, nv, next);
+    return st;
+}
+
 /* A llama.cpp base row (decoded log-probs, codes) against a dense arm row,
  * with llama-perplexity's subset: the ids whose code is not 0. */
 static kld_status logprob_row(kld_scorer *s, scratch *c, const kld_window *w, const kld_rows *ref,
@@ -251,7 +288,9 @@ static void score_task(void *ctx, int ith, int nth) {
         int64_t pos = j->ref->row0 + r;
         kld_position *out = &s->recs[r];
         kld_status st;
-        if (j->ref->kind == KLD_ROWS_DENSE)
+        if (j->arm->kind == KLD_ROWS_TOPK)
+            st = topk_row(s, c, j->w, j->ref, j->arm, r, out, &j->err[ith]);
+        else if (j->ref->kind == KLD_ROWS_DENSE)
             st = dense_dense(s, c, j->ref->logits + (size_t)r * (size_t)j->ref->n_vocab,
                              j->arm->logits + (size_t)r * (size_t)j->arm->n_vocab,
                              kld_window_next(j->w, pos), out, &j->err[ith]);

@@ -171,6 +171,8 @@ typedef struct kld_serve_params {
     int64_t n_top;           /* logprobs N; -1: none */
     kld_cap_sampler sampler;
     bool echo, ignore_eos;
+    bool ids_as_text;        /* return_tokens_as_token_ids (vLLM's option): tokens and
+                                top_logprobs keys are "token_id:ID", exact whatever the text */
     const char *stop[KLD_SERVE_MAX_STOP]; /* borrowed from the request */
     size_t n_stop;
 } kld_serve_params;

@@ -82,7 +82,7 @@ static json_t *lp_json(double x) { return isfinite(x) ? json_real(x) : json_null
 
 /* choices[i].logprobs for the tokens of r from r->first. */
 static json_t *logprobs_json(const kld_serve_engine *e, const kld_serve_result *res, size_t text_start,
-                             const size_t *char_at, size_t n_raw) {
+                             const size_t *char_at, size_t n_raw, bool ids_as_text) {
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     size_t at = text_start;
     for (size_t t = res->first; t < res->ids.n; t++) {
@@ -91,7 +91,9 @@ static json_t *logprobs_json(const kld_serve_engine *e, const kld_serve_result *
         bool special = false;
         char *raw = kld_serve_token_bytes(e->tok, res->ids.ids, t, &len, &special);
         char *str = raw ? kld_serve_token_string(raw, len) : NULL;
-        json_array_append_new(tokens, json_string(str ? str : ""));
+        char idkey[32];
+        snprintf(idkey, sizeof idkey, "token_id:%d", (int)res->ids.ids[t]);
+        json_array_append_new(tokens, json_string(ids_as_text ? idkey : str ? str : ""));
         free(str);
         free(raw);
         json_array_append_new(offs, json_integer((json_int_t)char_at[at < n_raw ? at : n_raw]));
@@ -103,7 +105,11 @@ static json_t *logprobs_json(const kld_serve_engine *e, const kld_serve_result *
         }
         json_array_append_new(lps, lp_json(res->logprob[k]));
         json_t *top = json_object();
-        for (int64_t j = 0; j < res->n_top; j++) {
+        for (int64_t j = 0; ids_as_text && j < res->n_top; j++) {
+            snprintf(idkey, sizeof idkey, "token_id:%d", (int)res->top_id[k * (size_t)res->n_top + (size_t)j]);
+            json_object_set_new(top, idkey, lp_json(res->top_lp[k * (size_t)res->n_top + (size_t)j]));
+        }
+        for (int64_t j = 0; !ids_as_text && j < res->n_top; j++) {
             /* the alternative's text in the same context as the token's */
             const size_t from = t >= 8 ? t - 8 : 0;
             int32_t ctx[9];
@@ -141,7 +147,7 @@ static json_t *choice_json(const kld_serve_engine *e, const kld_serve_params *p,
         text = kld_serve_utf8(raw, n_prompt_text + n_gen, &char_at);
     }
     if (text) {
-        json_t *lp = p->n_top >= 0 ? logprobs_json(e, res, 0, char_at, n_prompt_text + n_gen) : json_null();
+        json_t *lp = p->n_top >= 0 ? logprobs_json(e, res, 0, char_at, n_prompt_text + n_gen, p->ids_as_text) : json_null();
         choice = json_pack("{s:i,s:s,s:s,s:o}", "index", (json_int_t)index, "text", text, "finish_reason",
                            res->finish_reason, "logprobs", lp);
     }
