@@ -6,7 +6,10 @@
  * tests/browser/check_report.js (headless Chromium) check charts, numbers,
  * console and network, and save build/test_report_html/report.png; then a
  * real precision sweep and a real KV cache sweep (kl --sweep kv=…: the
- * quality-vs-bits chart) the same way. Needs
+ * quality-vs-bits chart) the same way, and two real `kldeval diff` runs (one
+ * layer changed, with --matrices: +inf SQNR in layer 0, a heat map; a
+ * whole-model q8_0 arm): the SQNR charts, layer tables and heat map at the
+ * database's report.diff values. Needs
  * chromium and tests/browser/node_modules (tools/setup.sh or
  * tests/browser/setup.sh installs both). */
 #include "db_fixture.h"
@@ -154,5 +157,31 @@ int main(int argc, char **argv) {
     CHECK(sh(cmd) == 0, "kldeval runs export --jsonl (kv sweep) exits 0");
     snprintf(cmd, sizeof cmd, "node tests/browser/check_report.js '%s' '%s' '%s'", html, jsonl, png);
     CHECK(sh(cmd) == 0, "headless Chromium: the KV sweep's quality-vs-bits chart at the database's values");
+    /* kldeval diff: layer 0 untouched (+inf SQNR on the chart's top edge), layer 1 q4_0 with
+     * --matrices (the heat map); a whole-model q8_0 arm without */
+    snprintf(db_path, sizeof db_path, "%s/diff.sqlite", dir);
+    snprintf(html, sizeof html, "%s/diff.html", dir);
+    snprintf(jsonl, sizeof jsonl, "%s/diff.jsonl", dir);
+    snprintf(png, sizeof png, "%s/diff.png", dir);
+    remove(db_path);
+    snprintf(cmd, sizeof cmd, "'%s' diff --ref ../shared/models/rand-llama/f16.gguf --arm "
+             "'../shared/models/rand-llama/f16.gguf@keep,blk:1=q4_0' --matrices --max-docs 1 --ctx 48 --label blk1 "
+             "--db '%s' >/dev/null 2>&1 && '%s' diff --ref ../shared/models/rand-llama/f16.gguf --arm "
+             "'../shared/models/rand-llama/f16.gguf@q8_0' --max-docs 1 --ctx 48 --label q8_0 --db '%s' >/dev/null 2>&1",
+             kldeval, db_path, kldeval, db_path);
+    CHECK(sh(cmd) == 0, "two kldeval diff runs exit 0");
+    snprintf(cmd, sizeof cmd, "'%s' report 1 2 --db '%s' --html '%s' >/dev/null", kldeval, db_path, html);
+    CHECK(sh(cmd) == 0, "kldeval report (diff runs) exits 0");
+    page = kt_read_file(html, &n);
+    CHECK(page && strstr(page, "id=\"chart-diff-1\"") && strstr(page, "id=\"chart-diff-2\"") &&
+          strstr(page, "id=\"diff-heat-1\"") && !strstr(page, "id=\"diff-heat-2\"") &&
+          strstr(page, "data-key=\"matrices.7.rel_err_own_input\""),
+          "the diff section: a chart per run, a heat map for the --matrices run only");
+    CHECK(page && strstr(page, "<tr data-layer=\"1\" class=\"worst\">"), "the worst layer (1) flagged in the table");
+    free(page);
+    snprintf(cmd, sizeof cmd, "'%s' runs export --jsonl --db '%s' --out '%s'", kldeval, db_path, jsonl);
+    CHECK(sh(cmd) == 0, "kldeval runs export --jsonl (diff) exits 0");
+    snprintf(cmd, sizeof cmd, "node tests/browser/check_report.js '%s' '%s' '%s'", html, jsonl, png);
+    CHECK(sh(cmd) == 0, "headless Chromium: the diff runs' SQNR charts, tables and heat map at report.diff's values");
     return kt_finish();
 }

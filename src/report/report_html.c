@@ -6,6 +6,7 @@
 
 #include "common/common.h"
 #include "report/report_html_cap.h"
+#include "report/report_html_diff.h"
 #include "report/report_impl.h"
 
 #include <errno.h>
@@ -333,6 +334,11 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
         json_decref(data);
         return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the chart data");
     }
+    json_t *diff = kld_report_html_diff_data(kl, n_kl);
+    if (diff && json_object_set_new(data, "diff", diff) != 0) {
+        json_decref(data);
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory for the chart data");
+    }
     bool sweep = json_is_true(json_object_get(data, "sweep"));
     /* the KV chart: a sweep with two drawable arms, one with a typed cache */
     int n_kv = 0;
@@ -386,6 +392,7 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
                   "(role:…); each with the statistics of those positions alone.</p>\n", f);
         fputs("</section>\n", f);
         charts(f, sweep, kv_chart);
+        kld_report_html_diff_section(f, kl, n_kl);
     }
     if (n_cap) kld_report_html_cap_section(f, cap, n_cap);
     kld_status st = KLD_OK;

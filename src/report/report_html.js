@@ -233,6 +233,37 @@
     });
   }
 
+  /* kldeval diff runs: SQNR per layer, one line per site (kldRun, kldSite,
+   * kldInf name them for the browser test); +inf (nothing differs) sits on
+   * the chart's top edge, drawn as a triangle and labelled +inf */
+  (data.diff || []).forEach((d) => {
+    const siteNames = ['mixer', 'ffn', 'resid'];
+    const finite = [].concat(...siteNames.map((s) => d.sites[s].sqnr.filter((v) => v !== null && isFinite(v))));
+    const anyInf = siteNames.some((s) => d.sites[s].inf.some((b) => b));
+    const hiFinite = finite.length ? Math.max(...finite) : 0;
+    const loFinite = finite.length ? Math.min(...finite) : 0;
+    const top = anyInf ? Math.ceil((hiFinite + Math.max(5, (hiFinite - loFinite) * 0.15)) / 5) * 5 : undefined;
+    const layers = Array.from({ length: d.n_layer }, (_, l) => l);
+    draw('chart-diff-' + d.run, {
+      type: 'line',
+      data: { labels: layers, datasets: siteNames.map((s, si) => {
+        const inf = d.sites[s].inf;
+        return { label: s, kldRun: d.run, kldSite: s, kldInf: inf,
+          data: d.sites[s].sqnr.map((v, l) => (inf[l] ? top : v)),
+          borderColor: color(si), backgroundColor: color(si), borderWidth: 2, tension: 0, clip: 10,
+          pointStyle: inf.map((b) => (b ? 'triangle' : 'circle')), pointRadius: inf.map((b) => (b ? 6 : 3)) };
+      }) },
+      options: {
+        layout: { padding: { top: 10 } },
+        plugins: { tooltip: { callbacks: { label: (c) => c.dataset.label + ': ' +
+          (c.dataset.kldInf[c.dataIndex] ? '+inf' : c.parsed.y.toPrecision(4)) + ' dB' } } },
+        scales: { x: { title: axisTitle('layer'), ticks: { autoSkip: true, maxRotation: 0 } },
+          y: { title: axisTitle('SQNR (dB)'), max: top,
+            ticks: { callback: (v) => (top !== undefined && v === top ? '+inf' : fmt(v)) } } }
+      }
+    });
+  });
+
   window.kldCharts = charts;
   document.body.dataset.charts = String(charts.length);
 })();

@@ -65,7 +65,9 @@ const check = (ok, what) => {
     const kvArm = (r) => (r.report && r.report.config && r.report.config.arm) || {};
     const kvSweep = runs.length > 1 && runs.every((r) => r.mode === 'sweep') &&
       runs.some((r) => kvArm(r).kv_types && kvArm(r).kv_types !== 'f32');
-    const wantCharts = (runs.length ? 8 : 0) + (kvSweep ? 1 : 0) + (capRuns.length ? 1 : 0);
+    // each diff run (report.diff) adds its SQNR-per-layer chart
+    const diffRuns = runs.filter((r) => r.report && r.report.diff && Array.isArray(r.report.diff.layers));
+    const wantCharts = (runs.length ? 8 : 0) + (kvSweep ? 1 : 0) + (capRuns.length ? 1 : 0) + diffRuns.length;
     check(charts.length === wantCharts, wantCharts + ' chart canvases (' + charts.length + ')');
     check(drawn === charts.length, 'every chart constructed (' + drawn + ' of ' + charts.length + ')');
     for (const c of charts) {
@@ -97,7 +99,7 @@ const check = (ok, what) => {
       else if (m && Math.abs(Number(m[0]) - want) <= 1e-4 * Math.abs(want)) readable++;
       else console.error('run ' + c.run + ' ' + c.key + ': text "' + c.text + '" vs ' + want);
     }
-    check(withValue > 30 && exact === withValue, 'table values equal the database (' + exact + ' of ' + withValue + ')');
+    check(withValue >= Math.min(30, 7 * runs.length) && exact === withValue, 'table values equal the database (' + exact + ' of ' + withValue + ')');
     check(readable === withValue, 'table text shows those values (' + readable + ' of ' + withValue + ')');
 
     // the bootstrap intervals: every cell with data-ci-lo/hi shows the report's ci95 ("value [lo, hi]"),
@@ -175,7 +177,7 @@ const check = (ok, what) => {
     }
     if (runs.length > 1 && runs.every((r) => r.mode === 'sweep'))
       check(paired === pairs.length, 'a sweep\'s arms share the teacher: every comparison paired (' + paired + ')');
-    else if (runs.length > 1) check(paired > 0 && paired < pairs.length, 'paired and unpaired comparisons present (' + paired + ' paired)');
+    else if (runs.length > 1 && !runs.every((r) => r.mode === 'diff')) check(paired > 0 && paired < pairs.length, 'paired and unpaired comparisons present (' + paired + ' paired)');
 
     if (capRuns.length) {
       // the capability table: every cell's value (and se) is the database's, at the path its data-key names
@@ -284,6 +286,55 @@ const check = (ok, what) => {
       check((kv || []).every((d) => d.drawn === d.data.length), 'chart-kvbits: every point drawn');
       const kvCanvas = charts.find((c) => c.id === 'chart-kvbits');
       check(kvCanvas && kvCanvas.inked > 2000, 'chart-kvbits drawn (' + (kvCanvas ? kvCanvas.inked : 0) + ' inked pixels)');
+    }
+
+    for (const r of diffRuns) {
+      // a diff run: the SQNR chart has one line per site at report.diff's sqnr_db (the chart data keeps 10
+      // significant digits), +inf on the top edge
+      // (flagged, never NaN); the layer table and the heat map cells equal report.diff at their data-key
+      const d = r.report.diff;
+      const got = await page.evaluate((id) => {
+        const chart = Chart.getChart(document.getElementById('chart-diff-' + id));
+        if (!chart) return null;
+        return { max: chart.scales.y.max, sets: chart.data.datasets.map((ds, i) => ({ site: ds.kldSite, run: ds.kldRun,
+          data: ds.data, inf: ds.kldInf, drawn: chart.getDatasetMeta(i).data.filter((el) => isFinite(el.x) && isFinite(el.y)).length })) };
+      }, r.id);
+      check(got !== null && got.sets.length === 3, 'chart-diff-' + r.id + ': one line per site (' + (got ? got.sets.length : 0) + ')');
+      let ok = 0, infs = 0, nan = 0;
+      for (const e of d.layers) {
+        const set = got ? got.sets.find((s) => s.site === e.site && s.run === r.id) : null;
+        const v = set ? set.data[e.layer] : undefined;
+        if (typeof v === 'number' && Number.isNaN(v)) nan++;
+        if (e.sqnr_inf) {
+          infs++;
+          if (set && set.inf[e.layer] === true && v === got.max) ok++;
+          else console.error('chart-diff-' + r.id + ' layer ' + e.layer + ' ' + e.site + ': +inf drawn at ' + v + ' (top ' + (got && got.max) + ')');
+        } else if (set && set.inf[e.layer] === false && typeof v === 'number' && Math.abs(v - e.sqnr_db) <= 1e-9 * Math.abs(e.sqnr_db)) ok++;
+        else console.error('chart-diff-' + r.id + ' layer ' + e.layer + ' ' + e.site + ': ' + v + ' vs ' + e.sqnr_db);
+      }
+      check(d.layers.length === 3 * d.n_layer && ok === d.layers.length && nan === 0,
+        'chart-diff-' + r.id + ': every layer and site at report.diff\'s SQNR, ' + infs + ' +inf on the top edge (' + ok + ' of ' + d.layers.length + ')');
+      check(got && got.sets.every((s) => s.drawn === d.n_layer), 'chart-diff-' + r.id + ': every point drawn');
+      const at = (key) => key.split('.').reduce((o, k) => (o === null || o === undefined ? o : o[k]), d);
+      const cells = await page.evaluate((id) => [...document.querySelectorAll('#diff-table-' + id + ' td[data-key], #diff-heat-' + id +
+        ' td[data-key]')].map((td) => ({ table: td.closest('table').id, key: td.dataset.key, value: td.dataset.value, inf: td.dataset.inf,
+        text: td.textContent })), r.id);
+      let cellOk = 0, heat = 0;
+      for (const c of cells) {
+        const want = at(c.key), e = /sqnr_db$/.test(c.key) ? at(c.key.replace(/sqnr_db$/, 'sqnr_inf')) : false;
+        if (c.table.startsWith('diff-heat')) heat++;
+        const good = e === true ? c.value === undefined && c.inf === '1' && c.text === '+inf'
+          : typeof want === 'number' && Number(c.value) === want && Math.abs(parseFloat(c.text) - want) <= 1e-3 * Math.abs(want);
+        if (good) cellOk++;
+        else console.error(c.table + ' ' + c.key + ': page ' + c.value + ' "' + c.text + '", report ' + want);
+      }
+      check(cellOk === cells.length && cells.length === 4 * d.n_layer + heat, 'diff tables of run ' + r.id + ' equal report.diff (' +
+        cellOk + ' of ' + cells.length + ')');
+      const nMat = Array.isArray(d.matrices) ? d.matrices.length : 0;
+      check(heat === nMat, 'heat map of run ' + r.id + ': a cell per matrix (' + heat + ' of ' + nMat + ')');
+      const worst = await page.evaluate((id) => [...document.querySelectorAll('#diff-table-' + id + ' tr.worst')].map((tr) => Number(tr.dataset.layer)), r.id);
+      check(d.worst_layer === null ? worst.length === 0 : worst.length === 1 && worst[0] === d.worst_layer,
+        'run ' + r.id + ': the worst layer flagged (' + JSON.stringify(worst) + ', report ' + d.worst_layer + ')');
     }
 
     check(problems.length === 0, 'no console errors or warnings: ' + problems.join(' | '));
