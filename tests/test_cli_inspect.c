@@ -168,6 +168,7 @@ static void check_gptoss(void) {
                                             "v head 16, attention scale 0.264642") &&
               strstr(out, "experts sigmoid-topk x 2.5, 1 leading dense layer(s)") && strstr(out, "scaling=yarn"),
           "deepseek2: MLA ranks, head split, the scale with YaRN's mscale squared, routing: %s", out ? out : "");
+    free(out);
     out = run("inspect tests/data/lcpp-oracle/gemma4.gguf", &status);
     CHECK(status == 0 && out && strstr(out, "features       ffn gelu_tanh, sliding layers ss.ss. (s: window), their "
                                             "RoPE base 10000, V RMS-normalised (no weight)") &&
