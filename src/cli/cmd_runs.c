@@ -198,12 +198,6 @@ static void row_name(const char *s) {
     kld_runs_pad(s, 28);
 }
 
-static const char *base_name(const char *p) {
-    if (!p) return "-";
-    const char *s = strrchr(p, '/');
-    return s && s[1] ? s + 1 : p;
-}
-
 /* The end of a path that tells two files apart: its last two components
  * ("rand-llama/q8_0.gguf"), cut from the left to fit width (with "…"). */
 static const char *short_path(const char *p, char *buf, size_t width) {
@@ -470,7 +464,7 @@ static int cmd_export(int argc, char **argv) {
 typedef const char *(*cell_fn)(const kld_db_row *r, char *buf, size_t n);
 
 static const char *c_label(const kld_db_row *r, char *b, size_t n) { snprintf(b, n, "%s", r->label ? r->label : "-"); return b; }
-static const char *c_arm(const kld_db_row *r, char *b, size_t n) { snprintf(b, n, "%s", base_name(r->arm.path)); return b; }
+static const char *c_arm(const kld_db_row *r, char *b, size_t n) { snprintf(b, n, "%s", kld_base_name(r->arm.path)); return b; }
 static const char *c_size(const kld_db_row *r, char *b, size_t n) {
     return r->arm.bytes >= 0 ? kld_format_bytes((uint64_t)r->arm.bytes, b, n) : (snprintf(b, n, "-"), b);
 }

@@ -8,12 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *base_name(const char *p) {
-    if (!p) return "-";
-    const char *s = strrchr(p, '/');
-    return s && s[1] ? s + 1 : p;
-}
-
 static bool has_arm(const kld_db_row *r) { return isfinite(r->cap.score_arm); }
 
 const char *kld_runs_cap_score_cell(const kld_db_row *r, char *buf, size_t n) {
@@ -101,7 +95,7 @@ void kld_runs_compare_cap(kld_db_row *const *rows, size_t n) {
     printf("\n%-18s", "model");
     for (size_t c = 0; c < nc; c++) {
         const kld_db_arm *a = strcmp(cols[c].side, "arm") ? &cols[c].r->ref : &cols[c].r->arm;
-        printf("  %-24.24s", base_name(a->path));
+        printf("  %-24.24s", kld_base_name(a->path));
     }
     printf("\n%-18s", "bits per weight");
     for (size_t c = 0; c < nc; c++) {

@@ -51,6 +51,9 @@ bool kld_utf8_valid(const char *s, size_t n);
 char *kld_strdup(const char *s);
 char *kld_strndup(const char *s, size_t n);
 
+/* The last component of a path ("-" for NULL), for labels. */
+const char *kld_base_name(const char *path);
+
 /* The n bytes at s end with suffix. */
 bool kld_ends_with(const char *s, size_t n, const char *suffix);
 

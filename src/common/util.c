@@ -40,6 +40,11 @@ char *kld_strndup(const char *s, size_t n) {
 
 char *kld_strdup(const char *s) { return kld_strndup(s, strlen(s)); }
 
+const char *kld_base_name(const char *p) {
+    const char *s = p ? strrchr(p, '/') : NULL;
+    return s && s[1] ? s + 1 : p ? p : "-";
+}
+
 bool kld_ends_with(const char *s, size_t n, const char *suffix) {
     size_t m = strlen(suffix);
     return n >= m && !memcmp(s + n - m, suffix, m);

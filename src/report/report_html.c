@@ -19,7 +19,7 @@
 extern const unsigned char kld_html_chartjs[], kld_html_script[], kld_html_style[];
 extern const size_t kld_html_chartjs_len, kld_html_script_len, kld_html_style_len;
 
-static void esc(FILE *f, const char *s) {
+void kld_html_esc(FILE *f, const char *s) {
     for (; s && *s; s++) {
         switch (*s) {
         case '<': fputs("&lt;", f); break;
@@ -29,11 +29,6 @@ static void esc(FILE *f, const char *s) {
         default: fputc(*s, f);
         }
     }
-}
-
-static const char *base_name(const char *p) {
-    const char *s = p ? strrchr(p, '/') : NULL;
-    return s && s[1] ? s + 1 : p ? p : "-";
 }
 
 /* A table cell with the raw value (17 digits) in data-value and, when se is
@@ -80,7 +75,7 @@ static void references(FILE *f, kld_db_row *const *rows, size_t n) {
     }
     if (n_distinct <= 1) {
         fputs("reference ", f);
-        esc(f, base_name(rows[0]->ref.path));
+        kld_html_esc(f, kld_base_name(rows[0]->ref.path));
         return;
     }
     fprintf(f, "%zu references: ", n_distinct);
@@ -89,7 +84,7 @@ static void references(FILE *f, kld_db_row *const *rows, size_t n) {
         while (j < i && !same_reference(rows[i], rows[j])) j++;
         if (j < i) continue;
         fputs(shown++ ? ", " : "", f);
-        esc(f, base_name(rows[i]->ref.path));
+        kld_html_esc(f, kld_base_name(rows[i]->ref.path));
     }
     if (n_distinct > shown) fputs(", …", f);
 }
@@ -105,12 +100,12 @@ static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
         char size[32] = "–";
         if (r->arm.bytes >= 0) kld_format_bytes((uint64_t)r->arm.bytes, size, sizeof size);
         fprintf(f, "<tr><td class=\"num\">%lld</td><td>", (long long)r->id);
-        esc(f, r->label ? r->label : "–");
+        kld_html_esc(f, r->label ? r->label : "–");
         if (r->partial) fputs(" <span class=\"tag\">partial</span>", f);
         fputs("</td><td class=\"file\" title=\"", f);
-        esc(f, r->arm.path);
+        kld_html_esc(f, r->arm.path);
         fputs("\">", f);
-        esc(f, base_name(r->arm.path));
+        kld_html_esc(f, kld_base_name(r->arm.path));
         fprintf(f, "</td><td class=\"num\" data-run=\"%lld\" data-key=\"arm_bytes\"", (long long)r->id);
         if (r->arm.bytes >= 0) fprintf(f, " data-value=\"%lld\"", (long long)r->arm.bytes);
         fprintf(f, ">%s</td>", size);
@@ -125,7 +120,7 @@ static void summary_table(FILE *f, kld_db_row *const *rows, size_t n) {
                     "top1_agreement_ci95");
         num_ci_cell(f, r->id, "ppl_ratio", s->ppl_ratio, "ppl_ratio_se", s->ppl_ratio_se, 6, j, "ppl_ratio_ci95");
         fputs("<td class=\"file\">", f);
-        esc(f, r->mode ? r->mode : "–");
+        kld_html_esc(f, r->mode ? r->mode : "–");
         fputs("</td></tr>\n", f);
     }
     fputs("</tbody></table>\n", f);
@@ -180,7 +175,7 @@ static kld_status comparison_table(FILE *f, kld_db *db, kld_db_row *const *rows,
             fprintf(f, "<tr data-pair=\"%lld-%lld\"><td class=\"num\">%lld</td><td class=\"num\">%lld</td>", a, b, a, b);
             if (!c.pairable) {
                 fputs("<td class=\"why\">unpaired: ", f);
-                esc(f, c.why_not);
+                kld_html_esc(f, c.why_not);
                 fputs("</td>", f);
                 fprintf(f, "<td class=\"num\" data-key=\"u_kld\" data-value=\"%.17g\">%+.4g <span class=\"se\">± %.2g</span></td>"
                            "<td colspan=\"10\" class=\"why\">(difference of the means, error sqrt(se<sub>A</sub>² + se<sub>B</sub>²))</td></tr>\n",
@@ -219,7 +214,7 @@ static kld_status comparison_table(FILE *f, kld_db *db, kld_db_row *const *rows,
             kld_db_verdict(&c, a, b, verdict, sizeof verdict);
             fprintf(f, "<td class=\"verdict\" data-key=\"verdict\" data-word=\"%s\">",
                     kld_paired_verdict_word(&c.boot, "A", "B"));
-            esc(f, verdict);
+            kld_html_esc(f, verdict);
             fputs("</td></tr>\n", f);
         }
     fputs("</tbody></table>\n", f);
@@ -232,17 +227,17 @@ static void config_section(FILE *f, kld_db_row *const *rows, size_t n) {
         const json_t *cfg = json_object_get(r->report, "config");
         char *t = cfg ? json_dumps(cfg, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         fprintf(f, "<details%s><summary>run %lld: ", i == 0 ? " open" : "", (long long)r->id);
-        esc(f, r->label ? r->label : base_name(r->arm.path));
+        kld_html_esc(f, r->label ? r->label : kld_base_name(r->arm.path));
         fputs(" <span class=\"meta\">", f);
-        esc(f, r->created);
+        kld_html_esc(f, r->created);
         fputs(" · kldeval ", f);
-        esc(f, r->version);
+        kld_html_esc(f, r->version);
         fputs(" · ", f);
-        esc(f, r->cpu_model ? r->cpu_model : "unknown CPU");
+        kld_html_esc(f, r->cpu_model ? r->cpu_model : "unknown CPU");
         fprintf(f, ", %lld threads", (long long)r->threads);
         if (isfinite(r->wall_s)) fprintf(f, " · %.3g s", r->wall_s);
         fputs("</span></summary><pre>", f);
-        esc(f, t ? t : "(no configuration recorded)");
+        kld_html_esc(f, t ? t : "(no configuration recorded)");
         fputs("</pre></details>\n", f);
         free(t);
     }
@@ -309,9 +304,9 @@ static bool strata_table(FILE *f, kld_db_row *const *rows, size_t n) {
         json_object_foreach(json_object_get(r->report, "strata"), name, st) {
             const json_t *k = json_object_get(st, "kld"); /* none for a stratum without positions */
             fprintf(f, "<tr data-run=\"%lld\" data-stratum=\"", (long long)r->id);
-            esc(f, name);
+            kld_html_esc(f, name);
             fprintf(f, "\"><td class=\"num\">%lld</td><td>", (long long)r->id);
-            esc(f, name);
+            kld_html_esc(f, name);
             if (only && !strcmp(json_string_value(only), name)) fputs(" (scored alone)", f);
             fprintf(f, "</td><td class=\"num\">%lld</td>", (long long)json_integer_value(json_object_get(st, "n_positions")));
             num_ci_cell(f, r->id, "kld_mean", k ? json_number_value(json_object_get(k, "mean")) : NAN, "kld_se",
@@ -366,7 +361,7 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>kldeval report: ", f);
     for (size_t i = 0; i < n; i++) {
         fputs(i ? ", " : "", f);
-        esc(f, rows[i]->label ? rows[i]->label : base_name(rows[i]->arm.path));
+        kld_html_esc(f, rows[i]->label ? rows[i]->label : kld_base_name(rows[i]->arm.path));
     }
     fputs("</title>\n<style>\n", f);
     fwrite(kld_html_style, 1, kld_html_style_len, f);
@@ -374,7 +369,7 @@ static kld_status write_page(FILE *f, kld_db *db, kld_db_row *const *rows, size_
     fprintf(f, "%zu run%s · ", n, n == 1 ? "" : "s");
     references(f, rows, n);
     fprintf(f, " · generated %s by kldeval %s from ", when, kld_version());
-    esc(f, kld_db_path(db));
+    kld_html_esc(f, kld_db_path(db));
     fputs("</p></header>\n<main>\n", f);
     if (n_kl) {
         fputs("<section><h2>Summary</h2>\n", f);

@@ -14,23 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static void esc(FILE *f, const char *s) {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
-static const char *base_name(const char *p) {
-    const char *s = p ? strrchr(p, '/') : NULL;
-    return s && s[1] ? s + 1 : p ? p : "-";
-}
-
 static bool has_arm(const kld_db_row *r) { return isfinite(r->cap.score_arm); }
 
 /* Every task of the runs, in the order first seen. */
@@ -72,12 +55,12 @@ static void side_row(FILE *f, const kld_db_row *r, const char *side, const char 
     const kld_db_arm *a = strcmp(side, "arm") ? &r->ref : &r->arm;
     fprintf(f, "<tr data-run=\"%lld\" data-side=\"%s\"><td class=\"num\">%lld</td><td>", (long long)r->id, side,
             (long long)r->id);
-    esc(f, r->label ? r->label : "–");
+    kld_html_esc(f, r->label ? r->label : "–");
     if (r->partial) fputs(" <span class=\"tag\">interrupted</span>", f);
     fprintf(f, "</td><td>%s</td><td class=\"file\" title=\"", side);
-    esc(f, a->path);
+    kld_html_esc(f, a->path);
     fputs("\">", f);
-    esc(f, base_name(a->path));
+    kld_html_esc(f, kld_base_name(a->path));
     fputs("</td>", f);
     char key[160], se_key[160];
     for (size_t t = 0; t < nt; t++) {
@@ -126,7 +109,7 @@ void kld_report_html_cap_section(FILE *f, kld_db_row *const *rows, size_t n) {
           "<th>file</th>", f);
     for (size_t t = 0; t < nt; t++) {
         fputs("<th>", f);
-        esc(f, tasks[t]);
+        kld_html_esc(f, tasks[t]);
         fputs("</th>", f);
     }
     fputs("<th>Capability_Score</th></tr></thead><tbody>\n", f);
@@ -163,7 +146,7 @@ json_t *kld_report_html_cap_data(kld_db_row *const *rows, size_t n) {
             const char *side = s ? "arm" : "ref";
             const kld_db_arm *a = s ? &r->arm : &r->ref;
             char name[200];
-            snprintf(name, sizeof name, "#%lld %s %s", (long long)r->id, side, base_name(a->path));
+            snprintf(name, sizeof name, "#%lld %s %s", (long long)r->id, side, kld_base_name(a->path));
             json_t *acc = json_array(), *err = json_array();
             for (size_t t = 0; t < nt; t++) {
                 const json_t *sd = kld_db_cap_side(r, tasks[t], side);

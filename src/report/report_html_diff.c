@@ -9,6 +9,7 @@
  * data-value (17 digits) so that a test can compare them with the
  * database's export. */
 #include "report/report_html_diff.h"
+#include "report/report_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,23 +18,6 @@
 
 static const char *const sites[] = {"mixer", "ffn", "resid"};
 enum { N_SITES = 3, MAX_CLASSES = 48 };
-
-static void esc(FILE *f, const char *s) {
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
-static const char *base_name(const char *p) {
-    const char *s = p ? strrchr(p, '/') : NULL;
-    return s && s[1] ? s + 1 : p ? p : "-";
-}
 
 static const json_t *diff_of(const kld_db_row *r) {
     const json_t *d = json_object_get(r->report, "diff");
@@ -112,7 +96,7 @@ json_t *kld_report_html_diff_data(kld_db_row *const *rows, size_t n) {
             json_object_set_new(ss, sites[s], json_pack("{s:o,s:o}", "sqnr", sq[s], "inf", inf[s]));
         const json_t *w = json_object_get(d, "worst_layer");
         json_object_set_new(o, "run", json_integer(rows[i]->id));
-        json_object_set_new(o, "name", json_string(rows[i]->label ? rows[i]->label : base_name(rows[i]->arm.path)));
+        json_object_set_new(o, "name", json_string(rows[i]->label ? rows[i]->label : kld_base_name(rows[i]->arm.path)));
         json_object_set_new(o, "n_layer", json_integer(nl));
         json_object_set_new(o, "worst_layer", json_is_integer(w) ? json_integer(json_integer_value(w)) : json_null());
         json_object_set_new(o, "sites", ss);
@@ -208,7 +192,7 @@ static void heat_map(FILE *f, const kld_db_row *r, const json_t *d) {
     fprintf(f, "<table class=\"summary heat\" id=\"diff-heat-%lld\"><thead><tr><th>layer</th>", (long long)r->id);
     for (size_t c = 0; c < nc; c++) {
         fputs("<th>", f);
-        esc(f, classes[c]);
+        kld_html_esc(f, classes[c]);
         fputs("</th>", f);
     }
     fputs("</tr></thead><tbody>\n", f);
@@ -236,11 +220,11 @@ static void heat_map(FILE *f, const kld_db_row *r, const json_t *d) {
             heat_colour(v, lo, hi, style, sizeof style);
             snprintf(key, sizeof key, "matrices.%zu.rel_err_own_input", idx);
             fprintf(f, "<td class=\"num\" data-run=\"%lld\" data-key=\"%s\" data-name=\"", (long long)r->id, key);
-            esc(f, json_string_value(json_object_get(hit, "name")));
+            kld_html_esc(f, json_string_value(json_object_get(hit, "name")));
             fputc('"', f);
             if (isfinite(v)) fprintf(f, " data-value=\"%.17g\"", v);
             fprintf(f, " style=\"%s\" title=\"", style);
-            esc(f, json_string_value(json_object_get(hit, "name")));
+            kld_html_esc(f, json_string_value(json_object_get(hit, "name")));
             if (isfinite(vr)) fprintf(f, ": on the reference's input %.4g", vr);
             fputs("\">", f);
             if (isfinite(v)) fprintf(f, "%.3g", v);
@@ -262,7 +246,7 @@ bool kld_report_html_diff_section(FILE *f, kld_db_row *const *rows, size_t n) {
         const json_t *d = diff_of(r);
         if (!d) continue;
         fprintf(f, "<h3>run %lld: ", (long long)r->id);
-        esc(f, r->label ? r->label : base_name(r->arm.path));
+        kld_html_esc(f, r->label ? r->label : kld_base_name(r->arm.path));
         fputs("</h3>\n<div class=\"grid\">", f);
         fprintf(f, "<figure class=\"card\"><h3>SQNR per layer and site</h3><div class=\"chart\"><canvas "
                    "id=\"chart-diff-%lld\" class=\"kld-chart\"></canvas></div><figcaption>10·log10(Σ‖r‖² / "

@@ -19,4 +19,8 @@ bool kld_report_ci_at(const json_t *report, const char *path, double *lo, double
 /* tokens / seconds, NAN when seconds <= 0. */
 double kld_report_rate(uint64_t tokens, double seconds);
 
+/* s written into HTML text or an attribute, with < > & " escaped
+ * (report_html.c). */
+void kld_html_esc(FILE *f, const char *s);
+
 #endif
