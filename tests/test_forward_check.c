@@ -68,6 +68,26 @@ float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t
     return logits;
 }
 
+float *tf_engine_logits_levers(const char *path, const int32_t *ids, int64_t n, const char *levers, int threads,
+                               int64_t *n_vocab) {
+    kld_model *m = NULL;
+    kld_error err = {0};
+    CHECK_OK(kld_model_open(path, NULL, &m, &err), err);
+    if (!m) return NULL;
+    *n_vocab = kld_model_hparams(m)->n_vocab;
+    kld_levers lv;
+    kld_levers_default(&lv);
+    if (levers) CHECK_OK(kld_levers_parse(levers, &lv, &err), err);
+    kld_session_opts o = {.n_ctx = n + 8 > 128 ? n + 8 : 128, .max_chunk = n, .n_threads = threads, .levers = &lv};
+    kld_session *s = NULL;
+    CHECK_OK(kld_session_create_opts(m, &o, &s, &err), err);
+    float *out = s ? malloc(sizeof(float) * (size_t)(n * *n_vocab)) : NULL;
+    if (s) CHECK_OK(kld_session_eval(s, ids, n, out, &err), err);
+    kld_session_free(s);
+    kld_model_close(m);
+    return out;
+}
+
 /* ---- engine vs reference on one path ---- */
 
 /* Logits of a prefill of `prefill` tokens followed by one-token decode steps. */

@@ -23,22 +23,7 @@
 #define N_IDS 40
 
 static float *logits(const char *path, const int32_t *ids, const char *levers, int64_t *nv) {
-    kld_model *m = NULL;
-    kld_error err = {0};
-    CHECK_OK(kld_model_open(path, NULL, &m, &err), err);
-    if (!m) return NULL;
-    *nv = kld_model_hparams(m)->n_vocab;
-    kld_levers lv;
-    kld_levers_default(&lv);
-    if (levers) CHECK_OK(kld_levers_parse(levers, &lv, &err), err);
-    kld_session_opts o = {.n_ctx = 128, .max_chunk = N_IDS, .n_threads = 2, .levers = &lv};
-    kld_session *s = NULL;
-    CHECK_OK(kld_session_create_opts(m, &o, &s, &err), err);
-    float *out = s ? malloc(sizeof(float) * (size_t)(N_IDS * *nv)) : NULL;
-    if (s) CHECK_OK(kld_session_eval(s, ids, N_IDS, out, &err), err);
-    kld_session_free(s);
-    kld_model_close(m);
-    return out;
+    return tf_engine_logits_levers(path, ids, N_IDS, levers, 2, nv);
 }
 
 /* The engine's logits of the file written from s (NULL when it fails). */

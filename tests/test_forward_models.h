@@ -157,6 +157,10 @@ void tf_expect_open_error(const char *label, const synth_shape *s, const char *w
 void tf_check_quantize_q8_0(const char *arch, const char *gguf, int64_t n_vocab, int n_ids, double max_kld);
 float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t chunk,
                         int threads, int64_t *n_vocab);
+/* The same in one chunk with a session's levers ("attention=online", NULL:
+ * the reference values). */
+float *tf_engine_logits_levers(const char *path, const int32_t *ids, int64_t n, const char *levers, int threads,
+                               int64_t *n_vocab);
 
 /* Engine (one pass) vs the reference of gguf (max |d| <= 1e-3, argmax equal),
  * chunks of 1 and 7 and a prefill of 17 + decode steps bit-identical to the
