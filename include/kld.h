@@ -321,7 +321,8 @@ typedef enum kld_arm_kind {
     KLD_ARM_TEACHER,       /* a saved teacher dump directory (reference only) */
     KLD_ARM_CANDIDATE,     /* a candidate dump directory (arm only, against its teacher) */
     KLD_ARM_LLAMACPP_BASE, /* a llama-perplexity --kl-divergence-base file (reference only) */
-    KLD_ARM_ENDPOINT       /* an OpenAI-style completions endpoint, path its URL (arm only) */
+    KLD_ARM_ENDPOINT       /* an OpenAI-style completions endpoint, path its URL (the arm, or the
+                              reference of a model arm) */
 } kld_arm_kind;
 
 /* An arm as named: parsed and validated once by the library (kld_kl_check

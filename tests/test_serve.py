@@ -25,52 +25,23 @@ import urllib.request
 
 import numpy as np
 
+import serve_util
+
 KLDEVAL = sys.argv[1]
 OUT = os.path.join(os.environ["KLD_BUILD_DIR"], "test_serve")
 os.makedirs(OUT, exist_ok=True)
 MODEL = "../shared/models/stories260K/f32.gguf"
 TEXT = "Once upon a time, there was a little girl named Lily. She loved to play"
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
+check = serve_util.Checks()
+call = serve_util.call
 
 
 def start(*extra, model=MODEL):
-    p = subprocess.Popen([KLDEVAL, "serve", "-m", model, "--port", "0", "--threads", "1", *extra],
-                         stderr=subprocess.PIPE, text=True)
-    lines = []
-    while True:
-        line = p.stderr.readline()
-        if not line:
-            sys.exit("server did not start: " + "".join(lines))
-        lines.append(line)
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+) ", line)
-        if m:
-            return p, int(m.group(1)), lines
+    return serve_util.start(KLDEVAL, model, "--threads", "1", *extra)
 
 
 def stop(p, what):
-    p.send_signal(signal.SIGTERM)
-    rest = p.stderr.read()
-    check(p.wait(timeout=60) == 0, f"{what}: SIGTERM exits 0 (got {p.returncode}: {rest})")
-
-
-def call(port, method, path, body=None, data=None, headers=None):
-    """(status, parsed JSON reply)"""
-    if body is not None:
-        data = json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    serve_util.stop(p, what, check)
 
 
 def log_softmax_of_logits(ids, name, arm=(MODEL,)):
@@ -222,6 +193,27 @@ bad = [
     ("POST", "/tokenize", {"prompt": 3}, 400, "'prompt' must be a string"),
     ("POST", "/tokenize", {"prompt": "x", "add_special_tokens": "yes"}, 400, "add_special_tokens"),
     ("POST", "/detokenize", {"tokens": [1, -1]}, 400, "got -1"),
+    ("POST", "/v1/completions", {"prompt": "x", "echo": "yes"}, 400, "'echo' must be true or false"),
+    ("POST", "/v1/completions", {"prompt": "x", "logprobs": "3"}, 400, "'logprobs' must be an integer"),
+    ("POST", "/v1/completions", {"prompt": "x", "logprobs": 100000}, 400, "'logprobs' must be in [0, 512]"),
+    ("POST", "/v1/completions", {"prompt": "x", "seed": "s"}, 400, "'seed' must be an integer"),
+    ("POST", "/v1/completions", {"prompt": "x", "top_p": 1.5}, 400, "'top_p' must be in [0, 1]"),
+    ("POST", "/v1/completions", {"prompt": "x", "top_k": -2}, 400, "'top_k' must be in"),
+    ("POST", "/v1/completions", {"prompt": "x", "temperature": -1}, 400, "'temperature' must be in"),
+    ("POST", "/v1/completions", {"prompt": "x", "stop": 5}, 400, "'stop' must be a string or a list"),
+    ("POST", "/v1/completions", {"prompt": "x", "stop": ["a"] * 17}, 400, "up to 16 strings"),
+    ("POST", "/v1/completions", {"prompt": "x", "return_logsumexp": "yes"}, 400, "'return_logsumexp'"),
+    ("POST", "/v1/completions", {"prompt": "x", "return_tokens_as_token_ids": 1}, 400,
+     "'return_tokens_as_token_ids' must be true or false"),
+    ("POST", "/v1/completions", {"prompt": "x", "ignore_eos": "no"}, 400, "'ignore_eos'"),
+    ("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1.5}, 400, "'max_tokens' must be an integer"),
+    ("POST", "/v1/completions", {"prompt": [[1, 2.5]]}, 400, "got 2.5"),
+    ("POST", "/v1/completions", {"prompt": {"a": 1}}, 400, "'prompt' must be"),
+    ("POST", "/v1/completions", b"null", 400, "not valid JSON"),
+    ("POST", "/detokenize", {"tokens": "abc"}, 400, "'tokens' must be a list"),
+    ("POST", "/detokenize", {"tokens": [99999]}, 400, "got 99999"),
+    ("POST", "/v1/chat/completions", {"messages": "hi"}, 400, "'messages' must be a non-empty list"),
+    ("POST", "/v1/models", {}, 405, "does not take POST"),
     ("GET", "/nope", None, 404, "no such endpoint"),
     ("GET", "/v1/completions", None, 405, "does not take GET"),
 ]
@@ -230,23 +222,15 @@ for method, path, body, want_status, want_msg in bad:
     st, e = call(port, method, path, body=None if raw else body, data=raw)
     msg = e.get("error", {}).get("message", "")
     check(st == want_status and want_msg in msg, f"{method} {path} {body!r}: {st} {msg!r}")
+check(len(bad) >= 46, f"{len(bad)} malformed requests")
 check(call(port, "GET", "/health")[0] == 200, "still serving after the malformed requests")
 st, e = call(port, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]})
 check(st == 400 and "no chat template" in e["error"]["message"], f"chat without a template: {st} {e}")
 stop(srv, "server")
 
 # ---- chat completions: an HF folder (rand-llama-hf's files) with a chat template in tokenizer_config.json
-TEMPLATE = ("{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{{ eos_token }}\n{% endfor %}"
-            "{% if add_generation_prompt %}[assistant]{% endif %}")
-hf = os.path.join(OUT, "chat-model")
-os.makedirs(hf, exist_ok=True)
-for f in ("config.json", "model.safetensors", "tokenizer.json"):
-    link = os.path.join(hf, f)
-    if os.path.lexists(link):
-        os.unlink(link)
-    os.symlink(os.path.realpath(os.path.join("../shared/models/rand-llama-hf", f)), link)
-with open(os.path.join(hf, "tokenizer_config.json"), "w") as f:
-    json.dump({"bos_token": "<s>", "eos_token": "</s>", "chat_template": TEMPLATE}, f)
+TEMPLATE = serve_util.CHAT_TEMPLATE
+hf = serve_util.chat_model(OUT)
 srv, port, _ = start("--ctx", "256", model=hf)
 st, info = call(port, "GET", "/tokenizer_info")
 check(info["chat_template"] == TEMPLATE, f"/tokenizer_info gives the chat template: {info}")
@@ -429,6 +413,6 @@ src = open("src/cli/cmd_serve.c").read()
 for flag in set(re.findall(r'strcmp\(a, "(--[a-z-]+)"\)', src)):
     check(flag in helptext, f"--help documents {flag}")
 
-if failures:
-    sys.exit(f"{failures} check(s) failed")
+if check.failures:
+    sys.exit(f"{check.failures} check(s) failed")
 print("test_serve: all checks passed")

@@ -376,7 +376,7 @@ class _KlConfig(ctypes.Structure):
                 ("resume", ctypes.c_bool), ("strata", ctypes.c_char_p), ("score_only", ctypes.c_char_p)]
 
 
-_KIND = {"model": 1, "self": 2, "teacher": 3, "candidate": 4, "llamacpp-base": 5}
+_KIND = {"model": 1, "self": 2, "teacher": 3, "candidate": 4, "llamacpp-base": 5, "endpoint": 6}
 _CHUNKING = {None: -1, "doc": 0, "llamacpp": 1, "stream": 2}
 
 
@@ -389,13 +389,17 @@ def kl(ref=None, arm=None, corpus=None, *, reference_logits=None, arm_logits=Non
        llamacpp_base=None, levers=None, ref_levers=None, decode=False, prompt_len=0,
        ctx=None, max_docs=0, max_tokens=0, chunks=0, chunking=None, ids_file=None,
        corpus_format=None, chunk=128, topk=10, threads=0, allow_vocab_mismatch=False,
-       allow_long_context=False, teacher_head=None, arm_head=None, strata=None, score_only=None):
+       allow_long_context=False, teacher_head=None, arm_head=None, strata=None, score_only=None,
+       ref_endpoint=None, arm_endpoint=None, endpoint_model=None, top_logprobs=0, api_key=None):
     """`kldeval kl` as a function. ref / arm: model paths (MODEL, MODEL@POLICY,
     MODEL+ADAPTER[:SCALE]); instead of ref a saved teacher (reference_logits) or a
     llama.cpp base file (llamacpp_base); instead of arm a candidate dump
     (arm_logits); without arm, the run is self-flag: ref with `levers` against ref.
     strata: "NAME=REGEX[,NAME=REGEX...]" on the next token's text (report["strata"]);
-    score_only: the one stratum to score. Returns a Result (the JSON report as a dict)."""
+    score_only: the one stratum to score. ref_endpoint / arm_endpoint: an OpenAI-style
+    completions server's URL as the reference or the arm (kl --ref-endpoint /
+    --arm-endpoint; endpoint_model, top_logprobs, api_key as there). Returns a Result
+    (the JSON report as a dict)."""
     c = _KlConfig()
     _kl_defaults(_c.byref(c))
     keep = []  # the encoded strings must outlive the call
@@ -405,17 +409,21 @@ def kl(ref=None, arm=None, corpus=None, *, reference_logits=None, arm_logits=Non
         keep.append(b)
         return b
 
-    refs = [x for x in (ref, reference_logits, llamacpp_base) if x is not None]
-    arms = [x for x in (arm, arm_logits) if x is not None]
+    refs = [x for x in (ref, reference_logits, llamacpp_base, ref_endpoint) if x is not None]
+    arms = [x for x in (arm, arm_logits, arm_endpoint) if x is not None]
     if len(refs) != 1 or len(arms) > 1:
-        raise ArgumentError("KLD_ERR_ARG", "give one reference (ref, reference_logits or "
-                            "llamacpp_base) and at most one arm (arm or arm_logits)")
+        raise ArgumentError("KLD_ERR_ARG", "give one reference (ref, reference_logits, llamacpp_base "
+                            "or ref_endpoint) and at most one arm (arm, arm_logits or arm_endpoint)")
     rk = "teacher" if reference_logits is not None else "llamacpp-base" if llamacpp_base is not None \
-        else "model"
-    ak = "candidate" if arm_logits is not None else "model" if arm is not None else "self"
+        else "endpoint" if ref_endpoint is not None else "model"
+    ak = "candidate" if arm_logits is not None else "endpoint" if arm_endpoint is not None \
+        else "model" if arm is not None else "self"
     c.ref = _ArmSpec(_KIND[rk], s(refs[0]), s(ref_levers), False, 0, s(teacher_head))
     c.arm = _ArmSpec(_KIND[ak], s(arms[0]) if arms else None, s(levers), bool(decode), int(prompt_len),
                      s(arm_head))
+    # the endpoint's settings go to the side that is one
+    ep = c.ref if rk == "endpoint" else c.arm
+    ep.endpoint_model, ep.top_logprobs, ep.api_key = s(endpoint_model), int(top_logprobs), s(api_key)
     if chunking not in _CHUNKING:
         raise ArgumentError("KLD_ERR_ARG", "chunking %r: doc, llamacpp or stream" % (chunking,))
     c.corpus_path, c.ids_path = s(corpus), s(ids_file)

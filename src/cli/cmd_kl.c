@@ -31,6 +31,7 @@ static void usage(FILE *f) {
 "       kldeval kl --reference-logits TEACHER_DIR (--arm MODEL | --arm-logits CAND_DIR) [flags]\n"
 "       kldeval kl --llamacpp-base FILE --arm MODEL [flags]\n"
 "       kldeval kl --ref MODEL --arm-endpoint URL [--top-logprobs K] [flags]   (a served arm)\n"
+"       kldeval kl --ref-endpoint URL --arm MODEL [--top-logprobs K] [flags]   (a served reference)\n"
 "       kldeval kl -m MODEL --lever NAME=VALUE[,...] [flags]   (self-flag: one weight load)\n\n"
 "Teacher-forced KL divergence of an arm against a reference: both read the same tokens in\n"
 "lockstep, chunk by chunk, and every scored position compares their next-token distributions.\n"
@@ -61,10 +62,16 @@ static void usage(FILE *f) {
 "  --arm-head MODEL       the same for a hidden-state candidate dump (--arm-logits)\n"
 "  --arm-endpoint URL     the candidate: an OpenAI-style completions server (kldeval serve,\n"
 "                         vLLM; URL http://HOST:PORT or .../v1) asked per window with the token\n"
-"                         ids, echo, max_tokens 1, logprobs K, return_tokens_as_token_ids; its\n"
+"                         ids, echo, max_tokens 0, logprobs K, return_tokens_as_token_ids; its\n"
 "                         echoed ids must be kldeval's. K < vocabulary: scored on the arm's top K,\n"
 "                         reported as truncated with the lower bound (docs/serve.md); K = the\n"
 "                         vocabulary: exact. 5xx and connection errors retried (5 tries)\n"
+"  --ref-endpoint URL     the reference: a completions server asked as --arm-endpoint is (the\n"
+"                         arm must be a model, whose tokenizer makes the windows). K < vocabulary:\n"
+"                         scored on the reference's top K as a top-k saved teacher (truncated KL,\n"
+"                         captured mass, lower bound); K = the vocabulary: exact. Before the run\n"
+"                         each document goes to the server's POST /tokenize (when it has one, for\n"
+"                         either endpoint flag) and must come back as kldeval's ids\n"
 "  --endpoint-model NAME  the served model's name sent as 'model' (default: the first that\n"
 "                         GET /v1/models lists)\n"
 "  --top-logprobs K       log-probabilities per position asked of the endpoint (default 20,\n"
@@ -222,7 +229,7 @@ static bool check_sweep(kld_kl_config *c, const kld_kl_outputs *o, const kld_kl_
 typedef struct arm_flags {
     const char *arm2; /* a second --arm: two arms, paired */
     const char *ref, *arm, *ref_logits, *arm_logits, *lcpp_base, *ref_levers, *arm_levers;
-    const char *arm_endpoint, *endpoint_model, *api_key;
+    const char *arm_endpoint, *ref_endpoint, *endpoint_model, *api_key;
     int32_t top_logprobs;
     const char *teacher_head, *arm_head;
     bool decode;
@@ -232,19 +239,26 @@ typedef struct arm_flags {
 /* The flags → the two arm specs. Which kinds pair up, and what applies to
  * which kind, is the library's to check (kld_kl_check). */
 static bool to_specs(const arm_flags *f, kld_kl_config *c) {
-    int refs = !!f->ref + !!f->ref_logits + !!f->lcpp_base,
+    int refs = !!f->ref + !!f->ref_logits + !!f->lcpp_base + !!f->ref_endpoint,
         arms = !!f->arm + !!f->arm_logits + !!f->arm_endpoint;
     if (refs > 1 || arms > 1) {
-        fprintf(stderr, "kldeval kl: give one reference (--ref, --reference-logits or "
-                        "--llamacpp-base) and one arm (--arm or --arm-logits) (see --help)\n");
+        fprintf(stderr, "kldeval kl: give one reference (--ref, --reference-logits, --llamacpp-base or "
+                        "--ref-endpoint) and one arm (--arm, --arm-logits or --arm-endpoint) (see --help)\n");
         return false;
     }
     c->ref = (kld_arm_spec){.kind = f->ref_logits ? KLD_ARM_TEACHER
                                     : f->lcpp_base ? KLD_ARM_LLAMACPP_BASE
+                                    : f->ref_endpoint ? KLD_ARM_ENDPOINT
                                     : f->ref       ? KLD_ARM_MODEL
                                                    : KLD_ARM_NONE,
-                            .path = f->ref_logits ? f->ref_logits : f->lcpp_base ? f->lcpp_base : f->ref,
+                            .path = f->ref_logits ? f->ref_logits : f->lcpp_base ? f->lcpp_base
+                                    : f->ref_endpoint ? f->ref_endpoint : f->ref,
                             .levers = f->ref_levers, .head = f->teacher_head};
+    if (f->ref_endpoint) { /* the endpoint's settings go to the side that is one */
+        c->ref.endpoint_model = f->endpoint_model;
+        c->ref.top_logprobs = f->top_logprobs;
+        c->ref.api_key = f->api_key;
+    }
     /* a model reference without a second model: a self-flag session of it */
     c->arm = (kld_arm_spec){.kind = f->arm_logits ? KLD_ARM_CANDIDATE
                                     : f->arm_endpoint ? KLD_ARM_ENDPOINT
@@ -252,10 +266,13 @@ static bool to_specs(const arm_flags *f, kld_kl_config *c) {
                                     : f->ref      ? KLD_ARM_SELF
                                                   : KLD_ARM_NONE,
                             .path = f->arm_logits ? f->arm_logits : f->arm_endpoint ? f->arm_endpoint : f->arm,
-                            .endpoint_model = f->endpoint_model, .top_logprobs = f->top_logprobs,
-                            .api_key = f->api_key,
                             .levers = f->arm_levers, .decode = f->decode,
                             .prompt_len = f->prompt_len, .head = f->arm_head};
+    if (f->arm_endpoint || !f->ref_endpoint) {
+        c->arm.endpoint_model = f->endpoint_model;
+        c->arm.top_logprobs = f->top_logprobs;
+        c->arm.api_key = f->api_key;
+    }
     return true;
 }
 
@@ -297,7 +314,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         "--ref-lever", "--arm-lever", "--prompt-len", "--sweep", "--teacher", "--teacher-top-k",
         "--checkpoint", "--checkpoint-every", "--resume", "--teacher-head", "--arm-head", "--gate",
         "--bootstrap", "--bootstrap-seed", "--strata", "--score-only", "--arm-endpoint",
-        "--endpoint-model", "--top-logprobs", "--api-key", NULL};
+        "--endpoint-model", "--top-logprobs", "--api-key", "--ref-endpoint", NULL};
     arm_flags f = {0};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -352,6 +369,7 @@ static bool parse(int argc, char **argv, kld_kl_config *c, kld_kl_outputs *o, kl
         else if (!strcmp(a, "--reference-logits")) f.ref_logits = v;
         else if (!strcmp(a, "--arm-logits")) f.arm_logits = v;
         else if (!strcmp(a, "--arm-endpoint")) f.arm_endpoint = v;
+        else if (!strcmp(a, "--ref-endpoint")) f.ref_endpoint = v;
         else if (!strcmp(a, "--endpoint-model")) f.endpoint_model = v;
         else if (!strcmp(a, "--api-key")) f.api_key = v;
         else if (!strcmp(a, "--top-logprobs")) {

@@ -97,6 +97,7 @@ kld_session *kld_arm_model_session(const kld_arm *a);
 typedef struct kld_arm_parsed {
     kld_arm_spec spec;     /* as given (strings borrowed) */
     kld_levers levers;     /* the levers parsed (reference values when none) */
+    bool role_ref;         /* parsed as the reference */
 } kld_arm_parsed;
 
 /* Parses and validates one arm: its kind is set, a path where the kind has
@@ -155,11 +156,20 @@ kld_status kld_arm_open_dump_head(const char *dir, const char *head_path, int64_
 kld_status kld_arm_open_lcpp_base(const char *path, int32_t n_vocab_expected, int32_t bos,
                                   kld_arm **out, kld_error *err);
 /* An OpenAI-style completions endpoint (arm_endpoint.c): base URL (with or
- * without /v1), model (NULL: the first /v1/models lists; the endpoint is
+ * without /v1), as the reference (rows as a top-k teacher's) or the arm
+ * (its own top k), model (NULL: the first /v1/models lists; the endpoint is
  * asked once here, so that a dead or refusing one fails at open), k
  * log-probabilities per row in 1..n_vocab, api_key (NULL: none). */
-kld_status kld_arm_open_endpoint(const char *url, const char *model, int32_t k, const char *api_key,
-                                 int32_t n_vocab, kld_arm **out, kld_error *err);
+kld_status kld_arm_open_endpoint(const char *url, bool as_ref, const char *model, int32_t k,
+                                 const char *api_key, int32_t n_vocab, kld_arm **out, kld_error *err);
+struct kld_corpus;
+/* Before the run: the first n_docs documents of a text corpus sent to the
+ * endpoint's POST /tokenize must come back as kldeval's tokenizer encodes
+ * them (the error names the document and the first position that differs).
+ * *checked false: nothing was checked (not an endpoint, not a text corpus,
+ * or the server has no /tokenize; the echoed ids are still checked). */
+kld_status kld_arm_endpoint_check_tokens(kld_arm *a, const struct kld_corpus *c, const kld_tokenizer *tok,
+                                         size_t n_docs, bool *checked, kld_error *err);
 void kld_arm_free(kld_arm *a);
 
 /* For the kinds' open functions (arm.c): an arm with ops, kind, a copy of

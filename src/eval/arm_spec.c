@@ -45,10 +45,12 @@ kld_status kld_arm_spec_parse(const kld_arm_spec *s, const char *role, kld_arm_p
     out->spec = *s;
     kld_levers_default(&out->levers);
     bool ref = !strcmp(role, "reference");
+    out->role_ref = ref;
     const char *lever_flag = ref ? "--ref-lever" : !strcmp(role, "arm") ? "--lever/--arm-lever" : "--lever";
     if (s->kind < KLD_ARM_MODEL || s->kind > KLD_ARM_ENDPOINT)
-        return kld_fail(err, KLD_ERR_ARG, "give one reference (--ref, --reference-logits or "
-                        "--llamacpp-base) and one arm (--arm or --arm-logits): no %s is given", role);
+        return kld_fail(err, KLD_ERR_ARG, "give one reference (--ref, --reference-logits, "
+                        "--llamacpp-base or --ref-endpoint) and one arm (--arm, --arm-logits or "
+                        "--arm-endpoint): no %s is given", role);
     const char *flag = kind_flag(s->kind, ref);
     if (s->kind != KLD_ARM_SELF && (!s->path || !*s->path))
         return kld_fail(err, KLD_ERR_ARG, "the %s (%s) has no path", role, flag);
@@ -67,7 +69,7 @@ kld_status kld_arm_spec_parse(const kld_arm_spec *s, const char *role, kld_arm_p
                         ref ? "--teacher-head" : "--arm-head", s->head, flag,
                         kld_arm_kind_desc(s->kind));
     if (s->kind != KLD_ARM_ENDPOINT && (s->endpoint_model || s->top_logprobs || s->api_key))
-        return kld_fail(err, KLD_ERR_ARG, "%s applies to an endpoint (--arm-endpoint), not to %s (%s)",
+        return kld_fail(err, KLD_ERR_ARG, "%s applies to an endpoint (--arm-endpoint or --ref-endpoint), not to %s (%s)",
                         s->endpoint_model ? "--endpoint-model" : s->top_logprobs ? "--top-logprobs"
                                                                                  : "--api-key",
                         flag, kld_arm_kind_desc(s->kind));
@@ -110,9 +112,9 @@ kld_status kld_arm_pair_check(const kld_arm_parsed *ref, const kld_arm_parsed *a
     if (a == KLD_ARM_CANDIDATE && r != KLD_ARM_TEACHER)
         return kld_fail(err, KLD_ERR_ARG, "--arm-logits %s is scored against its teacher: give "
                         "--reference-logits (not %s)", arm->spec.path, kind_flag(r, true));
-    if (r == KLD_ARM_ENDPOINT)
-        return kld_fail(err, KLD_ERR_ARG, "a completions endpoint can only be the arm (--arm-endpoint) "
-                        "for now; --ref-endpoint is not supported yet");
+    if (r == KLD_ARM_ENDPOINT && a != KLD_ARM_MODEL)
+        return kld_fail(err, KLD_ERR_ARG, "--ref-endpoint %s is scored against a model arm (--arm), "
+                        "not %s", ref->spec.path, kind_flag(a, false));
     if (a == KLD_ARM_ENDPOINT && r != KLD_ARM_MODEL)
         return kld_fail(err, KLD_ERR_ARG, "--arm-endpoint %s is scored against a model reference "
                         "(--ref/-m), not %s", arm->spec.path, kind_flag(r, true));
@@ -168,8 +170,9 @@ kld_status kld_arm_open_spec(const kld_arm_parsed *p, kld_arm *partner, kld_arm 
         return kld_arm_open_lcpp_base(s->path, partner->n_vocab, bos, out, err);
     }
     case KLD_ARM_ENDPOINT:
-        return kld_arm_open_endpoint(s->path, s->endpoint_model, s->top_logprobs ? s->top_logprobs : 20,
-                                     s->api_key, partner->n_vocab, out, err);
+        return kld_arm_open_endpoint(s->path, p->role_ref, s->endpoint_model,
+                                     s->top_logprobs ? s->top_logprobs : 20, s->api_key, partner->n_vocab,
+                                     out, err);
     default:
         return kld_fail(err, KLD_ERR_ARG, "no arm to open");
     }

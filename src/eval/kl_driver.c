@@ -172,20 +172,33 @@ static kld_status check_saved_pair(run_state *rs, kld_kl_result *out, kld_error 
     return KLD_OK;
 }
 
-/* Two models (or a model and its self-flag session): the corpus, tokenized
- * once with the reference's tokenizer, cut into the configured windows. */
-static kld_status plan_corpus(run_state *rs, kld_error *err) {
+/* Two models (or a model and its self-flag session, or a model and an
+ * endpoint): the corpus, tokenized once with the reference's tokenizer (the
+ * arm's when the reference is an endpoint), cut into the configured
+ * windows; an endpoint's own tokenizer is then checked on the documents. */
+static kld_status plan_corpus(run_state *rs, kld_kl_result *out, kld_error *err) {
     const kld_kl_config *c = rs->c;
-    bool second = rs->arm_spec.spec.kind == KLD_ARM_MODEL;
-    kld_plan_input in = {c->corpus_path, c->corpus_format, c->ids_path, rs->ref->path,
-                         kld_model_source(rs->ref->model), rs->ref->tok,
+    kld_arm *tk = rs->ref->model ? rs->ref : rs->arm, *endpoint = rs->ref->model ? rs->arm : rs->ref;
+    bool second = rs->ref->model && rs->arm_spec.spec.kind == KLD_ARM_MODEL;
+    kld_plan_input in = {c->corpus_path, c->corpus_format, c->ids_path, tk->path,
+                         kld_model_source(tk->model), tk->tok,
                          second ? kld_model_source(rs->arm->model) : NULL,
                          second ? rs->arm->tok : NULL,
                          {chunking_of(c), ctx_of(c), c->max_docs, c->max_tokens, c->max_chunks,
                           false, rs->n_vocab}};
     kld_status st = kld_plan_corpus_load(&in, &rs->corpus, &rs->plan, err);
-    if (!st) rs->pl = &rs->plan;
-    return st;
+    if (st) return st;
+    rs->pl = &rs->plan;
+    if (chunking_of(c) == KLD_CHUNKING_LLAMACPP || strcmp(endpoint->kind, "endpoint")) return KLD_OK;
+    /* the documents of the plan: the corpus's first max_docs */
+    size_t n_docs = c->max_docs > 0 && (size_t)c->max_docs < rs->corpus->n_docs ? (size_t)c->max_docs
+                                                                                 : rs->corpus->n_docs;
+    bool checked = false;
+    if ((st = kld_arm_endpoint_check_tokens(endpoint, rs->corpus, tk->tok, n_docs, &checked, err))) return st;
+    snprintf(out->vocab_note, sizeof out->vocab_note, "%s", checked
+             ? "the endpoint's /tokenize gives kldeval's ids for every document; echoed ids checked"
+             : "echoed ids checked on every request (the endpoint has no /tokenize)");
+    return KLD_OK;
 }
 
 static const char *mode_of(kld_arm_kind ref, kld_arm_kind arm) {
@@ -215,7 +228,7 @@ static kld_status open_arms(run_state *rs, kld_kl_result *out, kld_error *err) {
         return KLD_OK;
     }
     if ((st = check_vocab(rs, out, err))) return st;
-    return plan_corpus(rs, err);
+    return plan_corpus(rs, out, err);
 }
 
 /* How the report names the arms and the corpus. */

@@ -115,6 +115,11 @@ static kld_status encode_doc(const kld_corpus *c, const kld_tokenizer *tok, size
     return KLD_OK;
 }
 
+kld_status kld_corpus_encode_doc(const kld_corpus *c, const kld_tokenizer *tok, size_t d, kld_tok_ids *ids,
+                                 kld_error *err) {
+    return encode_doc(c, tok, d, 0, ids, err);
+}
+
 kld_status kld_corpus_encode(const kld_corpus *c, const kld_tokenizer *tok, kld_tok_ids *ids,
                              kld_error *err) {
     kld_status st = KLD_OK;

@@ -90,6 +90,10 @@ kld_status kld_plan_from_corpus(const kld_corpus *corpus, const kld_tokenizer *t
 kld_status kld_corpus_encode(const kld_corpus *c, const kld_tokenizer *tok, kld_tok_ids *ids,
                              kld_error *err);
 
+/* Document d alone, tokenized as kld_corpus_encode does, appended to ids. */
+kld_status kld_corpus_encode_doc(const kld_corpus *c, const kld_tokenizer *tok, size_t d, kld_tok_ids *ids,
+                                 kld_error *err);
+
 /* Appends a window (for plans that saved arms build). tokens must outlive
  * the plan (or be handed over with kld_plan_own). */
 kld_status kld_plan_push(kld_plan *plan, const kld_window *w, kld_error *err);

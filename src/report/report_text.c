@@ -45,6 +45,11 @@ static void corpus_forms(FILE *f, const json_t *config) {
 }
 
 /* What the reference's truncation and rounding mean for the figures above. */
+static bool ref_endpoint(const json_t *config) {
+    const char *kind = json_string_value(json_object_get(json_object_get(config, "ref"), "kind"));
+    return kind && !strcmp(kind, "endpoint");
+}
+
 static void truncation_notes(FILE *f, const json_t *config, const kld_summary *s) {
     const json_t *ref = json_object_get(config, "ref");
     const char *kind = json_string_value(json_object_get(ref, "kind"));
@@ -210,18 +215,26 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
             value(f, "Median KLD + tail bound", s->kld_bound.median, "nats");
             value(f, "99.0% KLD + tail bound", s->kld_bound.pct[8], "nats");
         }
-        label(f, "truncated reference rows");
+        /* an endpoint arm is the side known on a subset (its own top K) */
+        const char *arm_kind = json_string_value(json_object_get(json_object_get(run->config, "arm"), "kind"));
+        bool arm_truncated = arm_kind && !strcmp(arm_kind, "endpoint");
+        label(f, arm_truncated ? "truncated arm rows" : "truncated reference rows");
         fprintf(f, "%llu of %llu (KLD: the sum over the known ids, >= P ln(P/Q) with P, Q the two\n"
                    "%32smasses there; + tail bound: the KL of the known ids plus one tail bin, a\n"
                    "%32slower bound of the full KLD; reverse KLD and JSD: of the same bins)\n",
                 (unsigned long long)s->n_truncated, (unsigned long long)s->n_positions, "", "");
         truncation_notes(f, run->config, s);
+        if (arm_truncated) {
+            label(f, "known ids");
+            fprintf(f, "the arm's top K (--top-logprobs); captured mass: the reference's there\n");
+        }
         value(f, "captured mass, mean", s->mass_mean, "");
         value(f, "captured mass, minimum", s->mass_min, "");
         value(f, "captured mass, 1%", s->mass_p1, "");
         if (s->mass_mean < KLD_MASS_COMPARABLE)
             fprintf(f, "WARNING: the mean captured mass is below %.2f: this KLD is not comparable "
-                       "with full-vocabulary KLDs (use a larger --top-k)\n", KLD_MASS_COMPARABLE);
+                       "with full-vocabulary KLDs (use a larger %s)\n", KLD_MASS_COMPARABLE,
+                    arm_truncated || ref_endpoint(run->config) ? "--top-logprobs" : "--top-k");
     }
     value_pm(f, "Mean KLD(arm||ref)", s->kld_rev.mean, s->kld_rev.se, "nats");
     value(f, "Maximum KLD(arm||ref)", s->kld_rev.max, "nats");

@@ -92,9 +92,11 @@ typedef struct kld_serve_result {
     kld_tok_ids ids;         /* prompt + generated */
     size_t n_prompt;
     /* When n_top >= 0, for token t of ids (first = 0 with echo, else
-     * n_prompt): logprob[t] (NAN for t = 0), top_id/top_lp[t][n_top]. */
+     * n_prompt): logprob[t] (NAN for t = 0), lse[t] its row's logsumexp,
+     * top_id/top_lp[t][n_top]. */
     size_t first;
     double *logprob;
+    double *lse;
     int32_t *top_id;
     double *top_lp;
     int64_t n_top;
@@ -173,6 +175,8 @@ typedef struct kld_serve_params {
     bool echo, ignore_eos;
     bool ids_as_text;        /* return_tokens_as_token_ids (vLLM's option): tokens and
                                 top_logprobs keys are "token_id:ID", exact whatever the text */
+    bool with_lse;           /* return_logsumexp (kldeval's own): logprobs.logsumexp, each row's
+                                float64 logsumexp, so that a client recovers the f32 logits */
     const char *stop[KLD_SERVE_MAX_STOP]; /* borrowed from the request */
     size_t n_stop;
 } kld_serve_params;

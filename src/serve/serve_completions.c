@@ -82,8 +82,10 @@ static json_t *lp_json(double x) { return isfinite(x) ? json_real(x) : json_null
 
 /* choices[i].logprobs for the tokens of r from r->first. */
 static json_t *logprobs_json(const kld_serve_engine *e, const kld_serve_result *res, size_t text_start,
-                             const size_t *char_at, size_t n_raw, bool ids_as_text) {
+                             const size_t *char_at, size_t n_raw, const kld_serve_params *p) {
+    const bool ids_as_text = p->ids_as_text;
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    json_t *lses = p->with_lse ? json_array() : NULL;
     size_t at = text_start;
     for (size_t t = res->first; t < res->ids.n; t++) {
         const size_t k = t - res->first;
@@ -101,9 +103,11 @@ static json_t *logprobs_json(const kld_serve_engine *e, const kld_serve_result *
         if (t == 0) {
             json_array_append_new(lps, json_null());
             json_array_append_new(tops, json_null());
+            if (lses) json_array_append_new(lses, json_null());
             continue;
         }
         json_array_append_new(lps, lp_json(res->logprob[k]));
+        if (lses) json_array_append_new(lses, lp_json(res->lse[k]));
         json_t *top = json_object();
         for (int64_t j = 0; ids_as_text && j < res->n_top; j++) {
             snprintf(idkey, sizeof idkey, "token_id:%d", (int)res->top_id[k * (size_t)res->n_top + (size_t)j]);
@@ -125,8 +129,10 @@ static json_t *logprobs_json(const kld_serve_engine *e, const kld_serve_result *
         }
         json_array_append_new(tops, top);
     }
-    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
-                     "text_offset", offs);
+    json_t *out = json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs",
+                            tops, "text_offset", offs);
+    if (lses) json_object_set_new(out, "logsumexp", lses);
+    return out;
 }
 
 /* One choice: its text (prompt text first with echo), cut at a stop string. */
@@ -147,7 +153,7 @@ static json_t *choice_json(const kld_serve_engine *e, const kld_serve_params *p,
         text = kld_serve_utf8(raw, n_prompt_text + n_gen, &char_at);
     }
     if (text) {
-        json_t *lp = p->n_top >= 0 ? logprobs_json(e, res, 0, char_at, n_prompt_text + n_gen, p->ids_as_text) : json_null();
+        json_t *lp = p->n_top >= 0 ? logprobs_json(e, res, 0, char_at, n_prompt_text + n_gen, p) : json_null();
         choice = json_pack("{s:i,s:s,s:s,s:o}", "index", (json_int_t)index, "text", text, "finish_reason",
                            res->finish_reason, "logprobs", lp);
     }

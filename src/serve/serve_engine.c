@@ -113,6 +113,7 @@ void kld_serve_engine_close(kld_serve_engine *e) {
 void kld_serve_result_free(kld_serve_result *r) {
     kld_tok_ids_free(&r->ids);
     free(r->logprob);
+    free(r->lse);
     free(r->top_id);
     free(r->top_lp);
     memset(r, 0, sizeof *r);

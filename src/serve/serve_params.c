@@ -63,7 +63,8 @@ bool kld_serve_read_params(const kld_server *s, const json_t *req, bool chat, kl
         }
     } else if (!kld_serve_get_int(req, "logprobs", 0, s->engine->n_vocab, &p->n_top, r) ||
                !kld_serve_get_bool(req, "echo", &p->echo, r) ||
-               !kld_serve_get_bool(req, "return_tokens_as_token_ids", &p->ids_as_text, r)) {
+               !kld_serve_get_bool(req, "return_tokens_as_token_ids", &p->ids_as_text, r) ||
+               !kld_serve_get_bool(req, "return_logsumexp", &p->with_lse, r)) {
         return false;
     }
     if (stream) {

@@ -25,6 +25,7 @@ static void finish(kld_serve_engine *e, kld_serve_slot *sl, kld_status st, const
 static void score_row(const kld_serve_engine *e, kld_serve_result *r, const float *row, size_t t) {
     const double lse = kld_serve_lse(row, e->n_vocab);
     const size_t k = t - r->first;
+    r->lse[k] = lse;
     r->logprob[k] = kld_serve_logprob(row, e->n_vocab, lse, r->ids.ids[t]);
     kld_serve_top(row, e->n_vocab, lse, r->n_top, r->top_id + k * (size_t)r->n_top,
                   r->top_lp + k * (size_t)r->n_top);
@@ -48,10 +49,12 @@ static kld_status prefill(kld_serve_engine *e, kld_serve_slot *sl, kld_error *er
     if (want_lp) {
         const size_t n_rows = (job->echo ? np : 0) + (size_t)job->max_tokens + 1;
         r->logprob = malloc(n_rows * sizeof *r->logprob);
+        r->lse = malloc(n_rows * sizeof *r->lse);
         r->top_id = malloc(n_rows * ((size_t)r->n_top + 1) * sizeof *r->top_id);
         r->top_lp = malloc(n_rows * ((size_t)r->n_top + 1) * sizeof *r->top_lp);
-        if (!r->logprob || !r->top_id || !r->top_lp) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-        if (job->echo) r->logprob[0] = NAN;
+        if (!r->logprob || !r->lse || !r->top_id || !r->top_lp)
+            return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        if (job->echo) r->logprob[0] = r->lse[0] = NAN;
     }
     kld_session_reset(sl->s);
     sl->generated = 0;

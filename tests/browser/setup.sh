@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# setup.sh — what the browser tests (ctest -L browser) need: Debian's
-# chromium, Node.js with npm, and tests/browser/node_modules (playwright-core,
-# pinned by package-lock.json, installed with npm ci). Idempotent; installs
-# only what is missing. tools/setup.sh calls it.
+# setup.sh — what the Node.js tests need (ctest -L browser: the HTML report
+# in Chromium; test_serve_openai: the OpenAI client against kldeval serve):
+# Debian's chromium, Node.js with npm, and tests/browser/node_modules
+# (playwright-core and openai, pinned by package-lock.json, installed with
+# npm ci). Idempotent; installs only what is missing. tools/setup.sh calls it.
 set -euo pipefail
 cd "$(dirname "$0")"
 

@@ -277,6 +277,44 @@ def bad_inputs():
            "strings as logits")
 
 
+def endpoints():
+    """kl(arm_endpoint=, ref_endpoint=) against `kldeval serve` on loopback: with the
+    whole vocabulary equal to the lockstep runs statistic for statistic."""
+    sl = os.path.join(SHARED, "models", "stories260K")
+    f32, q8 = os.path.join(sl, "f32.gguf"), os.path.join(sl, "q8_0.gguf")
+    srv = subprocess.Popen([CLI, "serve", "-m", q8, "--port", "0", "--threads", "1", "--ctx", "1024"],
+                           stderr=subprocess.PIPE, text=True)
+    port = None
+    while port is None:
+        line = srv.stderr.readline()
+        if not line:
+            check(False, "the server started")
+            return
+        if "listening on http://127.0.0.1:" in line:
+            port = int(line.split("127.0.0.1:")[1].split()[0])
+    url = "http://127.0.0.1:%d" % port
+    try:
+        lock = kldeval.kl(f32, q8, max_docs=3, threads=1)
+        served = kldeval.kl(f32, arm_endpoint=url, top_logprobs=512, max_docs=3, threads=1)
+        check(served["kld"] == lock["kld"] and served["top1_agreement"] == lock["top1_agreement"],
+              "kl(arm_endpoint=) == kl(arm=) at K = V: %r vs %r" % (served["kld"]["mean"], lock["kld"]["mean"]))
+        lock_rev = kldeval.kl(q8, f32, max_docs=3, threads=1)
+        ref = kldeval.kl(ref_endpoint=url, arm=f32, top_logprobs=512, max_docs=3, threads=1)
+        check(ref["kld"] == lock_rev["kld"], "kl(ref_endpoint=) == kl(ref=) at K = V")
+        trunc = kldeval.kl(ref_endpoint=url, arm=f32, top_logprobs=20, max_docs=3, threads=1)
+        check(trunc["truncated"]["kld_bound"]["mean"] <= lock_rev["kld"]["mean"],
+              "kl(ref_endpoint=, top_logprobs=20): the bound lies below the exact mean")
+        try:
+            kldeval.kl(f32, arm_endpoint=url, endpoint_model="nope", max_docs=1)
+            check(False, "an unknown served model raises")
+        except kldeval.Error as e:
+            check("404" in str(e), "an unknown served model: %s" % e)
+        print("endpoints: K=V KLD mean %r (lockstep %r)" % (served["kld"]["mean"], lock["kld"]["mean"]))
+    finally:
+        srv.terminate()
+        srv.wait(timeout=60)
+
+
 def pip_install():
     """pip install ./python works offline (from a copy: pip writes build files beside
     the sources), and the installed package imports and computes."""
@@ -303,5 +341,6 @@ stats_equal_kl()
 torch_against_engine()
 torch_hidden_candidate()
 bad_inputs()
+endpoints()
 print("%d checks, %d failed" % (checks, failures))
 sys.exit(1 if failures else 0)
