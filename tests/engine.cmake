@@ -28,3 +28,6 @@ kld_add_test(NAME test_forward_glm4moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_forward_deepseek2 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_deepseek2.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
+# attention=exact over long key ranges (tiled) against the one-pass result.
+kld_add_test(NAME test_attention_long SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_attention_long.c
+             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 300)

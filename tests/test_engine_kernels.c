@@ -380,7 +380,7 @@ static void test_base2_weights(const kld_engine_kernels *ref, const kld_engine_k
     enum { NMAX = 2053 };
     float *s = malloc(sizeof(float) * NMAX), *w0 = malloc(sizeof(float) * NMAX),
           *w1 = malloc(sizeof(float) * NMAX);
-    int bad_w = 0, bad_sum = 0, bad_acc = 0, bad_order = 0, rows = 0, subnormal = 0, zeros = 0;
+    int bad_w = 0, bad_sum = 0, bad_cont = 0, bad_acc = 0, bad_order = 0, rows = 0, subnormal = 0, zeros = 0;
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof tops / sizeof tops[0]; b++)
             for (size_t d = 0; d < sizeof dK / sizeof dK[0]; d++) {
@@ -394,9 +394,14 @@ static void test_base2_weights(const kld_engine_kernels *ref, const kld_engine_k
                 const double K = mx == -INFINITY ? -INFINITY : ceil((double)mx * 1.4426950408889634) + dK[d];
                 memcpy(w0, s, sizeof(float) * (size_t)n);
                 memcpy(w1, s, sizeof(float) * (size_t)n);
-                const double sum0 = ref->base2_weights(w0, n, K), sum1 = k->base2_weights(w1, n, K);
+                const double sum0 = ref->base2_weights(w0, n, K, 0), sum1 = k->base2_weights(w1, n, K, 0);
                 bad_w += memcmp(w0, w1, sizeof(float) * (size_t)n) != 0;
                 bad_sum += memcmp(&sum0, &sum1, sizeof sum0) != 0;
+                /* a sum continued over two blocks is the one sum */
+                memcpy(w1, s, sizeof(float) * (size_t)n);
+                const int64_t cut = n / 3;
+                const double part = k->base2_weights(w1 + cut, n - cut, K, k->base2_weights(w1, cut, K, 0));
+                bad_cont += memcmp(&part, &sum1, sizeof part) != 0;
                 double seq = 0;
                 for (int64_t i = 0; i < n; i++) {
                     seq += w0[i];
@@ -412,6 +417,8 @@ static void test_base2_weights(const kld_engine_kernels *ref, const kld_engine_k
             }
     CHECK(bad_w == 0, "%s base2_weights: %d of %d rows' weights differ from ref", k->name, bad_w, rows);
     CHECK(bad_sum == 0, "%s base2_weights: %d of %d rows' sums differ from ref", k->name, bad_sum, rows);
+    CHECK(bad_cont == 0, "%s base2_weights: %d of %d rows' sums continued over two blocks differ from the one sum",
+          k->name, bad_cont, rows);
     CHECK(bad_acc == 0, "ref base2_weights: %d weights off 2^(x-K)", bad_acc);
     CHECK(bad_order == 0, "ref base2_weights: %d sums are not the weights' sum in index order", bad_order);
     CHECK(subnormal > 100 && zeros > 100, "base2_weights rows reach too few subnormal (%d) and flushed (%d) weights",

@@ -4,8 +4,9 @@
  * K cache, scale / soft-cap / mask, softmax weights in base 2 against the
  * row maximum rounded up to a power of two (kernels: base2_weights), O = P·V as
  * float fma chains over the keys in order, then O / sum. attention=exact
- * takes the row maximum first; attention=online walks key blocks once and
- * rescales, exactly, by powers of two. Masked keys contribute exact zeros
+ * takes the row maximum first (and beyond KLD_ATTN_TILE_KEYS keys walks them
+ * in blocks as online does: the same bits); attention=online walks key
+ * blocks once and rescales, exactly, by powers of two. Masked keys contribute exact zeros
  * and every sum runs over the keys in order, so rows do not depend on
  * chunk size or threads. Attention sinks (gpt-oss: one logit per head that
  * attends to nothing) join the maximum and the sum as one more weight. */
@@ -104,10 +105,10 @@ static double pow2_exponent(float max_score) {
 }
 
 /* The base-2 weight of a sink logit against exponent K (added to the
- * softmax's sum only: the sink contributes no value). */
+ * softmax's sum only, last: the sink contributes no value). */
 static double sink_weight(const kld_engine_kernels *kr, float sink, double K) {
     float w = sink;
-    return kr->base2_weights(&w, 1, K);
+    return kr->base2_weights(&w, 1, K, 0);
 }
 
 /* act=q8 with an f16 V and a sink: ggml_soft_max with sinks (the sink
@@ -122,26 +123,30 @@ static void softmax_sink(float *row, int64_t n, float sink) {
     for (int64_t c = 0; c < n; c++) row[c] *= inv;
 }
 
-/* attention=online: key blocks of attn_block keys, one pass: per query row
- * a running maximum (as the exponent k) and sum l, the output O so far
- * rescaled by 2^(k_old - k_new) whenever a block raises the maximum
- * (flash-attention style), the block's P·V continuing O's fma chains,
- * O / l at the end. */
+/* Key blocks of B keys, one pass (attention=online, and attention=exact
+ * over long key ranges): per query row a running maximum (as the exponent
+ * k) and sum l, the output O so far rescaled by 2^(k_old - k_new) whenever a
+ * block raises the maximum (flash-attention style), the block's weights
+ * continuing l's one running sum and its P·V continuing O's fma chains,
+ * the sink's weight added last, O / l at the end. Every rescaling is by an
+ * exact power of two and every sum runs in the one-pass order, so the
+ * result is the one-pass (materialized) one bit for bit, while the scores
+ * held are B per row, not the whole key range. */
 static void online_block(const attn_job *j, int ith, const float *q, int64_t rows, int64_t p0,
                          int64_t lo, int64_t hi, const float *kt, int64_t ldkt, const float *v,
-                         float *out, int64_t ldo, const float *sink) {
+                         float *out, int64_t ldo, const float *sink, int64_t B) {
     kld_session *s = j->s;
     const kld_hparams *hp = &s->model->hp;
-    const int64_t hd = hp->head_dim, hdv = hp->head_dim_v, B = s->lv.attn_block;
+    const int64_t hd = hp->head_dim, hdv = hp->head_dim_v;
     float *S = s->scratch + (size_t)ith * s->scratch_stride;
     /* running state: the last ONLINE_AUX floats of the aux rows */
     float *aux = s->attn_aux + (size_t)ith * s->attn_aux_stride + s->attn_aux_stride -
                  KLD_ONLINE_AUX_FLOATS(hdv);
     double *l = (double *)(void *)aux, *k = l + KLD_ATTN_QB;
     float *O = (float *)(void *)(k + KLD_ATTN_QB);
-    for (int64_t r = 0; r < rows; r++) { /* a sink starts the running maximum and sum */
+    for (int64_t r = 0; r < rows; r++) { /* a sink starts the running maximum */
         k[r] = sink ? pow2_exponent(*sink) : -INFINITY;
-        l[r] = sink ? sink_weight(s->kr, *sink, k[r]) : 0;
+        l[r] = 0;
         for (int64_t d = 0; d < hdv; d++) O[r * hdv + d] = 0;
     }
     for (int64_t b0 = lo; b0 < hi; b0 += B) {
@@ -159,10 +164,12 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
                 }
                 k[r] = kb;
             }
-            l[r] += s->kr->base2_weights(row, nb, k[r]);
+            l[r] = s->kr->base2_weights(row, nb, k[r], l[r]);
         }
         kld_gemm_strided_acc(s->kr, rows, hdv, nb, S, s->ldk, v + (b0 - lo) * hdv, hdv, O, hdv);
     }
+    if (sink)
+        for (int64_t r = 0; r < rows; r++) l[r] += sink_weight(s->kr, *sink, k[r]);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t d = 0; d < hdv; d++)
             out[r * ldo + d] = l[r] > 0 ? (float)((double)O[r * hdv + d] / l[r]) : 0.0f;
@@ -201,14 +208,18 @@ static void attn_task(void *ctx, int ith, int nth) {
         kv_view(j, cs, ith, kvh, lo, L, &kt, &ldkt, &v);
         float *out = s->attn + i0 * ldo + h * hdv;
         const float *sink = s->model->lv[j->il].sinks ? s->model->lv[j->il].sinks + h : NULL;
+        /* act=q8, f16 V: llama.cpp's KQ·V product takes float32 softmax
+         * probabilities rounded to f16 (of the whole row: not in blocks) */
+        const bool f16_probs = s->lv.act == KLD_ACT_Q8 && cs->kvl[j->il].v_type == KLD_TYPE_F16;
         if (s->lv.attention == KLD_ATTN_ONLINE) {
-            online_block(j, ith, q, rows, p_first, lo, hi, kt, ldkt, v, out, ldo, sink);
+            online_block(j, ith, q, rows, p_first, lo, hi, kt, ldkt, v, out, ldo, sink, s->lv.attn_block);
+            continue;
+        }
+        if (!f16_probs && L > KLD_ATTN_TILE_KEYS) { /* the same bits, the scores in cache */
+            online_block(j, ith, q, rows, p_first, lo, hi, kt, ldkt, v, out, ldo, sink, KLD_ATTN_TILE_BLOCK);
             continue;
         }
         kld_gemm_strided(kr, rows, L, hd, q, s->ld_qkv, kt, ldkt, S, s->ldk);
-        /* act=q8, f16 V: llama.cpp's KQ·V product takes float32 softmax
-         * probabilities rounded to f16 */
-        const bool f16_probs = s->lv.act == KLD_ACT_Q8 && cs->kvl[j->il].v_type == KLD_TYPE_F16;
         double l[KLD_ATTN_QB];
         for (int64_t r = 0; r < rows; r++) {
             float *row = S + r * s->ldk;
@@ -222,7 +233,7 @@ static void attn_task(void *ctx, int ith, int nth) {
             float mx = row_max(row, L);
             if (sink && *sink > mx) mx = *sink;
             const double K = pow2_exponent(mx);
-            l[r] = kr->base2_weights(row, L, K) + (sink ? sink_weight(kr, *sink, K) : 0);
+            l[r] = kr->base2_weights(row, L, K, 0) + (sink ? sink_weight(kr, *sink, K) : 0);
         }
         kld_gemm_strided(kr, rows, hdv, L, S, s->ldk, v, hdv, out, ldo);
         if (!f16_probs) /* the normalisation last, as the online softmax can only do it */

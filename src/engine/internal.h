@@ -16,6 +16,11 @@
  * the unnormalised output (float), the sum and the power-of-two exponent
  * of the running maximum (double). */
 #define KLD_ONLINE_AUX_FLOATS(hdv) ((size_t)KLD_ATTN_QB * (size_t)((hdv) + 4) + 16)
+/* attention=exact walks the keys in blocks of KLD_ATTN_TILE_BLOCK (as the
+ * online softmax does, the same bits) once a query block sees more than
+ * KLD_ATTN_TILE_KEYS keys: the scores then stay in cache. */
+#define KLD_ATTN_TILE_KEYS 2048
+#define KLD_ATTN_TILE_BLOCK 64
 
 /* Float32 norms and biases of one layer (NULL when absent). Norm weights
  * already include hparams.norm_weight_offset. */

@@ -102,9 +102,10 @@ typedef struct kld_engine_kernels {
     double (*sum_exp)(const float *x, int64_t n, float mx);
     /* In place: x[i] = its base-2 softmax weight 2^(x[i]·log2(e) - K)
      * against the integer exponent K (kernels_ref.c: the exact arithmetic;
-     * -inf gives 0); returns the weights' sum in double, added in index
-     * order. */
-    double (*base2_weights)(float *x, int64_t n, double K);
+     * -inf gives 0); returns sum plus the weights, added in double in index
+     * order (so a sum over key blocks can continue one running sum: the
+     * online softmax then adds exactly as the exact one does). */
+    double (*base2_weights)(float *x, int64_t n, double K, double sum);
     /* The one-row product and the GEMM panel over weights repacked at load
      * (weight_pack.c, the layouts below), for the types the set has them
      * for, else NULL (and always NULL in the ref set, which reads the rows). */

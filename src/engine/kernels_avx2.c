@@ -425,9 +425,8 @@ static inline void base2_weight16(const float *in, __m256d K, float *w) {
 #undef B2_START
 #undef B2_STEP
 
-static double base2_weights_avx2(float *x, int64_t n, double K) {
+static double base2_weights_avx2(float *x, int64_t n, double K, double sum) {
     const __m256d vK = _mm256_set1_pd(K);
-    double sum = 0;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         base2_weight16(x + i, vK, x + i);

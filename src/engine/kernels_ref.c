@@ -174,8 +174,7 @@ static float base2_weight(float s, double K) {
     return kld_scale_pow2((float)p, (int)j);
 }
 
-static double base2_weights_ref(float *x, int64_t n, double K) {
-    double sum = 0;
+static double base2_weights_ref(float *x, int64_t n, double K, double sum) {
     for (int64_t c = 0; c < n; c++) {
         x[c] = base2_weight(x[c], K);
         sum += x[c];

@@ -198,7 +198,7 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
      * keys (typed caches), the online softmax's running output and sums. */
     uint64_t aux = 0;
     if (kv_typed(m, lv)) aux += (hd + (hd > hdv ? hd : hdv)) * (uint64_t)L->ldk;
-    if (lv->attention == KLD_ATTN_ONLINE) aux += KLD_ONLINE_AUX_FLOATS(hdv);
+    aux += KLD_ONLINE_AUX_FLOATS(hdv); /* online, and exact over long key ranges */
     aux = (aux + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
     L->aux_stride = (size_t)aux;
     L->aux = take(&z, (uint64_t)n_threads, aux, 1);
