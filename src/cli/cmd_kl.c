@@ -517,9 +517,11 @@ int kld_kl_main(kld_kl_config *c, const kld_kl_outputs *o) {
         if (kld_report_llamacpp(stdout, &sum, &err) != KLD_OK) rc = 1;
     }
     if (sum.n_truncated && sum.mass_mean < KLD_MASS_COMPARABLE)
-        fprintf(stderr, "kldeval kl: warning: the reference's top-k captures %.4f of its mass on "
-                        "average (< %.2f): this KLD is not comparable with full-vocabulary KLDs\n",
-                sum.mass_mean, KLD_MASS_COMPARABLE);
+        fprintf(stderr, "kldeval kl: warning: the %s captures %.4f of the reference's mass on "
+                        "average (< %.2f): this KLD is not comparable with full-vocabulary KLDs%s\n",
+                c->arm.kind == KLD_ARM_ENDPOINT ? "arm's top K (the endpoint's)" : "reference's top-k",
+                sum.mass_mean, KLD_MASS_COMPARABLE,
+                c->arm.kind == KLD_ARM_ENDPOINT || c->ref.kind == KLD_ARM_ENDPOINT ? " (raise --top-logprobs)" : "");
     if (res.ctx_note[0]) {
         printf("%-30s: %s\n", "WARNING", res.ctx_note);
         fprintf(stderr, "kldeval kl: warning: %s\n", res.ctx_note);

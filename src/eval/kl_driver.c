@@ -189,7 +189,12 @@ static kld_status plan_corpus(run_state *rs, kld_kl_result *out, kld_error *err)
     kld_status st = kld_plan_corpus_load(&in, &rs->corpus, &rs->plan, err);
     if (st) return st;
     rs->pl = &rs->plan;
-    if (chunking_of(c) == KLD_CHUNKING_LLAMACPP || strcmp(endpoint->kind, "endpoint")) return KLD_OK;
+    if (strcmp(endpoint->kind, "endpoint")) return KLD_OK;
+    if (chunking_of(c) == KLD_CHUNKING_LLAMACPP) { /* the file is tokenized whole, not per document */
+        snprintf(out->vocab_note, sizeof out->vocab_note,
+                 "echoed ids checked on every request (--chunking llamacpp: no per-document /tokenize check)");
+        return KLD_OK;
+    }
     /* the documents of the plan: the corpus's first max_docs */
     size_t n_docs = c->max_docs > 0 && (size_t)c->max_docs < rs->corpus->n_docs ? (size_t)c->max_docs
                                                                                  : rs->corpus->n_docs;
