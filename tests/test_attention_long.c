@@ -10,7 +10,6 @@
  * (attention sinks, sliding-window layers beside full ones). */
 #include "test_forward_models.h"
 
-#include "engine/engine.h"
 #include "engine/internal.h"
 #include "testlib.h"
 
@@ -21,37 +20,9 @@
 #define N_IDS (KLD_ATTN_TILE_KEYS + 600)
 #define N_DECODE 3
 
-/* Logits of ids[0..n) fed in chunks of `chunk` (the last N_DECODE one at a
- * time when decode is set), under the levers. */
-static float *run(const char *path, const int32_t *ids, int64_t n, const char *levers, int64_t chunk,
-                  bool decode, int64_t *n_vocab) {
-    kld_model *m = NULL;
-    kld_error err = {0};
-    CHECK_OK(kld_model_open(path, NULL, &m, &err), err);
-    if (!m) return NULL;
-    *n_vocab = kld_model_hparams(m)->n_vocab;
-    kld_levers lv;
-    kld_levers_default(&lv);
-    if (levers) CHECK_OK(kld_levers_parse(levers, &lv, &err), err);
-    kld_session_opts o = {.n_ctx = n + 8, .max_chunk = chunk, .n_threads = 2, .levers = &lv};
-    kld_session *s = NULL;
-    CHECK_OK(kld_session_create_opts(m, &o, &s, &err), err);
-    float *out = s ? malloc(sizeof(float) * (size_t)(n * *n_vocab)) : NULL;
-    const int64_t prefill = decode ? n - N_DECODE : n;
-    kld_status st = s ? KLD_OK : KLD_ERR_ARG;
-    for (int64_t i = 0; st == KLD_OK && i < n;) {
-        const int64_t c = i >= prefill ? 1 : prefill - i < chunk ? prefill - i : chunk;
-        st = kld_session_eval(s, ids + i, c, out + i * *n_vocab, &err);
-        CHECK_OK(st, err);
-        i += c;
-    }
-    kld_session_free(s);
-    kld_model_close(m);
-    if (st != KLD_OK) {
-        free(out);
-        return NULL;
-    }
-    return out;
+static float *run(const char *path, const int32_t *ids, const char *levers, int64_t chunk, bool decode,
+                  int64_t *n_vocab) {
+    return tf_engine_logits_run(path, ids, N_IDS, levers, chunk, decode ? N_DECODE : 0, 2, n_vocab);
 }
 
 static void check_model(const char *label, const char *path, const char *base_levers) {
@@ -71,7 +42,7 @@ static void check_model(const char *label, const char *path, const char *base_le
              base_levers ? "," : "");
     snprintf(online16, sizeof online16, "%s%sattention=online,attn_block=16", base_levers ? base_levers : "",
              base_levers ? "," : "");
-    float *want = run(path, ids, N_IDS, one_pass, N_IDS, false, &nv);
+    float *want = run(path, ids, one_pass, N_IDS, false, &nv);
     struct {
         const char *what, *levers;
         int64_t chunk;
@@ -84,7 +55,7 @@ static void check_model(const char *label, const char *path, const char *base_le
     };
     int same = 0;
     for (size_t w = 0; w < sizeof ways / sizeof ways[0]; w++) {
-        float *got = run(path, ids, N_IDS, ways[w].levers, ways[w].chunk, ways[w].decode, &nv);
+        float *got = run(path, ids, ways[w].levers, ways[w].chunk, ways[w].decode, &nv);
         int64_t first = -1;
         for (int64_t i = 0; want && got && i < N_IDS * nv && first < 0; i++)
             if (memcmp(&want[i], &got[i], sizeof(float))) first = i;

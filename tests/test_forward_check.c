@@ -68,8 +68,8 @@ float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t
     return logits;
 }
 
-float *tf_engine_logits_levers(const char *path, const int32_t *ids, int64_t n, const char *levers, int threads,
-                               int64_t *n_vocab) {
+float *tf_engine_logits_run(const char *path, const int32_t *ids, int64_t n, const char *levers, int64_t chunk,
+                            int64_t n_decode, int threads, int64_t *n_vocab) {
     kld_model *m = NULL;
     kld_error err = {0};
     CHECK_OK(kld_model_open(path, NULL, &m, &err), err);
@@ -78,14 +78,29 @@ float *tf_engine_logits_levers(const char *path, const int32_t *ids, int64_t n, 
     kld_levers lv;
     kld_levers_default(&lv);
     if (levers) CHECK_OK(kld_levers_parse(levers, &lv, &err), err);
-    kld_session_opts o = {.n_ctx = n + 8 > 128 ? n + 8 : 128, .max_chunk = n, .n_threads = threads, .levers = &lv};
+    kld_session_opts o = {.n_ctx = n + 8 > 128 ? n + 8 : 128, .max_chunk = chunk, .n_threads = threads, .levers = &lv};
     kld_session *s = NULL;
     CHECK_OK(kld_session_create_opts(m, &o, &s, &err), err);
     float *out = s ? malloc(sizeof(float) * (size_t)(n * *n_vocab)) : NULL;
-    if (s) CHECK_OK(kld_session_eval(s, ids, n, out, &err), err);
+    kld_status st = s ? KLD_OK : KLD_ERR_ARG;
+    for (int64_t i = 0, prefill = n - n_decode; st == KLD_OK && i < n;) {
+        const int64_t c = i >= prefill ? 1 : prefill - i < chunk ? prefill - i : chunk;
+        st = kld_session_eval(s, ids + i, c, out + i * *n_vocab, &err);
+        CHECK_OK(st, err);
+        i += c;
+    }
     kld_session_free(s);
     kld_model_close(m);
+    if (st != KLD_OK) {
+        free(out);
+        return NULL;
+    }
     return out;
+}
+
+float *tf_engine_logits_levers(const char *path, const int32_t *ids, int64_t n, const char *levers, int threads,
+                               int64_t *n_vocab) {
+    return tf_engine_logits_run(path, ids, n, levers, n, 0, threads, n_vocab);
 }
 
 /* ---- engine vs reference on one path ---- */

@@ -161,6 +161,9 @@ float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t
  * the reference values). */
 float *tf_engine_logits_levers(const char *path, const int32_t *ids, int64_t n, const char *levers, int threads,
                                int64_t *n_vocab);
+/* The same in chunks of `chunk`, the last n_decode tokens one at a time. */
+float *tf_engine_logits_run(const char *path, const int32_t *ids, int64_t n, const char *levers, int64_t chunk,
+                            int64_t n_decode, int threads, int64_t *n_vocab);
 
 /* Engine (one pass) vs the reference of gguf (max |d| <= 1e-3, argmax equal),
  * chunks of 1 and 7 and a prefill of 17 + decode steps bit-identical to the
