@@ -244,7 +244,9 @@ static void test_gguf_matmul(void) {
         CHECK_OK(kld_gguf_writer_add_tensor(wr, "blk.0.ffn_up.weight", types[k].id, 2, ne, w,
                                             (uint64_t)(nblocks * types[k].ts), &err), err);
         char path[512];
-        snprintf(path, sizeof path, "%s/test_tensor_iq_%s.gguf", kt_build_dir(), types[k].name);
+        /* named by the kernel set too: ctest runs the test once per set, in parallel */
+        snprintf(path, sizeof path, "%s/test_tensor_iq_%s_%s.gguf", kt_build_dir(), kld_kernels_name(),
+                 types[k].name);
         CHECK_OK(kld_gguf_writer_write(wr, path, &err), err);
         kld_gguf_writer_free(wr);
         free(w);
@@ -310,7 +312,7 @@ static void test_row_not_blocks(void) {
         CHECK_OK(kld_gguf_writer_add_tensor(wr, "blk.4.attn_v.weight", types[k].id, 1, ne, w,
                                             2 * (uint64_t)types[k].ts, &err), err);
         char path[512];
-        snprintf(path, sizeof path, "%s/test_tensor_iq_bad.gguf", kt_build_dir());
+        snprintf(path, sizeof path, "%s/test_tensor_iq_%s_bad.gguf", kt_build_dir(), kld_kernels_name());
         CHECK_OK(kld_gguf_writer_write(wr, path, &err), err);
         kld_gguf_writer_free(wr);
         /* the tensor info follows the name: u32 n_dims, then ne[0] */
