@@ -58,6 +58,11 @@ typedef struct diff_state {
     float *wr, *wa;      /* one dequantized row of each matrix */
     int64_t w_cap;
     bool mat_oom;
+    /* the token embedding's lookup (a row per token, no product): its rows' error at the
+     * scored positions' tokens, Σ‖E_arm[t] − E_ref[t]‖² and Σ‖E_ref[t]‖² */
+    const kld_tensor *emb_ref, *emb_arm;
+    double emb_e2, emb_r2;
+    uint64_t emb_rows;
 } diff_state;
 
 typedef struct mat_acc {
@@ -211,9 +216,43 @@ static void fold(site_acc *s, const double *m, uint64_t wi, int64_t pos) {
     }
 }
 
+/* The embedding rows of the tokens at positions row0..row0+n-1 of w, the arm's against the
+ * reference's (the lookup has one input, the token: own and reference input are the same). */
+static bool emb_rows(diff_state *d, const kld_window *w, int64_t row0, int64_t n) {
+    const int64_t k = d->emb_ref->ne[0];
+    if (k > d->w_cap) {
+        float *a = realloc(d->wa, (size_t)k * sizeof *a), *b = a ? realloc(d->wr, (size_t)k * sizeof *b) : NULL;
+        if (a) d->wa = a;
+        if (!a || !b) return false;
+        d->wr = b;
+        d->w_cap = k;
+    }
+    for (int64_t p = row0; p < row0 + n; p++) {
+        const int32_t t = p == 0 && w->first_token >= 0 ? w->first_token : w->tokens[p];
+        if (t < 0 || t >= d->emb_ref->ne[1]) continue;
+        if (!weight_row(d->emb_ref, t, d->wr) || !weight_row(d->emb_arm, t, d->wa)) return false;
+        for (int64_t i = 0; i < k; i++) {
+            const double e = (double)d->wa[i] - (double)d->wr[i];
+            d->emb_e2 += e * e;
+            d->emb_r2 += (double)d->wr[i] * d->wr[i];
+        }
+        d->emb_rows++;
+    }
+    return true;
+}
+
+typedef struct emb_find {
+    const kld_tensor *t;
+} emb_find;
+
+static void find_embd(void *ctx, const kld_tensor *t, const char *name) {
+    emb_find *f = ctx;
+    if (!strcmp(name, "token_embd.weight")) f->t = t;
+}
+
 static kld_status on_rows(void *user, const kld_window *w, size_t wi, const kld_rows *ref,
                           const kld_rows *arm, kld_error *err) {
-    (void)w, (void)arm;
+    (void)arm;
     diff_state *d = user;
     if (d->out_of_step || d->arm_n != d->ref_n || d->arm_pos != d->ref_pos)
         return kld_fail(err, KLD_ERR_MISMATCH, "diff: the arms' chunks are out of step (reference "
@@ -224,6 +263,8 @@ static kld_status on_rows(void *user, const kld_window *w, size_t wi, const kld_
         return kld_fail(err, KLD_ERR_MISMATCH, "diff: scored rows %lld..%lld outside the chunk at %lld+%lld",
                         (long long)ref->row0, (long long)(ref->row0 + ref->n), (long long)d->arm_pos,
                         (long long)d->arm_n);
+    if (d->emb_ref && d->emb_arm && !emb_rows(d, w, ref->row0, ref->n))
+        return kld_fail(err, KLD_ERR_NOMEM, "diff: the token embedding's rows cannot be read");
     const size_t n_sites = (size_t)(d->n_layer * KLD_SITE_COUNT);
     for (size_t k = 0; k < n_sites; k++) {
         const double *met = d->met + k * (size_t)(d->chunk * M_COUNT);
@@ -265,6 +306,14 @@ static kld_status on_prepared(void *user, kld_arm *ref, kld_arm *arm, kld_error 
         d->arm_model = arm->model;
         kld_session_observe(sr, observe_mat_ref, d);
         kld_session_observe(sa, observe_mat_arm, d);
+        emb_find er = {NULL}, ea = {NULL};
+        kld_model_each_weight(ref->model, find_embd, &er);
+        kld_model_each_weight(arm->model, find_embd, &ea);
+        if (er.t && ea.t && er.t->ne[2] == 1 && ea.t->ne[2] == 1 && er.t->ne[0] == ea.t->ne[0] &&
+            er.t->ne[1] == ea.t->ne[1]) {
+            d->emb_ref = er.t;
+            d->emb_arm = ea.t;
+        }
     }
     return KLD_OK;
 }
@@ -341,7 +390,7 @@ kld_status kld_diff_run(const kld_kl_config *c, bool matrices, kld_diff_result *
             }
         }
         if (!st && d.mat_oom) st = kld_fail(err, KLD_ERR_NOMEM, "diff: out of memory for the matrices' inputs");
-        if (!st && d.n_mat && !(out->matrices = calloc(d.n_mat, sizeof *out->matrices)))
+        if (!st && !(out->matrices = calloc(d.n_mat + 1, sizeof *out->matrices)))
             st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
         for (size_t i = 0; !st && i < d.n_mat; i++) {
             const mat_acc *m = &d.mat[i];
@@ -351,6 +400,14 @@ kld_status kld_diff_run(const kld_kl_config *c, bool matrices, kld_diff_result *
             o->rows = m->rows;
             o->rel_err_own_input = m->own_e2 == 0 ? 0 : m->own_r2 > 0 ? sqrt(m->own_e2 / m->own_r2) : INFINITY;
             o->rel_err_ref_input = m->ref_e2 == 0 ? 0 : m->ref_r2 > 0 ? sqrt(m->ref_e2 / m->ref_r2) : INFINITY;
+        }
+        /* the embedding's lookup, unless it is measured as a product already (a tied head) */
+        if (!st && d.emb_rows && !mat_find(&d, "token_embd.weight", false)) {
+            kld_diff_matrix *o = &out->matrices[out->n_matrices++];
+            snprintf(o->name, sizeof o->name, "token_embd.weight");
+            o->rows = d.emb_rows;
+            o->rel_err_own_input = o->rel_err_ref_input =
+                d.emb_e2 == 0 ? 0 : d.emb_r2 > 0 ? sqrt(d.emb_e2 / d.emb_r2) : INFINITY;
         }
         out->matrices_measured = matrices;
         if (st) kld_diff_result_free(out);
