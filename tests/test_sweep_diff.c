@@ -174,6 +174,31 @@ done:
     json_decref(k);
 }
 
+/* One run-database row, mode sweep: the pass's all-base arm, the ranking and the diff kept. */
+static void test_recorded(void) {
+    char db[600], args[2048];
+    snprintf(db, sizeof db, "%s/sweep_diff.sqlite", kt_build_dir());
+    remove(db);
+    snprintf(args, sizeof args, "sweep --ref " M " --base q4_0 --rank-by diff --chunking stream --ctx 64 "
+             "--chunks 2 --quiet --db '%s' --label sd", db);
+    CHECK(run(args) == 0, "--rank-by diff with --db: exit 0");
+    snprintf(args, sizeof args, "runs show 1 --json --db '%s'", db);
+    CHECK(run(args) == 0, "runs show 1: exit 0");
+    json_error_t e;
+    json_t *j = json_load_file(out_path, 0, &e);
+    CHECK(j != NULL, "runs show --json parses: %s", e.text);
+    const json_t *r = json_object_get(j, "report") ? json_object_get(j, "report") : j;
+    const json_t *sw = json_object_get(json_object_get(r, "config"), "sweep");
+    CHECK(json_is_string(json_object_get(sw, "rank_by")) &&
+              !strcmp(json_string_value(json_object_get(sw, "rank_by")), "diff"),
+          "the row's config.sweep.rank_by is diff");
+    CHECK(json_array_size(json_object_get(r, "ranked")) == 3, "the row keeps the ranking (blk:0, blk:1, head)");
+    CHECK(json_array_size(json_object_get(json_object_get(r, "diff"), "matrices")) > 0, "and the diff's matrices");
+    json_decref(j);
+    snprintf(args, sizeof args, "runs list --mode sweep --db '%s'", db);
+    CHECK(run(args) == 0 && output_has("sd: all at base"), "runs list --mode sweep lists it");
+}
+
 static void test_refused(void) {
     static const char *const flags[] = {"--budget 5", "--gate 'kld.mean<=1'", "--teacher-top-k 8",
                                         "--bootstrap 10"};
@@ -196,6 +221,7 @@ int main(int argc, char **argv) {
     kldeval = argv[1];
     snprintf(out_path, sizeof out_path, "%s/sweep_diff.out", kt_build_dir());
     test_refused();
+    test_recorded();
     test_rank_by_diff();
     return kt_finish();
 }
