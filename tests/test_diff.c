@@ -3,7 +3,7 @@
  * states whatever the chunk size and thread count; identical arms give every
  * error exactly 0 and SQNR +inf (JSON null + flag); a policy that changes
  * only layer 1 leaves layer 0 exactly 0; q8_0 beats q4_0 at every layer and
- * site; MoE and hybrid (short-conv, DeltaNet) models report their sites;
+ * site; quantized experts show in their matrices only; MoE and hybrid (short-conv, DeltaNet) models report their sites;
  * a LoRA adapter on layer 1 only leaves layer 0 exactly 0 and moves layer
  * 1, at scale 0 nothing moves; the figures do not depend on --chunk or
  * --threads; bad input is refused
@@ -295,6 +295,47 @@ static void test_synth(const char *arch, const char *ids) {
     test_self(label, path, path, NULL, ids);
 }
 
+/* The routed experts' matrices (slices of the merged blk.N.ffn_*_exps) of a MoE model whose
+ * policy quantizes only them: each expert class of each MoE layer non-zero on both inputs,
+ * every other matrix (attention, dense FFN, router, shared expert, head, embedding) exactly 0
+ * on its own input; in the first MoE layer the experts' gate and up see the same rows on both
+ * sides (nothing before them changed, so the routing is the same): equal errors, bit for bit. */
+static void test_moe_matrices(const char *ids) {
+    char path[1024], arm[1200];
+    snprintf(path, sizeof path, "%s/diff_glm4moe.gguf", kt_build_dir());
+    snprintf(arm, sizeof arm, "%s@keep,*_exps.weight=q4_0", path);
+    kld_kl_config c;
+    config(&c, path, arm, NULL, ids);
+    kld_diff_result r;
+    kld_summary sum;
+    if (!diff_run_m(&c, true, &r, &sum)) return;
+    int n_exps = 0, n_other = 0, n_attn = 0;
+    for (size_t i = 0; i < r.n_matrices; i++) {
+        const kld_diff_matrix *m = &r.matrices[i];
+        if (strstr(m->name, "_exps.")) {
+            n_exps++;
+            CHECK(m->rel_err_own_input > 0 && m->rel_err_own_input < 1 && m->rel_err_ref_input > 0 &&
+                      m->rel_err_ref_input < 1 && m->rows > 0,
+                  "experts only: %s moves (own %g, ref %g, %llu rows)", m->name, m->rel_err_own_input,
+                  m->rel_err_ref_input, (unsigned long long)m->rows);
+            if (!strncmp(m->name, "blk.1.", 6) && !strstr(m->name, "down"))
+                CHECK(m->rel_err_own_input == m->rel_err_ref_input,
+                      "first MoE layer: %s sees the same rows on both sides (%.17g, %.17g)", m->name,
+                      m->rel_err_own_input, m->rel_err_ref_input);
+        } else {
+            n_other++;
+            n_attn += !!strstr(m->name, ".attn_");
+            CHECK(m->rel_err_own_input == 0, "experts only: %s exactly 0 on its own input (%g)", m->name,
+                  m->rel_err_own_input);
+        }
+    }
+    CHECK(n_exps == 6 && n_attn == 12 && n_other == 25,
+          "glm4moe: 2 MoE layers × 3 expert classes, 3 × 4 attention matrices, 25 others (%d, %d, %d)",
+          n_exps, n_attn, n_other);
+    CHECK(sum.kld.mean > 0, "experts only: KLD %g > 0", sum.kld.mean);
+    kld_diff_result_free(&r);
+}
+
 /* MODEL+ADAPTER arms: an adapter on layer 1's matrices only leaves every
  * layer-0 site exactly 0 and moves every layer-1 site; the base matrices are
  * compared (the side product is not a weight of its own), so every matrix is
@@ -580,6 +621,7 @@ int main(int argc, char **argv) {
     test_matrix_oracle(ids);
     test_lora(ids);
     test_synth("glm4moe", ids);   /* MoE: the experts' combined output is the ffn site */
+    test_moe_matrices(ids);
     test_synth("lfm2", ids);      /* short-conv mixers */
     test_synth("qwen3next", ids); /* DeltaNet mixers, MoE-free */
     test_cli(ids);

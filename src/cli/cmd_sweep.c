@@ -50,8 +50,8 @@ SWEEP_WINDOW_HELP
 "                         ranked by the sum over its weight matrices of rel_err_own_input^2 (the\n"
 "                         noise-to-signal ratio the base adds at each matrix; docs/policies.md).\n"
 "                         Windows as the teacher's; not with --budget, --gate, --teacher,\n"
-"                         --teacher-top-k or --bootstrap. A group none of whose matrices is a\n"
-"                         product (an untied embedding) is listed last, unmeasured\n"
+"                         --teacher-top-k or --bootstrap. A group with no measured matrix is\n"
+"                         listed last, unmeasured\n"
 "  --json FILE            the sweep as JSON (schema kldeval.sweep/1, see docs/policies.md)\n"
 SWEEP_RECORD_HELP
 "  --gate EXPR            conditions for CI on the arm the sweep recommends: the --budget proposal,\n"

@@ -63,7 +63,16 @@ typedef struct diff_state {
     const kld_tensor *emb_ref, *emb_arm;
     double emb_e2, emb_r2;
     uint64_t emb_rows;
+    /* the merged 3-D expert tensors (blk.N.ffn_*_exps) of each model, whose slices the
+     * routed experts multiply: a slice has no name, its parent has */
+    struct parent *par_ref, *par_arm;
+    size_t n_par_ref, n_par_arm, cap_par_ref, cap_par_arm;
 } diff_state;
+
+typedef struct parent {
+    const kld_tensor *t;
+    char name[96];
+} parent;
 
 typedef struct mat_acc {
     char name[96];
@@ -102,11 +111,94 @@ static bool weight_row(const kld_tensor *W, int64_t j, float *out) {
     return true;
 }
 
+/* The merged expert tensor of ps a slice W lies in, and the expert's index; NULL: none. */
+static const parent *parent_of(const parent *ps, size_t n, const kld_tensor *W, int64_t *expert) {
+    for (size_t i = 0; i < n; i++) {
+        const kld_tensor *p = ps[i].t;
+        const uint8_t *b = p->data, *w = W->data;
+        if (w < b || w >= b + p->nbytes || p->ne[0] != W->ne[0] || p->ne[1] != W->ne[1] || p->type != W->type)
+            continue;
+        const uint64_t slice = p->nbytes / (uint64_t)p->ne[2];
+        if ((uint64_t)(w - b) % slice) return NULL;
+        *expert = (int64_t)((uint64_t)(w - b) / slice);
+        return &ps[i];
+    }
+    return NULL;
+}
+
+static const parent *parent_named(const parent *ps, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(ps[i].name, name)) return &ps[i];
+    return NULL;
+}
+
+static bool row_buffers(diff_state *d, int64_t k) {
+    if (k <= d->w_cap) return true;
+    float *a = realloc(d->wa, (size_t)k * sizeof *a), *b = a ? realloc(d->wr, (size_t)k * sizeof *b) : NULL;
+    if (a) d->wa = a;
+    if (!a || !b) return false;
+    d->wr = b;
+    d->w_cap = k;
+    return true;
+}
+
+/* A routed expert's product (a slice of a merged blk.N.ffn_*_exps): its error on the rows this
+ * model routed to it, computed at once over both models' slices of that expert (the other
+ * model may route other rows to it, or none), pooled under the merged tensor's name over
+ * every expert and row. Run by the reference: the error on its input; by the arm: on the
+ * arm's own. */
+static void observe_expert(diff_state *d, const kld_tensor *W, const float *A, int64_t n, int64_t lda,
+                           bool is_ref) {
+    int64_t e;
+    const parent *p = is_ref ? parent_of(d->par_ref, d->n_par_ref, W, &e)
+                             : parent_of(d->par_arm, d->n_par_arm, W, &e);
+    if (!p) return;
+    const parent *q = is_ref ? parent_named(d->par_arm, d->n_par_arm, p->name)
+                             : parent_named(d->par_ref, d->n_par_ref, p->name);
+    if (!q || q->t->ne[0] != p->t->ne[0] || q->t->ne[1] != p->t->ne[1] || q->t->ne[2] != p->t->ne[2]) return;
+    mat_acc *m = mat_find(d, p->name, is_ref);
+    if (!m) {
+        if (is_ref) d->mat_oom = true;
+        return;
+    }
+    const kld_tensor *wr = is_ref ? p->t : q->t, *wa = is_ref ? q->t : p->t;
+    m->w_ref = wr;
+    m->w_arm = wa;
+    const int64_t k = W->ne[0], rows_out = W->ne[1];
+    if (!row_buffers(d, k)) {
+        d->mat_oom = true;
+        return;
+    }
+    double e2 = 0, r2 = 0;
+    for (int64_t j = 0; j < rows_out; j++) {
+        if (!weight_row(wr, e * rows_out + j, d->wr) || !weight_row(wa, e * rows_out + j, d->wa)) return;
+        for (int64_t r = 0; r < n; r++) {
+            const float *x = A + r * lda;
+            double yr = 0, ya = 0;
+            for (int64_t i = 0; i < k; i++) {
+                yr += (double)d->wr[i] * x[i];
+                ya += (double)d->wa[i] * x[i];
+            }
+            e2 += (ya - yr) * (ya - yr);
+            r2 += yr * yr;
+        }
+    }
+    if (is_ref) {
+        m->ref_e2 += e2, m->ref_r2 += r2;
+    } else {
+        m->own_e2 += e2, m->own_r2 += r2;
+        m->rows += (uint64_t)n;
+    }
+}
+
 static void observe_mat_ref(void *ctx, const kld_tensor *W, const float *A, int64_t n, int64_t lda) {
     diff_state *d = ctx;
     char name[96];
-    /* bound 2-D weights only: an expert's slice has no name of its own */
-    if (W->ne[2] != 1 || !kld_model_weight_name(d->ref_model, W, name, sizeof name)) return;
+    if (W->ne[2] != 1) return;
+    if (!kld_model_weight_name(d->ref_model, W, name, sizeof name)) {
+        observe_expert(d, W, A, n, lda, true); /* an expert's slice has no name of its own */
+        return;
+    }
     mat_acc *m = mat_find(d, name, true);
     if (!m) { d->mat_oom = true; return; }
     m->w_ref = W;
@@ -124,7 +216,11 @@ static void observe_mat_ref(void *ctx, const kld_tensor *W, const float *A, int6
 static void observe_mat_arm(void *ctx, const kld_tensor *W, const float *A, int64_t n, int64_t lda) {
     diff_state *d = ctx;
     char name[96];
-    if (W->ne[2] != 1 || !kld_model_weight_name(d->arm_model, W, name, sizeof name)) return;
+    if (W->ne[2] != 1) return;
+    if (!kld_model_weight_name(d->arm_model, W, name, sizeof name)) {
+        observe_expert(d, W, A, n, lda, false);
+        return;
+    }
     mat_acc *m = mat_find(d, name, false);
     const int64_t k = W->ne[0], rows_out = W->ne[1];
     if (!m || !m->w_ref || m->x_rows != n || m->w_ref->ne[0] != k || m->w_ref->ne[1] != rows_out)
@@ -250,6 +346,30 @@ static void find_embd(void *ctx, const kld_tensor *t, const char *name) {
     if (!strcmp(name, "token_embd.weight")) f->t = t;
 }
 
+typedef struct parent_list {
+    diff_state *d;
+    bool ref;
+} parent_list;
+
+/* The merged expert tensors: 3-D weights whose slices the routed experts multiply. */
+static void add_parent(void *ctx, const kld_tensor *t, const char *name) {
+    parent_list *l = ctx;
+    diff_state *d = l->d;
+    if (t->ne[2] < 2 || t->ne[3] != 1 || !strstr(name, "_exps.")) return;
+    parent **ps = l->ref ? &d->par_ref : &d->par_arm;
+    size_t *n = l->ref ? &d->n_par_ref : &d->n_par_arm, *cap = l->ref ? &d->cap_par_ref : &d->cap_par_arm;
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 16;
+        parent *p = realloc(*ps, c * sizeof *p);
+        if (!p) { d->mat_oom = true; return; }
+        *ps = p;
+        *cap = c;
+    }
+    (*ps)[*n].t = t;
+    snprintf((*ps)[*n].name, sizeof (*ps)[*n].name, "%s", name);
+    (*n)++;
+}
+
 static kld_status on_rows(void *user, const kld_window *w, size_t wi, const kld_rows *ref,
                           const kld_rows *arm, kld_error *err) {
     (void)arm;
@@ -306,6 +426,10 @@ static kld_status on_prepared(void *user, kld_arm *ref, kld_arm *arm, kld_error 
         d->arm_model = arm->model;
         kld_session_observe(sr, observe_mat_ref, d);
         kld_session_observe(sa, observe_mat_arm, d);
+        parent_list pr = {d, true}, pa = {d, false};
+        kld_model_each_weight(ref->model, add_parent, &pr);
+        kld_model_each_weight(arm->model, add_parent, &pa);
+        if (d->mat_oom) return kld_fail(err, KLD_ERR_NOMEM, "diff: out of memory");
         emb_find er = {NULL}, ea = {NULL};
         kld_model_each_weight(ref->model, find_embd, &er);
         kld_model_each_weight(arm->model, find_embd, &ea);
@@ -414,6 +538,8 @@ kld_status kld_diff_run(const kld_kl_config *c, bool matrices, kld_diff_result *
     }
     for (size_t i = 0; i < d.n_mat; i++) free(d.mat[i].x_ref);
     free(d.mat);
+    free(d.par_ref);
+    free(d.par_arm);
     free(d.wr);
     free(d.wa);
     free(d.ref_buf);
