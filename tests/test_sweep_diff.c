@@ -140,6 +140,7 @@ static void test_rank_by_diff(void) {
               gs[i].score);
         CHECK(s > 0, "a q4_0 group has a non-zero error (%s: %g)", g ? g : "?", s);
     }
+    CHECK(!strcmp(json_string_value(json_object_get(k, "rank_by")), "kl"), "the KLD sweep says rank_by kl");
     /* the pass's KLD is the plain sweep's all-base arm's: the same windows and arm */
     const double kd = json_number_value(json_object_get(json_object_get(json_array_get(json_object_get(a, "arms"), 0),
                                                                         "kld"), "mean"));

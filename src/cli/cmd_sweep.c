@@ -209,6 +209,7 @@ static json_t *sweep_json(const sweep_cli *s, const kld_sweep_groups *g, const k
                                                 paired_json(&gr[i].d_kld), "top1_gained", paired_json(&gr[i].d_top1)));
     }
     json_t *o = kld_sweep_cli_json_head("kldeval.sweep/1", &s->k, r);
+    json_object_set_new(o, "rank_by", json_string("kl"));
     json_object_set_new(o, "base", json_string(s->g.base));
     json_object_set_new(o, "upgrade", json_string(s->g.upgrade ? s->g.upgrade : "keep"));
     json_object_set_new(o, "groups", json_string(s->g.kind == KLD_GROUPS_LAYERS ? "layers"
