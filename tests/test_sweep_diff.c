@@ -195,7 +195,24 @@ static void test_recorded(void) {
           "the row's config.sweep.rank_by is diff");
     CHECK(json_array_size(json_object_get(r, "ranked")) == 3, "the row keeps the ranking (blk:0, blk:1, head)");
     CHECK(json_array_size(json_object_get(json_object_get(r, "diff"), "matrices")) > 0, "and the diff's matrices");
+    size_t i;
+    const json_t *row;
+    json_array_foreach(json_object_get(r, "ranked"), i, row) {
+        const char *g = json_string_value(json_object_get(row, "group"));
+        const json_int_t nm = json_integer_value(json_object_get(row, "n_matrices"));
+        CHECK(g && nm == (strcmp(g, "head") ? 7 : 1), "%s: %lld matrices measured", g ? g : "?", (long long)nm);
+    }
     json_decref(j);
+    /* --upgrade: the pass's reference is the sweep's all-raised arm */
+    json_t *u = run_json("sweep --ref " M " --base q4_0 --upgrade q8_0 --rank-by diff --chunking stream --ctx 64 "
+                         "--chunks 1", "sweep_diff_up.json");
+    const char *ref = json_string_value(json_object_get(u, "diff_ref"));
+    const char *arm = json_string_value(json_object_get(u, "diff_arm"));
+    CHECK(ref && strstr(ref, "f16.gguf@q4_0,*=q8_0") && arm && strstr(arm, "f16.gguf@q4_0") &&
+              !strstr(arm, "q8_0"),
+          "--upgrade q8_0: the pass compares MODEL@q4_0 with MODEL@q4_0,*=q8_0 (%s, %s)", arm ? arm : "?",
+          ref ? ref : "?");
+    json_decref(u);
     snprintf(args, sizeof args, "runs list --mode sweep --db '%s'", db);
     CHECK(run(args) == 0 && output_has("sd: all at base"), "runs list --mode sweep lists it");
 }
