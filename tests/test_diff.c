@@ -3,11 +3,14 @@
  * states whatever the chunk size and thread count; identical arms give every
  * error exactly 0 and SQNR +inf (JSON null + flag); a policy that changes
  * only layer 1 leaves layer 0 exactly 0; q8_0 beats q4_0 at every layer and
- * site; MoE and hybrid (short-conv, DeltaNet) models report their sites;
- * the figures do not depend on --chunk or --threads; bad input is refused
+ * site; quantized experts show in their matrices only; MoE and hybrid (short-conv, DeltaNet) models report their sites;
+ * a LoRA adapter on layer 1 only leaves layer 0 exactly 0 and moves layer
+ * 1, at scale 0 nothing moves; the figures do not depend on --chunk or
+ * --threads; bad input is refused
  * naming the file and the value. Usage: test_diff KLDEVAL */
 #include "testlib.h"
 #include "test_forward_models.h"
+#include "lora_fixture.h"
 
 #include "engine/engine.h"
 #include "eval/diff.h"
@@ -292,6 +295,105 @@ static void test_synth(const char *arch, const char *ids) {
     test_self(label, path, path, NULL, ids);
 }
 
+/* The routed experts' matrices (slices of the merged blk.N.ffn_*_exps) of a MoE model whose
+ * policy quantizes only them: each expert class of each MoE layer non-zero on both inputs,
+ * every other matrix (attention, dense FFN, router, shared expert, head, embedding) exactly 0
+ * on its own input; in the first MoE layer the experts' gate and up see the same rows on both
+ * sides (nothing before them changed, so the routing is the same): equal errors, bit for bit. */
+static void test_moe_matrices(const char *ids) {
+    char path[1024], arm[1200];
+    snprintf(path, sizeof path, "%s/diff_glm4moe.gguf", kt_build_dir());
+    snprintf(arm, sizeof arm, "%s@keep,*_exps.weight=q4_0", path);
+    kld_kl_config c;
+    config(&c, path, arm, NULL, ids);
+    kld_diff_result r;
+    kld_summary sum;
+    if (!diff_run_m(&c, true, &r, &sum)) return;
+    int n_exps = 0, n_other = 0, n_attn = 0;
+    for (size_t i = 0; i < r.n_matrices; i++) {
+        const kld_diff_matrix *m = &r.matrices[i];
+        if (strstr(m->name, "_exps.")) {
+            n_exps++;
+            CHECK(m->rel_err_own_input > 0 && m->rel_err_own_input < 1 && m->rel_err_ref_input > 0 &&
+                      m->rel_err_ref_input < 1 && m->rows > 0,
+                  "experts only: %s moves (own %g, ref %g, %llu rows)", m->name, m->rel_err_own_input,
+                  m->rel_err_ref_input, (unsigned long long)m->rows);
+            if (!strncmp(m->name, "blk.1.", 6) && !strstr(m->name, "down"))
+                CHECK(m->rel_err_own_input == m->rel_err_ref_input,
+                      "first MoE layer: %s sees the same rows on both sides (%.17g, %.17g)", m->name,
+                      m->rel_err_own_input, m->rel_err_ref_input);
+        } else {
+            n_other++;
+            n_attn += !!strstr(m->name, ".attn_");
+            CHECK(m->rel_err_own_input == 0, "experts only: %s exactly 0 on its own input (%g)", m->name,
+                  m->rel_err_own_input);
+        }
+    }
+    CHECK(n_exps == 6 && n_attn == 12 && n_other == 25,
+          "glm4moe: 2 MoE layers × 3 expert classes, 3 × 4 attention matrices, 25 others (%d, %d, %d)",
+          n_exps, n_attn, n_other);
+    CHECK(sum.kld.mean > 0, "experts only: KLD %g > 0", sum.kld.mean);
+    kld_diff_result_free(&r);
+}
+
+/* MODEL+ADAPTER arms: an adapter on layer 1's matrices only leaves every
+ * layer-0 site exactly 0 and moves every layer-1 site; the base matrices are
+ * compared (the side product is not a weight of its own), so every matrix is
+ * exactly 0 on both inputs; at scale 0 every error is exactly 0. */
+static void test_lora(const char *ids) {
+    synth_shape sh;
+    synth_default(&sh, "llama");
+    sh.mat_type = KLD_TYPE_F32;
+    sh.head_dim = 16;
+    sh.rope_base = 10000;
+    char base[1024], ad_path[1024], arm[2100], arm0[2100];
+    snprintf(base, sizeof base, "%s/diff_lora_base.gguf", kt_build_dir());
+    snprintf(ad_path, sizeof ad_path, "%s/diff_lora_blk1.gguf", kt_build_dir());
+    if (!synth_write_gguf(&sh, base)) {
+        CHECK(false, "synthesize the LoRA base");
+        return;
+    }
+    adapter all, blk1;
+    make_adapter(&all, &sh, 11, false);
+    memset(&blk1, 0, sizeof blk1);
+    for (int i = 0; i < all.n; i++)
+        if (!strncmp(all.t[i].name, "blk.1.", 6)) blk1.t[blk1.n++] = all.t[i]; /* shallow: all owns */
+    CHECK(blk1.n == 7 && sh.n_layer == 2, "the adapter: layer 1's 7 matrices of 2 layers (%d)", blk1.n);
+    write_gguf_adapter(&blk1, &(gguf_opts){.alpha = 8}, ad_path);
+    free_adapter(&all);
+    snprintf(arm, sizeof arm, "%s+%s", base, ad_path);
+    snprintf(arm0, sizeof arm0, "%s+%s:0", base, ad_path);
+
+    kld_kl_config c;
+    config(&c, base, arm, NULL, ids);
+    kld_diff_result r;
+    kld_summary sum;
+    if (diff_run_m(&c, true, &r, &sum)) {
+        CHECK(r.n_sites == 6, "2 layers × 3 sites (%zu)", r.n_sites);
+        for (int k = 0; k < KLD_SITE_COUNT && r.n_sites == 6; k++) {
+            CHECK(site_zero(&r.sites[k]), "+adapter on blk.1: layer 0 %s exactly 0",
+                  kld_layer_site_name((kld_layer_site)k));
+            CHECK(site_nonzero(&r.sites[3 + k]), "+adapter on blk.1: layer 1 %s non-zero (rel %g)",
+                  kld_layer_site_name((kld_layer_site)k), r.sites[3 + k].rel_frob);
+        }
+        CHECK(r.worst_layer == 1 && sum.kld.mean > 0, "worst layer 1 (%lld), KLD %g > 0",
+              (long long)r.worst_layer, sum.kld.mean);
+        bool zero = r.n_matrices > 0;
+        for (size_t i = 0; i < r.n_matrices; i++)
+            zero &= r.matrices[i].rel_err_own_input == 0 && r.matrices[i].rel_err_ref_input == 0;
+        CHECK(zero, "+adapter: the base matrices are the same: %zu matrices exactly 0", r.n_matrices);
+        kld_diff_result_free(&r);
+    }
+    config(&c, base, arm0, NULL, ids);
+    if (diff_run(&c, &r, &sum)) {
+        bool all0 = r.n_sites == 6;
+        for (size_t k = 0; k < r.n_sites; k++) all0 &= site_zero(&r.sites[k]);
+        CHECK(all0 && r.worst_layer == -1 && sum.kld.mean == 0,
+              "+adapter:0: every error exactly 0, SQNR +inf, KLD %g", sum.kld.mean);
+        kld_diff_result_free(&r);
+    }
+}
+
 /* The per-matrix error on the reference's input, recomputed here: the reference's input rows
  * of blk.1.attn_q captured by a matmul observer of our own session, both weights dequantized,
  * the products in double; diff's figure must agree to 1e-9 relative. */
@@ -517,7 +619,9 @@ int main(int argc, char **argv) {
     test_q8_q4();
     test_synth("llama", ids);
     test_matrix_oracle(ids);
+    test_lora(ids);
     test_synth("glm4moe", ids);   /* MoE: the experts' combined output is the ffn site */
+    test_moe_matrices(ids);
     test_synth("lfm2", ids);      /* short-conv mixers */
     test_synth("qwen3next", ids); /* DeltaNet mixers, MoE-free */
     test_cli(ids);

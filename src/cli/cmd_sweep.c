@@ -44,6 +44,14 @@ static void usage(FILE *f) {
 "                         full-vocabulary KLD; K: a smaller teacher, KLD the truncated sum)\n"
 SWEEP_WINDOW_HELP
 "  --topk K               top-k overlap size (default 10)\n"
+"  --rank-by kl|diff      kl (default): one KLD arm per group, as above. diff: ONE diff pass\n"
+"                         (kldeval diff --matrices) of the all-base arm against the high precision\n"
+"                         (MODEL, or MODEL@BASE,*=UP with --upgrade), no arm per group; each group\n"
+"                         ranked by the sum over its weight matrices of rel_err_own_input^2 (the\n"
+"                         noise-to-signal ratio the base adds at each matrix; docs/policies.md).\n"
+"                         Windows as the teacher's; not with --budget, --gate, --teacher,\n"
+"                         --teacher-top-k or --bootstrap. A group with no measured matrix is\n"
+"                         listed last, unmeasured\n"
 "  --json FILE            the sweep as JSON (schema kldeval.sweep/1, see docs/policies.md)\n"
 SWEEP_RECORD_HELP
 "  --gate EXPR            conditions for CI on the arm the sweep recommends: the --budget proposal,\n"
@@ -69,10 +77,12 @@ typedef struct sweep_cli {
     bool has_budget;
     double budget;
     kld_gates gates, paired_gates; /* --gate: on the judged arm, on it against the all-base arm */
+    bool rank_by_diff;             /* --rank-by diff */
 } sweep_cli;
 
 static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
-    static const char *const valued[] = {"--base", "--groups", "--upgrade", "--budget", "--json", "--gate", NULL};
+    static const char *const valued[] = {"--base", "--groups", "--upgrade", "--budget", "--json", "--gate",
+                                         "--rank-by", NULL};
     *rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -93,7 +103,13 @@ static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
         if (!strcmp(a, "--base")) s->g.base = v;
         else if (!strcmp(a, "--upgrade")) s->g.upgrade = strcmp(v, "keep") ? v : NULL;
         else if (!strcmp(a, "--json")) s->json_path = v;
-        else if (!strcmp(a, "--gate")) {
+        else if (!strcmp(a, "--rank-by")) {
+            if (strcmp(v, "kl") && strcmp(v, "diff")) {
+                fprintf(stderr, "kldeval sweep: --rank-by expects kl or diff, got '%s'\n", v);
+                return false;
+            }
+            s->rank_by_diff = !strcmp(v, "diff");
+        } else if (!strcmp(a, "--gate")) {
             kld_error e = {0};
             kld_gates_free(&s->gates);
             kld_gates_free(&s->paired_gates);
@@ -134,6 +150,17 @@ static bool parse(int argc, char **argv, sweep_cli *s, int *rc) {
         fprintf(stderr, "kldeval sweep: --gate %s needs the paired bootstrap: not with --bootstrap 0\n",
                 s->paired_gates.g[0].text);
         return false;
+    }
+    if (s->rank_by_diff) {
+        /* one diff pass: no teacher, no arm per group to propose from, gate or resample */
+        const char *bad = s->has_budget ? "--budget" : s->gates.n || s->paired_gates.n ? "--gate"
+                          : s->k.teacher.out ? "--teacher" : s->k.teacher_top_k_given ? "--teacher-top-k"
+                          : s->k.o.bootstrap >= 0 ? "--bootstrap" : NULL;
+        if (bad) {
+            fprintf(stderr, "kldeval sweep: %s does not apply with --rank-by diff (one diff pass, no "
+                            "KLD arm per group)\n", bad);
+            return false;
+        }
     }
     if (strchr(s->k.teacher.model_path, '@')) {
         fprintf(stderr, "kldeval sweep: --ref %s: the reference is the stored model; give the low "
@@ -182,6 +209,7 @@ static json_t *sweep_json(const sweep_cli *s, const kld_sweep_groups *g, const k
                                                 paired_json(&gr[i].d_kld), "top1_gained", paired_json(&gr[i].d_top1)));
     }
     json_t *o = kld_sweep_cli_json_head("kldeval.sweep/1", &s->k, r);
+    json_object_set_new(o, "rank_by", json_string("kl"));
     json_object_set_new(o, "base", json_string(s->g.base));
     json_object_set_new(o, "upgrade", json_string(s->g.upgrade ? s->g.upgrade : "keep"));
     json_object_set_new(o, "groups", json_string(s->g.kind == KLD_GROUPS_LAYERS ? "layers"
@@ -280,6 +308,182 @@ static int report(const sweep_cli *s, const kld_sweep_groups *g, kld_sweep_resul
     return rc ? rc : r->partial ? 130 : 0;
 }
 
+/* ---- --rank-by diff ---- */
+
+static volatile sig_atomic_t diff_stop;
+
+static void on_diff_stop(int sig) {
+    (void)sig;
+    diff_stop = 1;
+}
+
+static void diff_progress(const kld_kl_progress *p, void *user) {
+    (void)user;
+    kld_progress pr = {p->docs_done, p->docs_total, p->positions_done, p->positions_total,
+                       p->elapsed_s, p->kld_mean};
+    kld_progress_print(stderr, &pr);
+}
+
+static const char *groups_name(kld_group_kind k) {
+    return k == KLD_GROUPS_LAYERS ? "layers" : k == KLD_GROUPS_CLASSES ? "classes" : "layers×classes";
+}
+
+/* The ranking's rows as JSON: rank, group, sizes, the score (null: unmeasured). */
+static json_t *diff_ranked_json(const kld_sweep_groups *g, const kld_sweep_diff_row *rows) {
+    json_t *ranked = json_array();
+    for (size_t i = 0; i < g->n; i++) {
+        const kld_quant_group *q = &g->lo[rows[i].group];
+        json_array_append_new(ranked, json_pack("{s:i,s:s,s:i,s:I,s:I,s:o,s:I}", "rank", (int)i + 1,
+                                                "group", q->selector, "n_tensors", q->n_tensors,
+                                                "low_bytes", (json_int_t)q->base_bytes, "high_bytes",
+                                                (json_int_t)g->hi[rows[i].group].base_bytes, "diff_score",
+                                                isnan(rows[i].score) ? json_null() : json_real(rows[i].score),
+                                                "n_matrices", (json_int_t)rows[i].n_matrices));
+    }
+    return ranked;
+}
+
+/* One diff pass (eval/diff.h, --matrices) of the all-base arm against the high precision,
+ * the groups ranked by its matrix errors; the same table, JSON and run-database row (mode
+ * sweep, the diff table kept under "diff") as the KLD sweep's, marked rank_by diff. */
+static int run_rank_by_diff(const sweep_cli *s, const kld_sweep_groups *g) {
+    kld_error err = {0};
+    char *ref = NULL, *arm = NULL;
+    if (kld_sweep_groups_diff_models(&s->g, &ref, &arm, &err)) {
+        fprintf(stderr, "kldeval sweep: %s\n", err.msg);
+        return 1;
+    }
+    const kld_dump_config *t = &s->k.teacher;
+    kld_kl_config c;
+    kld_kl_config_defaults(&c);
+    c.ref = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = ref, .levers = t->levers};
+    c.arm = (kld_arm_spec){.kind = KLD_ARM_MODEL, .path = arm, .levers = t->levers};
+    c.corpus_path = t->corpus_path;
+    c.corpus_format = t->corpus_format;
+    c.ids_path = t->ids_path;
+    c.max_docs = t->max_docs;
+    c.max_tokens = t->max_tokens;
+    c.ctx = t->ctx;
+    c.chunk = t->chunk;
+    c.max_chunks = t->max_chunks;
+    /* the windows a saved teacher of the same flags would hold */
+    c.chunking = t->chunking == KLD_CHUNKING_DEFAULT ? KLD_CHUNKING_STREAM : t->chunking;
+    c.n_threads = t->n_threads;
+    c.topk = s->k.topk;
+    c.allow_vocab_mismatch = t->allow_vocab_mismatch;
+    c.stop = &diff_stop;
+    if (!s->k.o.quiet) {
+        fprintf(stderr, "sweep: one diff pass, %s against %s\n", arm, ref);
+        if (kld_progress_enabled(stderr)) c.progress = diff_progress;
+    }
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_diff_stop;
+    sigaction(SIGINT, &sa, &old);
+    kld_diff_result d;
+    kld_status st = kld_diff_run(&c, true, &d, &err);
+    sigaction(SIGINT, &old, NULL);
+    if (c.progress) kld_progress_end(stderr);
+    if (st) {
+        fprintf(stderr, "kldeval sweep: %s\n", err.msg);
+        free(ref), free(arm);
+        return 1;
+    }
+    kld_sweep_outcome base = {"all at base", arm, NULL, d.kl, {0}};
+    kld_sweep_diff_row *rows = NULL;
+    int rc = 0;
+    if (kld_stats_finalize(d.kl.stats, &base.sum, &err) || kld_sweep_groups_rank_diff(&s->g, g, &d, &rows, &err)) {
+        fprintf(stderr, "kldeval sweep: %s\n", err.msg);
+        rc = 1;
+    }
+    if (!rc) {
+        printf("reference %s: one diff pass against the all-base arm %s (--rank-by diff: no arm per "
+               "group)\n", ref, arm);
+        printf("%llu positions, %.1f s%s\n", (unsigned long long)base.sum.n_positions, d.kl.elapsed_s,
+               d.kl.partial ? " — INTERRUPTED: the errors of the positions compared so far" : "");
+        printf("base %s, raised to %s, groups %s\n\n", s->g.base, s->g.upgrade ? s->g.upgrade : "the stored types",
+               groups_name(s->g.kind));
+        const json_t *b = json_object_get(json_object_get(d.kl.config, "arm"), "bits_per_weight");
+        kld_sweep_row row = {base.label, &base.sum, false, 0, 0, 0, 0, NAN,
+                             json_is_number(b) ? json_number_value(b) : NAN};
+        kld_sweep_table tab = {NULL, NULL, NULL, NULL, true};
+        kld_report_sweep_table(stdout, &tab, &row, 1);
+        printf("\ngroups ranked by the matrix error of the all-base arm (sum over the group's matrices of\n"
+               "rel_err_own_input^2, the base's noise-to-signal ratio where each matrix stands):\n");
+        printf("%4s %-24s %14s %9s %12s\n", "rank", "group", "score", "matrices", "+bytes");
+        for (size_t i = 0; i < g->n; i++) {
+            const size_t k = rows[i].group;
+            char score[32];
+            if (isnan(rows[i].score)) snprintf(score, sizeof score, "%s", "unmeasured");
+            else snprintf(score, sizeof score, "%.6e", rows[i].score);
+            printf("%4zu %-24s %14s %9zu %12lld\n", i + 1, g->lo[k].selector, score, rows[i].n_matrices,
+                   (long long)(g->hi[k].base_bytes - g->lo[k].base_bytes));
+        }
+    }
+    json_t *dj = rc ? NULL : kld_diff_json(&d, &base.sum);
+    json_t *ranked = rc ? NULL : diff_ranked_json(g, rows);
+    if (!rc && (!dj || !ranked)) {
+        fprintf(stderr, "kldeval sweep: out of memory\n");
+        rc = 1;
+    }
+    if (!rc && s->json_path) {
+        json_t *arms = json_array();
+        json_array_append_new(arms, kld_sweep_cli_arm_json(&base, json_number_value(json_object_get(
+                                                                      json_object_get(d.kl.config, "arm"),
+                                                                      "bits_per_weight"))));
+        json_t *o = json_pack("{s:s,s:s,s:s,s:s?,s:s,s:s,s:s,s:s,s:I,s:f,s:b}", "schema", "kldeval.sweep/1",
+                              "version", kld_version(), "reference", t->model_path, "reference_levers",
+                              t->levers, "rank_by", "diff", "diff_score", KLD_SWEEP_DIFF_SCORE, "diff_ref",
+                              ref, "diff_arm", arm, "n_positions", (json_int_t)base.sum.n_positions,
+                              "elapsed_s", d.kl.elapsed_s, "partial", d.kl.partial);
+        json_object_set_new(o, "base", json_string(s->g.base));
+        json_object_set_new(o, "upgrade", json_string(s->g.upgrade ? s->g.upgrade : "keep"));
+        json_object_set_new(o, "groups", json_string(groups_name(s->g.kind)));
+        json_object_set_new(o, "invert", json_boolean(s->g.invert));
+        json_object_set_new(o, "arms", arms);
+        json_object_set(o, "ranked", ranked);
+        json_object_set_new(o, "proposal", json_null());
+        json_object_set(o, "diff", dj);
+        if (json_dump_file(o, s->json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(17))) {
+            fprintf(stderr, "kldeval sweep: --json %s: cannot write\n", s->json_path);
+            rc = 1;
+        }
+        json_decref(o);
+    }
+    if (!rc) {
+        /* the run database: the pass's kl run as the all-base arm's row, mode sweep */
+        const char *prefix = s->k.o.label ? s->k.o.label : "sweep";
+        char label[512];
+        snprintf(label, sizeof label, "%s: %s", prefix, base.label);
+        kld_report_run run = {ref, arm, d.kl.corpus_label, label, d.kl.config, d.kl.elapsed_s,
+                              d.kl.ref_seconds, d.kl.arm_seconds, d.kl.ref_tokens, d.kl.arm_tokens,
+                              d.kl.partial};
+        json_t *report = kld_report_json(&base.sum, &run);
+        json_t *cfg = report ? json_object_get(report, "config") : NULL;
+        if (cfg)
+            json_object_set_new(cfg, "sweep", json_pack("{s:s,s:s,s:s,s:s,s:s}", "command", "sweep", "arm",
+                                                        base.label, "reference", t->model_path, "rank_by",
+                                                        "diff", "diff_score", KLD_SWEEP_DIFF_SCORE));
+        if (report) {
+            json_object_set(report, "diff", dj);
+            json_object_set(report, "ranked", ranked);
+        }
+        kld_kl_outputs o = s->k.o;
+        o.label = label;
+        double rate = d.kl.elapsed_s > 0 ? (double)d.kl.arm_tokens / d.kl.elapsed_s : NAN;
+        if (!report || !kld_record_run("sweep", &o, "sweep", report, &base.sum, d.kl.stats, d.kl.partial,
+                                       d.kl.elapsed_s, rate))
+            rc = 1;
+        json_decref(report);
+    }
+    json_decref(dj);
+    json_decref(ranked);
+    free(rows);
+    const bool partial = d.kl.partial;
+    kld_diff_result_free(&d);
+    free(ref), free(arm);
+    return rc ? rc : partial ? 130 : 0;
+}
+
 int kld_cmd_sweep(int argc, char **argv) {
     sweep_cli s = {0};
     kld_sweep_cli_defaults(&s.k);
@@ -299,6 +503,11 @@ int kld_cmd_sweep(int argc, char **argv) {
         kld_gates_free(&s.gates);
         kld_gates_free(&s.paired_gates);
         return 1;
+    }
+    if (s.rank_by_diff) {
+        rc = run_rank_by_diff(&s, &g);
+        kld_sweep_groups_free(&g);
+        return rc;
     }
     kld_sweep_config sc;
     kld_sweep_result r;

@@ -195,6 +195,10 @@ kld_status kld_quantize_merged(const char *in, const char *out_path, const char 
  * (as a forward observer sees it), written to buf; NULL when t is not one. */
 const char *kld_model_weight_name(const kld_model *model, const kld_tensor *t, char *buf,
                                   size_t cap);
+/* Every bound weight (matrices and vectors) once, with its GGUF name
+ * (model_policy.c). */
+typedef void (*kld_weight_fn)(void *ctx, const kld_tensor *t, const char *name);
+void kld_model_each_weight(const kld_model *m, kld_weight_fn fn, void *ctx);
 
 /* ---- memory plan ---- */
 

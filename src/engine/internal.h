@@ -67,11 +67,6 @@ kld_repacked kld_model_repacked(const kld_model *m, const kld_tensor *t);
 uint64_t kld_model_repacked_bytes(const kld_model *m);
 void kld_model_repacked_free(struct kld_model_repacked *p);
 
-/* Every bound weight (matrices and vectors) once, with its GGUF name
- * (model_policy.c). */
-typedef void (*kld_weight_fn)(void *ctx, const kld_tensor *t, const char *name);
-void kld_model_each_weight(const kld_model *m, kld_weight_fn fn, void *ctx);
-
 /* One layer's K and V cache. f32: K^T [kv head][head_dim][ldk] and V
  * [kv head][n_ctx][head_dim_v] floats, read in place. Other schemes
  * (kv_scheme.h): positions below n_pre (the kv_start lever) as f32 rows

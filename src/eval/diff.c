@@ -58,7 +58,21 @@ typedef struct diff_state {
     float *wr, *wa;      /* one dequantized row of each matrix */
     int64_t w_cap;
     bool mat_oom;
+    /* the token embedding's lookup (a row per token, no product): its rows' error at the
+     * scored positions' tokens, Σ‖E_arm[t] − E_ref[t]‖² and Σ‖E_ref[t]‖² */
+    const kld_tensor *emb_ref, *emb_arm;
+    double emb_e2, emb_r2;
+    uint64_t emb_rows;
+    /* the merged 3-D expert tensors (blk.N.ffn_*_exps) of each model, whose slices the
+     * routed experts multiply: a slice has no name, its parent has */
+    struct parent *par_ref, *par_arm;
+    size_t n_par_ref, n_par_arm, cap_par_ref, cap_par_arm;
 } diff_state;
+
+typedef struct parent {
+    const kld_tensor *t;
+    char name[96];
+} parent;
 
 typedef struct mat_acc {
     char name[96];
@@ -87,6 +101,26 @@ static mat_acc *mat_find(diff_state *d, const char *name, bool add) {
     return m;
 }
 
+/* a·x and b·x in double, in four interleaved partial sums each (lanes i mod 4, added
+ * pairwise at the end): independent chains the CPU overlaps, several times faster than one
+ * running sum. The same a and b give the same bits for both, so identical weights still
+ * give an error of exactly 0. */
+static void dot2(const float *a, const float *b, const float *x, int64_t k, double *ya, double *yb) {
+    double sa[4] = {0}, sb[4] = {0};
+    int64_t i = 0;
+    for (; i + 4 <= k; i += 4)
+        for (int l = 0; l < 4; l++) {
+            sa[l] += (double)a[i + l] * x[i + l];
+            sb[l] += (double)b[i + l] * x[i + l];
+        }
+    for (; i < k; i++) {
+        sa[0] += (double)a[i] * x[i];
+        sb[0] += (double)b[i] * x[i];
+    }
+    *ya = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+    *yb = (sb[0] + sb[1]) + (sb[2] + sb[3]);
+}
+
 /* Row j of a 2-D weight as float32 (the engine's own dequantization). */
 static bool weight_row(const kld_tensor *W, int64_t j, float *out) {
     const kld_type_info *ti = kld_type_info_get(W->type);
@@ -97,11 +131,91 @@ static bool weight_row(const kld_tensor *W, int64_t j, float *out) {
     return true;
 }
 
+/* The merged expert tensor of ps a slice W lies in, and the expert's index; NULL: none. */
+static const parent *parent_of(const parent *ps, size_t n, const kld_tensor *W, int64_t *expert) {
+    for (size_t i = 0; i < n; i++) {
+        const kld_tensor *p = ps[i].t;
+        const uint8_t *b = p->data, *w = W->data;
+        if (w < b || w >= b + p->nbytes || p->ne[0] != W->ne[0] || p->ne[1] != W->ne[1] || p->type != W->type)
+            continue;
+        const uint64_t slice = p->nbytes / (uint64_t)p->ne[2];
+        if ((uint64_t)(w - b) % slice) return NULL;
+        *expert = (int64_t)((uint64_t)(w - b) / slice);
+        return &ps[i];
+    }
+    return NULL;
+}
+
+static const parent *parent_named(const parent *ps, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(ps[i].name, name)) return &ps[i];
+    return NULL;
+}
+
+static bool row_buffers(diff_state *d, int64_t k) {
+    if (k <= d->w_cap) return true;
+    float *a = realloc(d->wa, (size_t)k * sizeof *a), *b = a ? realloc(d->wr, (size_t)k * sizeof *b) : NULL;
+    if (a) d->wa = a;
+    if (!a || !b) return false;
+    d->wr = b;
+    d->w_cap = k;
+    return true;
+}
+
+/* A routed expert's product (a slice of a merged blk.N.ffn_*_exps): its error on the rows this
+ * model routed to it, computed at once over both models' slices of that expert (the other
+ * model may route other rows to it, or none), pooled under the merged tensor's name over
+ * every expert and row. Run by the reference: the error on its input; by the arm: on the
+ * arm's own. */
+static void observe_expert(diff_state *d, const kld_tensor *W, const float *A, int64_t n, int64_t lda,
+                           bool is_ref) {
+    int64_t e;
+    const parent *p = is_ref ? parent_of(d->par_ref, d->n_par_ref, W, &e)
+                             : parent_of(d->par_arm, d->n_par_arm, W, &e);
+    if (!p) return;
+    const parent *q = is_ref ? parent_named(d->par_arm, d->n_par_arm, p->name)
+                             : parent_named(d->par_ref, d->n_par_ref, p->name);
+    if (!q || q->t->ne[0] != p->t->ne[0] || q->t->ne[1] != p->t->ne[1] || q->t->ne[2] != p->t->ne[2]) return;
+    mat_acc *m = mat_find(d, p->name, is_ref);
+    if (!m) {
+        if (is_ref) d->mat_oom = true;
+        return;
+    }
+    const kld_tensor *wr = is_ref ? p->t : q->t, *wa = is_ref ? q->t : p->t;
+    m->w_ref = wr;
+    m->w_arm = wa;
+    const int64_t k = W->ne[0], rows_out = W->ne[1];
+    if (!row_buffers(d, k)) {
+        d->mat_oom = true;
+        return;
+    }
+    double e2 = 0, r2 = 0;
+    for (int64_t j = 0; j < rows_out; j++) {
+        if (!weight_row(wr, e * rows_out + j, d->wr) || !weight_row(wa, e * rows_out + j, d->wa)) return;
+        for (int64_t r = 0; r < n; r++) {
+            const float *x = A + r * lda;
+            double yr, ya;
+            dot2(d->wr, d->wa, x, k, &yr, &ya);
+            e2 += (ya - yr) * (ya - yr);
+            r2 += yr * yr;
+        }
+    }
+    if (is_ref) {
+        m->ref_e2 += e2, m->ref_r2 += r2;
+    } else {
+        m->own_e2 += e2, m->own_r2 += r2;
+        m->rows += (uint64_t)n;
+    }
+}
+
 static void observe_mat_ref(void *ctx, const kld_tensor *W, const float *A, int64_t n, int64_t lda) {
     diff_state *d = ctx;
     char name[96];
-    /* bound 2-D weights only: an expert's slice has no name of its own */
-    if (W->ne[2] != 1 || !kld_model_weight_name(d->ref_model, W, name, sizeof name)) return;
+    if (W->ne[2] != 1) return;
+    if (!kld_model_weight_name(d->ref_model, W, name, sizeof name)) {
+        observe_expert(d, W, A, n, lda, true); /* an expert's slice has no name of its own */
+        return;
+    }
     mat_acc *m = mat_find(d, name, true);
     if (!m) { d->mat_oom = true; return; }
     m->w_ref = W;
@@ -119,7 +233,11 @@ static void observe_mat_ref(void *ctx, const kld_tensor *W, const float *A, int6
 static void observe_mat_arm(void *ctx, const kld_tensor *W, const float *A, int64_t n, int64_t lda) {
     diff_state *d = ctx;
     char name[96];
-    if (W->ne[2] != 1 || !kld_model_weight_name(d->arm_model, W, name, sizeof name)) return;
+    if (W->ne[2] != 1) return;
+    if (!kld_model_weight_name(d->arm_model, W, name, sizeof name)) {
+        observe_expert(d, W, A, n, lda, false);
+        return;
+    }
     mat_acc *m = mat_find(d, name, false);
     const int64_t k = W->ne[0], rows_out = W->ne[1];
     if (!m || !m->w_ref || m->x_rows != n || m->w_ref->ne[0] != k || m->w_ref->ne[1] != rows_out)
@@ -137,13 +255,9 @@ static void observe_mat_arm(void *ctx, const kld_tensor *W, const float *A, int6
         if (!weight_row(m->w_ref, j, d->wr) || !weight_row(W, j, d->wa)) return;
         for (int64_t r = 0; r < n; r++) {
             const float *xo = A + r * lda, *xr = m->x_ref + r * k;
-            double yro = 0, yao = 0, yrr = 0, yar = 0;
-            for (int64_t i = 0; i < k; i++) {
-                yro += (double)d->wr[i] * xo[i];
-                yao += (double)d->wa[i] * xo[i];
-                yrr += (double)d->wr[i] * xr[i];
-                yar += (double)d->wa[i] * xr[i];
-            }
+            double yro, yao, yrr, yar;
+            dot2(d->wr, d->wa, xo, k, &yro, &yao);
+            dot2(d->wr, d->wa, xr, k, &yrr, &yar);
             m->own_e2 += (yao - yro) * (yao - yro);
             m->own_r2 += yro * yro;
             m->ref_e2 += (yar - yrr) * (yar - yrr);
@@ -211,9 +325,67 @@ static void fold(site_acc *s, const double *m, uint64_t wi, int64_t pos) {
     }
 }
 
+/* The embedding rows of the tokens at positions row0..row0+n-1 of w, the arm's against the
+ * reference's (the lookup has one input, the token: own and reference input are the same). */
+static bool emb_rows(diff_state *d, const kld_window *w, int64_t row0, int64_t n) {
+    const int64_t k = d->emb_ref->ne[0];
+    if (k > d->w_cap) {
+        float *a = realloc(d->wa, (size_t)k * sizeof *a), *b = a ? realloc(d->wr, (size_t)k * sizeof *b) : NULL;
+        if (a) d->wa = a;
+        if (!a || !b) return false;
+        d->wr = b;
+        d->w_cap = k;
+    }
+    for (int64_t p = row0; p < row0 + n; p++) {
+        const int32_t t = p == 0 && w->first_token >= 0 ? w->first_token : w->tokens[p];
+        if (t < 0 || t >= d->emb_ref->ne[1]) continue;
+        if (!weight_row(d->emb_ref, t, d->wr) || !weight_row(d->emb_arm, t, d->wa)) return false;
+        for (int64_t i = 0; i < k; i++) {
+            const double e = (double)d->wa[i] - (double)d->wr[i];
+            d->emb_e2 += e * e;
+            d->emb_r2 += (double)d->wr[i] * d->wr[i];
+        }
+        d->emb_rows++;
+    }
+    return true;
+}
+
+typedef struct emb_find {
+    const kld_tensor *t;
+} emb_find;
+
+static void find_embd(void *ctx, const kld_tensor *t, const char *name) {
+    emb_find *f = ctx;
+    if (!strcmp(name, "token_embd.weight")) f->t = t;
+}
+
+typedef struct parent_list {
+    diff_state *d;
+    bool ref;
+} parent_list;
+
+/* The merged expert tensors: 3-D weights whose slices the routed experts multiply. */
+static void add_parent(void *ctx, const kld_tensor *t, const char *name) {
+    parent_list *l = ctx;
+    diff_state *d = l->d;
+    if (t->ne[2] < 2 || t->ne[3] != 1 || !strstr(name, "_exps.")) return;
+    parent **ps = l->ref ? &d->par_ref : &d->par_arm;
+    size_t *n = l->ref ? &d->n_par_ref : &d->n_par_arm, *cap = l->ref ? &d->cap_par_ref : &d->cap_par_arm;
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 16;
+        parent *p = realloc(*ps, c * sizeof *p);
+        if (!p) { d->mat_oom = true; return; }
+        *ps = p;
+        *cap = c;
+    }
+    (*ps)[*n].t = t;
+    snprintf((*ps)[*n].name, sizeof (*ps)[*n].name, "%s", name);
+    (*n)++;
+}
+
 static kld_status on_rows(void *user, const kld_window *w, size_t wi, const kld_rows *ref,
                           const kld_rows *arm, kld_error *err) {
-    (void)w, (void)arm;
+    (void)arm;
     diff_state *d = user;
     if (d->out_of_step || d->arm_n != d->ref_n || d->arm_pos != d->ref_pos)
         return kld_fail(err, KLD_ERR_MISMATCH, "diff: the arms' chunks are out of step (reference "
@@ -224,6 +396,8 @@ static kld_status on_rows(void *user, const kld_window *w, size_t wi, const kld_
         return kld_fail(err, KLD_ERR_MISMATCH, "diff: scored rows %lld..%lld outside the chunk at %lld+%lld",
                         (long long)ref->row0, (long long)(ref->row0 + ref->n), (long long)d->arm_pos,
                         (long long)d->arm_n);
+    if (d->emb_ref && d->emb_arm && !emb_rows(d, w, ref->row0, ref->n))
+        return kld_fail(err, KLD_ERR_NOMEM, "diff: the token embedding's rows cannot be read");
     const size_t n_sites = (size_t)(d->n_layer * KLD_SITE_COUNT);
     for (size_t k = 0; k < n_sites; k++) {
         const double *met = d->met + k * (size_t)(d->chunk * M_COUNT);
@@ -265,6 +439,18 @@ static kld_status on_prepared(void *user, kld_arm *ref, kld_arm *arm, kld_error 
         d->arm_model = arm->model;
         kld_session_observe(sr, observe_mat_ref, d);
         kld_session_observe(sa, observe_mat_arm, d);
+        parent_list pr = {d, true}, pa = {d, false};
+        kld_model_each_weight(ref->model, add_parent, &pr);
+        kld_model_each_weight(arm->model, add_parent, &pa);
+        if (d->mat_oom) return kld_fail(err, KLD_ERR_NOMEM, "diff: out of memory");
+        emb_find er = {NULL}, ea = {NULL};
+        kld_model_each_weight(ref->model, find_embd, &er);
+        kld_model_each_weight(arm->model, find_embd, &ea);
+        if (er.t && ea.t && er.t->ne[2] == 1 && ea.t->ne[2] == 1 && er.t->ne[0] == ea.t->ne[0] &&
+            er.t->ne[1] == ea.t->ne[1]) {
+            d->emb_ref = er.t;
+            d->emb_arm = ea.t;
+        }
     }
     return KLD_OK;
 }
@@ -341,7 +527,7 @@ kld_status kld_diff_run(const kld_kl_config *c, bool matrices, kld_diff_result *
             }
         }
         if (!st && d.mat_oom) st = kld_fail(err, KLD_ERR_NOMEM, "diff: out of memory for the matrices' inputs");
-        if (!st && d.n_mat && !(out->matrices = calloc(d.n_mat, sizeof *out->matrices)))
+        if (!st && !(out->matrices = calloc(d.n_mat + 1, sizeof *out->matrices)))
             st = kld_fail(err, KLD_ERR_NOMEM, "out of memory");
         for (size_t i = 0; !st && i < d.n_mat; i++) {
             const mat_acc *m = &d.mat[i];
@@ -352,11 +538,21 @@ kld_status kld_diff_run(const kld_kl_config *c, bool matrices, kld_diff_result *
             o->rel_err_own_input = m->own_e2 == 0 ? 0 : m->own_r2 > 0 ? sqrt(m->own_e2 / m->own_r2) : INFINITY;
             o->rel_err_ref_input = m->ref_e2 == 0 ? 0 : m->ref_r2 > 0 ? sqrt(m->ref_e2 / m->ref_r2) : INFINITY;
         }
+        /* the embedding's lookup, unless it is measured as a product already (a tied head) */
+        if (!st && d.emb_rows && !mat_find(&d, "token_embd.weight", false)) {
+            kld_diff_matrix *o = &out->matrices[out->n_matrices++];
+            snprintf(o->name, sizeof o->name, "token_embd.weight");
+            o->rows = d.emb_rows;
+            o->rel_err_own_input = o->rel_err_ref_input =
+                d.emb_e2 == 0 ? 0 : d.emb_r2 > 0 ? sqrt(d.emb_e2 / d.emb_r2) : INFINITY;
+        }
         out->matrices_measured = matrices;
         if (st) kld_diff_result_free(out);
     }
     for (size_t i = 0; i < d.n_mat; i++) free(d.mat[i].x_ref);
     free(d.mat);
+    free(d.par_ref);
+    free(d.par_arm);
     free(d.wr);
     free(d.wa);
     free(d.ref_buf);

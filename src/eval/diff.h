@@ -41,7 +41,11 @@ typedef struct kld_diff_site {
  * matrix multiplied (all positions of every chunk; the head only the scored ones), with x
  * the arm's own input rows (the error this matrix's precision adds) and the reference's
  * (what it would add on a clean stream); products in double over the dequantized weights.
- * Expert slices of a mixture-of-experts layer and LoRA side products are not covered. */
+ * The token embedding's lookup (no product) is listed as token_embd.weight, unless it is a
+ * tied head measured as one: the relative error of the rows looked up at the scored
+ * positions (own and reference input alike). A routed expert's slice of a merged
+ * blk.N.ffn_*_exps tensor: the error on the rows each model routed to it, pooled under the
+ * merged tensor's name. LoRA side products are not covered. */
 typedef struct kld_diff_matrix {
     char name[96];
     uint64_t rows;

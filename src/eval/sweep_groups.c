@@ -2,6 +2,7 @@
  * budget proposal (sweep_groups.h). */
 #include "eval/sweep_groups.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,4 +182,54 @@ kld_status kld_sweep_groups_propose(const kld_sweep_groups_config *s, const kld_
     out->arm = &r->arms[r->n_done - 1];
     out->base = &r->arms[g->base];
     return kld_sweep_paired(out->arm->res.stats, out->base->res.stats, KLD_PAIRED_KLD, &out->d_kld_vs_base, err);
+}
+
+kld_status kld_sweep_groups_diff_models(const kld_sweep_groups_config *c, char **ref, char **arm,
+                                        kld_error *err) {
+    char pol[4096];
+    *ref = *arm = NULL;
+    if (c->upgrade && snprintf(pol, sizeof pol, "%s,*=%s", c->base, c->upgrade) >= (int)sizeof pol)
+        return kld_fail(err, KLD_ERR_ARG, "--base %s: the policy is too long", c->base);
+    *ref = c->upgrade ? arm_model(c->model, pol) : strdup(c->model);
+    *arm = arm_model(c->model, c->base);
+    if (!*ref || !*arm) {
+        free(*ref), free(*arm);
+        *ref = *arm = NULL;
+        return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    }
+    return KLD_OK;
+}
+
+static int by_score(const void *x, const void *y) {
+    const kld_sweep_diff_row *a = x, *b = y;
+    const bool ma = !isnan(a->score), mb = !isnan(b->score);
+    if (ma != mb) return ma ? -1 : 1;
+    if (ma && a->score != b->score) return a->score > b->score ? -1 : 1;
+    return a->group < b->group ? -1 : a->group > b->group;
+}
+
+kld_status kld_sweep_groups_rank_diff(const kld_sweep_groups_config *c, const kld_sweep_groups *g,
+                                      const kld_diff_result *d, kld_sweep_diff_row **out,
+                                      kld_error *err) {
+    kld_sweep_diff_row *rows = calloc(g->n ? g->n : 1, sizeof *rows);
+    if (!(*out = rows)) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < g->n; k++) rows[k] = (kld_sweep_diff_row){k, NAN, 0};
+    const kld_quant_plan *plan = &g->base_view.plan;
+    /* in the pass's matrix order, so that the sums are those a reader of its JSON gets */
+    for (size_t m = 0; m < d->n_matrices; m++) {
+        const kld_diff_matrix *dm = &d->matrices[m];
+        size_t i = 0;
+        while (i < plan->n && strcmp(plan->items[i].name, dm->name)) i++;
+        if (i == plan->n || !plan->items[i].eligible) continue; /* in no group */
+        char sel[64];
+        kld_quant_item_group(plan, i, c->kind, sel, sizeof sel);
+        size_t k = 0;
+        while (k < g->n && strcmp(g->lo[k].selector, sel)) k++;
+        if (k == g->n) continue;
+        const double e = dm->rel_err_own_input;
+        rows[k].score = (rows[k].n_matrices ? rows[k].score : 0.0) + e * e;
+        rows[k].n_matrices++;
+    }
+    qsort(rows, g->n, sizeof *rows, by_score);
+    return KLD_OK;
 }

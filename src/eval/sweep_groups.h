@@ -9,6 +9,7 @@
 #ifndef KLD_EVAL_SWEEP_GROUPS_H
 #define KLD_EVAL_SWEEP_GROUPS_H
 
+#include "eval/diff.h"
 #include "eval/sweep.h"
 #include "quant/quant.h"
 
@@ -52,6 +53,31 @@ typedef struct kld_sweep_proposal {
     const kld_sweep_outcome *arm, *base;
     kld_paired d_kld_vs_base;
 } kld_sweep_proposal;
+
+/* --rank-by diff: the groups ranked by the matrix errors of ONE diff pass
+ * (eval/diff.h, --matrices) instead of one KLD arm per group. The pass
+ * compares the sweep's high precision (the reference: the stored model, or
+ * MODEL@BASE,*=UP with an upgrade type) with its all-base arm (MODEL@BASE:
+ * every group at the types the sweep would give it). A group's score is the
+ * sum over its weight matrices of rel_err_own_input², the noise-to-signal
+ * power ratio the base precision adds at each matrix where it stands
+ * (docs/policies.md says why this measure). */
+#define KLD_SWEEP_DIFF_SCORE "sum_rel_err_own_input_sq"
+typedef struct kld_sweep_diff_row {
+    size_t group;
+    double score;            /* NAN: no matrix of the group was measured */
+    size_t n_matrices;       /* the group's matrices the pass measured */
+} kld_sweep_diff_row;
+
+/* The diff pass's two models (malloc'd strings, caller frees). */
+kld_status kld_sweep_groups_diff_models(const kld_sweep_groups_config *c, char **ref, char **arm,
+                                        kld_error *err);
+/* Every group's row from the pass's matrices, ranked by score, largest first
+ * (ties and unmeasured groups in group order, unmeasured last): *out has g->n
+ * rows (caller frees). */
+kld_status kld_sweep_groups_rank_diff(const kld_sweep_groups_config *c, const kld_sweep_groups *g,
+                                      const kld_diff_result *d, kld_sweep_diff_row **out,
+                                      kld_error *err);
 
 kld_status kld_sweep_groups_plan(const kld_sweep_groups_config *c, kld_sweep_groups *g, kld_error *err);
 void kld_sweep_groups_free(kld_sweep_groups *g);

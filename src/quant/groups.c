@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* "attn_q" of "blk.3.attn_q.weight"; false for other names. */
 static bool class_of(const char *name, int *layer, char *cls, size_t cap) {
@@ -36,28 +37,35 @@ static kld_quant_group *find_or_add(kld_quant_group **g, size_t *n, size_t *cap,
     return e;
 }
 
+void kld_quant_item_group(const kld_quant_plan *plan, size_t i, kld_group_kind kind, char *sel,
+                          size_t cap) {
+    bool has_output = false;
+    for (size_t j = 0; j < plan->n; j++) has_output |= !strcmp(plan->items[j].name, "output.weight");
+    const char *name = plan->items[i].name;
+    char cls[32];
+    int layer;
+    if (!strcmp(name, "token_embd.weight")) snprintf(sel, cap, has_output ? "embd" : "head");
+    else if (!strcmp(name, "output.weight")) snprintf(sel, cap, "head");
+    else if (class_of(name, &layer, cls, sizeof cls)) {
+        if (kind == KLD_GROUPS_LAYERS) snprintf(sel, cap, "blk:%d", layer);
+        else if (kind == KLD_GROUPS_CLASSES) snprintf(sel, cap, "%s", cls);
+        else snprintf(sel, cap, "blk:%d.%s", layer, cls);
+    } else {
+        snprintf(sel, cap, "%s", name); /* a glob matching just this name */
+    }
+}
+
 kld_status kld_quant_groups(const kld_quant_plan *plan, kld_group_kind kind,
                             kld_quant_group **out, size_t *n_out, kld_error *err) {
     *out = NULL;
     *n_out = 0;
     kld_quant_group *g = NULL;
     size_t n = 0, cap = 0;
-    bool has_output = false;
-    for (size_t i = 0; i < plan->n; i++) has_output |= !strcmp(plan->items[i].name, "output.weight");
     for (size_t i = 0; i < plan->n; i++) {
         const kld_quant_item *it = &plan->items[i];
         if (!it->eligible) continue;
-        char sel[64], cls[32];
-        int layer;
-        if (!strcmp(it->name, "token_embd.weight")) snprintf(sel, sizeof sel, has_output ? "embd" : "head");
-        else if (!strcmp(it->name, "output.weight")) snprintf(sel, sizeof sel, "head");
-        else if (class_of(it->name, &layer, cls, sizeof cls)) {
-            if (kind == KLD_GROUPS_LAYERS) snprintf(sel, sizeof sel, "blk:%d", layer);
-            else if (kind == KLD_GROUPS_CLASSES) snprintf(sel, sizeof sel, "%s", cls);
-            else snprintf(sel, sizeof sel, "blk:%d.%s", layer, cls);
-        } else {
-            snprintf(sel, sizeof sel, "%s", it->name); /* a glob matching just this name */
-        }
+        char sel[64];
+        kld_quant_item_group(plan, i, kind, sel, sizeof sel);
         kld_quant_group *e = find_or_add(&g, &n, &cap, sel);
         if (!e) {
             free(g);

@@ -192,6 +192,10 @@ typedef struct kld_quant_group {
  * policy's plan of the model). *out is malloc'd. */
 kld_status kld_quant_groups(const kld_quant_plan *plan, kld_group_kind kind,
                             kld_quant_group **out, size_t *n, kld_error *err);
+/* The selector of the group plan item i falls in (an eligible item's), as
+ * kld_quant_groups names it, written to sel. */
+void kld_quant_item_group(const kld_quant_plan *plan, size_t i, kld_group_kind kind, char *sel,
+                          size_t cap);
 /* The arm of group g: BASE with only g at the base's types (everything else
  * at `upgrade`), or with invert everything at the base but g (g at
  * `upgrade`). upgrade: a type name, or NULL for keep (the stored types). */
