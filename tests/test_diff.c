@@ -497,6 +497,14 @@ static int run(const char *args) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* kldeval with other arguments than diff's */
+static int run_cmd(const char *args) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", kldeval, args, out_path);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 static bool output_has(const char *a, const char *b) {
     size_t len;
     char *t = kt_read_file(out_path, &len);
@@ -579,10 +587,17 @@ static void test_cli(const char *ids) {
         {"--ref " RL "f16.gguf --lever kv=q7", "kv", "q7"},
         {"--ref " RL "f16.gguf --arm " KT_SHARED "/models/rand-qwen2/f16.gguf", "vocabular", NULL},
         {"--ref " RL "f16.gguf --arm " RL "q8_0.gguf --json " RL "f16.gguf", "--json", NULL},
+        {"--ref " RL "f16.gguf --arm '%s/diff_dump'", "a kldeval dump", "no weights or hidden layers"},
     };
+    /* a dump as the arm: what it is, and that it has no hidden layers */
+    snprintf(args, sizeof args, "dump -m %sq8_0.gguf --out '%s/diff_dump' --ctx 32 --chunks 2 --quiet", RL,
+             kt_build_dir());
+    CHECK(run_cmd(args) == 0, "a dump to diff against");
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        rc = run(bad[i].args);
-        CHECK(rc != 0 && output_has(bad[i].want1, bad[i].want2), "refused: %s (rc %d)", bad[i].args, rc);
+        char a[1024];
+        snprintf(a, sizeof a, bad[i].args, kt_build_dir());
+        rc = run(a);
+        CHECK(rc != 0 && output_has(bad[i].want1, bad[i].want2), "refused: %s (rc %d)", a, rc);
     }
     /* same vocabulary size, another architecture: refused naming both */
     synth_shape s;

@@ -138,6 +138,16 @@ static kld_status open_dir(kld_source *src, kld_error *err) {
         free(p);
         if (found) return s;
     }
+    /* a kldeval dump (or a shard of one) is a folder too: say what it is */
+    char *manifest = join(src->dir, "manifest.json"), *seq = join(src->dir, "seq-0.bin");
+    const bool dump = manifest && seq && is_file(manifest) && is_file(seq);
+    free(manifest);
+    free(seq);
+    if (dump)
+        return kld_fail(err, KLD_ERR_FORMAT,
+                        "%s: a kldeval dump (manifest.json, seq-*.bin), not a model: it holds "
+                        "distributions, no weights or hidden layers (kl takes it with "
+                        "--reference-logits or --arm-logits)", src->dir);
     return kld_fail(err, KLD_ERR_FORMAT,
                     "%s: folder has no model.safetensors, model.safetensors.index.json or "
                     "model.bin",
