@@ -590,6 +590,8 @@ static void test_cli(const char *ids) {
         {"--ref " RL "f16.gguf --arm '%s/diff_dump'", "a kldeval dump", "no weights or hidden layers"},
     };
     /* a dump as the arm: what it is, and that it has no hidden layers */
+    snprintf(args, sizeof args, "rm -rf '%s/diff_dump'", kt_build_dir());
+    CHECK(system(args) == 0, "%s", args);
     snprintf(args, sizeof args, "dump -m %sq8_0.gguf --out '%s/diff_dump' --ctx 32 --chunks 2 --quiet", RL,
              kt_build_dir());
     CHECK(run_cmd(args) == 0, "a dump to diff against");
