@@ -13,6 +13,7 @@
  * bench_kl (same file names). */
 #include "common_bench.h"
 #include "engine/engine.h"
+#include "engine/kernels.h"
 #include "synth/synth.h"
 
 #include <errno.h>
@@ -193,15 +194,15 @@ static int bench_type(const opts *o, const char *type, double peak) {
                    sd = kb_summarize(dc, (int)o->reps);
         const double gf = matmul_flops_per_token(hp, false) * sp.median / 1e9;
         const double gfl = matmul_flops_per_token(hp, true) * sl.median / 1e9;
-        printf("%-7s prefill %8.2f tok/s (spread %4.1f%%, %6.1f GFLOP/s = %3.0f%% of %lld-core FMA peak)"
-               "   with all logits %8.2f tok/s   decode %7.2f tok/s   peak RSS %.0f MiB   open %.2f s\n",
+        printf("%-7s prefill %8.2f tok/s (spread %4.1f%%, %6.1f GFLOP/s = %3.0f%% of %lld-core FMA peak, "
+               "kernels %s)   with all logits %8.2f tok/s   decode %7.2f tok/s   peak RSS %.0f MiB   open %.2f s\n",
                type, sp.median, 100 * sp.spread, gf, 100 * gf / (peak * (double)o->threads), o->threads,
-               sl.median, sd.median, (double)rss / 1048576.0, open_s);
+               kld_engine_kernels_get()->name, sl.median, sd.median, (double)rss / 1048576.0, open_s);
         char name[64];
         snprintf(name, sizeof name, "prefill_%s", type);
-        json_t *extra = json_pack("{s:f,s:f,s:s,s:I}", "gflops", gf, "fraction_of_fma_peak",
+        json_t *extra = json_pack("{s:f,s:f,s:s,s:I,s:s}", "gflops", gf, "fraction_of_fma_peak",
                                   gf / (peak * (double)o->threads), "model", path, "threads",
-                                  (json_int_t)o->threads);
+                                  (json_int_t)o->threads, "kernels", kld_engine_kernels_get()->name);
         kb_emit("bench_forward", name, "tok/s", "higher", &sp, extra);
         snprintf(name, sizeof name, "prefill_all_logits_%s", type);
         kb_emit("bench_forward", name, "tok/s", "higher", &sl, json_pack("{s:f}", "gflops", gfl));

@@ -137,7 +137,7 @@ div() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0
 issue_table() {
   local t k ks l ls
   echo
-  echo "== performance targets ($cpu, $cores cores, $simd) =="
+  echo "== performance targets ($cpu, $cores cores, $simd; kldeval's kernel set: $(rec bench_forward prefill_f16 kernels || true)) =="
   printf '%-52s %14s %14s %7s %8s %4s\n' "workload" "kldeval" "llama.cpp" "ratio" "target" "met"
   for t in f16 q4_K_M; do
     k=$(rec bench_forward "prefill_$t" median); ks=$(rec bench_forward "prefill_$t" spread)
