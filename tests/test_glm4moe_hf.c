@@ -252,7 +252,7 @@ static void expect_error(const char *label, const edit *ed, const char *drop, co
 static void test_errors(void) {
 #define E1(k, v) ((const edit[]){{k, v}, {NULL, NULL}})
     expect_error("no-experts", E1("n_routed_experts", NULL), NULL, "config.json: \"n_routed_experts\" is missing", NULL);
-    expect_error("shared-str", E1("n_shared_experts", "\"one\""), NULL, "config.json: \"n_shared_experts\"", "integer");
+    expect_error("shared-str", E1("n_shared_experts", "\"one\""), NULL, "config.json: \"n_shared_experts\" must be an integer, not \"one\"", NULL);
     expect_error("partial", E1("partial_rotary_factor", "1.5"), NULL, "config.json: \"partial_rotary_factor\" = 1.5",
                  "(0, 1]");
     expect_error("used-5", E1("num_experts_per_tok", "5"), NULL, "config.json: \"num_experts_per_tok\" = 5",
@@ -262,7 +262,7 @@ static void test_errors(void) {
                  "config.json: \"topk_group\" = 0", "out of range");
     expect_error("dense-9", E1("first_k_dense_replace", "9"), NULL, "config.json: \"first_k_dense_replace\" = 9",
                  "out of range");
-    expect_error("norm-str", E1("norm_topk_prob", "\"yes\""), NULL, "config.json: \"norm_topk_prob\"", "true or false");
+    expect_error("norm-str", E1("norm_topk_prob", "\"yes\""), NULL, "config.json: \"norm_topk_prob\" must be true or false, not \"yes\"", NULL);
     expect_error("scale-neg", E1("routed_scaling_factor", "-1"), NULL, "config.json: \"routed_scaling_factor\" = -1",
                  NULL);
     expect_error("act-gelu", E1("hidden_act", "\"gelu\""), NULL, "config.json: activation 'gelu'", NULL);
