@@ -29,4 +29,5 @@ kld_add_test(NAME test_forward_glm4moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_
 kld_add_test(NAME test_forward_deepseek2 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_deepseek2.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_glm4moe_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_glm4moe_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/synth_glm4moe_hf.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

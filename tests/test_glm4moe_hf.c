@@ -10,193 +10,18 @@
  * are errors naming config.json, the field and the value. */
 #include "engine/engine.h"
 #include "io/gguf.h"
+#include "quant/quant.h"
 #include "tensor/types.h"
+#include "synth_glm4moe_hf.h"
 #include "test_forward_models.h"
 #include "testlib.h"
 
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #define N_IDS 40
-
-typedef struct st_out {
-    json_t *header;
-    float *data[256];
-    size_t bytes[256];
-    int n;
-    uint64_t off;
-} st_out;
-
-/* name with torch shape dims[0..nd) holding f (owned). */
-static void put(st_out *o, const char *name, int nd, const int64_t *dims, float *f) {
-    size_t n = 1;
-    json_t *shape = json_array();
-    for (int i = 0; i < nd; i++) {
-        n *= (size_t)dims[i];
-        json_array_append_new(shape, json_integer(dims[i]));
-    }
-    json_t *e = json_object();
-    json_object_set_new(e, "dtype", json_string("F32"));
-    json_object_set_new(e, "shape", shape);
-    json_object_set_new(e, "data_offsets", json_pack("[I, I]", (json_int_t)o->off, (json_int_t)(o->off + n * 4)));
-    json_object_set_new(o->header, name, e);
-    o->data[o->n] = f;
-    o->bytes[o->n++] = n * 4;
-    o->off += n * 4;
-}
-
-static float *floats(const kld_tensor *t, int64_t from, int64_t n) {
-    float *all = malloc(sizeof(float) * (size_t)kld_tensor_nelements(t));
-    kld_type_info_get(t->type)->to_float_ref(t->data, all, kld_tensor_nelements(t));
-    float *f = malloc(sizeof(float) * (size_t)n);
-    memcpy(f, all + from, sizeof(float) * (size_t)n);
-    free(all);
-    return f;
-}
-
-/* GGUF per-layer suffix → HF suffix (gguf-py tensor_mapping.py's glm4moe rows). */
-static const char *const names[][2] = {
-    {"attn_norm", "input_layernorm"},        {"attn_q", "self_attn.q_proj"},
-    {"attn_k", "self_attn.k_proj"},          {"attn_v", "self_attn.v_proj"},
-    {"attn_output", "self_attn.o_proj"},     {"attn_q_norm", "self_attn.q_norm"},
-    {"attn_k_norm", "self_attn.k_norm"},     {"post_attention_norm", "post_attention_layernorm"},
-    {"ffn_gate", "mlp.gate_proj"},           {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},           {"ffn_gate_inp", "mlp.gate"},
-    {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"}, {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
-    {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
-};
-
-typedef struct edit {
-    const char *key, *json; /* json NULL: delete the key */
-} edit;
-
-static bool write_config(const synth_shape *s, const kld_gguf *g, const char *dir, bool qk_norm, const edit *ed) {
-    double eps = 0;
-    kld_gguf_get_float(g, "glm4moe.attention.layer_norm_rms_epsilon", &eps);
-    json_t *c = json_object();
-    json_object_set_new(c, "architectures", json_pack("[s]", "Glm4MoeForCausalLM"));
-    json_object_set_new(c, "model_type", json_string("glm4_moe"));
-    json_object_set_new(c, "hidden_size", json_integer(s->n_embd));
-    json_object_set_new(c, "num_hidden_layers", json_integer(s->n_layer));
-    json_object_set_new(c, "intermediate_size", json_integer(s->n_ff));
-    json_object_set_new(c, "num_attention_heads", json_integer(s->n_head));
-    json_object_set_new(c, "num_key_value_heads", json_integer(s->n_head_kv));
-    json_object_set_new(c, "head_dim", json_integer(s->head_dim));
-    json_object_set_new(c, "vocab_size", json_integer(s->n_vocab));
-    json_object_set_new(c, "max_position_embeddings", json_integer(4096));
-    json_object_set_new(c, "rms_norm_eps", json_real(eps)); /* the GGUF's f32 value, exactly */
-    json_object_set_new(c, "rope_theta", json_real(s->rope_base));
-    json_object_set_new(c, "partial_rotary_factor", json_real(0.5));
-    json_object_set_new(c, "attention_bias", json_true());
-    json_object_set_new(c, "use_qk_norm", json_boolean(qk_norm));
-    json_object_set_new(c, "hidden_act", json_string("silu"));
-    json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tied));
-    json_object_set_new(c, "n_routed_experts", json_integer(s->n_expert));
-    json_object_set_new(c, "num_experts_per_tok", json_integer(s->n_expert_used));
-    json_object_set_new(c, "moe_intermediate_size", json_integer(s->n_ff_exp));
-    json_object_set_new(c, "n_shared_experts", json_integer(s->n_shared));
-    json_object_set_new(c, "first_k_dense_replace", json_integer(s->n_dense_lead));
-    json_object_set_new(c, "routed_scaling_factor", json_real(s->w_scale));
-    json_object_set_new(c, "norm_topk_prob", json_true());
-    json_object_set_new(c, "n_group", json_integer(1));
-    json_object_set_new(c, "topk_group", json_integer(1));
-    json_object_set_new(c, "num_nextn_predict_layers", json_integer(1));
-    json_object_set_new(c, "rope_scaling", json_null());
-    for (int i = 0; ed && ed[i].key; i++) {
-        if (!ed[i].json) {
-            json_object_del(c, ed[i].key);
-            continue;
-        }
-        json_error_t je;
-        json_t *v = json_loads(ed[i].json, JSON_DECODE_ANY, &je);
-        if (v) json_object_set_new(c, ed[i].key, v);
-    }
-    char path[600];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    const bool ok = json_dump_file(c, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0;
-    json_decref(c);
-    return ok;
-}
-
-/* dir/model.safetensors + config.json from the glm4moe GGUF at gguf. */
-static bool write_hf(const synth_shape *s, const char *gguf, const char *dir, const char *drop, const edit *ed) {
-    kld_error err = {0};
-    kld_gguf *g = NULL;
-    if (kld_gguf_open(gguf, &g, &err) != KLD_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        return false;
-    }
-    st_out o = {.header = json_object()};
-    bool qk_norm = false;
-    char name[200];
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const kld_tensor *t = &g->tensors[i];
-        const int64_t n = kld_tensor_nelements(t);
-        int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
-        const int nd = t->n_dims == 1 ? 1 : 2;
-        int il = -1, used = 0;
-        char rest[96] = "", kind[16] = "";
-        name[0] = '\0';
-        if (!strcmp(t->name, "token_embd.weight")) snprintf(name, sizeof name, "model.embed_tokens.weight");
-        else if (!strcmp(t->name, "output_norm.weight")) snprintf(name, sizeof name, "model.norm.weight");
-        else if (!strcmp(t->name, "output.weight")) snprintf(name, sizeof name, "lm_head.weight");
-        else if (sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used) {
-            const char *r = t->name + used, *dot = strrchr(r, '.');
-            snprintf(rest, sizeof rest, "%.*s", (int)(dot - r), r);
-            snprintf(kind, sizeof kind, "%s", dot + 1);
-            qk_norm |= !strcmp(rest, "attn_q_norm");
-            if (!strcmp(rest, "exp_probs_b"))
-                snprintf(name, sizeof name, "model.layers.%d.mlp.gate.e_score_correction_bias", il);
-            for (size_t k = 0; !name[0] && k < sizeof names / sizeof names[0]; k++)
-                if (!strcmp(rest, names[k][0]))
-                    snprintf(name, sizeof name, "model.layers.%d.%s.%s", il, names[k][1], kind);
-            if (!name[0] && t->n_dims == 3) { /* ffn_{gate,up,down}_exps: one tensor per expert */
-                const char *w = !strcmp(rest, "ffn_gate_exps") ? "gate_proj"
-                                : !strcmp(rest, "ffn_up_exps") ? "up_proj" : "down_proj";
-                const int64_t per = t->ne[0] * t->ne[1];
-                for (int64_t e = 0; e < t->ne[2]; e++) {
-                    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", il, (int)e, w);
-                    if (!drop || strcmp(drop, name)) put(&o, name, 2, d2, floats(t, e * per, per));
-                }
-                continue;
-            }
-        }
-        if (!name[0]) {
-            fprintf(stderr, "glm4moe HF copy: no HF name for %s\n", t->name);
-            kld_gguf_close(g);
-            return false;
-        }
-        if (drop && !strcmp(drop, name)) continue;
-        put(&o, name, nd, nd == 1 ? d1 : d2, floats(t, 0, n));
-    }
-    /* the MTP layer transformers' checkpoints append (never read: num_hidden_layers ends before it) */
-    {
-        int64_t d2[2] = {s->n_embd, 2 * s->n_embd}, d1[1] = {s->n_embd};
-        snprintf(name, sizeof name, "model.layers.%d.eh_proj.weight", (int)s->n_layer);
-        put(&o, name, 2, d2, calloc((size_t)(2 * s->n_embd * s->n_embd), sizeof(float)));
-        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", (int)s->n_layer);
-        put(&o, name, 1, d1, calloc((size_t)s->n_embd, sizeof(float)));
-    }
-    char *hdr = json_dumps(o.header, JSON_COMPACT);
-    json_decref(o.header);
-    const size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
-    char path[600];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = fopen(path, "wb");
-    bool ok = f != NULL;
-    const uint64_t hl64 = hl + pad;
-    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
-    for (int i = 0; ok && i < o.n; i++) ok = fwrite(o.data[i], 1, o.bytes[i], f) == o.bytes[i];
-    if (f && fclose(f) != 0) ok = false;
-    for (int i = 0; i < o.n; i++) free(o.data[i]);
-    free(hdr);
-    ok = ok && write_config(s, g, dir, qk_norm, ed);
-    kld_gguf_close(g);
-    return ok;
-}
 
 static void paths(const char *label, char *gguf, char *hf, size_t cap) {
     char dir[512];
@@ -207,11 +32,67 @@ static void paths(const char *label, char *gguf, char *hf, size_t cap) {
     mkdir(hf, 0755);
 }
 
+static int64_t key_int(const kld_gguf *g, const char *key) {
+    int64_t v = -1;
+    if (!kld_gguf_get_int(g, key, &v)) v = -1;
+    return v;
+}
+
+/* `kldeval quantize HF OUT keep`: the same tensors (names and bytes) and routing keys as the
+ * synthesized GGUF, the same logits as the checkpoint bit for bit; the MTP layer dropped. */
+static void check_converted(const char *label, const synth_shape *s, const char *gguf, const char *hf,
+                            const int32_t *ids) {
+    char out[700];
+    snprintf(out, sizeof out, "%s/../converted.gguf", hf);
+    kld_error err = {0};
+    kld_quantize_opts qo = {.n_threads = 2};
+    CHECK_OK(kld_quantize_file(hf, out, "keep", &qo, NULL, &err), err);
+    kld_gguf *a = NULL, *b = NULL;
+    CHECK_OK(kld_gguf_open(out, &a, &err), err);
+    CHECK_OK(kld_gguf_open(gguf, &b, &err), err);
+    if (!a || !b) {
+        kld_gguf_close(a);
+        kld_gguf_close(b);
+        return;
+    }
+    uint64_t same = 0;
+    for (uint64_t i = 0; i < a->n_tensors; i++)
+        for (uint64_t j = 0; j < b->n_tensors; j++)
+            if (!strcmp(a->tensors[i].name, b->tensors[j].name))
+                same += a->tensors[i].type == b->tensors[j].type && a->tensors[i].nbytes == b->tensors[j].nbytes &&
+                        a->tensors[i].n_dims == b->tensors[j].n_dims &&
+                        !memcmp(a->tensors[i].data, b->tensors[j].data, a->tensors[i].nbytes);
+    printf("%-36s converted: %" PRIu64 " of %" PRIu64 " tensors equal to the GGUF's\n", label, same, b->n_tensors);
+    CHECK(same == b->n_tensors && a->n_tensors == b->n_tensors,
+          "%s: converted tensors (%" PRIu64 ") equal the synthesized GGUF's (%" PRIu64 " of %" PRIu64 ")", label,
+          a->n_tensors, same, b->n_tensors);
+    static const char *const keys[] = {"glm4moe.block_count", "glm4moe.expert_count", "glm4moe.expert_used_count",
+                                       "glm4moe.expert_feed_forward_length", "glm4moe.expert_shared_count",
+                                       "glm4moe.leading_dense_block_count", "glm4moe.expert_gating_func",
+                                       "glm4moe.rope.dimension_count", "glm4moe.attention.head_count_kv"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK(key_int(a, keys[i]) == key_int(b, keys[i]) && key_int(a, keys[i]) >= 0,
+              "%s: converted %s = %" PRId64 ", the GGUF's %" PRId64, label, keys[i], key_int(a, keys[i]),
+              key_int(b, keys[i]));
+    double sa = 0, sb = 0;
+    kld_gguf_get_float(a, "glm4moe.expert_weights_scale", &sa);
+    kld_gguf_get_float(b, "glm4moe.expert_weights_scale", &sb);
+    CHECK(sa == sb && sa == s->w_scale, "%s: converted expert_weights_scale %g", label, sa);
+    kld_gguf_close(a);
+    kld_gguf_close(b);
+    int64_t nv = 0;
+    float *x = tf_engine_logits(hf, ids, N_IDS, 16, 2, &nv), *y = tf_engine_logits(out, ids, N_IDS, 16, 2, &nv);
+    CHECK(x && y && memcmp(x, y, sizeof(float) * (size_t)(N_IDS * nv)) == 0,
+          "%s: HF and its converted GGUF give the same logits bit for bit", label);
+    free(x);
+    free(y);
+}
+
 /* The HF copy of s: logits equal to its GGUF's bit for bit, and to the reference. */
 static void test_same(const char *label, const synth_shape *s) {
     char gguf[600], hf[600];
     paths(label, gguf, hf, sizeof gguf);
-    if (!synth_write_gguf(s, gguf) || !write_hf(s, gguf, hf, NULL, NULL)) {
+    if (!synth_write_gguf(s, gguf) || !glm_write_hf(s, gguf, hf, NULL, NULL)) {
         CHECK(false, "%s: synthesize", label);
         return;
     }
@@ -228,15 +109,16 @@ static void test_same(const char *label, const synth_shape *s) {
     char l2[96];
     snprintf(l2, sizeof l2, "%s (HF)", label);
     free(tf_check_path(l2, hf, gguf, NULL, ids, N_IDS)); /* vs the float64 reference, chunks, decode */
+    check_converted(label, s, gguf, hf, ids);
 }
 
-static void expect_error(const char *label, const edit *ed, const char *drop, const char *want1, const char *want2) {
+static void expect_error(const char *label, const glm_edit *ed, const char *drop, const char *want1, const char *want2) {
     synth_shape s;
     synth_default(&s, "glm4moe");
     s.mat_type = KLD_TYPE_F32;
     char gguf[600], hf[600];
     paths(label, gguf, hf, sizeof gguf);
-    if (!synth_write_gguf(&s, gguf) || !write_hf(&s, gguf, hf, drop, ed)) {
+    if (!synth_write_gguf(&s, gguf) || !glm_write_hf(&s, gguf, hf, drop, ed)) {
         CHECK(false, "%s: synthesize", label);
         return;
     }
@@ -250,7 +132,7 @@ static void expect_error(const char *label, const edit *ed, const char *drop, co
 }
 
 static void test_errors(void) {
-#define E1(k, v) ((const edit[]){{k, v}, {NULL, NULL}})
+#define E1(k, v) ((const glm_edit[]){{k, v}, {NULL, NULL}})
     expect_error("no-experts", E1("n_routed_experts", NULL), NULL, "config.json: \"n_routed_experts\" is missing", NULL);
     expect_error("shared-str", E1("n_shared_experts", "\"one\""), NULL, "config.json: \"n_shared_experts\" must be an integer, not \"one\"", NULL);
     expect_error("partial", E1("partial_rotary_factor", "1.5"), NULL, "config.json: \"partial_rotary_factor\" = 1.5",
@@ -258,7 +140,7 @@ static void test_errors(void) {
     expect_error("used-5", E1("num_experts_per_tok", "5"), NULL, "config.json: \"num_experts_per_tok\" = 5",
                  "out of range");
     expect_error("groups-3", E1("n_group", "3"), NULL, "config.json: \"n_group\" = 3", "groups of at least 2");
-    expect_error("topk-group", ((const edit[]){{"n_group", "2"}, {"topk_group", "0"}, {NULL, NULL}}), NULL,
+    expect_error("topk-group", ((const glm_edit[]){{"n_group", "2"}, {"topk_group", "0"}, {NULL, NULL}}), NULL,
                  "config.json: \"topk_group\" = 0", "out of range");
     expect_error("dense-9", E1("first_k_dense_replace", "9"), NULL, "config.json: \"first_k_dense_replace\" = 9",
                  "out of range");
