@@ -154,7 +154,37 @@ static void test_errors(void) {
                  "mlp.gate.e_score_correction_bias", "missing");
     expect_error("no-expert", NULL, "model.layers.2.mlp.experts.3.up_proj.weight", "mlp.experts.3.up_proj.weight",
                  "missing");
+    /* use_qk_norm true requires the norms */
+    expect_error("qk-norm-gone", NULL, "model.layers.1.self_attn.k_norm.weight", "self_attn.k_norm.weight", "missing");
 #undef E1
+}
+
+/* use_qk_norm false: stored norms are not applied (Glm4MoeAttention skips them), so the logits are
+ * those of the GGUF without attn_q_norm / attn_k_norm, not those of the GGUF with them */
+static void test_qk_norm_off(void) {
+    synth_shape s;
+    synth_default(&s, "glm4moe");
+    s.mat_type = KLD_TYPE_F32;
+    char gguf[600], hf[600];
+    paths("qk-norm-off", gguf, hf, sizeof gguf);
+    const glm_edit ed[] = {{"use_qk_norm", "false"}, {NULL, NULL}};
+    if (!synth_write_gguf(&s, gguf) || !glm_write_hf(&s, gguf, hf, NULL, ed)) {
+        CHECK(false, "qk-norm-off: synthesize");
+        return;
+    }
+    int32_t ids[N_IDS];
+    tf_make_ids(ids, N_IDS, s.n_vocab, 5);
+    int64_t nv = 0;
+    float *with = tf_engine_logits(gguf, ids, N_IDS, 16, 2, &nv);
+    float *off = tf_engine_logits(hf, ids, N_IDS, 16, 2, &nv);
+    if (with && off) {
+        const tf_cmp c = tf_compare(with, off, N_IDS, nv);
+        printf("use_qk_norm false vs the GGUF with q/k norms: max|d| %.3g\n", c.max_abs);
+        CHECK(c.max_abs > 1e-3, "use_qk_norm false must leave the stored norms unapplied (%g)", c.max_abs);
+    }
+    CHECK(with && off, "qk-norm-off: logits");
+    free(with);
+    free(off);
 }
 
 int main(void) {
@@ -171,5 +201,6 @@ int main(void) {
     t.seed = 77;
     test_same("glm4moe-tied-2dense", &t);
     test_errors();
+    test_qk_norm_off();
     return kt_finish();
 }

@@ -75,12 +75,14 @@ kld_status kld_hp_hf_glm4moe(const json_t *cfg, const char *path, kld_hparams *h
         return kld_fail(err, KLD_ERR_FORMAT, "%s: \"routed_scaling_factor\" = %g is not a scale in (0, 1e6)", path,
                         hp->moe_w_scale);
     if ((st = groups(cfg, path, hp, err))) return st;
-    /* q/k norms are bound when the checkpoint has them (the GGUF path's rule); a config that asks
-     * for them while saying so in the wrong type is an error */
+    /* use_qk_norm (default false) decides, as in Glm4MoeAttention: true requires q_norm / k_norm,
+     * false leaves any stored ones unread (a GGUF has them only when its checkpoint used them) */
     bool qk_norm = false, bias = false;
     if ((st = kld_hp_json_bool(cfg, path, "use_qk_norm", &qk_norm, err)) ||
         (st = kld_hp_json_bool(cfg, path, "attention_bias", &bias, err)))
         return st;
+    hp->sw.qk_norm = qk_norm;
+    hp->sw.qk_norm_optional = false;
     /* num_nextn_predict_layers: the MTP layers sit after num_hidden_layers and are never read */
     int64_t nextn = 0;
     if ((st = req_range(cfg, path, "num_nextn_predict_layers", false, 0, 64, &nextn, err))) return st;
