@@ -31,3 +31,6 @@ kld_add_test(NAME test_forward_deepseek2 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tes
 # attention=exact over long key ranges (tiled) against the one-pass result.
 kld_add_test(NAME test_attention_long SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_attention_long.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 300)
+kld_add_test(NAME test_glm4moe_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_glm4moe_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/synth_glm4moe_hf.c
+             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

@@ -17,6 +17,7 @@
 #include "io/gguf.h"
 #include "model/gguf_names.h"
 #include "quant/quant.h"
+#include "synth_glm4moe_hf.h"
 #include "synth_qwen3next_hf.h"
 #include "tensor/types.h"
 #include "test_forward_models.h"
@@ -345,7 +346,7 @@ static void check_written(const char *label, const char *arch, const char *path)
 
 static void check_converted(void) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen2moe",
-                                        "qwen3moe", "olmoe", "lfm2", "qwen3next"};
+                                        "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         const char *a = archs[i];
         synth_shape s;
@@ -364,6 +365,8 @@ static void check_converted(void) {
         if (!strcmp(a, "qwen3next")) {
             q3n_hf_opts o = {0};
             ok = q3n_write_hf(&s, gguf, dir, &o);
+        } else if (!strcmp(a, "glm4moe")) {
+            ok = synth_write_gguf(&s, gguf) && glm_write_hf(&s, gguf, dir, NULL, NULL);
         } else if (s.n_expert > 0) { /* a checkpoint keeps one tensor per expert */
             char split[1100];
             snprintf(split, sizeof split, "%s/gguf_names_%s_split.gguf", kt_build_dir(), a);

@@ -41,6 +41,15 @@ static const kld_name_map qwen35_hf_names[] = {
     {KLD_T_NONE, NULL},
 };
 
+/* GLM-4.5's (and DeepSeek V3's) shared experts: transformers' Glm4MoeMoE keeps
+ * them under mlp.shared_experts (gguf-py tensor_mapping.py, FFN_*_SHEXP) */
+static const kld_name_map glm4moe_hf_names[] = {
+    {KLD_T_FFN_GATE_SHEXP, "mlp.shared_experts.gate_proj"},
+    {KLD_T_FFN_UP_SHEXP, "mlp.shared_experts.up_proj"},
+    {KLD_T_FFN_DOWN_SHEXP, "mlp.shared_experts.down_proj"},
+    {KLD_T_NONE, NULL},
+};
+
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
     /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
@@ -125,7 +134,7 @@ static const kld_arch_hybrid hybrid_table[] = {
     {"qwen35moe", KLD_LAYER_DELTANET, KLD_T_OUTPUT_NORM, qwen35_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = true,
      .dn_v_tiled = true, .rope_sections = true},
     /* no recurrent layers: only their pre-FFN norm's name */
-    {"glm4moe", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
+    {"glm4moe", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, glm4moe_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
     {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
 };
 

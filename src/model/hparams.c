@@ -274,6 +274,16 @@ typedef struct hf_reader {
     const char *path; /* config.json's path for messages */
 } hf_reader;
 
+/* A config.json value as its JSON text (cut to 40 characters) for messages. */
+static kld_status json_type_error(kld_error *err, const char *path, const char *key, const json_t *v,
+                                  const char *want) {
+    char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    const kld_status st = kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be %s, not %.40s", path, key, want,
+                                   shown ? shown : "this value");
+    free(shown);
+    return st;
+}
+
 kld_status kld_hp_json_int(const json_t *obj, const char *path, const char *key, bool required,
                            int64_t *out, kld_error *err) {
     const json_t *v = json_object_get(obj, key);
@@ -290,7 +300,7 @@ kld_status kld_hp_json_int(const json_t *obj, const char *path, const char *key,
         *out = (int64_t)json_real_value(v);
         return KLD_OK;
     }
-    return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be an integer", path, key);
+    return json_type_error(err, path, key, v, "an integer");
 }
 
 kld_status kld_hp_json_layer_types(const json_t *cfg, const char *path, int64_t n_layer,
@@ -350,7 +360,7 @@ kld_status kld_hp_json_num(const json_t *obj, const char *path, const char *key,
         return KLD_OK;
     }
     if (!json_is_number(v))
-        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be a number", path, key);
+        return json_type_error(err, path, key, v, "a number");
     *out = json_number_value(v);
     return KLD_OK;
 }
@@ -360,7 +370,7 @@ kld_status kld_hp_json_bool(const json_t *obj, const char *path, const char *key
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) return KLD_OK;
     if (!json_is_boolean(v))
-        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"%s\" must be true or false", path, key);
+        return json_type_error(err, path, key, v, "true or false");
     *out = json_is_true(v);
     return KLD_OK;
 }
@@ -393,7 +403,7 @@ static const hf_arch hf_archs[] = {
     {"mixtral", "llama", false, true}, {"qwen2_moe", "qwen2moe", false, false},
     {"qwen3_moe", "qwen3moe", false, false}, {"olmoe", "olmoe", false, false},
     {"lfm2", "lfm2", true, false},      {"qwen3_next", "qwen3next", false, false},
-    {"qwen3_5_text", "qwen35", false, false},
+    {"qwen3_5_text", "qwen35", false, false}, {"glm4_moe", "glm4moe", false, false},
 };
 
 static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err) {
@@ -414,7 +424,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
                         "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
                         "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe, lfm2, "
-                        "qwen3_next, qwen3_5_text)", path, model_type);
+                        "qwen3_next, qwen3_5_text, glm4_moe)", path, model_type);
     /* A multimodal gemma3 keeps the language model's fields in text_config. */
     if (strcmp(model_type, "gemma3") == 0) {
         const json_t *tc = json_object_get(r.cfg, "text_config");
@@ -467,6 +477,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     if ((st = kld_hp_hf_swa(r.cfg, path, model_type, hp, err)) ||
         (st = kld_hp_hf_moe(r.cfg, path, model_type, hp, err)))
         return st;
+    if (!strcmp(hp->arch, "glm4moe") && (st = kld_hp_hf_glm4moe(r.cfg, path, hp, err))) return st;
 
     if ((st = j_num(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
         (st = j_num(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))

@@ -69,6 +69,12 @@ kld_status kld_hp_gguf_moe(const kld_source *src, kld_hparams *hp, kld_error *er
 kld_status kld_hp_hf_moe(const json_t *cfg, const char *path, const char *model_type,
                          kld_hparams *hp, kld_error *err);
 
+/* config.json of GLM-4.5 (hparams_moe_hf.c): partial_rotary_factor (default 0.5),
+ * n_routed_experts, num_experts_per_tok, moe_intermediate_size, n_shared_experts,
+ * first_k_dense_replace, norm_topk_prob, routed_scaling_factor, n_group / topk_group;
+ * runs after the common keys. */
+kld_status kld_hp_hf_glm4moe(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err);
+
 /* Multi-head latent attention (sw.mla, hparams_mla.c): q_lora_rank, kv_lora_rank,
  * n_head_kv = n_head, the rope dims inside the head, YaRN's mscale in the
  * attention scale and the RoPE magnitude; runs after rope scaling and attn_scale. */

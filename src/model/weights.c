@@ -113,6 +113,12 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
                 hf = hp->sw.fused_gate_up ? "mlp.gate_up_proj" : "mlp.up_proj";
             for (size_t i = 0; !hf && i < sizeof layer_map / sizeof layer_map[0]; i++)
                 if (!strcmp(kld_tensor_suffix(layer_map[i].gguf), suffix)) hf = layer_map[i].hf;
+            /* the router's selection bias: transformers' e_score_correction_bias (GLM-4.5,
+             * DeepSeek V3), a parameter of mlp.gate without a .weight / .bias of its own */
+            if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_EXP_PROBS_B)) && !strcmp(kind, "bias")) {
+                snprintf(buf, cap, "%smodel.layers.%d.mlp.gate.e_score_correction_bias", pre, il);
+                return buf;
+            }
             char probe[160];
             snprintf(probe, sizeof probe, "%smodel.layers.%d.block_sparse_moe.gate.weight", pre, il);
             if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_INP)) && src &&

@@ -55,7 +55,8 @@ static void list_moe(int64_t il, const kld_moe_weights *X, int64_t n_expert, tab
         const kld_tensor *t;
         kld_tensor_id id;
         const char *kind;
-    } t[] = {{X->gate_inp, KLD_T_FFN_GATE_INP, "weight"}, {X->gate_inp_shexp, KLD_T_FFN_GATE_INP_SHEXP, "weight"},
+    } t[] = {{X->gate_inp, KLD_T_FFN_GATE_INP, "weight"}, {X->exp_probs_b, KLD_T_FFN_EXP_PROBS_B, "bias"},
+             {X->gate_inp_shexp, KLD_T_FFN_GATE_INP_SHEXP, "weight"},
              {X->gate_shexp, KLD_T_FFN_GATE_SHEXP, "weight"}, {X->up_shexp, KLD_T_FFN_UP_SHEXP, "weight"},
              {X->down_shexp, KLD_T_FFN_DOWN_SHEXP, "weight"}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {

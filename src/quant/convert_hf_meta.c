@@ -34,13 +34,13 @@ static double gguf_attn_scale(const kld_hparams *hp) {
 
 kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
-                                        "qwen2moe", "qwen3moe", "olmoe", "lfm2", "qwen3next"};
+                                        "qwen2moe", "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe"};
     bool known = false;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(hp->arch, archs[i]);
     if (!known)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
                         "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, "
-                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next are)",
+                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe are)",
                         src->path, hp->arch);
     kld_status s = kld_hf_moe_check(src, hp, err);
     if (s) return s;

@@ -16,7 +16,8 @@ kld_status kld_hf_moe_check(const kld_source *src, const kld_hparams *hp, kld_er
     /* llama.cpp's graphs fix the rule per architecture (mixtral, qwen3moe
      * renormalise the top-k weights; qwen2moe, olmoe do not) and no key
      * carries config.json's norm_topk_prob */
-    if (hp->moe_norm_w != hp->sw.moe_norm_w)
+    /* sigmoid-routed architectures (glm4moe) carry it as expert_weights_norm */
+    if (hp->moe_gating != KLD_MOE_GATE_SIGMOID && hp->moe_norm_w != hp->sw.moe_norm_w)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: norm_topk_prob %s cannot be written to a %s "
                         "GGUF (llama.cpp's %s graph %s the top-k router weights)", src->path,
                         hp->moe_norm_w ? "true" : "false", hp->arch, hp->arch,
@@ -135,7 +136,24 @@ kld_status kld_hf_moe_put_hparams(const kld_hparams *hp, kld_gguf_writer *w, kld
      * from moe_intermediate_size / shared_expert_intermediate_size; Mixtral's
      * and OLMoE's experts are feed_forward_length wide */
     if (hp->sw.moe_ff_per_used) U32(KLD_K_EXPERT_FF_LENGTH, hp->n_ff_exp);
-    if (hp->sw.moe_shared_expert) U32(KLD_K_EXPERT_SHARED_FF_LENGTH, hp->n_ff_shexp);
+    if (hp->sw.moe_shexp_ungated) {
+        /* Glm4MoeModel: expert_feed_forward_length, expert_shared_count, leading_dense_block_count,
+         * expert_gating_func (2 sigmoid), expert_weights_scale and _norm; no shared width key */
+        U32(KLD_K_EXPERT_FF_LENGTH, hp->n_ff_exp);
+        U32(KLD_K_EXPERT_SHARED_COUNT, hp->n_ff_shexp / hp->n_ff_exp);
+        U32(KLD_K_LEADING_DENSE_BLOCK_COUNT, hp->n_layer_dense_lead);
+        U32(KLD_K_EXPERT_GATING_FUNC, hp->moe_gating == KLD_MOE_GATE_SIGMOID ? 2 : 1);
+        kld_arch_key(k, sizeof k, hp->arch, KLD_K_EXPERT_WEIGHTS_SCALE);
+        ok = ok && !kld_gguf_writer_set_f32(w, k, (float)hp->moe_w_scale);
+        kld_arch_key(k, sizeof k, hp->arch, KLD_K_EXPERT_WEIGHTS_NORM);
+        ok = ok && !kld_gguf_writer_set_bool(w, k, hp->moe_norm_w);
+        if (hp->n_expert_groups > 1) {
+            U32(KLD_K_EXPERT_GROUP_COUNT, hp->n_expert_groups);
+            U32(KLD_K_EXPERT_GROUP_USED_COUNT, hp->n_group_used);
+        }
+    } else if (hp->sw.moe_shared_expert) {
+        U32(KLD_K_EXPERT_SHARED_FF_LENGTH, hp->n_ff_shexp);
+    }
 #undef U32
     return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
 }

@@ -1,0 +1,186 @@
+/* synth_glm4moe_hf.c — test-only Hugging Face copy of a synthesized glm4moe
+ * GGUF (see synth_glm4moe_hf.h): names as gguf-py's tensor_mapping.py maps
+ * GLM-4.5's, q/k rows as stored (llama.cpp's converter does not permute
+ * them: GLM-4.5 is NeoX already), one tensor per expert. */
+#include "synth_glm4moe_hf.h"
+
+#include "io/gguf.h"
+#include "tensor/types.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct st_out {
+    json_t *header;
+    float *data[256];
+    size_t bytes[256];
+    int n;
+    uint64_t off;
+} st_out;
+
+/* name with torch shape dims[0..nd) holding f (owned). */
+static void put(st_out *o, const char *name, int nd, const int64_t *dims, float *f) {
+    size_t n = 1;
+    json_t *shape = json_array();
+    for (int i = 0; i < nd; i++) {
+        n *= (size_t)dims[i];
+        json_array_append_new(shape, json_integer(dims[i]));
+    }
+    json_t *e = json_object();
+    json_object_set_new(e, "dtype", json_string("F32"));
+    json_object_set_new(e, "shape", shape);
+    json_object_set_new(e, "data_offsets", json_pack("[I, I]", (json_int_t)o->off, (json_int_t)(o->off + n * 4)));
+    json_object_set_new(o->header, name, e);
+    o->data[o->n] = f;
+    o->bytes[o->n++] = n * 4;
+    o->off += n * 4;
+}
+
+static float *floats(const kld_tensor *t, int64_t from, int64_t n) {
+    float *all = malloc(sizeof(float) * (size_t)kld_tensor_nelements(t));
+    kld_type_info_get(t->type)->to_float_ref(t->data, all, kld_tensor_nelements(t));
+    float *f = malloc(sizeof(float) * (size_t)n);
+    memcpy(f, all + from, sizeof(float) * (size_t)n);
+    free(all);
+    return f;
+}
+
+/* GGUF per-layer suffix → HF suffix (gguf-py tensor_mapping.py's glm4moe rows). */
+static const char *const names[][2] = {
+    {"attn_norm", "input_layernorm"},        {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},          {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},     {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},     {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},           {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},           {"ffn_gate_inp", "mlp.gate"},
+    {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"}, {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
+};
+
+static bool write_config(const synth_shape *s, const kld_gguf *g, const char *dir, bool qk_norm, const glm_edit *ed) {
+    double eps = 0;
+    kld_gguf_get_float(g, "glm4moe.attention.layer_norm_rms_epsilon", &eps);
+    json_t *c = json_object();
+    json_object_set_new(c, "architectures", json_pack("[s]", "Glm4MoeForCausalLM"));
+    json_object_set_new(c, "model_type", json_string("glm4_moe"));
+    json_object_set_new(c, "hidden_size", json_integer(s->n_embd));
+    json_object_set_new(c, "num_hidden_layers", json_integer(s->n_layer));
+    json_object_set_new(c, "intermediate_size", json_integer(s->n_ff));
+    json_object_set_new(c, "num_attention_heads", json_integer(s->n_head));
+    json_object_set_new(c, "num_key_value_heads", json_integer(s->n_head_kv));
+    json_object_set_new(c, "head_dim", json_integer(s->head_dim));
+    json_object_set_new(c, "vocab_size", json_integer(s->n_vocab));
+    json_object_set_new(c, "max_position_embeddings", json_integer(4096));
+    json_object_set_new(c, "rms_norm_eps", json_real(eps)); /* the GGUF's f32 value, exactly */
+    json_object_set_new(c, "rope_theta", json_real(s->rope_base));
+    json_object_set_new(c, "partial_rotary_factor", json_real(0.5));
+    json_object_set_new(c, "attention_bias", json_true());
+    json_object_set_new(c, "use_qk_norm", json_boolean(qk_norm));
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tied));
+    json_object_set_new(c, "n_routed_experts", json_integer(s->n_expert));
+    json_object_set_new(c, "num_experts_per_tok", json_integer(s->n_expert_used));
+    json_object_set_new(c, "moe_intermediate_size", json_integer(s->n_ff_exp));
+    json_object_set_new(c, "n_shared_experts", json_integer(s->n_shared));
+    json_object_set_new(c, "first_k_dense_replace", json_integer(s->n_dense_lead));
+    json_object_set_new(c, "routed_scaling_factor", json_real(s->w_scale));
+    json_object_set_new(c, "norm_topk_prob", json_true());
+    json_object_set_new(c, "n_group", json_integer(1));
+    json_object_set_new(c, "topk_group", json_integer(1));
+    json_object_set_new(c, "num_nextn_predict_layers", json_integer(1));
+    json_object_set_new(c, "rope_scaling", json_null());
+    for (int i = 0; ed && ed[i].key; i++) {
+        if (!ed[i].json) {
+            json_object_del(c, ed[i].key);
+            continue;
+        }
+        json_error_t je;
+        json_t *v = json_loads(ed[i].json, JSON_DECODE_ANY, &je);
+        if (v) json_object_set_new(c, ed[i].key, v);
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const bool ok = json_dump_file(c, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0;
+    json_decref(c);
+    return ok;
+}
+
+/* dir/model.safetensors + config.json from the glm4moe GGUF at gguf. */
+bool glm_write_hf(const synth_shape *s, const char *gguf, const char *dir, const char *drop, const glm_edit *ed) {
+    kld_error err = {0};
+    kld_gguf *g = NULL;
+    if (kld_gguf_open(gguf, &g, &err) != KLD_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return false;
+    }
+    st_out o = {.header = json_object()};
+    bool qk_norm = false;
+    char name[200];
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const kld_tensor *t = &g->tensors[i];
+        const int64_t n = kld_tensor_nelements(t);
+        int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
+        const int nd = t->n_dims == 1 ? 1 : 2;
+        int il = -1, used = 0;
+        char rest[96] = "", kind[16] = "";
+        name[0] = '\0';
+        if (!strcmp(t->name, "token_embd.weight")) snprintf(name, sizeof name, "model.embed_tokens.weight");
+        else if (!strcmp(t->name, "output_norm.weight")) snprintf(name, sizeof name, "model.norm.weight");
+        else if (!strcmp(t->name, "output.weight")) snprintf(name, sizeof name, "lm_head.weight");
+        else if (sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used) {
+            const char *r = t->name + used, *dot = strrchr(r, '.');
+            snprintf(rest, sizeof rest, "%.*s", (int)(dot - r), r);
+            snprintf(kind, sizeof kind, "%s", dot + 1);
+            qk_norm |= !strcmp(rest, "attn_q_norm");
+            if (!strcmp(rest, "exp_probs_b"))
+                snprintf(name, sizeof name, "model.layers.%d.mlp.gate.e_score_correction_bias", il);
+            for (size_t k = 0; !name[0] && k < sizeof names / sizeof names[0]; k++)
+                if (!strcmp(rest, names[k][0]))
+                    snprintf(name, sizeof name, "model.layers.%d.%s.%s", il, names[k][1], kind);
+            if (!name[0] && t->n_dims == 3) { /* ffn_{gate,up,down}_exps: one tensor per expert */
+                const char *w = !strcmp(rest, "ffn_gate_exps") ? "gate_proj"
+                                : !strcmp(rest, "ffn_up_exps") ? "up_proj" : "down_proj";
+                const int64_t per = t->ne[0] * t->ne[1];
+                for (int64_t e = 0; e < t->ne[2]; e++) {
+                    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", il, (int)e, w);
+                    if (!drop || strcmp(drop, name)) put(&o, name, 2, d2, floats(t, e * per, per));
+                }
+                continue;
+            }
+        }
+        if (!name[0]) {
+            fprintf(stderr, "glm4moe HF copy: no HF name for %s\n", t->name);
+            kld_gguf_close(g);
+            return false;
+        }
+        if (drop && !strcmp(drop, name)) continue;
+        put(&o, name, nd, nd == 1 ? d1 : d2, floats(t, 0, n));
+    }
+    /* the MTP layer transformers' checkpoints append (never read: num_hidden_layers ends before it) */
+    {
+        int64_t d2[2] = {s->n_embd, 2 * s->n_embd}, d1[1] = {s->n_embd};
+        snprintf(name, sizeof name, "model.layers.%d.eh_proj.weight", (int)s->n_layer);
+        put(&o, name, 2, d2, calloc((size_t)(2 * s->n_embd * s->n_embd), sizeof(float)));
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", (int)s->n_layer);
+        put(&o, name, 1, d1, calloc((size_t)s->n_embd, sizeof(float)));
+    }
+    char *hdr = json_dumps(o.header, JSON_COMPACT);
+    json_decref(o.header);
+    const size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    bool ok = f != NULL;
+    const uint64_t hl64 = hl + pad;
+    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
+    for (int i = 0; ok && i < o.n; i++) ok = fwrite(o.data[i], 1, o.bytes[i], f) == o.bytes[i];
+    if (f && fclose(f) != 0) ok = false;
+    for (int i = 0; i < o.n; i++) free(o.data[i]);
+    free(hdr);
+    ok = ok && write_config(s, g, dir, qk_norm, ed);
+    kld_gguf_close(g);
+    return ok;
+}
+
