@@ -85,7 +85,8 @@ float *tf_engine_logits_run(const char *path, const int32_t *ids, int64_t n, con
     kld_status st = s ? KLD_OK : KLD_ERR_ARG;
     for (int64_t i = 0, prefill = n - n_decode; st == KLD_OK && i < n;) {
         const int64_t c = i >= prefill ? 1 : prefill - i < chunk ? prefill - i : chunk;
-        st = kld_session_eval(s, ids + i, c, out + i * *n_vocab, &err);
+        st = i >= prefill ? kld_session_decode(s, ids[i], out + i * *n_vocab, &err)
+                          : kld_session_eval(s, ids + i, c, out + i * *n_vocab, &err);
         CHECK_OK(st, err);
         i += c;
     }
@@ -104,28 +105,6 @@ float *tf_engine_logits_levers(const char *path, const int32_t *ids, int64_t n, 
 }
 
 /* ---- engine vs reference on one path ---- */
-
-/* Logits of a prefill of `prefill` tokens followed by one-token decode steps. */
-static float *decode_logits(const char *path, const int32_t *ids, int64_t n_ids, int64_t prefill,
-                            int64_t nv) {
-    kld_error err = {0};
-    kld_model *m = NULL;
-    kld_session *s = NULL;
-    float *out = malloc(sizeof(float) * (size_t)(n_ids * nv));
-    kld_status st = kld_model_open(path, NULL, &m, &err);
-    if (st == KLD_OK) st = kld_session_create(m, n_ids + 8, n_ids, 2, &s, &err);
-    if (st == KLD_OK) st = kld_session_eval(s, ids, prefill, out, &err);
-    for (int64_t i = prefill; st == KLD_OK && i < n_ids; i++)
-        st = kld_session_decode(s, ids[i], out + i * nv, &err);
-    CHECK_OK(st, err);
-    kld_session_free(s);
-    kld_model_close(m);
-    if (st != KLD_OK) {
-        free(out);
-        return NULL;
-    }
-    return out;
-}
 
 /* Engine vs reference, chunk invariance and decode == prefill for one
  * model path; returns the reference logits (caller frees) or NULL. */
@@ -152,7 +131,7 @@ float *tf_check_path(const char *label, const char *path, const char *gguf, cons
               "%s: chunks of %" PRId64 " must equal one pass", label, chunks[i]);
         free(part);
     }
-    float *dec = decode_logits(path, ids, n_ids, 17, nv);
+    float *dec = tf_engine_logits_run(path, ids, n_ids, NULL, n_ids, n_ids - 17, 2, &nv2);
     CHECK(dec && memcmp(dec, eng, sizeof(float) * (size_t)(n_ids * nv)) == 0,
           "%s: prefill 17 + decode must equal one pass", label);
     free(dec);

@@ -161,7 +161,8 @@ float *tf_engine_logits(const char *path, const int32_t *ids, int64_t n, int64_t
  * the reference values). */
 float *tf_engine_logits_levers(const char *path, const int32_t *ids, int64_t n, const char *levers, int threads,
                                int64_t *n_vocab);
-/* The same in chunks of `chunk`, the last n_decode tokens one at a time. */
+/* The same in chunks of `chunk`, the last n_decode tokens decoded one at a time
+ * (kld_session_decode). */
 float *tf_engine_logits_run(const char *path, const int32_t *ids, int64_t n, const char *levers, int64_t chunk,
                             int64_t n_decode, int threads, int64_t *n_vocab);
 
