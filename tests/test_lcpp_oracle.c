@@ -57,31 +57,7 @@ static float *read_floats(const char *path, size_t want) {
 /* The engine's logits [n][nv] of ids in one pass with the given levers. */
 static float *engine_logits(const char *path, const int32_t *ids, int64_t n, const char *levers,
                             int64_t *nv) {
-    kld_error err = {0};
-    kld_model *m = NULL;
-    kld_session *s = NULL;
-    kld_levers lv;
-    kld_levers_default(&lv);
-    kld_status st = levers ? kld_levers_parse(levers, &lv, &err) : KLD_OK;
-    if (st == KLD_OK) st = kld_model_open(path, NULL, &m, &err);
-    float *out = NULL;
-    if (st == KLD_OK) {
-        *nv = kld_model_hparams(m)->n_vocab;
-        const kld_session_opts o = {.n_ctx = n, .max_chunk = n, .n_threads = 1, .levers = &lv};
-        st = kld_session_create_opts(m, &o, &s, &err);
-    }
-    if (st == KLD_OK) {
-        out = malloc(sizeof(float) * (size_t)(n * *nv));
-        st = kld_session_eval(s, ids, n, out, &err);
-    }
-    CHECK_OK(st, err);
-    kld_session_free(s);
-    kld_model_close(m);
-    if (st != KLD_OK) {
-        free(out);
-        return NULL;
-    }
-    return out;
+    return tf_engine_logits_levers(path, ids, n, levers, 1, nv);
 }
 
 typedef struct agreement {
