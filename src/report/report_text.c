@@ -44,12 +44,13 @@ static void corpus_forms(FILE *f, const json_t *config) {
     fputc('\n', f);
 }
 
-/* What the reference's truncation and rounding mean for the figures above. */
-static bool ref_endpoint(const json_t *config) {
-    const char *kind = json_string_value(json_object_get(json_object_get(config, "ref"), "kind"));
+/* Whether the run's side ("ref" or "arm") is a completions endpoint. */
+static bool is_endpoint(const json_t *config, const char *side) {
+    const char *kind = json_string_value(json_object_get(json_object_get(config, side), "kind"));
     return kind && !strcmp(kind, "endpoint");
 }
 
+/* What the reference's truncation and rounding mean for the figures above. */
 static void truncation_notes(FILE *f, const json_t *config, const kld_summary *s) {
     const json_t *ref = json_object_get(config, "ref");
     const char *kind = json_string_value(json_object_get(ref, "kind"));
@@ -216,8 +217,7 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
             value(f, "99.0% KLD + tail bound", s->kld_bound.pct[8], "nats");
         }
         /* an endpoint arm is the side known on a subset (its own top K) */
-        const char *arm_kind = json_string_value(json_object_get(json_object_get(run->config, "arm"), "kind"));
-        bool arm_truncated = arm_kind && !strcmp(arm_kind, "endpoint");
+        const bool arm_truncated = is_endpoint(run->config, "arm");
         label(f, arm_truncated ? "truncated arm rows" : "truncated reference rows");
         fprintf(f, "%llu of %llu (KLD: the sum over the known ids, >= P ln(P/Q) with P, Q the two\n"
                    "%32smasses there; + tail bound: the KL of the known ids plus one tail bin, a\n"
@@ -234,7 +234,7 @@ kld_status kld_report_text(FILE *f, const kld_summary *s, const kld_report_run *
         if (s->mass_mean < KLD_MASS_COMPARABLE)
             fprintf(f, "WARNING: the mean captured mass is below %.2f: this KLD is not comparable "
                        "with full-vocabulary KLDs (use a larger %s)\n", KLD_MASS_COMPARABLE,
-                    arm_truncated || ref_endpoint(run->config) ? "--top-logprobs" : "--top-k");
+                    arm_truncated || is_endpoint(run->config, "ref") ? "--top-logprobs" : "--top-k");
     }
     value_pm(f, "Mean KLD(arm||ref)", s->kld_rev.mean, s->kld_rev.se, "nats");
     value(f, "Maximum KLD(arm||ref)", s->kld_rev.max, "nats");
