@@ -20,7 +20,7 @@ kld_add_test(NAME test_qwen3next_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwe
 kld_add_test(NAME test_forward_gptoss SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_gptoss.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_forward_gemma4 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_gemma4.c
-             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
+             ${CMAKE_CURRENT_SOURCE_DIR}/lora_fixture.c ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_forward_qwen35 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_qwen35.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_qwen3next_hf.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

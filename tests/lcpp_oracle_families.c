@@ -40,6 +40,12 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
                           "expert_weights_norm, exp_probs_b and x 2.5 all the same", LCPP_2026},
     {"gemma4", "Gemma 4 dense: 6 layers (2 and 5 full, K as V there), window 8, sliding base 1e4, "
                "proportional RoPE on the full layers, attention scale 1, V norm, layer_output_scale", LCPP_2026},
+    {"gemma4-e2b", "Gemma 4 E2B/E4B geometry: 8 layers (4 and 7 full), full heads 64 with 1 KV head, sliding "
+                   "heads 32 with 2 KV heads rotating 16 dims, the last 3 layers reading layers 3 and 4's KV "
+                   "caches with twice the FFN width, per-layer embeddings of 32", LCPP_2026},
+    {"gemma4-moe", "Gemma 4 26B-A4B's FFN: gemma4 with 4 experts (top 2, n_ff_exp 32) beside the dense FFN, "
+                   "routed by softmax over rms(x)/sqrt(E) * ffn_gate_inp.scale, ffn_down_exps.scale, "
+                   "pre_ffw_norm_2 / post_ffw_norm_1 / post_ffw_norm_2", LCPP_2026},
 };
 
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
@@ -48,6 +54,7 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
                        : !strcmp(n, "qwen2-yarn")                        ? "qwen2"
                        : !strcmp(n, "gpt-oss-mxfp4")                     ? "gpt-oss"
                        : !strncmp(n, "deepseek2", 9)                     ? "deepseek2"
+                       : !strncmp(n, "gemma4", 6)                        ? "gemma4"
                                                                          : n;
     synth_default(s, arch);
     s->n_embd = 64;
@@ -173,6 +180,22 @@ void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
     if (!strcmp(n, "gemma4")) { /* synth_default's layout: 6 layers, flags 110110 */
         s->n_layer = 6;
         s->rope_base = 1e6; /* the full layers' base, apart from the sliding layers' 1e4 */
+    }
+    if (!strcmp(n, "gemma4-e2b")) { /* synth_gemma4_e2b at vocabulary 128 and n_ff 48 */
+        const uint64_t seed = s->seed;
+        synth_gemma4_e2b(s);
+        s->seed = seed;
+        s->n_vocab = LCPP_N_VOCAB;
+        s->n_ff = 48;
+        s->rope_base = 1e6;
+        s->lcpp_vocab_keys = true;
+    }
+    if (!strcmp(n, "gemma4-moe")) { /* gemma4's layout with test_forward_gemma4.c's experts */
+        s->n_layer = 6;
+        s->rope_base = 1e6;
+        s->n_expert = 4;
+        s->n_expert_used = 2;
+        s->n_ff_exp = 32;
     }
     if (!strcmp(n, "gpt-oss-mxfp4")) {
         s->exp_type_set = true;

@@ -19,7 +19,7 @@ typedef struct lcpp_family {
     const char *lcpp;     /* the llama.cpp commit whose logits are stored */
 } lcpp_family;
 
-#define LCPP_N_FAMILIES 25
+#define LCPP_N_FAMILIES 27
 extern const lcpp_family lcpp_families[LCPP_N_FAMILIES];
 
 /* The synthesizer's shape of family f. */

@@ -22,7 +22,7 @@ static float uniform(void) { /* splitmix64 → [-1, 1) */
     return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
 }
 
-static void add_t(adapter *ad, const char *name, int64_t in, int64_t out, bool zero_b) {
+void adapter_add(adapter *ad, const char *name, int64_t in, int64_t out, bool zero_b) {
     lora_t *t = &ad->t[ad->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->in = in, t->out = out, t->r = RANK;
@@ -44,10 +44,10 @@ void make_adapter(adapter *ad, const synth_shape *sh, uint64_t seed, bool zero_b
         const int64_t ins[] = {E, E, E, nq, E, E, F}, outs[] = {nq, nk, nk, E, F, F, E};
         for (int k = 0; k < 7; k++) {
             snprintf(n, sizeof n, "blk.%d.%s.weight", il, sfx[k]);
-            add_t(ad, n, ins[k], outs[k], zero_b);
+            adapter_add(ad, n, ins[k], outs[k], zero_b);
         }
     }
-    add_t(ad, "output.weight", E, sh->n_vocab, zero_b);
+    adapter_add(ad, "output.weight", E, sh->n_vocab, zero_b);
 }
 
 void free_adapter(adapter *ad) {

@@ -31,6 +31,8 @@ typedef struct gguf_opts {
 /* Every attention/FFN matrix of every layer and output.weight, rank RANK,
  * A uniform in ±0.3, B in ±0.05 (0 with zero_b). */
 void make_adapter(adapter *ad, const synth_shape *sh, uint64_t seed, bool zero_b);
+/* One more matrix of rank RANK for the weight `name` [out][in], drawn as make_adapter's. */
+void adapter_add(adapter *ad, const char *name, int64_t in, int64_t out, bool zero_b);
 void free_adapter(adapter *ad);
 /* llama.cpp's GGUF adapter (general.type adapter, adapter.lora.alpha). */
 void write_gguf_adapter(const adapter *ad, const gguf_opts *o, const char *path);

@@ -174,6 +174,14 @@ static void check_gptoss(void) {
                                             "RoPE base 10000, V RMS-normalised (no weight)") &&
               strstr(out, "scaling=proportional"),
           "gemma4: flags, the sliding layers' base, V norm, proportional RoPE: %s", out ? out : "");
+    CHECK(out && !strstr(out, "per layer"), "gemma4: one geometry for every layer, no per-layer line");
+    free(out);
+    out = run("inspect tests/data/lcpp-oracle/gemma4-e2b.gguf", &status);
+    CHECK(status == 0 && out && strstr(out, "per layer      head 32×4 64 32×2 64; rotated 16×4 64 16×2 64; kv heads "
+                                            "2×4 1 2×2 1; ffn 48×5 96×3; KV caches read from earlier layers 5→3 "
+                                            "6→3 7→4; per-layer embeddings 32"),
+          "gemma4-e2b: head sizes, rotary dims, KV heads, FFN widths, shared caches, per-layer embeddings: %s",
+          out ? out : "");
     free(out);
 }
 

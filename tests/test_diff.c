@@ -336,6 +336,52 @@ static void test_moe_matrices(const char *ids) {
     kld_diff_result_free(&r);
 }
 
+/* Gemma 4 with per-layer geometry (synth_gemma4_e2b: head sizes, KV heads, FFN widths per
+ * layer, the last 3 layers reading earlier layers' KV caches, per-layer embeddings) against
+ * its q8_0 policy: every layer's three sites move; the per-layer embedding matrices (inp_gate,
+ * proj of every layer, per_layer_model_proj) are measured; the sharing layers' q but no k / v
+ * (they have none). Self-diff exactly 0. */
+static void test_gemma4_per_layer(const char *ids) {
+    synth_shape s;
+    synth_gemma4_e2b(&s);
+    char path[1024], armp[1100];
+    snprintf(path, sizeof path, "%s/diff_gemma4_e2b.gguf", kt_build_dir());
+    if (!synth_write_gguf(&s, path)) {
+        CHECK(false, "synthesize gemma4 e2b");
+        return;
+    }
+    snprintf(armp, sizeof armp, "%s@q8_0", path);
+    kld_kl_config c;
+    config(&c, path, armp, NULL, ids);
+    kld_diff_result r;
+    kld_summary sum;
+    if (!diff_run_m(&c, true, &r, &sum)) return;
+    bool all = r.n_sites == (size_t)(s.n_layer * KLD_SITE_COUNT);
+    for (size_t k = 0; all && k < r.n_sites; k++) all &= site_nonzero(&r.sites[k]);
+    CHECK(all, "gemma4 e2b@q8_0: every layer's mixer, ffn and resid non-zero and finite (%zu sites)", r.n_sites);
+    int ple = 0, shared_q = 0, shared_kv = 0;
+    for (size_t i = 0; i < r.n_matrices; i++) {
+        const kld_diff_matrix *m = &r.matrices[i];
+        const bool is_ple = strstr(m->name, ".inp_gate.") || strstr(m->name, ".proj.") ||
+                            !strcmp(m->name, "per_layer_model_proj.weight");
+        if (is_ple)
+            ple += m->rel_err_own_input > 0 && m->rel_err_own_input < 1 && m->rows > 0;
+        for (int il = 5; il < 8; il++) {
+            char q[48], k[48], v[48];
+            snprintf(q, sizeof q, "blk.%d.attn_q.weight", il);
+            snprintf(k, sizeof k, "blk.%d.attn_k.weight", il);
+            snprintf(v, sizeof v, "blk.%d.attn_v.weight", il);
+            shared_q += !strcmp(m->name, q) && m->rel_err_own_input > 0;
+            shared_kv += !strcmp(m->name, k) || !strcmp(m->name, v);
+        }
+    }
+    CHECK(ple == 2 * 8 + 1, "gemma4 e2b@q8_0: %d of 17 per-layer embedding matrices measured and moved", ple);
+    CHECK(shared_q == 3 && shared_kv == 0, "gemma4 e2b: the sharing layers' q measured (%d of 3), no k / v (%d)",
+          shared_q, shared_kv);
+    kld_diff_result_free(&r);
+    test_self("gemma4 e2b self-diff", path, path, NULL, ids);
+}
+
 /* MODEL+ADAPTER arms: an adapter on layer 1's matrices only leaves every
  * layer-0 site exactly 0 and moves every layer-1 site; the base matrices are
  * compared (the side product is not a weight of its own), so every matrix is
@@ -641,6 +687,7 @@ int main(int argc, char **argv) {
     test_moe_matrices(ids);
     test_synth("lfm2", ids);      /* short-conv mixers */
     test_synth("qwen3next", ids); /* DeltaNet mixers, MoE-free */
+    test_gemma4_per_layer(ids);
     test_cli(ids);
     return kt_finish();
 }

@@ -343,18 +343,21 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         kld_gguf_close(g);
         return ref_forward_hybrid(gguf_path, ids, n, n_vocab);
     }
+    if (!strcmp(r.arch, "gemma4")) { /* per-layer geometry: its own reference (test_ref_gemma4.c) */
+        kld_gguf_close(g);
+        return ref_forward_gemma4(gguf_path, opt, ids, n, n_vocab);
+    }
     bool llama = !strcmp(r.arch, "llama"), qwen2 = !strcmp(r.arch, "qwen2"),
          qwen3 = !strcmp(r.arch, "qwen3"), phi3 = !strcmp(r.arch, "phi3"),
          gemma2 = !strcmp(r.arch, "gemma2"), gemma3 = !strcmp(r.arch, "gemma3"),
          qwen2moe = !strcmp(r.arch, "qwen2moe"), olmoe = !strcmp(r.arch, "olmoe"),
          qwen3moe = !strcmp(r.arch, "qwen3moe"), gptoss = !strcmp(r.arch, "gpt-oss"),
-         glm = !strcmp(r.arch, "glm4moe"), ds = !strcmp(r.arch, "deepseek2"),
-         gemma4 = !strcmp(r.arch, "gemma4");
+         glm = !strcmp(r.arch, "glm4moe"), ds = !strcmp(r.arch, "deepseek2");
     r.gptoss = gptoss;
     /* DeepSeek V3 routes as GLM-4.5 does (sigmoid, exp_probs_b, norm, scale, ungated shared expert) */
     r.glm = glm || (ds && key_int(&r, "expert_gating_func", 0) == 2);
     r.ds = ds;
-    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss || glm || ds || gemma4)) {
+    if (!(llama || qwen2 || qwen3 || phi3 || gemma2 || gemma3 || qwen2moe || olmoe || qwen3moe || gptoss || glm || ds)) {
         fprintf(stderr, "ref_forward: unknown architecture %s\n", r.arch);
         kld_gguf_close(g);
         return NULL;
@@ -378,16 +381,15 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
     r.fscale = lin > 0 ? 1.0 / lin : 1.0;
     r.attn_cap = key_f(&r, "attn_logit_softcapping", 0);
     r.final_cap = key_f(&r, "final_logit_softcapping", 0);
-    if (gemma4) r.attn_cap = 0; /* Gemma 4: no attention soft-cap, whatever the file says */
     /* Sliding windows as llama.cpp builds them: phi3 every layer, gemma2
      * every other (window 4096 unless the key says), gemma3 five of six
      * unless the pattern key says otherwise; none for llama/qwen. */
     r.window = key_int(&r, "attention.sliding_window", gemma2 ? 4096 : 0);
-    if (!(phi3 || gemma2 || gemma3 || gptoss || gemma4)) r.window = 0;
+    if (!(phi3 || gemma2 || gemma3 || gptoss)) r.window = 0;
     r.swa_pattern = gemma2 || gptoss ? 2 : gemma3 ? 6 : phi3 ? 0 : -1; /* gpt-oss: even layers slide */
     uint8_t flags[256] = {0};
-    if (gemma2 || gemma3 || gptoss || gemma4) read_pattern_key(&r, flags);
-    const double local_base = gemma3 || gemma4 ? key_f(&r, "rope.freq_base_swa", 10000) : r.base;
+    if (gemma2 || gemma3 || gptoss) read_pattern_key(&r, flags);
+    const double local_base = gemma3 ? key_f(&r, "rope.freq_base_swa", 10000) : r.base;
     /* YaRN from the GGUF: factor, original context (default: context_length),
      * magnitude attn_factor · (1 + 0.1 ln factor). */
     char yk[128];
@@ -419,9 +421,9 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         }
     }
     r.neox = !llama && !ds;
-    r.gemma = gemma2 || gemma3 || gemma4;
-    r.post_norms = gemma2 || gemma3 || gemma4;
-    r.qk_norm = qwen3 || gemma3 || qwen3moe || glm || gemma4; /* glm4moe: when the file has them */
+    r.gemma = gemma2 || gemma3;
+    r.post_norms = gemma2 || gemma3;
+    r.qk_norm = qwen3 || gemma3 || qwen3moe || glm; /* glm4moe: when the file has them */
     /* Mixture of experts: Mixtral (llama with experts) and Qwen3-MoE
      * renormalise the chosen weights, Qwen2-MoE and OLMoE do not. */
     const int64_t X = key_int(&r, "expert_count", 0), K = key_int(&r, "expert_used_count", 0);
@@ -517,9 +519,6 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
             matmul_d(h, wq, q, n, E, nq);
             matmul_d(h, wk, k, n, E, nk);
             if (wv) matmul_d(h, wv, v, n, E, nv);
-            else if (gemma4) memcpy(v, k, sizeof(double) * (size_t)(n * nk)); /* no attn_v: V = K's projection */
-            if (gemma4) /* V: RMS-normalised per head, no weight */
-                for (int64_t t = 0; t < n * r.KV; t++) rmsnorm_d(v + t * r.HDV, NULL, v + t * r.HDV, r.HDV, r.eps);
             double *bq = weightf(&r, "blk.%d.attn_q.bias", il), *bk = weightf(&r, "blk.%d.attn_k.bias", il),
                    *bv = weightf(&r, "blk.%d.attn_v.bias", il);
             for (int64_t t = 0; t < n; t++) {
@@ -532,7 +531,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         const bool slides = layer_slides(&r, il);
         /* gemma3's sliding layers: their own base, never scaled */
         double inv[512];
-        if ((gemma3 || gemma4) && slides) inv_freqs(&r, local_base, 1.0, 0, 0, NULL, inv);
+        if (gemma3 && slides) inv_freqs(&r, local_base, 1.0, 0, 0, NULL, inv);
         else inv_freqs(&r, r.base, r.fscale, yarn_factor, yarn_orig, rope_freqs, inv);
         const double mag = gemma3 && slides ? 1.0 : yarn_mag;
         double *qn = r.qk_norm ? weightf(&r, "blk.%d.attn_q_norm.weight", il) : NULL;
@@ -557,7 +556,7 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
             }
         }
         free(qn), free(kn);
-        const double scale = ds ? ds_scale : gemma4 ? 1.0 : 1.0 / sqrt((double)r.HD); /* Gemma 4: scaling 1 */
+        const double scale = ds ? ds_scale : 1.0 / sqrt((double)r.HD);
         double *sinks = gptoss ? weightf(&r, "blk.%d.attn_sinks.weight", il) : NULL;
         for (int64_t hh = 0; hh < r.H; hh++) {
             const int64_t kvh = hh / (r.H / r.KV);
@@ -632,9 +631,6 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
             if (pfn) rmsnorm_d(o + t * E, pfn, o + t * E, E, r.eps);
             for (int64_t i = 0; i < E; i++) x[t * E + i] += o[t * E + i];
         }
-        double *los = gemma4 ? weightf(&r, "blk.%d.layer_output_scale.weight", il) : NULL;
-        for (int64_t i = 0; los && i < n * E; i++) x[i] *= los[0]; /* Gemma 4's layer_output_scale */
-        free(los);
         free(an), free(wo), free(pan), free(fn), free(wd), free(pfn);
     }
     double *on = weight(&r, "output_norm.weight");

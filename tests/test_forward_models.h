@@ -34,6 +34,11 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *o, const int32_t 
 /* The same for the hybrid recurrent architectures (lfm2), written from
  * transformers' modeling files (test_ref_hybrid.c); ref_forward calls it. */
 float *ref_forward_hybrid(const char *gguf_path, const int32_t *ids, int64_t n, int64_t *n_vocab);
+/* Gemma 4's float64 reference (per-layer head sizes, KV heads, FFN widths, shared KV
+ * caches, per-layer embeddings), written from llama.cpp's gemma4 graph
+ * (test_ref_gemma4.c); ref_forward calls it. */
+float *ref_forward_gemma4(const char *gguf_path, const ref_opts *opt, const int32_t *ids, int64_t n,
+                          int64_t *n_vocab);
 
 typedef struct synth_shape {
     const char *arch;     /* "llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", ... */
@@ -108,13 +113,23 @@ typedef struct synth_shape {
      * needs for llama.cpp to load it (the oracle files of tests/data/lcpp-oracle) */
     bool lcpp_vocab_keys;
     /* gemma4: the pattern is pattern_flags; attn_v is left out on the full layers (K is V) */
-    int64_t g4_per_layer;  /* embedding_length_per_layer_input written (error tests; real: 0 here) */
-    int64_t g4_shared_kv;  /* attention.shared_kv_layers written */
-    int64_t g4_head_swa;   /* attention.key_length_swa / value_length_swa written (0: head_dim) */
+    int64_t g4_per_layer;  /* embedding_length_per_layer_input P: > 0 writes the per-layer embedding tensors */
+    int64_t g4_shared_kv;  /* attention.shared_kv_layers: the last layers read earlier layers' KV caches */
+    bool g4_shared_keep_kv;/* ... and still hold (unused) attn_k / attn_v / attn_k_norm */
+    int64_t g4_head_swa;   /* the sliding layers' head size, key_length_swa / value_length_swa (0: head_dim) */
+    int64_t g4_value_swa;  /* > 0: value_length_swa written apart (error tests) */
+    int64_t g4_rot_swa;    /* rope.dimension_count_swa (0: the sliding head size) */
+    int64_t g4_kv_full;    /* > 0: head_count_kv per layer, this many on the full layers */
+    bool g4_wide_ff;       /* feed_forward_length per layer: 2 n_ff on the KV-sharing layers (use_double_wide_mlp) */
     bool g4_keep_v;        /* write attn_v on every layer */
+    double qk_norm_w;      /* > 0: per-head q/k norm weights around this instead of 1 (Gemma 4's
+                              attention scale is 1: the norms set the scores' spread w²·√head) */
 } synth_shape;
 
 void synth_default(synth_shape *s, const char *arch);
+/* Gemma 4 with the E2B/E4B geometry at toy size (per-layer head sizes, KV heads and
+ * FFN widths, shared KV caches, per-layer embeddings; test_synth_models.c). */
+void synth_gemma4_e2b(synth_shape *s);
 
 /* Writes the GGUF; false (after a message) on failure. */
 bool synth_write_gguf(const synth_shape *s, const char *path);

@@ -124,13 +124,13 @@ static void check_reference(const lcpp_family *f, const char *gguf, const char *
     const int64_t window = !strcmp(f->name, "phi3")      ? 24
                            : !strcmp(f->name, "gemma2")  ? 16
                            : !strcmp(f->name, "gpt-oss") ? 8
-                           : !strcmp(f->name, "gemma4")  ? 8
+                           : !strncmp(f->name, "gemma4", 6) ? 8
                                                          : 0;
     const bool yarn = !strcmp(f->name, "qwen2-yarn");
     if (!window && !yarn) return;
     /* the semantics one notch off: a window one wider, or YaRN factor 2 for 4 */
-    static const uint8_t gemma4_flags[6] = {1, 1, 0, 1, 1, 0}; /* its file's layout (options replace it) */
-    const ref_opts off = {.window = window + 1, .slides = !strcmp(f->name, "gemma4") ? gemma4_flags : NULL,
+    /* gemma4 reads its files' layout unless the options give one */
+    const ref_opts off = {.window = window + 1,
                           .yarn_factor = yarn ? 2 : 0, .yarn_orig_ctx = 64,
                           .yarn_attn = 1 + 0.1 * log(2.0)};
     ref = ref_forward_opts(gguf, &off, ids, LCPP_N_IDS, &nv);

@@ -256,6 +256,39 @@ static void add_moe(synth_tensors *st, int64_t il) {
     add(st, n, S, E, 0, 1 / sqrt((double)S));
 }
 
+/* The E2B-like Gemma 4: 8 layers (flags 11110110: layers 4 and 7 full), full
+ * heads of 64 with 1 KV head, sliding heads of 32 with 2 KV heads and 16 of
+ * 32 dims rotated, the last 3 layers reading layers 3 (sliding) and 4 (full)
+ * with twice the FFN width, per-layer embeddings of 32 (sizes that q8_0's
+ * blocks of 32 divide, as the released ones: heads 256 / 512, P 256). */
+void synth_gemma4_e2b(synth_shape *s) {
+    static const uint8_t flags[8] = {1, 1, 1, 1, 0, 1, 1, 0};
+    synth_default(s, "gemma4");
+    s->mat_type = KLD_TYPE_F32;
+    s->n_layer = 8;
+    s->pattern_flags = flags;
+    s->head_dim = 64;
+    s->g4_head_swa = 32;
+    s->g4_rot_swa = 16;
+    s->g4_kv_full = 1;
+    s->g4_shared_kv = 3;
+    s->g4_wide_ff = true;
+    s->g4_per_layer = 32;
+    s->qk_norm_w = 0.5; /* scores spread ~2, not √64: random heads would attend to one key */
+}
+
+/* Gemma 4's per-layer geometry: head size, KV heads and FFN width of layer il. */
+static bool g4_slides(const synth_shape *s, int64_t il) { return s->pattern_flags && s->pattern_flags[il]; }
+static int64_t g4_hd(const synth_shape *s, int64_t il) {
+    return s->g4_head_swa > 0 && g4_slides(s, il) ? s->g4_head_swa : s->head_dim;
+}
+static int64_t g4_kv(const synth_shape *s, int64_t il) {
+    return s->g4_kv_full > 0 && !g4_slides(s, il) ? s->g4_kv_full : s->n_head_kv;
+}
+static int64_t g4_ff(const synth_shape *s, int64_t il) {
+    return s->g4_wide_ff && il >= s->n_layer - s->g4_shared_kv ? 2 * s->n_ff : s->n_ff;
+}
+
 bool synth_write_gguf(const synth_shape *s, const char *path) {
     synth_tensors st = {.w = kld_gguf_writer_create(), .r = {s->seed}, .s = s, .ok = true};
     kld_gguf_writer *w = st.w;
@@ -268,7 +301,15 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
     KEY_U32("context_length", 4096);
     KEY_U32("embedding_length", s->n_embd);
     KEY_U32("block_count", s->n_layer);
-    KEY_U32("feed_forward_length", s->n_ff);
+    const bool g4 = !strcmp(s->arch, "gemma4");
+    if (g4 && s->g4_wide_ff) { /* the converter's per-layer list (use_double_wide_mlp) */
+        int32_t ff[64];
+        for (int64_t il = 0; il < s->n_layer && il < 64; il++) ff[il] = (int32_t)g4_ff(s, il);
+        snprintf(k, sizeof k, "%s.feed_forward_length", arch);
+        kld_gguf_writer_set_arr_i32(w, k, ff, (uint64_t)s->n_layer);
+    } else {
+        KEY_U32("feed_forward_length", s->n_ff);
+    }
     KEY_U32("attention.head_count", s->n_head);
     const bool lfm2 = !strcmp(s->arch, "lfm2");
     if (lfm2) { /* one entry per layer, 0 for a convolution layer */
@@ -279,6 +320,11 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         snprintf(k, sizeof k, "%s.attention.head_count_kv", arch);
         kld_gguf_writer_set_arr_i32(w, k, kv, (uint64_t)nkv);
         if (s->l_cache_key >= 0) KEY_U32("shortconv.l_cache", s->l_cache_key ? s->l_cache_key : s->l_cache);
+    } else if (g4 && s->g4_kv_full > 0) { /* num_key_value_heads / num_global_key_value_heads per layer */
+        int32_t kv[64];
+        for (int64_t il = 0; il < s->n_layer && il < 64; il++) kv[il] = (int32_t)g4_kv(s, il);
+        snprintf(k, sizeof k, "%s.attention.head_count_kv", arch);
+        kld_gguf_writer_set_arr_i32(w, k, kv, (uint64_t)s->n_layer);
     } else {
         KEY_U32("attention.head_count_kv", s->n_head_kv);
     }
@@ -339,12 +385,12 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         kld_gguf_writer_set_arr_i32(w, k, fl, (uint64_t)nf);
     }
     if (s->freq_base_swa > 0) KEY_F32("rope.freq_base_swa", s->freq_base_swa);
-    const bool g4 = !strcmp(s->arch, "gemma4");
     if (g4) { /* the keys llama.cpp's converter writes (conversion/gemma.py Gemma4Model) */
-        KEY_U32("attention.key_length_swa", s->g4_head_swa ? s->g4_head_swa : s->head_dim);
-        KEY_U32("attention.value_length_swa", s->g4_head_swa ? s->g4_head_swa : s->head_dim);
+        const int64_t hswa = s->g4_head_swa ? s->g4_head_swa : s->head_dim;
+        KEY_U32("attention.key_length_swa", hswa);
+        KEY_U32("attention.value_length_swa", s->g4_value_swa ? s->g4_value_swa : hswa);
         KEY_U32("rope.dimension_count", s->head_dim);
-        KEY_U32("rope.dimension_count_swa", s->head_dim);
+        KEY_U32("rope.dimension_count_swa", s->g4_rot_swa ? s->g4_rot_swa : hswa);
         KEY_U32("embedding_length_per_layer_input", s->g4_per_layer);
         KEY_U32("attention.shared_kv_layers", s->g4_shared_kv);
     }
@@ -390,7 +436,7 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
                olmoe = !strcmp(s->arch, "olmoe"), phi3 = !strcmp(s->arch, "phi3"),
                gptoss = !strcmp(s->arch, "gpt-oss"), glm = !strcmp(s->arch, "glm4moe"),
                ds = !strcmp(s->arch, "deepseek2");
-    const int64_t E = s->n_embd, nq = s->n_head * s->head_dim, nk = s->n_head_kv * s->head_dim;
+    const int64_t E = s->n_embd;
     add(&st, "token_embd.weight", E, s->n_vocab, 0, 1);
     if (llama && s->llama3_factor > 0) {
         /* The factors as Meta's reference computes them (a divisor per frequency). */
@@ -425,9 +471,19 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
     }
     add(&st, lfm2 ? "token_embd_norm.weight" : "output_norm.weight", E, 0, 1, 0.1);
     if (!s->tied) add(&st, "output.weight", E, s->n_vocab, 0, 2.0 / sqrt((double)E));
+    const int64_t P = g4 ? s->g4_per_layer : 0, PW = P * s->n_layer;
+    if (P > 0) { /* Gemma 4's per-layer embeddings */
+        add(&st, "per_layer_token_embd.weight", PW, s->n_vocab, 0, 1);
+        add(&st, "per_layer_model_proj.weight", E, PW, 0, 1 / sqrt((double)E));
+        add(&st, "per_layer_proj_norm.weight", P, 0, 1, 0.1);
+    }
     for (int64_t il = 0; il < s->n_layer; il++) {
         char n[96];
 #define T(suffix) (snprintf(n, sizeof n, "blk.%d." suffix, (int)il), n)
+        /* Gemma 4's layers differ: head size, KV heads, FFN width, K/V kept or not */
+        const int64_t hd = g4 ? g4_hd(s, il) : s->head_dim, ff = g4 ? g4_ff(s, il) : s->n_ff;
+        const int64_t nq = s->n_head * hd, nk = (g4 ? g4_kv(s, il) : s->n_head_kv) * hd;
+        const bool own_kv = !g4 || il < s->n_layer - s->g4_shared_kv || s->g4_shared_keep_kv;
         add(&st, T("attn_norm.weight"), E, 0, 1, 0.1);
         if (lfm2 && s->layer_kinds[il] == 'c') {
             add(&st, T("shortconv.conv.weight"), s->l_cache, E, 0, 0.6);
@@ -485,8 +541,8 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_qkv.weight"), E, nq + 2 * nk, 0, 1 / sqrt((double)E));
         } else {
             add(&st, T("attn_q.weight"), E, dn ? 2 * nq : nq, 0, 1 / sqrt((double)E)); /* qwen3next: [q; gate] */
-            add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
-            if (!g4 || s->g4_keep_v || (s->pattern_flags && s->pattern_flags[il]))
+            if (own_kv) add(&st, T("attn_k.weight"), E, nk, 0, 1 / sqrt((double)E));
+            if (own_kv && (!g4 || s->g4_keep_v || (s->pattern_flags && s->pattern_flags[il])))
                 add(&st, T("attn_v.weight"), E, nk, 0, 1 / sqrt((double)E));
         }
         if (qwen2 || gptoss || glm) {
@@ -501,9 +557,10 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
             add(&st, T("attn_q_norm.weight"), nq, 0, 1, 0.2);
             add(&st, T("attn_k_norm.weight"), nk, 0, 1, 0.2);
         } else if (!llama && !phi3 && strcmp(s->arch, "gemma") && strcmp(s->arch, "gemma2")) {
-            /* qwen3, gemma3 */
-            add(&st, T("attn_q_norm.weight"), s->head_dim, 0, 1, 0.2);
-            add(&st, T("attn_k_norm.weight"), s->head_dim, 0, 1, 0.2);
+            /* qwen3, gemma3, gemma4 */
+            const double w = s->qk_norm_w > 0 ? s->qk_norm_w : 1;
+            add(&st, T("attn_q_norm.weight"), hd, 0, w, 0.2 * w);
+            if (own_kv) add(&st, T("attn_k_norm.weight"), hd, 0, w, 0.2 * w);
         }
         add(&st, T("attn_output.weight"), nq, E, 0, 1 / sqrt((double)nq));
         if (gptoss) {
@@ -513,18 +570,32 @@ bool synth_write_gguf(const synth_shape *s, const char *path) {
         if (gemma) add(&st, T("post_attention_norm.weight"), E, 0, 1, 0.1);
     ffn:
         add(&st, dn || gptoss || glm ? T("post_attention_norm.weight") : T("ffn_norm.weight"), E, 0, 1, 0.1);
-        if (s->n_expert > 0 && il >= s->n_dense_lead) {
+        if (g4 && s->n_expert > 0) { /* 26B-A4B: the experts beside the dense FFN, with their own norms */
+            add_moe(&st, il);
+            /* router logits of order 1 (the input is rms(x)/√E): decisive routing */
+            add(&st, T("ffn_gate_inp.scale"), E, 0, sqrt((double)E), 0.2 * sqrt((double)E));
+            add(&st, T("ffn_down_exps.scale"), s->n_expert, 0, 1, 0.3);
+            add(&st, T("pre_ffw_norm_2.weight"), E, 0, 1, 0.1);
+            add(&st, T("post_ffw_norm_1.weight"), E, 0, 1, 0.1);
+            add(&st, T("post_ffw_norm_2.weight"), E, 0, 1, 0.1);
+        }
+        if (s->n_expert > 0 && il >= s->n_dense_lead && !g4) {
             add_moe(&st, il);
         } else if (phi3) { /* fused [gate; up] */
             add(&st, T("ffn_up.weight"), E, 2 * s->n_ff, 0, 1 / sqrt((double)E));
             add(&st, T("ffn_down.weight"), s->n_ff, E, 0, 1 / sqrt((double)s->n_ff));
         } else {
-            add(&st, T("ffn_gate.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
-            add(&st, T("ffn_up.weight"), E, s->n_ff, 0, 1 / sqrt((double)E));
-            add(&st, T("ffn_down.weight"), s->n_ff, E, 0, 1 / sqrt((double)s->n_ff));
+            add(&st, T("ffn_gate.weight"), E, ff, 0, 1 / sqrt((double)E));
+            add(&st, T("ffn_up.weight"), E, ff, 0, 1 / sqrt((double)E));
+            add(&st, T("ffn_down.weight"), ff, E, 0, 1 / sqrt((double)ff));
         }
         if (gemma) add(&st, T("post_ffw_norm.weight"), E, 0, 1, 0.1);
         if (g4) add(&st, T("layer_output_scale.weight"), 1, 0, 0.7, 0.2);
+        if (P > 0) {
+            add(&st, T("inp_gate.weight"), E, P, 0, 1 / sqrt((double)E));
+            add(&st, T("proj.weight"), P, E, 0, 1 / sqrt((double)P));
+            add(&st, T("post_norm.weight"), E, 0, 1, 0.1);
+        }
 #undef T
     }
     kld_error err = {0};

@@ -24,6 +24,7 @@ typedef struct attn_job {
     int64_t il, n, pos;
     int64_t n_qblocks;
     bool swa;
+    int64_t hd, hdv, nkv; /* layer il's head sizes and KV heads */
 } attn_job;
 
 /* Rows [lo, lo + L) of kv head h of a typed K (v false) or V cache into
@@ -43,8 +44,7 @@ static void load_rows(const kld_kv_layer *c, int64_t n_ctx, bool v, int64_t h, i
 static void kv_view(const attn_job *j, const kld_session *cs, int ith, int64_t kvh, int64_t lo,
                     int64_t L, const float **kt, int64_t *ldkt, const float **v) {
     kld_session *s = j->s;
-    const kld_hparams *hp = &s->model->hp;
-    const int64_t hd = hp->head_dim, hdv = hp->head_dim_v;
+    const int64_t hd = j->hd, hdv = j->hdv;
     const kld_kv_layer *c = &cs->kvl[j->il];
     float *aux = s->attn_aux + (size_t)ith * s->attn_aux_stride;
     float *kbuf = aux, *vbuf = aux + hd * s->ldk; /* vbuf: max(hd, hdv) · ldk floats */
@@ -136,8 +136,7 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
                          int64_t lo, int64_t hi, const float *kt, int64_t ldkt, const float *v,
                          float *out, int64_t ldo, const float *sink, int64_t B) {
     kld_session *s = j->s;
-    const kld_hparams *hp = &s->model->hp;
-    const int64_t hd = hp->head_dim, hdv = hp->head_dim_v;
+    const int64_t hd = j->hd, hdv = j->hdv;
     float *S = s->scratch + (size_t)ith * s->scratch_stride;
     /* running state: the last ONLINE_AUX floats of the aux rows */
     float *aux = s->attn_aux + (size_t)ith * s->attn_aux_stride + s->attn_aux_stride -
@@ -180,7 +179,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     kld_session *s = j->s;
     const kld_hparams *hp = &s->model->hp;
     const kld_engine_kernels *kr = s->kr;
-    const int64_t hd = hp->head_dim, hdv = hp->head_dim_v, nkv = hp->n_head_kv;
+    const int64_t hd = j->hd, hdv = j->hdv, nkv = j->nkv;
     const int64_t group = hp->n_head / nkv;
     const int64_t ldo = hp->n_head * hdv;
     const int64_t window = hp->sliding_window;
@@ -248,6 +247,9 @@ void kld_attention(kld_session *s, kld_session *const *rows, int64_t il, int64_t
         .s = s, .rows = rows, .il = il, .n = n, .pos = pos,
         .n_qblocks = rows ? n : (n + KLD_ATTN_QB - 1) / KLD_ATTN_QB,
         .swa = kld_hparams_layer_swa(&s->model->hp, il),
+        .hd = kld_hp_head_dim(&s->model->hp, il),
+        .hdv = kld_hp_head_dim_v(&s->model->hp, il),
+        .nkv = kld_hp_n_head_kv(&s->model->hp, il),
     };
     kld_pool_run(s->pool, attn_task, &j);
 }

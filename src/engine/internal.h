@@ -38,6 +38,10 @@ typedef struct kld_layer_vecs {
     const float *moe_down_b;              /* [n_expert][n_embd] */
     const float *moe_probs_b;             /* [n_expert] selection bias (exp_probs_b) */
     const float *q_a_norm, *kv_a_norm;    /* MLA: [q_lora_rank], [kv_lora_rank] */
+    const float *ple_post_norm;           /* [n_embd] per-layer embeddings' output norm (Gemma 4) */
+    /* experts beside a dense FFN (Gemma 4 26B-A4B): router input scale [n_embd], expert output
+     * scales [n_expert], the experts' input norm and the two outputs' norms [n_embd] */
+    const float *moe_inp_scale, *moe_down_scale, *moe_pre_norm_2, *moe_post_norm_1, *moe_post_norm_2;
 } kld_layer_vecs;
 
 struct kld_model {
@@ -48,6 +52,7 @@ struct kld_model {
     uint64_t vec_bytes;
     kld_layer_vecs *lv;        /* n_layer entries */
     const float *output_norm;
+    const float *ple_proj_norm;  /* [n_embd_per_layer] (Gemma 4's per-layer embeddings), or NULL */
     uint64_t weights_bytes;    /* bytes of all bound weight tensors */
     struct kld_model_quant *quant; /* quantize-on-load state (model_policy.c), or NULL */
     struct kld_lora *lora;     /* MODEL+ADAPTER[:SCALE] (lora.c), or NULL */
@@ -114,11 +119,14 @@ struct kld_session {
     float *x, *xn, *qkv, *attn, *tmp, *gu; /* [max_chunk][...] activations */
     float *qg;                 /* gated attention: [max_chunk][n_head][q; gate], else NULL */
     float *mla;                /* MLA: [max_chunk][kld_mla_row_floats], else NULL */
-    float *rope_cs[2];         /* [max_chunk][n_rot/2][cos, sin]: full / sliding layers */
+    float *ple;                /* per-layer embeddings: [max_chunk][n_layer][P] inputs, else NULL */
+    float *ple_gate;           /* [max_chunk][P]: one layer's gated rows */
+    float *ple_row;            /* [n_layer·P]: one token's per_layer_token_embd row */
+    float *rope_cs[2];         /* [max_chunk][n_rot/2][cos, sin]: full / sliding layers (n_rot_swa) */
     float *rope_ff;            /* [n_rot/2] frequency divisors */
     float *scratch;            /* per-thread GEMM panels / attention rows */
     size_t scratch_stride;     /* floats per thread */
-    int64_t ld_qkv;            /* n_head·hd + n_kv·(hd + hd_v) */
+    int64_t ld_qkv;            /* n_head·hd + n_kv·(hd + hd_v), the widest layer's */
     kld_rec_layer *recl;       /* n_layer entries */
     float *rec_state;          /* every layer's recurrent state (zeroed by reset) */
     uint64_t rec_state_floats;
@@ -141,6 +149,8 @@ struct kld_session {
     float *moe_x;              /* [max_chunk][n_embd] gathered rows, then expert outputs */
     float *moe_y;              /* [max_chunk][n_expert_used][n_embd] weighted expert outputs */
     float *moe_sg;             /* [max_chunk] shared-expert gate logits */
+    float *moe_rin;            /* beside a dense FFN: [max_chunk][n_embd] the router's input rows */
+    float *moe_dense;          /* ... and the dense FFN's normed output rows */
 };
 
 /* MLA's per-row activations: q_a (q_lora_rank), [latent kv; k_pe]

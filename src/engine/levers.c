@@ -336,8 +336,8 @@ void kld_levers_format(const kld_levers *l, char *buf, size_t size) {
     if (n == 0) snprintf(buf, size, "reference");
 }
 
-static kld_status check_map(const kld_kv_map *m, const char *what, const kld_model *model,
-                            int64_t head_dim, kld_error *err) {
+static kld_status check_map(const kld_kv_map *m, const char *what, const kld_model *model, bool v,
+                            kld_error *err) {
     const int64_t nl = model->hp.n_layer;
     for (int i = 0; i < m->n_rules; i++)
         if (m->rule[i].hi >= nl)
@@ -347,6 +347,7 @@ static kld_status check_map(const kld_kv_map *m, const char *what, const kld_mod
     for (int64_t il = 0; il < nl; il++) {
         char why[160], nm[16];
         const uint32_t t = kld_kv_map_type(m, il);
+        const int64_t head_dim = v ? kld_hp_head_dim_v(&model->hp, il) : kld_hp_head_dim(&model->hp, il);
         if (kld_kv_scheme_misfit(t, head_dim, why, sizeof why))
             return kld_fail(err, KLD_ERR_ARG, "lever %s=%s (layer %" PRId64 "): %s: %s; valid here: "
                             "f32, f16, bf16", what, kld_kv_scheme_name(t, nm, sizeof nm), il,
@@ -373,8 +374,8 @@ kld_status kld_levers_check_layout(const kld_levers *l, const kld_model *model, 
                         "last layer %" PRId64 " of %s (valid layer_idx: 0-%" PRId64 ")", l->kv_config,
                         l->kv_config_last, nl - 1, model->src->path, nl - 1);
     const bool same = maps_equal(&l->kv_k, &l->kv_v);
-    kld_status st = check_map(&l->kv_k, same ? "kv" : "kv_k", model, model->hp.head_dim, err);
-    if (st == KLD_OK) st = check_map(&l->kv_v, same ? "kv" : "kv_v", model, model->hp.head_dim_v, err);
+    kld_status st = check_map(&l->kv_k, same ? "kv" : "kv_k", model, false, err);
+    if (st == KLD_OK) st = check_map(&l->kv_v, same ? "kv" : "kv_v", model, true, err);
     if (st == KLD_OK && l->kernels == KLD_KERNELS_SIMD && !kld_engine_kernels_avx2())
         st = kld_fail(err, KLD_ERR_UNSUPPORTED, "lever kernels=simd: this CPU has no SIMD kernel "
                       "set (valid here: auto, ref)");

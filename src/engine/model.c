@@ -47,9 +47,10 @@ static uint64_t tensor_bytes(const kld_tensor *t) { return t ? t->nbytes : 0; }
 static kld_status load_vectors(kld_model *m, kld_error *err) {
     const kld_hparams *hp = &m->hp;
     const kld_weights *w = &m->w;
-    uint64_t total = padded(w->output_norm);
+    uint64_t total = padded(w->output_norm) + padded(w->ple_proj_norm);
     m->weights_bytes = tensor_bytes(w->token_embd) + tensor_bytes(w->output_norm) +
-                       (hp->tied_output ? 0 : tensor_bytes(w->output));
+                       (hp->tied_output ? 0 : tensor_bytes(w->output)) + tensor_bytes(w->ple_token_embd) +
+                       tensor_bytes(w->ple_model_proj) + tensor_bytes(w->ple_proj_norm);
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const kld_layer_weights *L = &w->layers[il];
         const kld_tensor *vecs[] = {L->attn_norm, L->ffn_norm, L->attn_post_norm,
@@ -59,12 +60,14 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
                                     L->attn_sinks, L->moe.gate_inp_b, L->moe.gate_exps_b,
                                     L->moe.up_exps_b, L->moe.down_exps_b, L->moe.exp_probs_b,
                                     L->attn_q_a_norm, L->attn_kv_a_norm,
-                                    L->out_scale};
+                                    L->out_scale, L->ple_post_norm, L->moe.gate_inp_scale,
+                                    L->moe.down_exps_scale, L->moe.pre_norm_2, L->moe.post_norm_1,
+                                    L->moe.post_norm_2};
         const kld_tensor *mats[] = {L->attn_q, L->attn_k, L->attn_v, L->attn_qkv, L->attn_output,
                                     L->ffn_gate, L->ffn_up, L->ffn_down, L->shortconv_in_proj,
                                     L->shortconv_out_proj, L->dn_qkv, L->dn_gate, L->dn_ba, L->dn_out,
                                     L->dn_beta, L->dn_alpha, L->attn_q_a, L->attn_q_b,
-                                    L->attn_kv_a_mqa, L->attn_kv_b};
+                                    L->attn_kv_a_mqa, L->attn_kv_b, L->ple_inp_gate, L->ple_proj};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) {
             total += padded(vecs[i]);
             m->weights_bytes += tensor_bytes(vecs[i]);
@@ -87,8 +90,9 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
     vec_loader vl = {m, m->vec_store, err};
     const float off = (float)hp->norm_weight_offset;
     kld_status s = load_vec(&vl, w->output_norm, off, &m->output_norm);
-    const int64_t nq = hp->n_head * hp->head_dim, nk = hp->n_head_kv * hp->head_dim;
+    if (s == KLD_OK) s = load_vec(&vl, w->ple_proj_norm, off, &m->ple_proj_norm);
     for (int64_t il = 0; s == KLD_OK && il < hp->n_layer; il++) {
+        const int64_t nq = hp->n_head * kld_hp_head_dim(hp, il), nk = kld_hp_n_head_kv(hp, il) * kld_hp_head_dim(hp, il);
         const kld_layer_weights *L = &w->layers[il];
         kld_layer_vecs *v = &m->lv[il];
         const float *bqkv = NULL, *bup = NULL;
@@ -114,7 +118,13 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
             (s = load_vec(&vl, L->moe.exp_probs_b, 0, &v->moe_probs_b)) ||
             (s = load_vec(&vl, L->attn_q_a_norm, off, &v->q_a_norm)) ||
             (s = load_vec(&vl, L->attn_kv_a_norm, off, &v->kv_a_norm)) ||
-            (s = load_vec(&vl, L->out_scale, 0, &v->out_scale)))
+            (s = load_vec(&vl, L->out_scale, 0, &v->out_scale)) ||
+            (s = load_vec(&vl, L->ple_post_norm, off, &v->ple_post_norm)) ||
+            (s = load_vec(&vl, L->moe.gate_inp_scale, 0, &v->moe_inp_scale)) ||
+            (s = load_vec(&vl, L->moe.down_exps_scale, 0, &v->moe_down_scale)) ||
+            (s = load_vec(&vl, L->moe.pre_norm_2, off, &v->moe_pre_norm_2)) ||
+            (s = load_vec(&vl, L->moe.post_norm_1, off, &v->moe_post_norm_1)) ||
+            (s = load_vec(&vl, L->moe.post_norm_2, off, &v->moe_post_norm_2)))
             break;
         if (bqkv) { /* fused [q; k; v] bias */
             v->bq = bqkv;
@@ -123,7 +133,7 @@ static kld_status load_vectors(kld_model *m, kld_error *err) {
         }
         if (bup && hp->sw.fused_gate_up) { /* fused [gate; up] bias */
             v->b_gate = bup;
-            v->b_up = bup + hp->n_ff;
+            v->b_up = bup + kld_hp_n_ff(hp, il);
         } else {
             v->b_up = bup;
         }

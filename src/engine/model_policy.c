@@ -73,6 +73,9 @@ static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
     fn(ctx, &w->token_embd, kld_tn(name, sizeof name, KLD_T_TOKEN_EMBD, 0, 0, "weight"));
     fn(ctx, &w->output_norm, kld_tn(name, sizeof name, m->hp.hy.output_norm, 0, 0, "weight"));
     if (!m->hp.tied_output) fn(ctx, &w->output, kld_tn(name, sizeof name, KLD_T_OUTPUT, 0, 0, "weight"));
+    fn(ctx, &w->ple_token_embd, kld_tn(name, sizeof name, KLD_T_PER_LAYER_TOKEN_EMBD, 0, 0, "weight"));
+    fn(ctx, &w->ple_model_proj, kld_tn(name, sizeof name, KLD_T_PER_LAYER_MODEL_PROJ, 0, 0, "weight"));
+    fn(ctx, &w->ple_proj_norm, kld_tn(name, sizeof name, KLD_T_PER_LAYER_PROJ_NORM, 0, 0, "weight"));
     for (int64_t il = 0; il < w->n_layer; il++) {
         kld_layer_weights *L = &w->layers[il];
         struct {
@@ -91,7 +94,9 @@ static void walk_weights(kld_model *m, slot_fn fn, void *ctx) {
                  {&L->dn_beta, KLD_T_SSM_BETA, "weight"}, {&L->dn_alpha, KLD_T_SSM_ALPHA, "weight"},
                  {&L->attn_q_a, KLD_T_ATTN_Q_A, "weight"}, {&L->attn_q_a_norm, KLD_T_ATTN_Q_A_NORM, "weight"},
                  {&L->attn_q_b, KLD_T_ATTN_Q_B, "weight"}, {&L->attn_kv_a_mqa, KLD_T_ATTN_KV_A_MQA, "weight"},
-                 {&L->attn_kv_a_norm, KLD_T_ATTN_KV_A_NORM, "weight"}, {&L->attn_kv_b, KLD_T_ATTN_KV_B, "weight"}};
+                 {&L->attn_kv_a_norm, KLD_T_ATTN_KV_A_NORM, "weight"}, {&L->attn_kv_b, KLD_T_ATTN_KV_B, "weight"},
+                 {&L->ple_inp_gate, KLD_T_PER_LAYER_INP_GATE, "weight"}, {&L->ple_proj, KLD_T_PER_LAYER_PROJ, "weight"},
+                 {&L->ple_post_norm, KLD_T_PER_LAYER_POST_NORM, "weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             kld_tn(name, sizeof name, t[i].id, il, 0, t[i].kind);
             fn(ctx, t[i].slot, name);

@@ -17,6 +17,9 @@
  * top k are taken of the logits themselves and softmaxed among them, every
  * expert's gate, up and down get their bias (ggml_add_id), and the
  * activation is ggml_swiglu_oai (arch.h KLD_ACT_SWIGLU_OAI).
+ * Gemma 4 26B-A4B (moe_beside_dense, gemma4.cpp): the router reads the
+ * caller's s->moe_rin rows (rms(x)/√n_embd · ffn_gate_inp.scale), the experts
+ * GELU-gated, each expert's output × ffn_down_exps.scale[e] before its weight.
  *
  * The chunk's rows are grouped by expert, so each expert's matrices are read
  * once per chunk; each product row depends only on its own input row (gemm.h),
@@ -168,6 +171,7 @@ static void act_task(void *ctx, int ith, int nth) {
         for (int64_t k = 0; j->bg && k < j->ff; k++) g[k] = g[k] + j->bg[k];
         for (int64_t k = 0; j->bu && k < j->ff; k++) u[k] = u[k] + j->bu[k];
         if (j->s->model->hp.sw.act == KLD_ACT_SWIGLU_OAI) swiglu_oai(g, u, j->ff);
+        else if (j->s->model->hp.sw.act == KLD_ACT_GELU_TANH) j->s->kr->gelu_tanh_mul(g, u, j->ff);
         else j->s->kr->silu_mul(g, u, j->ff);
     }
 }
@@ -190,7 +194,8 @@ void kld_moe_ffn(kld_session *s, int64_t il, int64_t n) {
     const kld_hparams *hp = &s->model->hp;
     const kld_moe_weights *M = &s->model->w.layers[il].moe;
     const int64_t E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used, F = hp->n_ff_exp;
-    kld_forward_gemm(s, M->gate_inp, n, s->xn, E, s->moe_probs, X);
+    /* the router's input: the experts' (s->xn), or its own beside a dense FFN */
+    kld_forward_gemm(s, M->gate_inp, n, hp->sw.moe_beside_dense ? s->moe_rin : s->xn, E, s->moe_probs, X);
     route_job rj = {s, n, il};
     kld_pool_run(s->pool, route_task, &rj);
 
@@ -213,11 +218,15 @@ void kld_moe_ffn(kld_session *s, int64_t il, int64_t n) {
         expert_ffn(s, M->gate[e], M->up[e], M->down[e], F, s->moe_x, cnt, s->moe_x,
                    v->moe_gate_b ? v->moe_gate_b + e * F : NULL, v->moe_up_b ? v->moe_up_b + e * F : NULL,
                    v->moe_down_b ? v->moe_down_b + e * E : NULL);
+        const float *ds = v->moe_down_scale; /* ggml_mul by the expert's scale, then by the weight */
         for (int64_t j = 0; j < cnt; j++) {
             const float w = s->moe_w[list[j]];
             const float *src = s->moe_x + j * E;
             float *dst = s->moe_y + (int64_t)list[j] * E; /* row r, slot i: (r·K + i)·E */
-            for (int64_t c = 0; c < E; c++) dst[c] = src[c] * w;
+            if (ds)
+                for (int64_t c = 0; c < E; c++) dst[c] = (src[c] * ds[e]) * w;
+            else
+                for (int64_t c = 0; c < E; c++) dst[c] = src[c] * w;
         }
     }
     for (int64_t r = 0; r < n; r++) {

@@ -41,30 +41,37 @@ static int64_t kv_prefix(const kld_levers *lv, int64_t n_ctx) {
 
 /* Floats of the scheme rows of a typed layer's K or V (before its f32
  * prefix rows, which start on a float boundary). */
-static uint64_t kv_scheme_floats(const kld_hparams *hp, uint32_t type, uint64_t hd, int64_t n_rows,
+static uint64_t kv_scheme_floats(int64_t n_head_kv, uint32_t type, uint64_t hd, int64_t n_rows,
                                  bool *overflow) {
     uint64_t n = 0;
-    if (!kld_mul_u64((uint64_t)hp->n_head_kv * (uint64_t)n_rows, kld_kv_row_bytes(type, (int64_t)hd), &n))
+    if (!kld_mul_u64((uint64_t)n_head_kv * (uint64_t)n_rows, kld_kv_row_bytes(type, (int64_t)hd), &n))
         *overflow = true;
     return n / 4 + (n % 4 != 0);
+}
+
+/* True when layer il has a KV cache of its own (an attention layer that
+ * does not read an earlier layer's). */
+static bool has_cache(const kld_hparams *hp, int64_t il) {
+    return kld_hparams_layer_kind(hp, il) == KLD_LAYER_ATTN && kld_hp_has_own_kv(hp, il);
 }
 
 /* Floats (64-byte aligned) of one layer's K (v false) or V cache. */
 static uint64_t kv_layer_floats(const kld_model *m, const kld_levers *lv, int64_t n_ctx,
                                 int64_t ldk, int64_t il, bool v, bool *overflow) {
     const kld_hparams *hp = &m->hp;
-    if (kld_hparams_layer_kind(hp, il) != KLD_LAYER_ATTN) return 0;
+    if (!has_cache(hp, il)) return 0;
     const uint32_t type = kld_kv_map_type(v ? &lv->kv_v : &lv->kv_k, il);
-    const uint64_t hd = (uint64_t)(v ? hp->head_dim_v : hp->head_dim);
+    const uint64_t hd = (uint64_t)(v ? kld_hp_head_dim_v(hp, il) : kld_hp_head_dim(hp, il));
+    const int64_t nkv = kld_hp_n_head_kv(hp, il);
     uint64_t n = 0;
     if (type == KLD_TYPE_F32) {
-        if (!kld_mul_u64((uint64_t)hp->n_head_kv * hd, (uint64_t)(v ? n_ctx : ldk), &n))
+        if (!kld_mul_u64((uint64_t)nkv * hd, (uint64_t)(v ? n_ctx : ldk), &n))
             *overflow = true;
     } else {
         const int64_t pre = kv_prefix(lv, n_ctx);
         uint64_t p = 0;
-        n = kv_scheme_floats(hp, type, hd, n_ctx - pre, overflow);
-        if (!kld_mul_u64((uint64_t)hp->n_head_kv * hd, (uint64_t)pre, &p) || !kld_add_u64(n, p, &n))
+        n = kv_scheme_floats(nkv, type, hd, n_ctx - pre, overflow);
+        if (!kld_mul_u64((uint64_t)nkv * hd, (uint64_t)pre, &p) || !kld_add_u64(n, p, &n))
             *overflow = true;
     }
     if (n > UINT64_MAX - ALIGN_FLOATS) *overflow = true;
@@ -76,10 +83,10 @@ static uint64_t kv_token_bytes(const kld_model *m, const kld_levers *lv) {
     const kld_hparams *hp = &m->hp;
     uint64_t total = 0;
     for (int64_t il = 0; il < hp->n_layer; il++)
-        for (int v = 0; v < 2 && kld_hparams_layer_kind(hp, il) == KLD_LAYER_ATTN; v++) {
+        for (int v = 0; v < 2 && has_cache(hp, il); v++) {
             const uint32_t t = kld_kv_map_type(v ? &lv->kv_v : &lv->kv_k, il);
-            const int64_t hd = v ? hp->head_dim_v : hp->head_dim;
-            total += (uint64_t)hp->n_head_kv * kld_kv_row_bytes(t, hd);
+            const int64_t hd = v ? kld_hp_head_dim_v(hp, il) : kld_hp_head_dim(hp, il);
+            total += (uint64_t)kld_hp_n_head_kv(hp, il) * kld_kv_row_bytes(t, hd);
         }
     return total;
 }
@@ -112,8 +119,9 @@ static uint64_t rec_act_floats(const kld_hparams *hp, int64_t max_chunk) {
 }
 
 typedef struct layout {
-    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, qg, mla, gu, rope0, rope1, rope_ff, scratch;
-    uint64_t moe_probs, moe_ids, moe_w, moe_list, moe_count, moe_sort, moe_x, moe_y, moe_sg;
+    uint64_t kv, rec, rec_act, ar, aux, x, xn, qkv, attn, tmp, qg, mla, gu, ple, ple_gate, ple_row, rope0, rope1,
+        rope_ff, scratch;
+    uint64_t moe_probs, moe_ids, moe_w, moe_list, moe_count, moe_sort, moe_x, moe_y, moe_sg, moe_rin, moe_dense;
     uint64_t kv_floats, rec_floats, act_floats, scratch_floats, total_floats;
     size_t scratch_stride, aux_stride;
     int64_t ldk, ld_qkv, ar_ld;
@@ -133,9 +141,11 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     if (n_threads < 1) return kld_fail(err, KLD_ERR_ARG, "thread count %d must be >= 1", n_threads);
     memset(L, 0, sizeof *L);
     const uint64_t C = (uint64_t)max_chunk, E = (uint64_t)hp->n_embd;
-    const uint64_t hd = (uint64_t)hp->head_dim, hdv = (uint64_t)hp->head_dim_v;
+    /* the widest layer's sizes (Gemma 4's layers differ) */
+    const uint64_t hd = (uint64_t)kld_hp_max_head_dim(hp), hdv = hd;
+    const int64_t attn_out = kld_hp_max_attn_out(hp);
     L->ldk = (n_ctx + 15) & ~(int64_t)15;
-    L->ld_qkv = hp->n_head * hp->head_dim + hp->n_head_kv * (hp->head_dim + hp->head_dim_v);
+    L->ld_qkv = kld_hp_max_qkv(hp);
     sizer z = {0, false};
     L->kv = 0;
     for (int64_t il = 0; il < hp->n_layer; il++)
@@ -149,14 +159,14 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     L->x = take(&z, C, E, 1);
     L->xn = take(&z, C, E, 1);
     L->qkv = take(&z, C, (uint64_t)L->ld_qkv, 1);
-    L->attn = take(&z, C, (uint64_t)(hp->n_head * hp->head_dim_v), 1);
+    L->attn = take(&z, C, (uint64_t)attn_out, 1);
     L->tmp = take(&z, C, E, 1);
     /* gated attention: attn_q's [q; gate] rows, the gates kept for the output */
     L->qg = hp->sw.attn_out_gate ? take(&z, C, 2 * (uint64_t)(hp->n_head * hp->head_dim), 1) : 0;
     /* MLA: the q_a rows, [latent kv; k_pe] rows and attn_kv_b's [k_nope; v] rows */
     L->mla = hp->sw.mla ? take(&z, C, kld_mla_row_floats(hp), 1) : 0;
     /* the widest FFN: dense, one routed expert or the shared expert */
-    int64_t ff = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
+    int64_t ff = kld_hp_max_n_ff(hp) > hp->n_ff_exp ? kld_hp_max_n_ff(hp) : hp->n_ff_exp;
     if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
     L->gu = take(&z, C, 2 * (uint64_t)ff, 1);
     if (kld_hparams_is_moe(hp)) { /* int32 regions are counted in 4-byte floats */
@@ -170,14 +180,23 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
         L->moe_x = take(&z, C, E, 1);
         L->moe_y = take(&z, C, K, E);
         L->moe_sg = take(&z, C, 1, 1);
+        if (hp->sw.moe_beside_dense) {
+            L->moe_rin = take(&z, C, E, 1);
+            L->moe_dense = take(&z, C, E, 1);
+        }
     }
+    /* per-layer embeddings: every layer's inputs of the chunk, and one layer's gated rows */
+    const uint64_t P = (uint64_t)hp->n_embd_per_layer;
+    L->ple = P ? take(&z, C, P, (uint64_t)hp->n_layer) : 0;
+    L->ple_gate = P ? take(&z, C, P, 1) : 0;
+    L->ple_row = P ? take(&z, P, (uint64_t)hp->n_layer, 1) : 0; /* one token's per_layer_token_embd row */
     L->rope0 = take(&z, C, (uint64_t)hp->n_rot, 1);
-    L->rope1 = take(&z, C, (uint64_t)hp->n_rot, 1);
+    L->rope1 = take(&z, C, (uint64_t)kld_hp_max_n_rot(hp), 1);
     L->rope_ff = take(&z, (uint64_t)hp->n_rot / 2, 1, 1);
     int64_t kin = hp->n_embd > ff ? hp->n_embd : ff;
     if (hp->n_lora_q > kin) kin = hp->n_lora_q; /* MLA: attn_q_b's and attn_kv_b's inputs */
     if (hp->n_lora_kv > kin) kin = hp->n_lora_kv;
-    if (hp->n_head * hp->head_dim_v > kin) kin = hp->n_head * hp->head_dim_v;
+    if (attn_out > kin) kin = attn_out;
     if (hp->dn_n_v_heads * hp->dn_head_v > kin) kin = hp->dn_n_v_heads * hp->dn_head_v; /* ssm_out's input */
     L->ar_ld = lv->act == KLD_ACT_F32 ? 0 : (kin + 15) & ~(int64_t)15;
     L->ar = take(&z, C, (uint64_t)L->ar_ld, 1);
@@ -188,7 +207,7 @@ static kld_status plan_layout(const kld_model *m, int64_t n_ctx, int64_t max_chu
     int64_t kmax = hp->n_embd > ff ? hp->n_embd : ff;
     if (hp->n_lora_q > kmax) kmax = hp->n_lora_q;
     if (hp->n_lora_kv > kmax) kmax = hp->n_lora_kv;
-    if (hp->n_head * hp->head_dim_v > kmax) kmax = hp->n_head * hp->head_dim_v;
+    if (attn_out > kmax) kmax = attn_out;
     uint64_t stride = attn_rows > KLD_GEMM_SCRATCH_FLOATS ? attn_rows : KLD_GEMM_SCRATCH_FLOATS;
     if (kld_gemm_small_scratch_floats(kmax) > stride) stride = kld_gemm_small_scratch_floats(kmax);
     stride = (stride + ALIGN_FLOATS - 1) & ~(uint64_t)(ALIGN_FLOATS - 1);
@@ -351,19 +370,26 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     bool ovf = false;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         kld_kv_layer *k = &kvl[il];
+        const int64_t src = kld_hp_kv_source(&m->hp, il);
+        if (src != il) { /* Gemma 4's shared KV: the earlier layer's cache itself (src < il) */
+            *k = kvl[src];
+            continue;
+        }
+        const int64_t hd = kld_hp_head_dim(&m->hp, il), hdv = kld_hp_head_dim_v(&m->hp, il);
+        const int64_t nkv = kld_hp_n_head_kv(&m->hp, il);
         k->k_type = kld_kv_map_type(&levers->kv_k, il);
         k->v_type = kld_kv_map_type(&levers->kv_v, il);
-        k->k_row = kld_kv_row_bytes(k->k_type, m->hp.head_dim);
-        k->v_row = kld_kv_row_bytes(k->v_type, m->hp.head_dim_v);
+        k->k_row = kld_kv_row_bytes(k->k_type, hd);
+        k->v_row = kld_kv_row_bytes(k->v_type, hdv);
         k->n_pre = kv_prefix(levers, n_ctx);
         const int64_t nq = n_ctx - k->n_pre;
         k->k = a + off;
         if (k->k_type != KLD_TYPE_F32)
-            k->k_pre = a + off + kv_scheme_floats(&m->hp, k->k_type, (uint64_t)m->hp.head_dim, nq, &ovf);
+            k->k_pre = a + off + kv_scheme_floats(nkv, k->k_type, (uint64_t)hd, nq, &ovf);
         off += kv_layer_floats(m, levers, n_ctx, L.ldk, il, false, &ovf);
         k->v = a + off;
         if (k->v_type != KLD_TYPE_F32)
-            k->v_pre = a + off + kv_scheme_floats(&m->hp, k->v_type, (uint64_t)m->hp.head_dim_v, nq, &ovf);
+            k->v_pre = a + off + kv_scheme_floats(nkv, k->v_type, (uint64_t)hdv, nq, &ovf);
         off += kv_layer_floats(m, levers, n_ctx, L.ldk, il, true, &ovf);
     }
     s->recl = recl;
@@ -391,6 +417,9 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
     s->qg = m->hp.sw.attn_out_gate ? a + L.qg : NULL;
     s->mla = m->hp.sw.mla ? a + L.mla : NULL;
     s->gu = a + L.gu;
+    s->ple = m->hp.n_embd_per_layer ? a + L.ple : NULL;
+    s->ple_gate = m->hp.n_embd_per_layer ? a + L.ple_gate : NULL;
+    s->ple_row = m->hp.n_embd_per_layer ? a + L.ple_row : NULL;
     if (kld_hparams_is_moe(&m->hp)) {
         s->moe_probs = a + L.moe_probs;
         s->moe_ids = (int32_t *)(void *)(a + L.moe_ids);
@@ -401,6 +430,8 @@ static kld_status session_create(kld_model *m, int64_t n_ctx, int64_t max_chunk,
         s->moe_x = a + L.moe_x;
         s->moe_y = a + L.moe_y;
         s->moe_sg = a + L.moe_sg;
+        s->moe_rin = m->hp.sw.moe_beside_dense ? a + L.moe_rin : NULL;
+        s->moe_dense = m->hp.sw.moe_beside_dense ? a + L.moe_dense : NULL;
     }
     s->rope_cs[0] = a + L.rope0;
     s->rope_cs[1] = a + L.rope1;
@@ -463,7 +494,7 @@ const void *kld_session_kv_row(const kld_session *s, int64_t il, bool v, int64_t
                                uint64_t *bytes) {
     const kld_kv_layer *k = &s->kvl[il];
     const uint32_t type = v ? k->v_type : k->k_type;
-    const int64_t hd = v ? s->model->hp.head_dim_v : s->model->hp.head_dim;
+    const int64_t hd = v ? kld_hp_head_dim_v(&s->model->hp, il) : kld_hp_head_dim(&s->model->hp, il);
     *bytes = v ? k->v_row : k->k_row;
     if (type == KLD_TYPE_F32) {
         if (!v) return NULL;

@@ -231,7 +231,7 @@ kld_status kld_arm_model_configure(kld_arm *a, const kld_levers *levers, bool de
         /* the values one position caches: bits per value = bytes·8 / this */
         const kld_hparams *hp = kld_model_hparams(a->model);
         json_object_set_new(a->desc, "kv_values_per_token",
-                            json_integer((json_int_t)(hp->n_layer * hp->n_head_kv * (hp->head_dim + hp->head_dim_v))));
+                            json_integer((json_int_t)kld_hp_kv_values_per_token(hp)));
     }
     json_object_set_new(a->desc, "path_kind", json_string(decode ? "decode" : "prefill"));
     if (decode) json_object_set_new(a->desc, "prompt_len", json_integer(prompt_len));

@@ -79,6 +79,27 @@ static json_t *meta_json(const kld_source *src) {
                      "shared_classifier", c->shared_classifier);
 }
 
+/* Gemma 4's layer-by-layer geometry (NULL when every layer has the model's):
+ * head size, rotary dims and KV heads per layer, FFN widths, the layer whose
+ * KV cache each layer reads, the per-layer embedding width. */
+static json_t *per_layer_json(const kld_hparams *hp) {
+    bool differs = hp->n_embd_per_layer > 0 || hp->n_layer_kv > 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        differs |= kld_hp_head_dim(hp, il) != hp->head_dim || kld_hp_n_rot(hp, il) != hp->n_rot ||
+                   kld_hp_n_head_kv(hp, il) != hp->n_head_kv || kld_hp_n_ff(hp, il) != hp->n_ff;
+    if (!differs) return NULL;
+    json_t *head = json_array(), *rot = json_array(), *kv = json_array(), *ff = json_array(), *src = json_array();
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        json_array_append_new(head, json_integer(kld_hp_head_dim(hp, il)));
+        json_array_append_new(rot, json_integer(kld_hp_n_rot(hp, il)));
+        json_array_append_new(kv, json_integer(kld_hp_n_head_kv(hp, il)));
+        json_array_append_new(ff, json_integer(kld_hp_n_ff(hp, il)));
+        json_array_append_new(src, json_integer(kld_hp_kv_source(hp, il)));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:I}", "head_dim", head, "n_rot", rot, "n_head_kv", kv, "n_ff", ff,
+                     "kv_source", src, "n_embd_per_layer", (json_int_t)hp->n_embd_per_layer);
+}
+
 static json_t *hparams_json(const kld_source *src) {
     kld_hparams hp;
     kld_error err = {0};
@@ -134,6 +155,8 @@ static json_t *hparams_json(const kld_source *src) {
                             (json_int_t)(hp.head_dim - hp.n_rot), "qk_rope", (json_int_t)hp.n_rot, "v_head",
                             (json_int_t)hp.head_dim_v, "attn_scale", hp.attn_scale));
     if (hp.sw.v_norm) json_object_set_new(o, "v_norm", json_true()); /* Gemma 4 */
+    json_t *pl = per_layer_json(&hp);
+    if (pl) json_object_set_new(o, "per_layer", pl);
     if (hp.sliding_window > 0 && hp.rope_freq_base_swa != hp.rope_freq_base)
         json_object_set_new(o, "rope_freq_base_swa", json_real(hp.rope_freq_base_swa));
     if (hp.sliding_window > 0) { /* "s" a sliding layer, "." a global one */

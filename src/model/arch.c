@@ -119,8 +119,8 @@ static const kld_arch_switches arch_table[] = {
      * (proportional RoPE), attention scale 1, V RMS-normalised without weight, K reused as V when
      * attn_v is absent, layer_output_scale; GGUF norms as stored (the converter adds no +1) */
     {"gemma4", KLD_ROPE_NEOX, KLD_ACT_GELU_TANH, false, false, true, true, true, false, 6, 1e4, 0,
-     .moe = KLD_MOE_NONE, .v_norm = true, .v_from_k = true, .layer_out_scale = true,
-     .rope_freqs_full_only = true},
+     .moe = KLD_MOE_OPTIONAL, .moe_norm_w = true, .moe_ff_required = true, .moe_beside_dense = true,
+     .v_norm = true, .v_from_k = true, .layer_out_scale = true, .rope_freqs_full_only = true},
     {"gpt-oss", KLD_ROPE_NEOX, KLD_ACT_SWIGLU_OAI, false, false, false, false, false, true, 2, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_gating = KLD_MOE_GATE_SOFTMAX_WEIGHT, .moe_biases = true, .moe_ff_required = true,
      .attn_sinks = true, .out_bias_required = true},

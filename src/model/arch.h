@@ -88,6 +88,8 @@ typedef struct kld_arch_switches {
     bool v_from_k;            /* attn_v optional: without it V is K's projection (before K's norm) */
     bool layer_out_scale;     /* optional blk.N.layer_output_scale [1] multiplies the layer's output */
     bool rope_freqs_full_only;/* rope_freqs divides the frequencies of the full (non-sliding) layers only */
+    bool moe_beside_dense;    /* the dense FFN runs beside the experts, each with its own norms; the router
+                                 reads rms(x)/√n_embd · ffn_gate_inp.scale (Gemma 4 26B-A4B) */
 } kld_arch_switches;
 
 /* The switches of the hybrid recurrent architectures, in a table of their

@@ -43,15 +43,24 @@
     X(ATTN_V_B, "blk.%d.attn_v_b")                                                                    \
     X(LAYER_OUT_SCALE, "blk.%d.layer_output_scale")                                                   \
     X(PER_LAYER_TOKEN_EMBD, "per_layer_token_embd")                                                   \
+    X(PER_LAYER_MODEL_PROJ, "per_layer_model_proj")                                                   \
+    X(PER_LAYER_PROJ_NORM, "per_layer_proj_norm")                                                     \
+    X(PER_LAYER_INP_GATE, "blk.%d.inp_gate")                                                          \
+    X(PER_LAYER_PROJ, "blk.%d.proj")                                                                  \
+    X(PER_LAYER_POST_NORM, "blk.%d.post_norm")                                                        \
     X(FFN_NORM, "blk.%d.ffn_norm")                                                                    \
     X(FFN_GATE, "blk.%d.ffn_gate")                                                                    \
     X(FFN_UP, "blk.%d.ffn_up")                                                                        \
     X(FFN_DOWN, "blk.%d.ffn_down")                                                                    \
     X(FFN_POST_NORM, "blk.%d.post_ffw_norm")                                                          \
+    X(FFN_PRE_NORM_2, "blk.%d.pre_ffw_norm_2")                                                        \
+    X(FFN_POST_NORM_1, "blk.%d.post_ffw_norm_1")                                                      \
+    X(FFN_POST_NORM_2, "blk.%d.post_ffw_norm_2")                                                      \
     X(FFN_GATE_INP, "blk.%d.ffn_gate_inp")                                                            \
     X(FFN_GATE_EXPS, "blk.%d.ffn_gate_exps")                                                          \
     X(FFN_UP_EXPS, "blk.%d.ffn_up_exps")                                                              \
     X(FFN_DOWN_EXPS, "blk.%d.ffn_down_exps")                                                          \
+    X(FFN_GATE_UP_EXPS, "blk.%d.ffn_gate_up_exps")                                                    \
     X(FFN_GATE_EXP, "blk.%d.ffn_gate.%d")                                                             \
     X(FFN_UP_EXP, "blk.%d.ffn_up.%d")                                                                 \
     X(FFN_DOWN_EXP, "blk.%d.ffn_down.%d")                                                             \

@@ -159,8 +159,11 @@ static const char *gkey(gguf_reader *r, kld_arch_key_id id) {
     return r->key;
 }
 
-static kld_status g_int(gguf_reader *r, kld_arch_key_id suffix, bool required, int64_t *out,
-                        kld_error *err) {
+/* The integer key "<arch>.<suffix>" into *out. An array of per-layer values is
+ * taken when uniform; when its values differ they go to per_layer (one per layer,
+ * *out their largest) if the caller takes them (Gemma 4), else it is refused. */
+static kld_status g_int_layers(gguf_reader *r, kld_arch_key_id suffix, bool required, int64_t *out,
+                               int32_t *per_layer, int64_t n_layer, kld_error *err) {
     const char *key = gkey(r, suffix);
     const kld_gguf_kv *kv = kld_gguf_find(r->g, key);
     if (!kv) {
@@ -178,12 +181,30 @@ static kld_status g_int(gguf_reader *r, kld_arch_key_id suffix, bool required, i
             *out = first;
             return KLD_OK;
         }
-        return kld_fail(err, KLD_ERR_UNSUPPORTED,
-                        "%s: GGUF key '%s': per-layer values that differ are not supported",
-                        r->path, key);
+        if (!per_layer)
+            return kld_fail(err, KLD_ERR_UNSUPPORTED,
+                            "%s: GGUF key '%s': per-layer values that differ are not supported for %s",
+                            r->path, key, r->arch);
+        if ((int64_t)arr->v.arr.n != n_layer)
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has %" PRIu64 " entries for %" PRId64
+                            " layers", r->path, key, arr->v.arr.n, n_layer);
+        *out = 0;
+        for (uint64_t i = 0; i < arr->v.arr.n; i++) {
+            if (!kld_gguf_arr_int(arr, i, &v) || v < 1 || v > MAX_FF)
+                return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s'[%" PRIu64 "] = %" PRId64
+                                " is out of range [1, %" PRId64 "]", r->path, key, i, v, (int64_t)MAX_FF);
+            per_layer[i] = (int32_t)v;
+            if (v > *out) *out = v;
+        }
+        return KLD_OK;
     }
     return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' has type %s, expected an integer",
                     r->path, key, kld_gguf_vtype_name(kv->value.type));
+}
+
+static kld_status g_int(gguf_reader *r, kld_arch_key_id suffix, bool required, int64_t *out,
+                        kld_error *err) {
+    return g_int_layers(r, suffix, required, out, NULL, 0, err);
 }
 
 static kld_status g_float(gguf_reader *r, kld_arch_key_id suffix, bool required, double *out,
@@ -212,9 +233,15 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
     if (kld_gguf_get_str(r.g, "general.name", &s)) copy_name(hp->name, sizeof hp->name, s.ptr, (size_t)s.len);
     else folder_name(hp->name, sizeof hp->name, src->dir);
 
+    /* Gemma 4 gives its layers their own FFN widths and KV head counts */
+    const bool per_layer = strcmp(hp->arch, "gemma4") == 0;
     if ((st = g_int(&r, KLD_K_EMBEDDING_LENGTH, true, &hp->n_embd, err)) ||
-        (st = g_int(&r, KLD_K_BLOCK_COUNT, true, &hp->n_layer, err)) ||
-        (st = g_int(&r, KLD_K_FEED_FORWARD_LENGTH, true, &hp->n_ff, err)) ||
+        (st = g_int(&r, KLD_K_BLOCK_COUNT, true, &hp->n_layer, err)))
+        return st;
+    if (hp->n_layer < 1 || hp->n_layer > KLD_MAX_LAYER)
+        return check_range(src->path, gkey(&r, KLD_K_BLOCK_COUNT), hp->n_layer, 1, MAX_LAYER, err);
+    if ((st = g_int_layers(&r, KLD_K_FEED_FORWARD_LENGTH, true, &hp->n_ff, per_layer ? hp->layer_n_ff : NULL,
+                           hp->n_layer, err)) ||
         (st = g_int(&r, KLD_K_HEAD_COUNT, true, &hp->n_head, err)) ||
         (st = g_int(&r, KLD_K_CONTEXT_LENGTH, true, &hp->n_ctx_train, err)) ||
         (st = g_float(&r, KLD_K_RMS_EPS, true, &hp->norm_eps, err)))
@@ -224,7 +251,8 @@ static kld_status read_gguf(const kld_source *src, kld_hparams *hp, kld_error *e
     hp->head_dim = hp->n_embd / hp->n_head;
     /* hybrids give head_count_kv per layer, 0 for the recurrent layers */
     if (hp->hy.recurrent_kind != KLD_LAYER_ATTN) st = kld_hp_gguf_recurrent(src, hp, err);
-    else st = g_int(&r, KLD_K_HEAD_COUNT_KV, false, &hp->n_head_kv, err);
+    else st = g_int_layers(&r, KLD_K_HEAD_COUNT_KV, false, &hp->n_head_kv, per_layer ? hp->layer_n_head_kv : NULL,
+                           hp->n_layer, err);
     if (st || (st = g_int(&r, KLD_K_KEY_LENGTH, false, &hp->head_dim, err)))
         return st;
     hp->head_dim_v = hp->head_dim;

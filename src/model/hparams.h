@@ -84,6 +84,15 @@ typedef struct kld_hparams {
     int64_t n_lora_kv;      /* attention.kv_lora_rank: the latent kv width */
     double rope_yarn_log_mul; /* rope.scaling.yarn_log_multiplier / 0.1 (DeepSeek's mscale_all_dim) */
     bool mla_absorbed;      /* the file has attn_k_b / attn_v_b (key_length_mla): rebuilt into attn_kv_b */
+    /* Per-layer geometry (Gemma 4, hparams_gemma4.c; read through the kld_hp_* accessors
+     * below, which give the model-wide values where these are 0). */
+    int64_t head_dim_swa;   /* key_length_swa = value_length_swa of the sliding layers */
+    int64_t n_rot_swa;      /* rope.dimension_count_swa */
+    int32_t layer_n_head_kv[KLD_MAX_LAYER]; /* head_count_kv given per layer */
+    int32_t layer_n_ff[KLD_MAX_LAYER];      /* feed_forward_length given per layer */
+    int64_t n_layer_kv;     /* shared_kv_layers > 0: layers from n_layer_kv on have no KV cache of their
+                               own and read the last earlier layer's of their kind (0: every layer its own) */
+    int64_t n_embd_per_layer; /* per-layer embedding width (Gemma 4 E2B/E4B), 0: none */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a
@@ -101,5 +110,28 @@ static inline bool kld_hparams_layer_moe(const kld_hparams *hp, int64_t il) {
 
 /* True when layer il uses the sliding window. */
 bool kld_hparams_layer_swa(const kld_hparams *hp, int64_t il);
+
+/* Layer il's geometry (hparams_layer.c): its q/k and v head sizes, rotary
+ * dims, KV heads and FFN width — the model's values unless Gemma 4's
+ * per-layer keys say otherwise. */
+int64_t kld_hp_head_dim(const kld_hparams *hp, int64_t il);
+int64_t kld_hp_head_dim_v(const kld_hparams *hp, int64_t il);
+int64_t kld_hp_n_rot(const kld_hparams *hp, int64_t il);
+int64_t kld_hp_n_head_kv(const kld_hparams *hp, int64_t il);
+int64_t kld_hp_n_ff(const kld_hparams *hp, int64_t il);
+/* The layer whose KV cache layer il reads: il itself, or for a layer
+ * sharing an earlier one's (shared_kv_layers) that layer. */
+int64_t kld_hp_kv_source(const kld_hparams *hp, int64_t il);
+static inline bool kld_hp_has_own_kv(const kld_hparams *hp, int64_t il) { return kld_hp_kv_source(hp, il) == il; }
+/* The largest over the layers: q/k or v head size, rotary dims, FFN width,
+ * KV heads, floats of one row of [q; k; v] and of the attention output. */
+int64_t kld_hp_max_head_dim(const kld_hparams *hp);
+int64_t kld_hp_max_n_rot(const kld_hparams *hp);
+int64_t kld_hp_max_n_ff(const kld_hparams *hp);
+int64_t kld_hp_max_n_head_kv(const kld_hparams *hp);
+int64_t kld_hp_max_qkv(const kld_hparams *hp);
+int64_t kld_hp_max_attn_out(const kld_hparams *hp);
+/* The K and V values one position adds to the cache, all layers with a cache of their own. */
+int64_t kld_hp_kv_values_per_token(const kld_hparams *hp);
 
 #endif

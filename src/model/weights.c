@@ -270,6 +270,11 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     kld_status s;
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "weight");
     if ((s = bind(b, n, E, hp->n_expert, true, &L->moe.gate_inp))) return s;
+    char sname[256];
+    kld_tn(n, sizeof n, KLD_T_FFN_GATE_UP_EXPS, il, 0, "weight");
+    if (kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)))
+        return kld_fail(b->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': experts with gate and up fused in one "
+                        "tensor are not supported yet (separate ffn_gate_exps / ffn_up_exps are)", b->src->path, n);
     if ((s = bind_experts(b, il, L, w))) return s;
     if (hp->sw.moe_biases) {
         const int64_t F = hp->n_ff_exp, X = hp->n_expert;
@@ -356,8 +361,10 @@ static kld_status bind_mla(binder *b, int il, kld_layer_weights *L, kld_weights 
 static kld_status bind_attention(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
     if (hp->sw.mla) return bind_mla(b, il, L, w);
-    const int64_t E = hp->n_embd, nq = hp->n_head * hp->head_dim, nk = hp->n_head_kv * hp->head_dim;
-    const int64_t nv = hp->n_head_kv * hp->head_dim_v, no = hp->n_head * hp->head_dim_v;
+    const int64_t hd = kld_hp_head_dim(hp, il), hdv = kld_hp_head_dim_v(hp, il), nkv = kld_hp_n_head_kv(hp, il);
+    const int64_t E = hp->n_embd, nq = hp->n_head * hd, nk = nkv * hd, nv = nkv * hdv, no = hp->n_head * hdv;
+    /* a layer reading an earlier layer's KV cache (Gemma 4) may keep its own K / V unused */
+    const bool own_kv = kld_hp_has_own_kv(hp, il);
     char n[64];
     kld_status s;
     if (hp->sw.fused_qkv) {
@@ -365,15 +372,15 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L, kld_we
         B(bqkv, ATTN_QKV, "bias", nq + nk + nv, 0, false);
     } else {
         B(attn_q, ATTN_Q, "weight", E, hp->sw.attn_out_gate ? 2 * nq : nq, true); /* [q; gate] per head */
-        B(attn_k, ATTN_K, "weight", E, nk, true);
+        B(attn_k, ATTN_K, "weight", E, nk, own_kv);
         B(attn_v, ATTN_V, "weight", E, nv, !hp->sw.v_from_k);
         B(bq, ATTN_Q, "bias", nq, 0, hp->sw.qkv_bias_required);
         B(bk, ATTN_K, "bias", nk, 0, hp->sw.qkv_bias_required);
         B(bv, ATTN_V, "bias", nv, 0, hp->sw.qkv_bias_required);
     }
     if (hp->sw.qk_norm || hp->sw.qk_norm_optional) {
-        B(attn_q_norm, ATTN_Q_NORM, "weight", hp->head_dim, 0, hp->sw.qk_norm);
-        B(attn_k_norm, ATTN_K_NORM, "weight", hp->head_dim, 0, hp->sw.qk_norm);
+        B(attn_q_norm, ATTN_Q_NORM, "weight", hd, 0, hp->sw.qk_norm);
+        B(attn_k_norm, ATTN_K_NORM, "weight", hd, 0, hp->sw.qk_norm && own_kv);
     }
     if (hp->sw.qk_norm_full) { /* llama.cpp declares both [n_embd]: equal when n_head_kv = n_head */
         B(attn_q_norm, ATTN_Q_NORM, "weight", nq, 0, true);
@@ -387,6 +394,11 @@ static kld_status bind_attention(binder *b, int il, kld_layer_weights *L, kld_we
         B(ffn_post_norm, FFN_POST_NORM, "weight", E, 0, true);
     }
     if (hp->sw.layer_out_scale) B(out_scale, LAYER_OUT_SCALE, "weight", 1, 0, false);
+    if (hp->n_embd_per_layer > 0) {
+        B(ple_inp_gate, PER_LAYER_INP_GATE, "weight", E, hp->n_embd_per_layer, true);
+        B(ple_proj, PER_LAYER_PROJ, "weight", hp->n_embd_per_layer, E, true);
+        B(ple_post_norm, PER_LAYER_POST_NORM, "weight", E, 0, true);
+    }
     return KLD_OK;
 }
 
@@ -476,17 +488,28 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
     if (s != KLD_OK) return s;
     kld_tn(n, sizeof n, hp->hy.ffn_norm, il, 0, "weight");
     if ((s = bind(b, n, E, 0, true, &L->ffn_norm))) return s;
-    if (kld_hparams_layer_moe(hp, il)) return bind_moe(b, il, L, w);
-    if (hp->sw.fused_gate_up) {
-        B(ffn_up, FFN_UP, "weight", E, 2 * hp->n_ff, true);
-        B(b_up, FFN_UP, "bias", 2 * hp->n_ff, 0, false);
-    } else {
-        B(ffn_gate, FFN_GATE, "weight", E, hp->n_ff, true);
-        B(ffn_up, FFN_UP, "weight", E, hp->n_ff, true);
-        B(b_gate, FFN_GATE, "bias", hp->n_ff, 0, false);
-        B(b_up, FFN_UP, "bias", hp->n_ff, 0, false);
+    if (kld_hparams_layer_moe(hp, il)) {
+        if ((s = bind_moe(b, il, L, w))) return s;
+        if (!hp->sw.moe_beside_dense) return KLD_OK;
+        /* Gemma 4 26B-A4B: the router's input scale, the experts' own norms and output scales,
+         * then the dense FFN below */
+        B(moe.gate_inp_scale, FFN_GATE_INP, "scale", E, 0, true);
+        B(moe.down_exps_scale, FFN_DOWN_EXPS, "scale", hp->n_expert, 0, false);
+        B(moe.pre_norm_2, FFN_PRE_NORM_2, "weight", E, 0, true);
+        B(moe.post_norm_1, FFN_POST_NORM_1, "weight", E, 0, true);
+        B(moe.post_norm_2, FFN_POST_NORM_2, "weight", E, 0, true);
     }
-    B(ffn_down, FFN_DOWN, "weight", hp->n_ff, E, true);
+    const int64_t ff = kld_hp_n_ff(hp, il);
+    if (hp->sw.fused_gate_up) {
+        B(ffn_up, FFN_UP, "weight", E, 2 * ff, true);
+        B(b_up, FFN_UP, "bias", 2 * ff, 0, false);
+    } else {
+        B(ffn_gate, FFN_GATE, "weight", E, ff, true);
+        B(ffn_up, FFN_UP, "weight", E, ff, true);
+        B(b_gate, FFN_GATE, "bias", ff, 0, false);
+        B(b_up, FFN_UP, "bias", ff, 0, false);
+    }
+    B(ffn_down, FFN_DOWN, "weight", ff, E, true);
     B(b_down, FFN_DOWN, "bias", E, 0, false);
     return KLD_OK;
 }
@@ -514,6 +537,14 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
                   &w->rope_long)) ||
         (s = bind(&b, kld_tn(n, sizeof n, KLD_T_ROPE_FACTORS_SHORT, 0, 0, "weight"), half, 0, false,
                   &w->rope_short)))
+        return s;
+    const int64_t P = hp->n_embd_per_layer;
+    if (P > 0 && ((s = bind(&b, kld_tn(n, sizeof n, KLD_T_PER_LAYER_TOKEN_EMBD, 0, 0, "weight"), P * hp->n_layer,
+                            hp->n_vocab, true, &w->ple_token_embd)) ||
+                  (s = bind(&b, kld_tn(n, sizeof n, KLD_T_PER_LAYER_MODEL_PROJ, 0, 0, "weight"), hp->n_embd,
+                            P * hp->n_layer, true, &w->ple_model_proj)) ||
+                  (s = bind(&b, kld_tn(n, sizeof n, KLD_T_PER_LAYER_PROJ_NORM, 0, 0, "weight"), P, 0, true,
+                            &w->ple_proj_norm))))
         return s;
     w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
     w->n_expert = hp->n_expert;

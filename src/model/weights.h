@@ -22,6 +22,11 @@ typedef struct kld_moe_weights {
     const kld_tensor *gate_exps_b, *up_exps_b; /* [n_ff_exp, n_expert] (moe_biases) */
     const kld_tensor *down_exps_b;       /* [n_embd, n_expert] (moe_biases) */
     const kld_tensor *exp_probs_b;       /* [n_expert] selection bias (sigmoid gating) */
+    /* beside a dense FFN (moe_beside_dense, Gemma 4 26B-A4B) */
+    const kld_tensor *gate_inp_scale;    /* ffn_gate_inp.scale [n_embd]: multiplies the router's input */
+    const kld_tensor *down_exps_scale;   /* ffn_down_exps.scale [n_expert]: each expert's output × it */
+    const kld_tensor *pre_norm_2;        /* pre_ffw_norm_2 [n_embd]: the experts' input norm */
+    const kld_tensor *post_norm_1, *post_norm_2; /* post_ffw_norm_1 / _2 [n_embd]: dense / experts' output */
 } kld_moe_weights;
 
 typedef struct kld_layer_weights {
@@ -47,6 +52,10 @@ typedef struct kld_layer_weights {
     const kld_tensor *b_gate, *b_up, *b_down; /* optional biases */
     const kld_tensor *ffn_post_norm; /* [n_embd] (post_norms) */
     const kld_tensor *out_scale;   /* optional [1]: the layer's output × this (layer_out_scale) */
+    /* per-layer embeddings (Gemma 4 E2B/E4B, P = n_embd_per_layer) */
+    const kld_tensor *ple_inp_gate;  /* inp_gate [n_embd, P] */
+    const kld_tensor *ple_proj;      /* proj [P, n_embd] */
+    const kld_tensor *ple_post_norm; /* post_norm [n_embd] */
     /* short-convolution layers (LFM2) instead of the attention tensors */
     const kld_tensor *shortconv_conv;     /* [L, n_embd] depthwise kernel (HF: [L, 1, n_embd]) */
     const kld_tensor *shortconv_in_proj;  /* [n_embd, 3·n_embd]: rows B, C, x */
@@ -71,6 +80,10 @@ typedef struct kld_weights {
     const kld_tensor *output;      /* [n_embd, n_vocab]; token_embd when tied */
     const kld_tensor *rope_freqs;  /* optional [n_rot/2] (llama3 long context) */
     const kld_tensor *rope_long, *rope_short; /* optional [n_rot/2] (LongRoPE) */
+    /* per-layer embeddings (n_embd_per_layer P > 0): a token's P values for every layer */
+    const kld_tensor *ple_token_embd; /* per_layer_token_embd [P·n_layer, n_vocab] */
+    const kld_tensor *ple_model_proj; /* per_layer_model_proj [n_embd, P·n_layer] */
+    const kld_tensor *ple_proj_norm;  /* per_layer_proj_norm [P] */
     int64_t n_layer;
     kld_layer_weights *layers;     /* n_layer entries, owned */
     const kld_tensor **expert_slots; /* n_layer·3·n_expert pointers (moe.gate/up/down), owned */

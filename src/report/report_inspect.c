@@ -8,6 +8,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A per-layer list, runs of equal values as value×count ("32×4 64 32×2 64"). */
+static void print_runs(FILE *out, const char *label, const json_t *arr) {
+    fprintf(out, "%s", label);
+    for (size_t i = 0; i < json_array_size(arr);) {
+        const json_int_t v = json_integer_value(json_array_get(arr, i));
+        size_t n = 1;
+        while (i + n < json_array_size(arr) && json_integer_value(json_array_get(arr, i + n)) == v) n++;
+        fprintf(out, " %" JSON_INTEGER_FORMAT, v);
+        if (n > 1) fprintf(out, "×%zu", n);
+        i += n;
+    }
+}
+
+/* Gemma 4's per-layer geometry (inspect.c per_layer_json). */
+static void print_per_layer(FILE *out, const json_t *pl) {
+    if (!pl) return;
+    fprintf(out, "%-14s", "per layer");
+    print_runs(out, " head", json_object_get(pl, "head_dim"));
+    print_runs(out, "; rotated", json_object_get(pl, "n_rot"));
+    print_runs(out, "; kv heads", json_object_get(pl, "n_head_kv"));
+    print_runs(out, "; ffn", json_object_get(pl, "n_ff"));
+    const json_t *src = json_object_get(pl, "kv_source");
+    bool shared = false;
+    for (size_t i = 0; i < json_array_size(src); i++)
+        if (json_integer_value(json_array_get(src, i)) != (json_int_t)i) {
+            fprintf(out, "%s%zu→%" JSON_INTEGER_FORMAT, shared ? " " : "; KV caches read from earlier layers ", i,
+                    json_integer_value(json_array_get(src, i)));
+            shared = true;
+        }
+    const json_int_t P = json_integer_value(json_object_get(pl, "n_embd_per_layer"));
+    if (P > 0) fprintf(out, "; per-layer embeddings %" JSON_INTEGER_FORMAT, P);
+    fputc('\n', out);
+}
+
 static void print_hparams(FILE *out, const json_t *hp) {
     const json_t *e = json_object_get(hp, "error");
     if (e) {
@@ -51,6 +85,7 @@ static void print_hparams(FILE *out, const json_t *hp) {
     if (wsc) fprintf(out, " x %g", json_real_value(wsc));
     if (lead) fprintf(out, ", %" JSON_INTEGER_FORMAT " leading dense layer(s)", json_integer_value(lead));
     fputc('\n', out);
+    print_per_layer(out, json_object_get(hp, "per_layer"));
     const json_t *mla = json_object_get(hp, "mla");
     if (mla) {
         const json_int_t ql = json_integer_value(json_object_get(mla, "q_lora_rank"));
