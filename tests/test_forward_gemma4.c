@@ -37,25 +37,36 @@ static float *variant(const synth_shape *s, const char *name, const int32_t *ids
     return logits(p, ids, NULL, nv);
 }
 
+/* Writes s as gemma4-<name>.gguf (its path in path), checks the engine against the float64
+ * reference (tf_check_path: one pass, chunks, prefill + decode), attention=online and one
+ * thread against the default bit for bit; returns the engine's logits of ids (NULL on failure). */
+static float *check_model(const synth_shape *s, const char *name, const int32_t *ids, char *path, size_t cap,
+                          int64_t *nv) {
+    snprintf(path, cap, "%s/gemma4-%s.gguf", kt_build_dir(), name);
+    CHECK(synth_write_gguf(s, path), "synthesize gemma4 %s", name);
+    char label[64];
+    snprintf(label, sizeof label, "gemma4-%s", name);
+    float *ref = tf_check_path(label, path, path, NULL, ids, N_IDS);
+    CHECK(ref != NULL, "%s: engine vs reference", label);
+    float *exact = logits(path, ids, NULL, nv), *online = logits(path, ids, "attention=online,attn_block=16", nv);
+    CHECK(exact && online && !memcmp(exact, online, sizeof(float) * (size_t)(N_IDS * *nv)),
+          "%s: attention=online gives exact's logits bit for bit", label);
+    float *one_thread = tf_engine_logits(path, ids, N_IDS, N_IDS, 1, nv);
+    CHECK(exact && one_thread && !memcmp(exact, one_thread, sizeof(float) * (size_t)(N_IDS * *nv)),
+          "%s: 1 thread gives 2 threads' logits bit for bit", label);
+    free(ref), free(online), free(one_thread);
+    return exact;
+}
+
 static void test_reference(void) {
     synth_shape s;
     synth_default(&s, "gemma4");
     s.mat_type = KLD_TYPE_F32;
     char path[512];
-    snprintf(path, sizeof path, "%s/gemma4-f32.gguf", kt_build_dir());
-    CHECK(synth_write_gguf(&s, path), "synthesize gemma4");
     int32_t ids[N_IDS];
     tf_make_ids(ids, N_IDS, s.n_vocab, 20261204);
-    float *ref = tf_check_path("gemma4", path, path, NULL, ids, N_IDS);
-    CHECK(ref != NULL, "gemma4: engine vs reference");
     int64_t nv = 0;
-    float *exact = logits(path, ids, NULL, &nv), *online = logits(path, ids, "attention=online,attn_block=16", &nv);
-    CHECK(exact && online && !memcmp(exact, online, sizeof(float) * (size_t)(N_IDS * nv)),
-          "gemma4: attention=online gives exact's logits bit for bit");
-    float *one_thread = tf_engine_logits(path, ids, N_IDS, N_IDS, 1, &nv);
-    CHECK(exact && one_thread && !memcmp(exact, one_thread, sizeof(float) * (size_t)(N_IDS * nv)),
-          "gemma4: 1 thread gives 2 threads' logits bit for bit");
-    free(one_thread);
+    float *exact = check_model(&s, "f32", ids, path, sizeof path, &nv);
     /* each ingredient moves the logits: the same weights without it are another model */
     synth_shape v = s;
     v.g4_keep_v = true; /* an attn_v on the full layers instead of K */
@@ -70,7 +81,7 @@ static void test_reference(void) {
         CHECK(a.max_abs > 1e-2 && b.max_abs > 1e-2, "gemma4: K as V (%.3g) and the sliding base (%.3g) matter",
               a.max_abs, b.max_abs);
     }
-    free(ref), free(exact), free(online), free(with_v), free(one_base);
+    free(exact), free(with_v), free(one_base);
 }
 
 /* `quantize` q8_0 and @q8_0 on load: the matrices converted; the norms, rope_freqs and
@@ -116,19 +127,10 @@ static void test_per_layer(void) {
     synth_shape s;
     synth_gemma4_e2b(&s);
     char path[512];
-    snprintf(path, sizeof path, "%s/gemma4-e2b.gguf", kt_build_dir());
-    CHECK(synth_write_gguf(&s, path), "synthesize gemma4 e2b");
     int32_t ids[N_IDS];
     tf_make_ids(ids, N_IDS, s.n_vocab, 20261205);
-    float *ref = tf_check_path("gemma4-e2b", path, path, NULL, ids, N_IDS);
-    CHECK(ref != NULL, "gemma4 e2b: engine vs reference");
     int64_t nv = 0;
-    float *exact = logits(path, ids, NULL, &nv), *online = logits(path, ids, "attention=online,attn_block=16", &nv);
-    CHECK(exact && online && !memcmp(exact, online, sizeof(float) * (size_t)(N_IDS * nv)),
-          "gemma4 e2b: attention=online gives exact's logits bit for bit");
-    float *one_thread = tf_engine_logits(path, ids, N_IDS, N_IDS, 1, &nv);
-    CHECK(exact && one_thread && !memcmp(exact, one_thread, sizeof(float) * (size_t)(N_IDS * nv)),
-          "gemma4 e2b: 1 thread gives 2 threads' logits bit for bit");
+    float *exact = check_model(&s, "e2b", ids, path, sizeof path, &nv);
     /* the KV cache holds only the 5 layers with their own: 4 sliding (2 heads × 32) and 1 full
      * (1 head × 64), K and V in f32 */
     kld_error err = {0};
@@ -154,10 +156,7 @@ static void test_per_layer(void) {
     synth_shape k = s;
     k.g4_shared_keep_kv = true;
     char kpath[512];
-    snprintf(kpath, sizeof kpath, "%s/gemma4-e2b-keep-kv.gguf", kt_build_dir());
-    CHECK(synth_write_gguf(&k, kpath), "synthesize gemma4 e2b keep-kv");
-    float *kref = tf_check_path("gemma4-e2b-keep-kv", kpath, kpath, NULL, ids, N_IDS);
-    CHECK(kref != NULL, "gemma4 e2b with unused K/V on the sharing layers: engine vs reference");
+    float *keep_kv = check_model(&k, "e2b-keep-kv", ids, kpath, sizeof kpath, &nv);
     /* each ingredient moves the logits */
     synth_shape v = s;
     v.g4_per_layer = 0;
@@ -198,7 +197,7 @@ static void test_per_layer(void) {
         CHECK(!memcmp(q, onload, sizeof(float) * (size_t)(N_IDS * nv)),
               "gemma4 e2b: @q8_0 on load gives the quantized file's logits bit for bit");
     }
-    free(ref), free(exact), free(online), free(one_thread), free(kv8), free(kref), free(no_ple), free(no_share);
+    free(exact), free(kv8), free(keep_kv), free(no_ple), free(no_share);
     free(all_rot), free(q), free(onload);
 }
 
@@ -217,19 +216,10 @@ static void test_moe(void) {
     synth_shape s;
     moe_shape(&s);
     char path[512];
-    snprintf(path, sizeof path, "%s/gemma4-moe.gguf", kt_build_dir());
-    CHECK(synth_write_gguf(&s, path), "synthesize gemma4 moe");
     int32_t ids[N_IDS];
     tf_make_ids(ids, N_IDS, s.n_vocab, 20261206);
-    float *ref = tf_check_path("gemma4-moe", path, path, NULL, ids, N_IDS);
-    CHECK(ref != NULL, "gemma4 moe: engine vs reference");
     int64_t nv = 0;
-    float *exact = logits(path, ids, NULL, &nv), *online = logits(path, ids, "attention=online,attn_block=16", &nv);
-    CHECK(exact && online && !memcmp(exact, online, sizeof(float) * (size_t)(N_IDS * nv)),
-          "gemma4 moe: attention=online gives exact's logits bit for bit");
-    float *one_thread = tf_engine_logits(path, ids, N_IDS, N_IDS, 1, &nv);
-    CHECK(exact && one_thread && !memcmp(exact, one_thread, sizeof(float) * (size_t)(N_IDS * nv)),
-          "gemma4 moe: 1 thread gives 2 threads' logits bit for bit");
+    float *exact = check_model(&s, "moe", ids, path, sizeof path, &nv);
     /* the experts quantized alone move the logits; the dense FFN and attention exactly not */
     char at[600];
     snprintf(at, sizeof at, "%s@keep,*_exps.weight=q8_0", path);
@@ -239,7 +229,7 @@ static void test_moe(void) {
         printf("gemma4 moe: experts in q8_0 KLD %.3g, argmax %d/%d\n", c.mean_kld, c.same_argmax, N_IDS);
         CHECK(c.mean_kld > 0 && c.mean_kld < 2e-2, "gemma4 moe experts q8_0: KLD %.3g", c.mean_kld);
     }
-    free(ref), free(exact), free(online), free(one_thread), free(q);
+    free(exact), free(q);
 }
 
 /* A LoRA adapter on the E2B-like file's odd matrices: a sharing layer's q, the full

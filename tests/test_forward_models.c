@@ -47,9 +47,8 @@ static double key_f(const ref *r, const char *suffix, double dflt) {
     return v;
 }
 
-/* The whole tensor as doubles (row-major, ne[0] fastest), or NULL. */
-static double *weight(const ref *r, const char *name) {
-    const kld_tensor *t = kld_gguf_find_tensor(r->g, name);
+double *ref_tensor(const kld_gguf *g, const ref_opts *opt, const char *name) {
+    const kld_tensor *t = kld_gguf_find_tensor(g, name);
     if (!t) return NULL;
     int64_t n = kld_tensor_nelements(t);
     const kld_type_info *ti = kld_type_info_get(t->type);
@@ -58,11 +57,13 @@ static double *weight(const ref *r, const char *name) {
     ti->to_float_ref(t->data, f, n);
     for (int64_t i = 0; i < n; i++) d[i] = f[i];
     free(f);
-    for (int k = 0; r->opt && k < r->opt->n_delta; k++) /* merged LoRA weights */
-        if (!strcmp(r->opt->delta_names[k], name))
-            for (int64_t i = 0; i < n; i++) d[i] += r->opt->deltas[k][i];
+    for (int k = 0; opt && k < opt->n_delta; k++) /* merged LoRA weights */
+        if (!strcmp(opt->delta_names[k], name))
+            for (int64_t i = 0; i < n; i++) d[i] += opt->deltas[k][i];
     return d;
 }
+
+static double *weight(const ref *r, const char *name) { return ref_tensor(r->g, r->opt, name); }
 
 static double *weightf(const ref *r, const char *fmt, int64_t il) {
     char name[96];

@@ -7,6 +7,7 @@
 #define KLD_TEST_FORWARD_MODELS_H
 
 #include "common/common.h"
+#include "io/gguf.h"
 
 /* Logits [n][*n_vocab] of ids through the GGUF at path, recomputing the
  * whole prefix per call (no cache), everything in double. Returns NULL
@@ -30,6 +31,9 @@ typedef struct ref_opts {
 
 float *ref_forward_opts(const char *gguf_path, const ref_opts *o, const int32_t *ids, int64_t n,
                         int64_t *n_vocab);
+/* The GGUF tensor `name` as doubles (ne[0] fastest) plus opt's delta for it (NULL: none),
+ * or NULL when the file lacks it: the float64 references' one way to read a weight. */
+double *ref_tensor(const kld_gguf *g, const ref_opts *opt, const char *name);
 
 /* The same for the hybrid recurrent architectures (lfm2), written from
  * transformers' modeling files (test_ref_hybrid.c); ref_forward calls it. */

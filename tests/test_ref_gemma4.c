@@ -61,18 +61,7 @@ static double key_d(const g4ref *r, const char *suffix, double dflt) {
 static double *tensor(const g4ref *r, const char *fmt, int64_t il) {
     char name[128];
     snprintf(name, sizeof name, fmt, (int)il);
-    const kld_tensor *t = kld_gguf_find_tensor(r->g, name);
-    if (!t) return NULL;
-    const int64_t n = kld_tensor_nelements(t);
-    float *f = malloc(sizeof(float) * (size_t)n);
-    double *d = malloc(sizeof(double) * (size_t)n);
-    kld_type_info_get(t->type)->to_float_ref(t->data, f, n);
-    for (int64_t i = 0; i < n; i++) d[i] = f[i];
-    for (int k = 0; r->opt && k < r->opt->n_delta; k++) /* merged LoRA weights */
-        if (!strcmp(r->opt->delta_names[k], name))
-            for (int64_t i = 0; i < n; i++) d[i] += r->opt->deltas[k][i];
-    free(f);
-    return d;
+    return ref_tensor(r->g, r->opt, name);
 }
 
 /* y = x / rms(x) (· w when given), n values. */

@@ -58,15 +58,7 @@ static double hkey_f(const href *r, const char *suffix, double dflt) {
 static double *tensor_d(const href *r, const char *fmt, int64_t il) {
     char name[128];
     snprintf(name, sizeof name, fmt, (int)il);
-    const kld_tensor *t = kld_gguf_find_tensor(r->g, name);
-    if (!t) return NULL;
-    const int64_t n = kld_tensor_nelements(t);
-    float *f = malloc(sizeof(float) * (size_t)n);
-    double *d = malloc(sizeof(double) * (size_t)n);
-    kld_type_info_get(t->type)->to_float_ref(t->data, f, n);
-    for (int64_t i = 0; i < n; i++) d[i] = f[i];
-    free(f);
-    return d;
+    return ref_tensor(r->g, NULL, name);
 }
 
 static void rms_d(const double *x, const double *w, double *y, int64_t n, double eps) {
