@@ -171,10 +171,10 @@ static void check_codes(const char *gguf, const char *hf) {
 }
 
 /* The HF copy of s: logits equal to its GGUF's bit for bit (and the reference's), converted back. */
-static void test_same(const char *label, const synth_shape *s, bool reference) {
+static void test_same(const char *label, const synth_shape *s, bool reference, const oss_hf_opts *o) {
     char gguf[600], hf[600];
     paths(label, gguf, hf, sizeof gguf);
-    if (!synth_write_gguf(s, gguf) || !oss_write_hf(s, gguf, hf, NULL)) {
+    if (!synth_write_gguf(s, gguf) || !oss_write_hf(s, gguf, hf, o)) {
         CHECK(false, "%s: synthesize", label);
         return;
     }
@@ -224,7 +224,7 @@ static void test_errors(void) {
     expect_error("no-bias", E1("attention_bias", "false"), "config.json: \"attention_bias\" = false", NULL);
     expect_error("beta-16", E1("rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, "
                                "\"original_max_position_embeddings\": 64, \"beta_fast\": 16.0}"),
-                 "config.json: \"beta_fast\" = 16", "runs 32 / 1");
+                 "config.json: \"rope_scaling.beta_fast\" = 16", "runs 32 / 1");
     expect_error("rope-linear", E1("rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 4.0}"),
                  "config.json: rope_scaling.rope_type 'linear'", NULL);
     expect_error("layer-types", E1("layer_types", "[\"sliding_attention\", \"full_attention\"]"),
@@ -251,16 +251,50 @@ static void test_errors(void) {
                  "'model.layers.0.mlp.experts.gate_up_proj_scales' has [4, 128, 1]", NULL);
 }
 
+/* layer_types other than the alternating default: the GGUF with the same per-layer
+ * flags (attention.sliding_window_pattern), which differs from the default layout */
+static void test_layer_types(void) {
+    static const uint8_t flags[3] = {0, 0, 1};
+    synth_shape s;
+    shape(&s, KLD_TYPE_MXFP4);
+    s.pattern_flags = flags;
+    const oss_edit ed[] = {{"layer_types", "[\"full_attention\", \"full_attention\", \"sliding_attention\"]"},
+                           {NULL, NULL}};
+    test_same("gpt-oss-layer-types", &s, true, &(const oss_hf_opts){.ed = ed});
+    char a[600], b[600], hf[600];
+    paths("gpt-oss-layer-types", a, hf, sizeof a);
+    paths("gpt-oss-mxfp4", b, hf, sizeof b);
+    int32_t ids[N_IDS];
+    tf_make_ids(ids, N_IDS, s.n_vocab, 20261204);
+    int64_t nv = 0;
+    float *x = tf_engine_logits(a, ids, N_IDS, 16, 2, &nv), *y = tf_engine_logits(b, ids, N_IDS, 16, 2, &nv);
+    const double d = x && y ? tf_compare(x, y, N_IDS, nv).max_abs : 0;
+    printf("layer_types [full, full, sliding] vs the default layout: max|d| %.3g\n", d);
+    CHECK(d > 1e-3, "the layout changes the logits (%g)", d);
+    free(x);
+    free(y);
+}
+
 int main(void) {
     kld_kernels_init();
     synth_shape s;
     shape(&s, KLD_TYPE_MXFP4); /* the released files' experts */
-    test_same("gpt-oss-mxfp4", &s, true);
+    test_same("gpt-oss-mxfp4", &s, true, NULL);
     shape(&s, KLD_TYPE_F32); /* a dequantized checkpoint */
-    test_same("gpt-oss-f32", &s, true);
+    test_same("gpt-oss-f32", &s, true, NULL);
     shape(&s, KLD_TYPE_BF16);
     s.seed = 77;
-    test_same("gpt-oss-bf16", &s, false);
+    test_same("gpt-oss-bf16", &s, false, NULL);
+    /* transformers 5's rope_parameters (rope_theta inside) instead of rope_scaling + rope_theta */
+    shape(&s, KLD_TYPE_MXFP4);
+    s.rope_base = 10000; /* not GptOssConfig's default: rope_parameters' rope_theta is read */
+    const oss_edit rp[] = {{"rope_scaling", NULL}, {"rope_theta", NULL},
+                           {"rope_parameters", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"rope_theta\": 10000.0, "
+                                               "\"original_max_position_embeddings\": 64, \"beta_fast\": 32.0, "
+                                               "\"beta_slow\": 1.0, \"truncate\": false}"},
+                           {NULL, NULL}};
+    test_same("gpt-oss-rope-parameters", &s, false, &(const oss_hf_opts){.ed = rp});
+    test_layer_types();
     test_errors();
     return kt_finish();
 }

@@ -25,14 +25,15 @@ static kld_status int_in(const json_t *cfg, const char *path, const char *key, b
     return KLD_OK;
 }
 
-/* A number llama.cpp's gpt-oss graph fixes: any other value is refused. */
-static kld_status fixed(const json_t *obj, const char *path, const char *key, double want, const char *why,
-                        kld_error *err) {
+/* A number llama.cpp's gpt-oss graph fixes: any other value is refused (in = the key's
+ * object for messages: "" or "rope_scaling."). */
+static kld_status fixed(const json_t *obj, const char *path, const char *in, const char *key, double want,
+                        const char *why, kld_error *err) {
     double v = want;
     kld_status st = kld_hp_json_num(obj, path, key, false, &v, err);
     if (st) return st;
     if (fabs(v - want) > 1e-6 * fabs(want))
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"%s\" = %g: %s", path, key, v, why);
+        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"%s%s\" = %g: %s", path, in, key, v, why);
     return KLD_OK;
 }
 
@@ -57,8 +58,9 @@ static kld_status yarn(const json_t *cfg, const char *path, kld_hparams *hp, kld
         if ((st = kld_hp_json_num(rp, path, "factor", true, &factor, err)) ||
             (st = kld_hp_check_positive(path, "rope_scaling.factor", factor, err)) ||
             (st = kld_hp_json_num(rp, path, "original_max_position_embeddings", true, &orig, err)) ||
-            (st = fixed(rp, path, "beta_fast", 32, betas, err)) || (st = fixed(rp, path, "beta_slow", 1, betas, err)) ||
-            (st = fixed(rp, path, "attention_factor", 1 + 0.1 * log(factor),
+            (st = fixed(rp, path, "rope_scaling.", "beta_fast", 32, betas, err)) ||
+            (st = fixed(rp, path, "rope_scaling.", "beta_slow", 1, betas, err)) ||
+            (st = fixed(rp, path, "rope_scaling.", "attention_factor", 1 + 0.1 * log(factor),
                         "llama.cpp's gpt-oss runs YaRN's magnitude 1 + 0.1·ln(factor)", err)) ||
             (st = kld_hp_json_num(rp, path, "rope_theta", false, &hp->rope_freq_base, err)))
             return st;
@@ -106,7 +108,7 @@ kld_status kld_hp_hf_gptoss(const json_t *cfg, const char *path, kld_hparams *hp
     hp->moe_norm_w = false;
     hp->moe_w_scale = 1.0;
     if ((st = layers(cfg, path, hp, err)) || (st = yarn(cfg, path, hp, err)) ||
-        (st = fixed(cfg, path, "swiglu_limit", 7, "llama.cpp's gpt-oss clamps the SwiGLU at 7", err)))
+        (st = fixed(cfg, path, "", "swiglu_limit", 7, "llama.cpp's gpt-oss clamps the SwiGLU at 7", err)))
         return st;
     bool bias = true;
     if ((st = kld_hp_json_bool(cfg, path, "attention_bias", &bias, err))) return st;
