@@ -221,7 +221,9 @@ static json_t *source_facts(const kld_source *src, const char *model_path, const
     for (size_t i = 0; i < src->n_tensors; i++) {
         const kld_tensor *t = &src->tensors[i];
         char tb[16];
-        const char *tn = kld_type_name(t->type, tb);
+        /* raw safetensors dtypes (gpt-oss's U8 MXFP4 blocks / scales) as written */
+        const char *tn = src->st && t->type == KLD_SAFETENSORS_NO_TYPE ? src->st->tensor_dtype[i]
+                                                                      : kld_type_name(t->type, tb);
         uint64_t ne = (uint64_t)kld_tensor_nelements(t);
         n_params += ne;
         n_bytes += t->nbytes;

@@ -50,6 +50,13 @@ static const kld_name_map glm4moe_hf_names[] = {
     {KLD_T_NONE, NULL},
 };
 
+/* gpt-oss's router (gguf-py tensor_mapping.py, FFN_GATE_INP "openai-moe"); its sinks and
+ * experts are read by weights.c / weights_gptoss.c */
+static const kld_name_map gptoss_hf_names[] = {
+    {KLD_T_FFN_GATE_INP, "mlp.router"},
+    {KLD_T_NONE, NULL},
+};
+
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
     /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
@@ -135,7 +142,7 @@ static const kld_arch_hybrid hybrid_table[] = {
      .dn_v_tiled = true, .rope_sections = true},
     /* no recurrent layers: only their pre-FFN norm's name */
     {"glm4moe", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, glm4moe_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
-    {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, NULL, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
+    {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, gptoss_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {

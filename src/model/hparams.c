@@ -432,6 +432,7 @@ static const hf_arch hf_archs[] = {
     {"qwen3_moe", "qwen3moe", false, false}, {"olmoe", "olmoe", false, false},
     {"lfm2", "lfm2", true, false},      {"qwen3_next", "qwen3next", false, false},
     {"qwen3_5_text", "qwen35", false, false}, {"glm4_moe", "glm4moe", false, false},
+    {"gpt_oss", "gpt-oss", false, false},
 };
 
 static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err) {
@@ -452,7 +453,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
                         "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
                         "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe, lfm2, "
-                        "qwen3_next, qwen3_5_text, glm4_moe)", path, model_type);
+                        "qwen3_next, qwen3_5_text, glm4_moe, gpt_oss)", path, model_type);
     /* A multimodal gemma3 keeps the language model's fields in text_config. */
     if (strcmp(model_type, "gemma3") == 0) {
         const json_t *tc = json_object_get(r.cfg, "text_config");
@@ -506,6 +507,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
         (st = kld_hp_hf_moe(r.cfg, path, model_type, hp, err)))
         return st;
     if (!strcmp(hp->arch, "glm4moe") && (st = kld_hp_hf_glm4moe(r.cfg, path, hp, err))) return st;
+    if (!strcmp(hp->arch, "gpt-oss") && (st = kld_hp_hf_gptoss(r.cfg, path, hp, err))) return st;
 
     if ((st = j_num(&r, "attn_logit_softcapping", false, &hp->attn_softcap, err)) ||
         (st = j_num(&r, "final_logit_softcapping", false, &hp->final_softcap, err)))
@@ -531,7 +533,9 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
         bool silu = strcmp(an, "silu") == 0 || strcmp(an, "swish") == 0;
         bool gelu = strcmp(an, "gelu_pytorch_tanh") == 0 || strcmp(an, "gelu") == 0;
         /* Gemma v1 configs say "gelu" but the model runs the tanh form (as in transformers). */
-        if (!(silu && hp->sw.act == KLD_ACT_SILU) && !(gelu && hp->sw.act == KLD_ACT_GELU_TANH))
+        /* gpt-oss says silu for its clamped SwiGLU (GptOssExperts) */
+        const bool oai = silu && hp->sw.act == KLD_ACT_SWIGLU_OAI;
+        if (!(silu && hp->sw.act == KLD_ACT_SILU) && !(gelu && hp->sw.act == KLD_ACT_GELU_TANH) && !oai)
             return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: activation '%.32s' is not supported "
                             "for %s", path, an, model_type);
     }

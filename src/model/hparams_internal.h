@@ -74,6 +74,9 @@ kld_status kld_hp_hf_moe(const json_t *cfg, const char *path, const char *model_
  * first_k_dense_replace, norm_topk_prob, routed_scaling_factor, n_group / topk_group;
  * runs after the common keys. */
 kld_status kld_hp_hf_glm4moe(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err);
+/* config.json of gpt-oss (hparams_gptoss_hf.c): experts, window layout, YaRN as llama.cpp
+ * runs the converted GGUF; runs after the common keys. */
+kld_status kld_hp_hf_gptoss(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err);
 
 /* Multi-head latent attention (sw.mla, hparams_mla.c): q_lora_rank, kv_lora_rank,
  * n_head_kv = n_head, the rope dims inside the head, YaRN's mscale in the

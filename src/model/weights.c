@@ -119,6 +119,11 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
                 snprintf(buf, cap, "%smodel.layers.%d.mlp.gate.e_score_correction_bias", pre, il);
                 return buf;
             }
+            /* gpt-oss's sinks: the parameter self_attn.sinks (the converter appends .weight) */
+            if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_ATTN_SINKS))) {
+                snprintf(buf, cap, "%smodel.layers.%d.self_attn.sinks", pre, il);
+                return buf;
+            }
             char probe[160];
             snprintf(probe, sizeof probe, "%smodel.layers.%d.block_sparse_moe.gate.weight", pre, il);
             if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_INP)) && src &&
@@ -238,6 +243,10 @@ static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weig
     const kld_tensor **merged[3] = {&L->moe.gate_exps, &L->moe.up_exps, &L->moe.down_exps};
     const kld_tensor ***per[3] = {&L->moe.gate, &L->moe.up, &L->moe.down};
     char n[96];
+    if (hp->sw.moe_biases && b->src->format == KLD_FORMAT_SAFETENSORS) { /* gpt-oss: rebuilt */
+        for (int k = 0; k < 3; k++) *per[k] = w->expert_slots + ((int64_t)il * 3 + k) * X;
+        return kld_weights_gptoss_hf(b->src, hp, il, &L->moe, w, b->err);
+    }
     kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "weight");
     char sname[256];
     const bool is_merged = kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname,
@@ -278,10 +287,12 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     if ((s = bind_experts(b, il, L, w))) return s;
     if (hp->sw.moe_biases) {
         const int64_t F = hp->n_ff_exp, X = hp->n_expert;
-        if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "bias"), X, 0, true, &L->moe.gate_inp_b)) ||
-            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_EXPS, il, 0, "bias"), F, X, true, &L->moe.gate_exps_b)) ||
+        if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "bias"), X, 0, true, &L->moe.gate_inp_b)))
+            return s;
+        if (!L->moe.down_exps_b && /* a checkpoint's: bound with its experts */
+            ((s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_EXPS, il, 0, "bias"), F, X, true, &L->moe.gate_exps_b)) ||
             (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_UP_EXPS, il, 0, "bias"), F, X, true, &L->moe.up_exps_b)) ||
-            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "bias"), E, X, true, &L->moe.down_exps_b)))
+            (s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "bias"), E, X, true, &L->moe.down_exps_b))))
             return s;
     }
     if ((hp->moe_gating == KLD_MOE_GATE_SIGMOID || hp->sw.mla) && /* deepseek2: any gating */
@@ -570,6 +581,7 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
 
 void kld_weights_free(kld_weights *w) {
     kld_weights_dn_free(w);
+    kld_weights_gptoss_free(w);
     free(w->layers);
     free(w->expert_slots);
     free(w->expert_views);

@@ -91,6 +91,8 @@ typedef struct kld_weights {
     int64_t n_expert;
     kld_tensor *dn_derived;        /* DeltaNet tensors rebuilt at load (weights_deltanet.c), owned */
     void **dn_owned;               /* their buffers */
+    kld_tensor *oss_derived;       /* gpt-oss experts rebuilt from a checkpoint (weights_gptoss.c), owned */
+    void **oss_owned;              /* their buffers */
 } kld_weights;
 
 /* Finds and checks every tensor. A missing tensor or a wrong shape is an
@@ -114,6 +116,16 @@ kld_status kld_weights_mla_kv_b(const kld_source *src, const kld_hparams *hp, in
 void kld_weights_dn_free(kld_weights *w);
 /* Whether t is one of those rebuilt tensors (freed with the table). */
 bool kld_weights_dn_owns(const kld_weights *w, const kld_tensor *t);
+
+/* gpt-oss layer il from a Hugging Face checkpoint (weights_gptoss.c): the merged
+ * ffn_{gate,up,down}_exps (MXFP4 blocks moved bit for bit from *_blocks / *_scales,
+ * or float tensors transposed) and their biases, gate and up de-interleaved, into M. */
+kld_status kld_weights_gptoss_hf(const kld_source *src, const kld_hparams *hp, int il, kld_moe_weights *M,
+                                 kld_weights *w, kld_error *err);
+/* The buffer of t when it is one of those rebuilt tensors (the caller owns it from now
+ * on; t->data stays valid), else NULL. */
+void *kld_weights_gptoss_take(kld_weights *w, const kld_tensor *t);
+void kld_weights_gptoss_free(kld_weights *w);
 
 /* Re-derives the per-expert slice views of every merged 3-D expert tensor
  * (after the merged tensors were replaced, e.g. quantized on load). */

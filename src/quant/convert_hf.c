@@ -65,7 +65,7 @@ static void list_moe(int64_t il, const kld_moe_weights *X, int64_t n_expert, tab
     }
     const kld_tensor *const *per[3] = {X->gate, X->up, X->down};
     static const kld_tensor_id per_id[3] = {KLD_T_FFN_GATE_EXP, KLD_T_FFN_UP_EXP, KLD_T_FFN_DOWN_EXP};
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; !X->gate_exps && k < 3; k++) /* merged (gpt-oss's, rebuilt): convert_hf_gptoss.c */
         for (int64_t e = 0; per[k] && e < n_expert; e++) {
             kld_tn(name, sizeof name, per_id[k], il, e, "weight");
             add(tb, per[k][e], name);
@@ -318,6 +318,7 @@ kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tens
     table tb = {out, 0, false};
     list(&wt, hp, &tb);
     if (!tb.oom && hp->hy.recurrent_kind == KLD_LAYER_DELTANET) s = kld_hf_list_qwen3next(&wt, hp, out, err);
+    if (!tb.oom && !s) s = kld_hf_list_gptoss(&wt, hp, out, err);
     kld_weights_free(&wt);
     if (s) {
         kld_hf_tensors_free(out);
@@ -341,6 +342,7 @@ static void note_unconverted(const kld_source *src, const kld_hparams *hp, const
     for (size_t i = 0; log && i < src->n_tensors; i++) {
         const kld_tensor *x = &src->tensors[i];
         bool used = strstr(x->name, "rotary_emb.inv_freq") || !strncmp(x->name, "mtp.", 4) ||
+                    (hp->sw.moe_biases && strstr(x->name, ".mlp.experts.")) || /* gpt-oss's, rebuilt */
                     (hp->hy.recurrent_kind == KLD_LAYER_DELTANET && strstr(x->name, ".linear_attn."));
         for (size_t k = 0; !used && k < t->n; k++) used = t->tensors[k].name == x->name || t->tensors[k].data == x->data;
         if (used) continue;

@@ -34,20 +34,22 @@ static double gguf_attn_scale(const kld_hparams *hp) {
 
 kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
-                                        "qwen2moe", "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe"};
+                                        "qwen2moe", "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe",
+                                        "gpt-oss"};
     bool known = false;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(hp->arch, archs[i]);
     if (!known)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
                         "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, "
-                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe are)",
+                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe, gpt-oss are)",
                         src->path, hp->arch);
     kld_status s = kld_hf_moe_check(src, hp, err);
     if (s) return s;
     /* llama.cpp's converter writes Llama 3's scaling as rope_freqs and
      * Phi-3's LongRoPE as two factor tensors (convert_hf.c) */
     const bool factors = (!strcmp(hp->rope_scaling, "llama3") && !strcmp(hp->arch, "llama")) ||
-                         (!strcmp(hp->rope_scaling, "longrope") && !strcmp(hp->arch, "phi3"));
+                         (!strcmp(hp->rope_scaling, "longrope") && !strcmp(hp->arch, "phi3")) ||
+                         (!strcmp(hp->rope_scaling, "yarn") && !strcmp(hp->arch, "gpt-oss")); /* its reader: GGUF YaRN */
     if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear") && !factors)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet "
                         "for %s", src->path, hp->rope_scaling, hp->arch);
@@ -142,5 +144,6 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
     if (!ok) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     kld_status s = kld_hf_moe_put_hparams(hp, w, err);
     if (!s) s = kld_hf_shortconv_put_hparams(hp, w, err);
-    return s ? s : kld_hf_put_hparams_qwen3next(hp, w, err);
+    if (!s) s = kld_hf_put_hparams_qwen3next(hp, w, err);
+    return s ? s : kld_hf_put_hparams_gptoss(hp, w, err);
 }

@@ -115,6 +115,8 @@ bool kld_hf_keeps_f32(const char *name) {
     static const kld_tensor_id f32[] = {KLD_T_FFN_GATE_INP, KLD_T_FFN_GATE_INP_SHEXP, KLD_T_SHORTCONV_CONV,
                                         KLD_T_SSM_CONV1D};
     const size_t n = strlen(name);
+    /* and every name not ending in .weight: biases, gpt-oss's 2-D expert biases included */
+    if (n >= 5 && !strcmp(name + n - 5, ".bias")) return true;
     for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++) {
         char suffix[64];
         snprintf(suffix, sizeof suffix, ".%s.weight", kld_tensor_suffix(f32[i]));

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static bool append(kld_hf_tensors *o, const kld_tensor *t, const char *name, void *owned) {
+bool kld_hf_append(kld_hf_tensors *o, const kld_tensor *t, const char *name, void *owned) {
     kld_tensor *nt = realloc(o->tensors, (o->n + 1) * sizeof *nt);
     if (nt) o->tensors = nt;
     char **nn = realloc(o->names, (o->n + 1) * sizeof *nn);
@@ -54,7 +54,7 @@ static bool append_copy(kld_hf_tensors *o, const kld_weights *w, const kld_tenso
         v.ne[1] = v.ne[2];
         v.ne[2] = 1;
     }
-    if (!append(o, &v, name, copy)) {
+    if (!kld_hf_append(o, &v, name, copy)) {
         free(copy);
         return false;
     }

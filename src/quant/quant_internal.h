@@ -45,5 +45,13 @@ kld_status kld_hf_shortconv_put_hparams(const kld_hparams *hp, kld_gguf_writer *
 kld_status kld_hf_list_qwen3next(const kld_weights *w, const kld_hparams *hp, kld_hf_tensors *out,
                                  kld_error *err);
 kld_status kld_hf_put_hparams_qwen3next(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err);
+/* Appends t under name; the table owns `owned` from then on (on failure, false, the caller). */
+bool kld_hf_append(kld_hf_tensors *o, const kld_tensor *t, const char *name, void *owned);
+
+/* convert_hf_gptoss.c: gpt-oss's merged experts (their rebuilt buffers taken over from w),
+ * expert and router biases and sinks appended to the listing; its keys (nothing for other
+ * architectures). */
+kld_status kld_hf_list_gptoss(kld_weights *w, const kld_hparams *hp, kld_hf_tensors *out, kld_error *err);
+kld_status kld_hf_put_hparams_gptoss(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err);
 
 #endif
