@@ -100,6 +100,42 @@ static float *randoms(uint64_t *state, size_t n, double sd) {
     return f;
 }
 
+/* The mixture-of-experts tensors of layer il (Qwen2MoeModel's names, shared by Qwen3-Next
+ * and Qwen3.5-MoE): the router, the sigmoid-gated shared expert, one tensor per expert. */
+static bool put_moe(hf_out *o, const q3n_hf_opts *opt, const kld_tensor *t, int il, const char *rest) {
+    static const char *const plain[][2] = {{"ffn_gate_inp.weight", "mlp.gate.weight"},
+                                           {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+                                           {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+                                           {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"}};
+    char name[160];
+    const int64_t d2[2] = {t->ne[1], t->ne[0]};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if (!strcmp(rest, plain[i][0])) {
+            snprintf(name, sizeof name, "model.layers.%d.%s", il, plain[i][1]);
+            put(o, opt, name, 2, d2, floats(t));
+            return true;
+        }
+    if (!strcmp(rest, "ffn_gate_inp_shexp.weight")) { /* a [1, n_embd] Linear */
+        const int64_t d[2] = {1, t->ne[0]};
+        snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", il);
+        put(o, opt, name, 2, d, floats(t));
+        return true;
+    }
+    if (!strstr(rest, "_exps.weight")) return false;
+    char kind[8] = {0}; /* merged [ne0, ne1, X] → one per expert */
+    sscanf(rest, "ffn_%7[a-z]_exps", kind);
+    float *all = floats(t);
+    const int64_t per = t->ne[0] * t->ne[1];
+    for (int64_t e = 0; e < t->ne[2]; e++) {
+        float *one = malloc(sizeof(float) * (size_t)per);
+        memcpy(one, all + e * per, sizeof(float) * (size_t)per);
+        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%" PRId64 ".%s_proj.weight", il, e, kind);
+        put(o, opt, name, 2, d2, one);
+    }
+    free(all);
+    return true;
+}
+
 /* The per-layer tensors of GGUF name rest (layer il) under their HF names. */
 static void put_layer(hf_out *o, const q3n_hf_opts *opt, const synth_shape *s, const kld_gguf *g,
                       const kld_tensor *t, int il, const char *rest) {
@@ -109,11 +145,7 @@ static void put_layer(hf_out *o, const q3n_hf_opts *opt, const synth_shape *s, c
         {"ssm_ba.weight", "linear_attn.in_proj_ba.weight"},
         {"ssm_out.weight", "linear_attn.out_proj.weight"}, {"ssm_norm.weight", "linear_attn.norm.weight"},
         {"ssm_dt.bias", "linear_attn.dt_bias"},            {"ffn_gate.weight", "mlp.gate_proj.weight"},
-        {"ffn_up.weight", "mlp.up_proj.weight"},           {"ffn_down.weight", "mlp.down_proj.weight"},
-        {"ffn_gate_inp.weight", "mlp.gate.weight"},
-        {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
-        {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
-        {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"}};
+        {"ffn_up.weight", "mlp.up_proj.weight"},           {"ffn_down.weight", "mlp.down_proj.weight"}};
     static const char *const centred[][2] = {
         {"attn_norm.weight", "input_layernorm.weight"},
         {"post_attention_norm.weight", "post_attention_layernorm.weight"},
@@ -152,22 +184,8 @@ static void put_layer(hf_out *o, const q3n_hf_opts *opt, const synth_shape *s, c
         const int64_t d[3] = {t->ne[1], 1, t->ne[0]};
         snprintf(name, sizeof name, "model.layers.%d.linear_attn.conv1d.weight", il);
         put(o, opt, name, 3, d, floats(t));
-    } else if (!strcmp(rest, "ffn_gate_inp_shexp.weight")) { /* a [1, n_embd] Linear */
-        const int64_t d[2] = {1, t->ne[0]};
-        snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", il);
-        put(o, opt, name, 2, d, floats(t));
-    } else if (strstr(rest, "_exps.weight")) { /* merged [ne0, ne1, X] → one per expert */
-        char kind[8] = {0};
-        sscanf(rest, "ffn_%7[a-z]_exps", kind);
-        float *all = floats(t);
-        const int64_t per = t->ne[0] * t->ne[1], d[2] = {t->ne[1], t->ne[0]};
-        for (int64_t e = 0; e < t->ne[2]; e++) {
-            float *one = malloc(sizeof(float) * (size_t)per);
-            memcpy(one, all + e * per, sizeof(float) * (size_t)per);
-            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%" PRId64 ".%s_proj.weight", il, e, kind);
-            put(o, opt, name, 2, d, one);
-        }
-        free(all);
+    } else {
+        put_moe(o, opt, t, il, rest);
     }
 }
 
@@ -427,6 +445,8 @@ static void put_q35_layer(hf_out *o, const synth_shape *s, const kld_tensor *t, 
                 memcpy(g + r * vd + q * hv, f + r * vd + tiled_of(s, q) * hv, sizeof(float) * (size_t)hv);
         free(f);
         put(o, NULL, LA("out_proj.weight"), 2, dims, g);
+    } else {
+        put_moe(o, NULL, t, il, rest);
     }
 #undef LA
 }
@@ -467,8 +487,15 @@ bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir) 
     for (int i = 0; i < o.n; i++) free(o.data[i]);
     free(hdr);
     json_t *c = json_object();
-    json_object_set_new(c, "architectures", json_pack("[s]", "Qwen3_5ForCausalLM"));
-    json_object_set_new(c, "model_type", json_string("qwen3_5_text"));
+    const bool moe = s->n_expert > 0; /* Qwen3.5-MoE (Qwen3_5MoeTextConfig) */
+    json_object_set_new(c, "architectures", json_pack("[s]", moe ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"));
+    json_object_set_new(c, "model_type", json_string(moe ? "qwen3_5_moe_text" : "qwen3_5_text"));
+    if (moe) {
+        json_object_set_new(c, "num_experts", json_integer(s->n_expert));
+        json_object_set_new(c, "num_experts_per_tok", json_integer(s->n_expert_used));
+        json_object_set_new(c, "moe_intermediate_size", json_integer(s->n_ff_exp));
+        json_object_set_new(c, "shared_expert_intermediate_size", json_integer(s->n_ff_shexp));
+    }
     json_object_set_new(c, "hidden_size", json_integer(s->n_embd));
     json_object_set_new(c, "num_hidden_layers", json_integer(s->n_layer));
     json_object_set_new(c, "intermediate_size", json_integer(s->n_ff));

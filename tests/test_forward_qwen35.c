@@ -8,12 +8,15 @@
  * decode), the tiled order shown to matter, and the malformed files.
  * llama.cpp's own logits: test_lcpp_oracle (qwen35, qwen35moe). */
 #include "engine/engine.h"
+#include "model/hparams.h"
 #include "quant/quant.h"
 #include "tensor/types.h"
 #include "synth_qwen3next_hf.h"
 #include "test_forward_models.h"
 #include "testlib.h"
 
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -112,6 +115,63 @@ static void test_hf(void) {
     free(buf);
 }
 
+/* Qwen3.5-MoE from Hugging Face (qwen3_5_moe_text: Qwen3.5's attention and DeltaNet with
+ * Qwen3-Next's experts, one tensor per expert, and sigmoid-gated shared expert): the GGUF's
+ * logits bit for bit; a missing expert and a missing shared_expert_intermediate_size named. */
+static void test_hf_moe(void) {
+    synth_shape s;
+    shape(&s, "qwen35moe");
+    char gguf[512], dir[512];
+    snprintf(gguf, sizeof gguf, "%s/qwen35moe.gguf", kt_build_dir());
+    snprintf(dir, sizeof dir, "%s/qwen35moe-hf", kt_build_dir());
+    mkdir(dir, 0755);
+    CHECK(synth_write_gguf(&s, gguf), "synthesize qwen35moe");
+    CHECK(q35_write_hf(&s, gguf, dir), "write the Qwen3.5-MoE HF checkpoint");
+    int32_t ids[N_IDS];
+    tf_make_ids(ids, N_IDS, s.n_vocab, 20261207);
+    int64_t nv = 0, nv2 = 0;
+    float *a = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv), *b = tf_engine_logits(dir, ids, N_IDS, 7, 2, &nv2);
+    CHECK(a && b && nv == nv2 && !memcmp(a, b, sizeof(float) * (size_t)(N_IDS * nv)),
+          "qwen35moe: the HF checkpoint's logits equal the GGUF's bit for bit");
+    free(a), free(b);
+    kld_model *m = NULL;
+    kld_error err = {0};
+    CHECK_OK(kld_model_open(dir, NULL, &m, &err), err);
+    if (m) {
+        const kld_hparams *hp = kld_model_hparams(m);
+        CHECK(!strcmp(hp->arch, "qwen35moe") && hp->n_expert == 4 && hp->n_expert_used == 2 && hp->n_ff_exp == 32 &&
+                  hp->n_ff_shexp == 32 && hp->moe_norm_w,
+              "qwen35moe config.json: arch %s, %" PRId64 " experts top %" PRId64 ", widths %" PRId64 "/%" PRId64,
+              hp->arch, hp->n_expert, hp->n_expert_used, hp->n_ff_exp, hp->n_ff_shexp);
+        kld_model_close(m);
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    size_t size = 0;
+    char *buf = kt_read_file(path, &size);
+    char *at = buf ? strstr(buf + 8, "layers.2.mlp.experts.3.up_proj.weight") : NULL;
+    CHECK(at != NULL, "the HF header names layer 2's expert 3");
+    if (at) {
+        memcpy(at, "layers.2.mlp.experts.3.up_projXweight", 37);
+        kt_write_file(path, buf, size);
+        CHECK(kld_model_open(dir, NULL, &m, &err) == KLD_ERR_FORMAT && strstr(err.msg, "experts.3.up_proj"),
+              "qwen35moe HF without expert 3's up_proj: %s", err.msg);
+    }
+    free(buf);
+    /* the config without shared_expert_intermediate_size */
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t je;
+    json_t *c = json_load_file(path, 0, &je);
+    if (c) {
+        json_object_del(c, "shared_expert_intermediate_size");
+        json_dump_file(c, path, 0);
+        json_decref(c);
+        CHECK(kld_model_open(dir, NULL, &m, &err) == KLD_ERR_FORMAT &&
+                  strstr(err.msg, "config.json") && strstr(err.msg, "shared_expert_intermediate_size"),
+              "qwen35moe config without shared_expert_intermediate_size: %s", err.msg);
+    }
+}
+
 static void test_errors(void) {
     synth_shape s;
     shape(&s, "qwen35");
@@ -147,6 +207,7 @@ int main(void) {
         snprintf(p, sizeof p, "%s/qwen35moe.gguf", kt_build_dir());
         tf_check_quantize_q8_0("qwen35moe", p, 300, N_IDS, 2e-2);
     }
+    test_hf_moe();
     test_errors();
     return kt_finish();
 }

@@ -431,7 +431,8 @@ static const hf_arch hf_archs[] = {
     {"mixtral", "llama", false, true}, {"qwen2_moe", "qwen2moe", false, false},
     {"qwen3_moe", "qwen3moe", false, false}, {"olmoe", "olmoe", false, false},
     {"lfm2", "lfm2", true, false},      {"qwen3_next", "qwen3next", false, false},
-    {"qwen3_5_text", "qwen35", false, false}, {"glm4_moe", "glm4moe", false, false},
+    {"qwen3_5_text", "qwen35", false, false}, {"qwen3_5_moe_text", "qwen35moe", false, false},
+    {"glm4_moe", "glm4moe", false, false},
     {"gpt_oss", "gpt-oss", false, false},
 };
 
@@ -453,7 +454,7 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
                         "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
                         "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe, lfm2, "
-                        "qwen3_next, qwen3_5_text, glm4_moe, gpt_oss)", path, model_type);
+                        "qwen3_next, qwen3_5_text, qwen3_5_moe_text, glm4_moe, gpt_oss)", path, model_type);
     /* A multimodal gemma3 keeps the language model's fields in text_config. */
     if (strcmp(model_type, "gemma3") == 0) {
         const json_t *tc = json_object_get(r.cfg, "text_config");
