@@ -17,6 +17,7 @@
 #include "io/gguf.h"
 #include "model/gguf_names.h"
 #include "quant/quant.h"
+#include "synth_deepseek3_hf.h"
 #include "synth_glm4moe_hf.h"
 #include "synth_qwen3next_hf.h"
 #include "tensor/types.h"
@@ -346,7 +347,7 @@ static void check_written(const char *label, const char *arch, const char *path)
 
 static void check_converted(void) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen2moe",
-                                        "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe"};
+                                        "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe", "deepseek2"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         const char *a = archs[i];
         synth_shape s;
@@ -367,6 +368,9 @@ static void check_converted(void) {
             ok = q3n_write_hf(&s, gguf, dir, &o);
         } else if (!strcmp(a, "glm4moe")) {
             ok = synth_write_gguf(&s, gguf) && glm_write_hf(&s, gguf, dir, NULL, NULL);
+        } else if (!strcmp(a, "deepseek2")) { /* V3's q bottleneck, YaRN with mscale_all_dim */
+            s.mla_q_lora = 24;
+            ok = synth_write_gguf(&s, gguf) && ds_write_hf(&s, gguf, dir, NULL, NULL);
         } else if (s.n_expert > 0) { /* a checkpoint keeps one tensor per expert */
             char split[1100];
             snprintf(split, sizeof split, "%s/gguf_names_%s_split.gguf", kt_build_dir(), a);
