@@ -37,3 +37,6 @@ kld_add_test(NAME test_glm4moe_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_glm4m
 kld_add_test(NAME test_gptoss_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gptoss_hf.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_gptoss_hf.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
+kld_add_test(NAME test_deepseek3_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_deepseek3_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/synth_deepseek3_hf.c ${CMAKE_CURRENT_SOURCE_DIR}/synth_glm4moe_hf.c
+             ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

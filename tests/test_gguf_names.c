@@ -17,6 +17,7 @@
 #include "io/gguf.h"
 #include "model/gguf_names.h"
 #include "quant/quant.h"
+#include "synth_deepseek3_hf.h"
 #include "synth_glm4moe_hf.h"
 #include "synth_gptoss_hf.h"
 #include "synth_qwen3next_hf.h"
@@ -347,7 +348,8 @@ static void check_written(const char *label, const char *arch, const char *path)
 
 static void check_converted(void) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen2moe",
-                                        "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe", "gpt-oss"};
+                                        "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe", "gpt-oss",
+                                        "deepseek2"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         const char *a = archs[i];
         synth_shape s;
@@ -372,6 +374,9 @@ static void check_converted(void) {
             s.exp_type_set = true;
             s.exp_type = KLD_TYPE_MXFP4;
             ok = synth_write_gguf(&s, gguf) && oss_write_hf(&s, gguf, dir, NULL);
+        } else if (!strcmp(a, "deepseek2")) { /* V3's q bottleneck, YaRN with mscale_all_dim */
+            s.mla_q_lora = 24;
+            ok = synth_write_gguf(&s, gguf) && ds_write_hf(&s, gguf, dir, NULL, NULL);
         } else if (s.n_expert > 0) { /* a checkpoint keeps one tensor per expert */
             char split[1100];
             snprintf(split, sizeof split, "%s/gguf_names_%s_split.gguf", kt_build_dir(), a);

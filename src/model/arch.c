@@ -57,6 +57,21 @@ static const kld_name_map gptoss_hf_names[] = {
     {KLD_T_NONE, NULL},
 };
 
+/* DeepSeek V2 / V3's MLA projections (transformers' DeepseekV3Attention; gguf-py
+ * tensor_mapping.py) and its shared experts under mlp.shared_experts */
+static const kld_name_map deepseek2_hf_names[] = {
+    {KLD_T_ATTN_Q_A, "self_attn.q_a_proj"},
+    {KLD_T_ATTN_Q_A_NORM, "self_attn.q_a_layernorm"},
+    {KLD_T_ATTN_Q_B, "self_attn.q_b_proj"},
+    {KLD_T_ATTN_KV_A_MQA, "self_attn.kv_a_proj_with_mqa"},
+    {KLD_T_ATTN_KV_A_NORM, "self_attn.kv_a_layernorm"},
+    {KLD_T_ATTN_KV_B, "self_attn.kv_b_proj"},
+    {KLD_T_FFN_GATE_SHEXP, "mlp.shared_experts.gate_proj"},
+    {KLD_T_FFN_UP_SHEXP, "mlp.shared_experts.up_proj"},
+    {KLD_T_FFN_DOWN_SHEXP, "mlp.shared_experts.down_proj"},
+    {KLD_T_NONE, NULL},
+};
+
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
     /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
@@ -143,6 +158,7 @@ static const kld_arch_hybrid hybrid_table[] = {
     /* no recurrent layers: only their pre-FFN norm's name */
     {"glm4moe", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, glm4moe_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
     {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, gptoss_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
+    {"deepseek2", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, deepseek2_hf_names, KLD_T_FFN_NORM, .dn_split_ba = false},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {

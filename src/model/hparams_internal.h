@@ -77,10 +77,22 @@ kld_status kld_hp_hf_glm4moe(const json_t *cfg, const char *path, kld_hparams *h
 /* config.json of gpt-oss (hparams_gptoss_hf.c): experts, window layout, YaRN as llama.cpp
  * runs the converted GGUF; runs after the common keys. */
 kld_status kld_hp_hf_gptoss(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err);
+/* config.json n_group / topk_group (hparams_moe_hf.c; group-limited routing, as
+ * expert_group_count / expert_group_used_count): groups of at least two experts that
+ * together hold the top k; runs after the expert counts are read. */
+kld_status kld_hp_hf_expert_groups(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err);
 
 /* Multi-head latent attention (sw.mla, hparams_mla.c): q_lora_rank, kv_lora_rank,
  * n_head_kv = n_head, the rope dims inside the head, YaRN's mscale in the
  * attention scale and the RoPE magnitude; runs after rope scaling and attn_scale. */
 kld_status kld_hp_gguf_mla(const kld_source *src, kld_hparams *hp, kld_error *err);
+/* The RoPE magnitude and attention scale llama.cpp's deepseek2 derives from
+ * yarn_log_multiplier's stored value and rope.scaling.attn_factor (hparams_mla.c);
+ * runs after rope scaling and head_dim are set. */
+void kld_hp_mla_scales(kld_hparams *hp, double log_mul, double key_af);
+/* config.json of DeepSeek V3 / R1 and V2 (hparams_mla_hf.c): the MLA sizes, experts,
+ * routing and YaRN as llama.cpp's converter writes them; runs after the common keys,
+ * rope scaling and attn_scale. */
+kld_status kld_hp_hf_mla(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err);
 
 #endif

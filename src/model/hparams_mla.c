@@ -40,6 +40,25 @@ static kld_status key_int(const kld_source *src, const char *arch, kld_arch_key_
 /* llama_context's get_mscale: 0.1·m·ln(s) + 1 above s = 1 (float, as llama.cpp). */
 static float get_mscale(float s, float m) { return s <= 1.0f ? 1.0f : 0.1f * m * logf(s) + 1.0f; }
 
+void kld_hp_mla_scales(kld_hparams *hp, double log_mul, double key_af) {
+    const float lm = (float)log_mul / 0.1f; /* cancels the converter's 0.1 */
+    hp->rope_yarn_log_mul = lm;
+    const float fs = (float)hp->rope_freq_scale, factor = 1.0f / fs;
+    const bool yarn = !strcmp(hp->rope_scaling, "yarn");
+    float af = 1.0f; /* the graph's attn_factor */
+    if (yarn) {
+        if (lm != 0.0f) af = get_mscale(factor, lm != 1.0f ? lm : 1.0f) / get_mscale(factor, lm);
+        else af = get_mscale(factor, 1.0f);
+        af *= 1.0f / (1.0f + 0.1f * logf(factor));
+    }
+    af *= (float)key_af;
+    /* ggml_rope with ext_factor != 0 multiplies by 1 + 0.1·ln(1/freq_scale) */
+    hp->rope_attn_factor = yarn ? (double)af * (double)(1.0f + 0.1f * logf(1.0f / fs)) : (double)af;
+    const float af_org = af * (1.0f + 0.1f * logf(1.0f / fs));
+    const float mscale = af_org * (1.0f + 0.1f * lm * logf(1.0f / fs));
+    hp->attn_scale = (double)(mscale * mscale / sqrtf((float)hp->head_dim));
+}
+
 kld_status kld_hp_gguf_mla(const kld_source *src, kld_hparams *hp, kld_error *err) {
     const char *arch = hp->arch;
     char key[160];
@@ -93,23 +112,8 @@ kld_status kld_hp_gguf_mla(const kld_source *src, kld_hparams *hp, kld_error *er
     if (kv && (!kld_gguf_get_float(src->gguf, key, &log_mul) || !isfinite(log_mul) || log_mul < 0 ||
                log_mul > 100))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: GGUF key '%s' is not a number in [0, 100]", src->path, key);
-    const float lm = (float)log_mul / 0.1f; /* cancels the converter's 0.1 */
-    hp->rope_yarn_log_mul = lm;
     kld_arch_key(key, sizeof key, arch, KLD_K_ROPE_SCALING_ATTN_FACTOR);
     if (kld_gguf_find(src->gguf, key)) kld_gguf_get_float(src->gguf, key, &key_af); /* checked by rope scaling */
-    const float fs = (float)hp->rope_freq_scale, factor = 1.0f / fs;
-    const bool yarn = !strcmp(hp->rope_scaling, "yarn");
-    float af = 1.0f; /* the graph's attn_factor */
-    if (yarn) {
-        if (lm != 0.0f) af = get_mscale(factor, lm != 1.0f ? lm : 1.0f) / get_mscale(factor, lm);
-        else af = get_mscale(factor, 1.0f);
-        af *= 1.0f / (1.0f + 0.1f * logf(factor));
-    }
-    af *= (float)key_af;
-    /* ggml_rope with ext_factor != 0 multiplies by 1 + 0.1·ln(1/freq_scale) */
-    hp->rope_attn_factor = yarn ? (double)af * (double)(1.0f + 0.1f * logf(1.0f / fs)) : (double)af;
-    const float af_org = af * (1.0f + 0.1f * logf(1.0f / fs));
-    const float mscale = af_org * (1.0f + 0.1f * lm * logf(1.0f / fs));
-    hp->attn_scale = (double)(mscale * mscale / sqrtf((float)hp->head_dim));
+    kld_hp_mla_scales(hp, log_mul, key_af);
     return KLD_OK;
 }

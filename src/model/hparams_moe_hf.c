@@ -22,10 +22,7 @@ static kld_status req_range(const json_t *cfg, const char *path, const char *key
     return KLD_OK;
 }
 
-/* n_group / topk_group (group-limited routing, as expert_group_count /
- * expert_group_used_count): groups of at least two experts that together
- * hold the top k. */
-static kld_status groups(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err) {
+kld_status kld_hp_hf_expert_groups(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err) {
     int64_t g = 1, used = 1;
     kld_status st;
     if ((st = req_range(cfg, path, "n_group", false, 1, hp->n_expert, &g, err)) ||
@@ -74,7 +71,7 @@ kld_status kld_hp_hf_glm4moe(const json_t *cfg, const char *path, kld_hparams *h
     if (!(hp->moe_w_scale > 0) || !(hp->moe_w_scale < 1e6))
         return kld_fail(err, KLD_ERR_FORMAT, "%s: \"routed_scaling_factor\" = %g is not a scale in (0, 1e6)", path,
                         hp->moe_w_scale);
-    if ((st = groups(cfg, path, hp, err))) return st;
+    if ((st = kld_hp_hf_expert_groups(cfg, path, hp, err))) return st;
     /* use_qk_norm (default false) decides, as in Glm4MoeAttention: true requires q_norm / k_norm,
      * false leaves any stored ones unread (a GGUF has them only when its checkpoint used them) */
     bool qk_norm = false, bias = false;

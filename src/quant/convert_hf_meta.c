@@ -35,13 +35,13 @@ static double gguf_attn_scale(const kld_hparams *hp) {
 kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
                                         "qwen2moe", "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe",
-                                        "gpt-oss"};
+                                        "gpt-oss", "deepseek2"};
     bool known = false;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(hp->arch, archs[i]);
     if (!known)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
                         "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, "
-                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe, gpt-oss are)",
+                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe, gpt-oss, deepseek2 are)",
                         src->path, hp->arch);
     kld_status s = kld_hf_moe_check(src, hp, err);
     if (s) return s;
@@ -50,7 +50,9 @@ kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp
     const bool factors = (!strcmp(hp->rope_scaling, "llama3") && !strcmp(hp->arch, "llama")) ||
                          (!strcmp(hp->rope_scaling, "longrope") && !strcmp(hp->arch, "phi3")) ||
                          (!strcmp(hp->rope_scaling, "yarn") && !strcmp(hp->arch, "gpt-oss")); /* its reader: GGUF YaRN */
-    if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear") && !factors)
+    /* deepseek2's YaRN is keys only (hparams_mla_hf.c read it as the GGUF reader will) */
+    const bool mla_yarn = hp->sw.mla && !strcmp(hp->rope_scaling, "yarn");
+    if (strcmp(hp->rope_scaling, "none") && strcmp(hp->rope_scaling, "linear") && !factors && !mla_yarn)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: rope scaling '%s' is not converted yet "
                         "for %s", src->path, hp->rope_scaling, hp->arch);
     /* llama.cpp's llama/qwen2/qwen3/gemma graphs have no sliding window: a
@@ -67,12 +69,41 @@ kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp
                             "cannot be written to a %s GGUF (every layer slides)", src->path,
                             (long long)il, hp->arch);
     const double want = gguf_attn_scale(hp);
-    if (fabs(hp->attn_scale - want) > 1e-12 * want)
+    if (!hp->sw.mla && fabs(hp->attn_scale - want) > 1e-12 * want)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: query scale %.9g (query_pre_attn_scalar "
                         "%.9g) cannot be written to a %s GGUF (llama.cpp scales by %.9g)",
                         src->path, hp->attn_scale, 1.0 / (hp->attn_scale * hp->attn_scale),
                         hp->arch, want);
     return KLD_OK;
+}
+
+/* DeepseekV2Model's MLA keys (conversion/deepseek.py), in the decompressed form kldeval
+ * reads natively: key_length nope + rope, value_length v_head_dim, one kv head per q head
+ * and the fused attn_kv_b (not the newer split attn_k_b / attn_v_b with key_length_mla);
+ * q_lora_rank 0 for the plain q_proj; YaRN's type, factor, original context and
+ * yarn_log_multiplier 0.1 · mscale_all_dim (written whenever mscale_all_dim is). */
+static kld_status put_mla(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w, kld_error *err) {
+    char k[96];
+    bool ok = true;
+#define KEY(id) kld_arch_key(k, sizeof k, hp->arch, id)
+#define U32(id, v) (ok = ok && !kld_gguf_writer_set_u32(w, KEY(id), (uint32_t)(v)))
+#define F32(id, v) (ok = ok && !kld_gguf_writer_set_f32(w, KEY(id), (float)(v)))
+    U32(KLD_K_KEY_LENGTH, hp->head_dim);
+    U32(KLD_K_VALUE_LENGTH, hp->head_dim_v);
+    U32(KLD_K_Q_LORA_RANK, hp->n_lora_q);
+    U32(KLD_K_KV_LORA_RANK, hp->n_lora_kv);
+    const json_t *rs = json_object_get(src->hf_config, "rope_scaling");
+    const json_t *all = json_is_object(rs) ? json_object_get(rs, "mscale_all_dim") : NULL;
+    if (json_is_number(all)) F32(KLD_K_ROPE_SCALING_YARN_LOG_MUL, 0.1 * json_number_value(all));
+    if (!strcmp(hp->rope_scaling, "yarn")) {
+        ok = ok && !kld_gguf_writer_set_str(w, KEY(KLD_K_ROPE_SCALING_TYPE), "yarn");
+        F32(KLD_K_ROPE_SCALING_FACTOR, 1.0 / hp->rope_freq_scale);
+        U32(KLD_K_ROPE_SCALING_ORIG_CTX, hp->rope_orig_ctx);
+    }
+#undef F32
+#undef U32
+#undef KEY
+    return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
 }
 
 /* config.json's original_max_position_embeddings, else the training context. */
@@ -108,7 +139,7 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
     if (!gemma12 || hp->rope_freq_base != 10000.0) F32(KLD_K_ROPE_FREQ_BASE, hp->rope_freq_base);
     if (!gemma || hp->n_rot != hp->head_dim) U32(KLD_K_ROPE_DIMENSION_COUNT, hp->n_rot);
     if (!gemma) U32(KLD_K_VOCAB_SIZE, hp->n_vocab);
-    if (gemma || hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim_v != hp->head_dim) {
+    if (!hp->sw.mla && (gemma || hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim_v != hp->head_dim)) {
         U32(KLD_K_KEY_LENGTH, hp->head_dim);
         U32(KLD_K_VALUE_LENGTH, hp->head_dim_v);
     }
@@ -142,7 +173,8 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
 #undef U32
 #undef KEY
     if (!ok) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
-    kld_status s = kld_hf_moe_put_hparams(hp, w, err);
+    kld_status s = hp->sw.mla ? put_mla(src, hp, w, err) : KLD_OK;
+    if (!s) s = kld_hf_moe_put_hparams(hp, w, err);
     if (!s) s = kld_hf_shortconv_put_hparams(hp, w, err);
     if (!s) s = kld_hf_put_hparams_qwen3next(hp, w, err);
     return s ? s : kld_hf_put_hparams_gptoss(hp, w, err);

@@ -16,8 +16,9 @@ kld_status kld_hf_moe_check(const kld_source *src, const kld_hparams *hp, kld_er
     /* llama.cpp's graphs fix the rule per architecture (mixtral, qwen3moe
      * renormalise the top-k weights; qwen2moe, olmoe do not) and no key
      * carries config.json's norm_topk_prob */
-    /* sigmoid-routed architectures (glm4moe) carry it as expert_weights_norm */
-    if (hp->moe_gating != KLD_MOE_GATE_SIGMOID && hp->moe_norm_w != hp->sw.moe_norm_w)
+    /* the architectures with routing keys (glm4moe, deepseek2: gguf_sigmoid_keys) carry it as
+     * expert_weights_norm, whatever the gating */
+    if (hp->sw.moe_gating != KLD_MOE_GATE_SIGMOID && hp->moe_norm_w != hp->sw.moe_norm_w)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: norm_topk_prob %s cannot be written to a %s "
                         "GGUF (llama.cpp's %s graph %s the top-k router weights)", src->path,
                         hp->moe_norm_w ? "true" : "false", hp->arch, hp->arch,
@@ -139,7 +140,7 @@ kld_status kld_hf_moe_put_hparams(const kld_hparams *hp, kld_gguf_writer *w, kld
      * and OLMoE's experts are feed_forward_length wide */
     if (hp->sw.moe_ff_per_used) U32(KLD_K_EXPERT_FF_LENGTH, hp->n_ff_exp);
     if (hp->sw.moe_shexp_ungated) {
-        /* Glm4MoeModel: expert_feed_forward_length, expert_shared_count, leading_dense_block_count,
+        /* Glm4MoeModel (and DeepseekV2Model): expert_feed_forward_length, expert_shared_count, leading_dense_block_count,
          * expert_gating_func (2 sigmoid), expert_weights_scale and _norm; no shared width key */
         U32(KLD_K_EXPERT_FF_LENGTH, hp->n_ff_exp);
         U32(KLD_K_EXPERT_SHARED_COUNT, hp->n_ff_shexp / hp->n_ff_exp);

@@ -1,0 +1,215 @@
+/* synth_deepseek3_hf.c — test-only Hugging Face copy of a synthesized
+ * deepseek2 GGUF (see synth_deepseek3_hf.h): names as gguf-py's
+ * tensor_mapping.py maps DeepSeek V2 / V3's, q/k rows as stored (llama.cpp's
+ * converter does not permute them: the rope dims rotate interleaved pairs in
+ * both), kv_b_proj as the fused attn_kv_b, one tensor per expert. */
+#include "synth_deepseek3_hf.h"
+
+#include "io/gguf.h"
+#include "tensor/types.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct st_out {
+    json_t *header;
+    float *data[256];
+    size_t bytes[256];
+    int n;
+    uint64_t off;
+} st_out;
+
+/* name with torch shape dims[0..nd) holding f (owned). */
+static void put(st_out *o, const char *name, int nd, const int64_t *dims, float *f) {
+    size_t n = 1;
+    json_t *shape = json_array();
+    for (int i = 0; i < nd; i++) {
+        n *= (size_t)dims[i];
+        json_array_append_new(shape, json_integer(dims[i]));
+    }
+    json_t *e = json_object();
+    json_object_set_new(e, "dtype", json_string("F32"));
+    json_object_set_new(e, "shape", shape);
+    json_object_set_new(e, "data_offsets", json_pack("[I, I]", (json_int_t)o->off, (json_int_t)(o->off + n * 4)));
+    json_object_set_new(o->header, name, e);
+    o->data[o->n] = f;
+    o->bytes[o->n++] = n * 4;
+    o->off += n * 4;
+}
+
+static float *floats(const kld_tensor *t, int64_t from, int64_t n) {
+    float *all = malloc(sizeof(float) * (size_t)kld_tensor_nelements(t));
+    kld_type_info_get(t->type)->to_float_ref(t->data, all, kld_tensor_nelements(t));
+    float *f = malloc(sizeof(float) * (size_t)n);
+    memcpy(f, all + from, sizeof(float) * (size_t)n);
+    free(all);
+    return f;
+}
+
+/* GGUF per-layer suffix → HF suffix (gguf-py tensor_mapping.py's deepseek2 rows). */
+static const char *const names[][2] = {
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_q_a", "self_attn.q_a_proj"},
+    {"attn_q_a_norm", "self_attn.q_a_layernorm"},
+    {"attn_q_b", "self_attn.q_b_proj"},
+    {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+    {"attn_kv_a_norm", "self_attn.kv_a_layernorm"},
+    {"attn_kv_b", "self_attn.kv_b_proj"},
+    {"attn_output", "self_attn.o_proj"},
+    {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},
+    {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+    {"ffn_gate_inp", "mlp.gate"},
+    {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
+};
+
+static bool write_config(const synth_shape *s, const kld_gguf *g, const char *dir, const glm_edit *ed) {
+    double eps = 0, log_mul = 0;
+    kld_gguf_get_float(g, "deepseek2.attention.layer_norm_rms_epsilon", &eps);
+    const bool has_log_mul = kld_gguf_get_float(g, "deepseek2.rope.scaling.yarn_log_multiplier", &log_mul);
+    const bool norm = kld_gguf_find(g, "deepseek2.expert_weights_norm") != NULL;
+    json_t *c = json_object();
+    json_object_set_new(c, "architectures", json_pack("[s]", "DeepseekV3ForCausalLM"));
+    json_object_set_new(c, "model_type", json_string("deepseek_v3"));
+    json_object_set_new(c, "hidden_size", json_integer(s->n_embd));
+    json_object_set_new(c, "num_hidden_layers", json_integer(s->n_layer));
+    json_object_set_new(c, "intermediate_size", json_integer(s->n_ff));
+    json_object_set_new(c, "num_attention_heads", json_integer(s->n_head));
+    json_object_set_new(c, "num_key_value_heads", json_integer(s->n_head));
+    json_object_set_new(c, "head_dim", json_integer(s->mla_rope)); /* transformers saves qk_rope_head_dim */
+    json_object_set_new(c, "vocab_size", json_integer(s->n_vocab));
+    json_object_set_new(c, "max_position_embeddings", json_integer(4096));
+    json_object_set_new(c, "rms_norm_eps", json_real(eps)); /* the GGUF's f32 value, exactly */
+    json_object_set_new(c, "rope_theta", json_real(s->rope_base));
+    json_object_set_new(c, "attention_bias", json_false());
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tied));
+    json_object_set_new(c, "q_lora_rank", s->mla_q_lora > 0 ? json_integer(s->mla_q_lora) : json_null());
+    json_object_set_new(c, "kv_lora_rank", json_integer(s->mla_kv_lora));
+    json_object_set_new(c, "qk_nope_head_dim", json_integer(s->head_dim - s->mla_rope));
+    json_object_set_new(c, "qk_rope_head_dim", json_integer(s->mla_rope));
+    json_object_set_new(c, "v_head_dim", json_integer(s->mla_v));
+    json_object_set_new(c, "rope_interleave", json_true());
+    json_object_set_new(c, "n_routed_experts", json_integer(s->n_expert));
+    json_object_set_new(c, "num_experts_per_tok", json_integer(s->n_expert_used));
+    json_object_set_new(c, "moe_intermediate_size", json_integer(s->n_ff_exp));
+    json_object_set_new(c, "n_shared_experts", json_integer(s->n_shared));
+    json_object_set_new(c, "first_k_dense_replace", json_integer(s->n_dense_lead));
+    json_object_set_new(c, "moe_layer_freq", json_integer(1));
+    json_object_set_new(c, "routed_scaling_factor", json_real(s->w_scale));
+    json_object_set_new(c, "norm_topk_prob", json_boolean(norm));
+    json_object_set_new(c, "scoring_func", json_string(s->gating_func == 2 ? "sigmoid" : "softmax"));
+    json_object_set_new(c, "topk_method", json_string(s->gating_func == 2 ? "noaux_tc" : "greedy"));
+    json_object_set_new(c, "n_group", json_integer(s->n_groups > 0 ? s->n_groups : 1));
+    json_object_set_new(c, "topk_group", json_integer(s->n_group_used > 0 ? s->n_group_used : 1));
+    json_object_set_new(c, "num_nextn_predict_layers", json_integer(1));
+    if (s->yarn_factor > 0) {
+        json_t *rs = json_object();
+        json_object_set_new(rs, "type", json_string("yarn"));
+        json_object_set_new(rs, "factor", json_real(s->yarn_factor));
+        json_object_set_new(rs, "original_max_position_embeddings", json_integer(s->yarn_orig_ctx));
+        json_object_set_new(rs, "beta_fast", json_integer(32));
+        json_object_set_new(rs, "beta_slow", json_integer(1));
+        if (has_log_mul) { /* the GGUF's 0.1 · mscale_all_dim */
+            json_object_set_new(rs, "mscale", json_real(s->yarn_log_mul / 0.1));
+            json_object_set_new(rs, "mscale_all_dim", json_real(s->yarn_log_mul / 0.1));
+        }
+        json_object_set_new(c, "rope_scaling", rs);
+    } else {
+        json_object_set_new(c, "rope_scaling", json_null());
+    }
+    for (int i = 0; ed && ed[i].key; i++) {
+        if (!ed[i].json) {
+            json_object_del(c, ed[i].key);
+            continue;
+        }
+        json_error_t je;
+        json_t *v = json_loads(ed[i].json, JSON_DECODE_ANY, &je);
+        if (v) json_object_set_new(c, ed[i].key, v);
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const bool ok = json_dump_file(c, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0;
+    json_decref(c);
+    return ok;
+}
+
+bool ds_write_hf(const synth_shape *s, const char *gguf, const char *dir, const char *drop, const glm_edit *ed) {
+    kld_error err = {0};
+    kld_gguf *g = NULL;
+    if (kld_gguf_open(gguf, &g, &err) != KLD_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return false;
+    }
+    st_out o = {.header = json_object()};
+    char name[200];
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const kld_tensor *t = &g->tensors[i];
+        const int64_t n = kld_tensor_nelements(t);
+        int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
+        const int nd = t->n_dims == 1 ? 1 : 2;
+        int il = -1, used = 0;
+        char rest[96] = "", kind[16] = "";
+        name[0] = '\0';
+        if (!strcmp(t->name, "token_embd.weight")) snprintf(name, sizeof name, "model.embed_tokens.weight");
+        else if (!strcmp(t->name, "output_norm.weight")) snprintf(name, sizeof name, "model.norm.weight");
+        else if (!strcmp(t->name, "output.weight")) snprintf(name, sizeof name, "lm_head.weight");
+        else if (sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used) {
+            const char *r = t->name + used, *dot = strrchr(r, '.');
+            snprintf(rest, sizeof rest, "%.*s", (int)(dot - r), r);
+            snprintf(kind, sizeof kind, "%s", dot + 1);
+            if (!strcmp(rest, "exp_probs_b"))
+                snprintf(name, sizeof name, "model.layers.%d.mlp.gate.e_score_correction_bias", il);
+            for (size_t k = 0; !name[0] && k < sizeof names / sizeof names[0]; k++)
+                if (!strcmp(rest, names[k][0]))
+                    snprintf(name, sizeof name, "model.layers.%d.%s.%s", il, names[k][1], kind);
+            if (!name[0] && t->n_dims == 3) { /* ffn_{gate,up,down}_exps: one tensor per expert */
+                const char *w = !strcmp(rest, "ffn_gate_exps") ? "gate_proj"
+                                : !strcmp(rest, "ffn_up_exps") ? "up_proj" : "down_proj";
+                const int64_t per = t->ne[0] * t->ne[1];
+                for (int64_t e = 0; e < t->ne[2]; e++) {
+                    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", il, (int)e, w);
+                    if (!drop || strcmp(drop, name)) put(&o, name, 2, d2, floats(t, e * per, per));
+                }
+                continue;
+            }
+        }
+        if (!name[0]) {
+            fprintf(stderr, "deepseek2 HF copy: no HF name for %s\n", t->name);
+            kld_gguf_close(g);
+            return false;
+        }
+        if (drop && !strcmp(drop, name)) continue;
+        put(&o, name, nd, nd == 1 ? d1 : d2, floats(t, 0, n));
+    }
+    /* the MTP layer DeepSeek V3's checkpoints append (never read: num_hidden_layers ends before it) */
+    {
+        int64_t d2[2] = {s->n_embd, 2 * s->n_embd}, d1[1] = {s->n_embd};
+        snprintf(name, sizeof name, "model.layers.%d.eh_proj.weight", (int)s->n_layer);
+        put(&o, name, 2, d2, calloc((size_t)(2 * s->n_embd * s->n_embd), sizeof(float)));
+        snprintf(name, sizeof name, "model.layers.%d.enorm.weight", (int)s->n_layer);
+        put(&o, name, 1, d1, calloc((size_t)s->n_embd, sizeof(float)));
+    }
+    char *hdr = json_dumps(o.header, JSON_COMPACT);
+    json_decref(o.header);
+    const size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    bool ok = f != NULL;
+    const uint64_t hl64 = hl + pad;
+    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
+    for (int i = 0; ok && i < o.n; i++) ok = fwrite(o.data[i], 1, o.bytes[i], f) == o.bytes[i];
+    if (f && fclose(f) != 0) ok = false;
+    for (int i = 0; i < o.n; i++) free(o.data[i]);
+    free(hdr);
+    ok = ok && write_config(s, g, dir, ed);
+    kld_gguf_close(g);
+    return ok;
+}
