@@ -12,40 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct st_out {
-    json_t *header;
-    float *data[256];
-    size_t bytes[256];
-    int n;
-    uint64_t off;
-} st_out;
-
 /* name with torch shape dims[0..nd) holding f (owned). */
-static void put(st_out *o, const char *name, int nd, const int64_t *dims, float *f) {
-    size_t n = 1;
-    json_t *shape = json_array();
-    for (int i = 0; i < nd; i++) {
-        n *= (size_t)dims[i];
-        json_array_append_new(shape, json_integer(dims[i]));
-    }
-    json_t *e = json_object();
-    json_object_set_new(e, "dtype", json_string("F32"));
-    json_object_set_new(e, "shape", shape);
-    json_object_set_new(e, "data_offsets", json_pack("[I, I]", (json_int_t)o->off, (json_int_t)(o->off + n * 4)));
-    json_object_set_new(o->header, name, e);
-    o->data[o->n] = f;
-    o->bytes[o->n++] = n * 4;
-    o->off += n * 4;
-}
+static void put(st_writer *o, const char *name, int nd, const int64_t *dims, float *f) { st_put_f32(o, name, nd, dims, f); }
 
-static float *floats(const kld_tensor *t, int64_t from, int64_t n) {
-    float *all = malloc(sizeof(float) * (size_t)kld_tensor_nelements(t));
-    kld_type_info_get(t->type)->to_float_ref(t->data, all, kld_tensor_nelements(t));
-    float *f = malloc(sizeof(float) * (size_t)n);
-    memcpy(f, all + from, sizeof(float) * (size_t)n);
-    free(all);
-    return f;
-}
+static float *floats(const kld_tensor *t, int64_t from, int64_t n) { return st_floats(t, from, n); }
 
 /* GGUF per-layer suffix → HF suffix (gguf-py tensor_mapping.py's glm4moe rows). */
 static const char *const names[][2] = {
@@ -91,20 +61,7 @@ static bool write_config(const synth_shape *s, const kld_gguf *g, const char *di
     json_object_set_new(c, "topk_group", json_integer(1));
     json_object_set_new(c, "num_nextn_predict_layers", json_integer(1));
     json_object_set_new(c, "rope_scaling", json_null());
-    for (int i = 0; ed && ed[i].key; i++) {
-        if (!ed[i].json) {
-            json_object_del(c, ed[i].key);
-            continue;
-        }
-        json_error_t je;
-        json_t *v = json_loads(ed[i].json, JSON_DECODE_ANY, &je);
-        if (v) json_object_set_new(c, ed[i].key, v);
-    }
-    char path[600];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    const bool ok = json_dump_file(c, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0;
-    json_decref(c);
-    return ok;
+    return hf_config_write(c, ed, dir);
 }
 
 /* dir/model.safetensors + config.json from the glm4moe GGUF at gguf. */
@@ -115,7 +72,8 @@ bool glm_write_hf(const synth_shape *s, const char *gguf, const char *dir, const
         fprintf(stderr, "%s\n", err.msg);
         return false;
     }
-    st_out o = {.header = json_object()};
+    st_writer o;
+    st_init(&o);
     bool qk_norm = false;
     char name[200];
     for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -166,19 +124,7 @@ bool glm_write_hf(const synth_shape *s, const char *gguf, const char *dir, const
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", (int)s->n_layer);
         put(&o, name, 1, d1, calloc((size_t)s->n_embd, sizeof(float)));
     }
-    char *hdr = json_dumps(o.header, JSON_COMPACT);
-    json_decref(o.header);
-    const size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
-    char path[600];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = fopen(path, "wb");
-    bool ok = f != NULL;
-    const uint64_t hl64 = hl + pad;
-    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
-    for (int i = 0; ok && i < o.n; i++) ok = fwrite(o.data[i], 1, o.bytes[i], f) == o.bytes[i];
-    if (f && fclose(f) != 0) ok = false;
-    for (int i = 0; i < o.n; i++) free(o.data[i]);
-    free(hdr);
+    bool ok = st_write(&o, dir);
     ok = ok && write_config(s, g, dir, qk_norm, ed);
     kld_gguf_close(g);
     return ok;

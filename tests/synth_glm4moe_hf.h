@@ -4,11 +4,10 @@
 #ifndef KLD_TEST_SYNTH_GLM4MOE_HF_H
 #define KLD_TEST_SYNTH_GLM4MOE_HF_H
 
+#include "st_writer.h"
 #include "test_forward_models.h"
 
-typedef struct glm_edit {
-    const char *key, *json; /* config.json edit: the new value as JSON text; json NULL deletes the key */
-} glm_edit;
+typedef hf_edit glm_edit; /* a config.json edit */
 
 /* Writes dir/model.safetensors (F32; per-expert mlp.experts.E.*, mlp.shared_experts.*,
  * mlp.gate.e_score_correction_bias, an appended MTP layer) and dir/config.json

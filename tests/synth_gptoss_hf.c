@@ -13,12 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The safetensors being written and the HF tensor to leave out (or NULL). */
 typedef struct st_out {
-    json_t *header;
-    uint8_t *data[512];
-    size_t bytes[512];
-    int n;
-    uint64_t off;
+    st_writer w;
     const char *drop;
 } st_out;
 
@@ -28,16 +25,7 @@ static void put(st_out *o, const char *name, const char *dtype, int nd, const in
         free(p);
         return;
     }
-    json_t *shape = json_array();
-    for (int i = 0; i < nd; i++) json_array_append_new(shape, json_integer(dims[i]));
-    json_t *e = json_object();
-    json_object_set_new(e, "dtype", json_string(dtype));
-    json_object_set_new(e, "shape", shape);
-    json_object_set_new(e, "data_offsets", json_pack("[I, I]", (json_int_t)o->off, (json_int_t)(o->off + bytes)));
-    json_object_set_new(o->header, name, e);
-    o->data[o->n] = p;
-    o->bytes[o->n++] = bytes;
-    o->off += bytes;
+    st_put(&o->w, name, dtype, nd, dims, p, bytes);
 }
 
 static const char *dtype_name(uint32_t type) {
@@ -200,20 +188,7 @@ static bool write_config(const synth_shape *s, const kld_gguf *g, const char *di
                             json_pack("{s:s, s:[s, s, s, s]}", "quant_method", "mxfp4", "modules_to_not_convert",
                                       "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
                                       "lm_head"));
-    for (int i = 0; ed && ed[i].key; i++) {
-        if (!ed[i].json) {
-            json_object_del(c, ed[i].key);
-            continue;
-        }
-        json_error_t je;
-        json_t *v = json_loads(ed[i].json, JSON_DECODE_ANY, &je);
-        if (v) json_object_set_new(c, ed[i].key, v);
-    }
-    char path[600];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    const bool ok = json_dump_file(c, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0;
-    json_decref(c);
-    return ok;
+    return hf_config_write(c, ed, dir);
 }
 
 bool oss_write_hf(const synth_shape *s, const char *gguf, const char *dir, const oss_hf_opts *op) {
@@ -223,7 +198,8 @@ bool oss_write_hf(const synth_shape *s, const char *gguf, const char *dir, const
         fprintf(stderr, "%s\n", err.msg);
         return false;
     }
-    st_out o = {.header = json_object(), .drop = op ? op->drop : NULL};
+    st_out o = {.drop = op ? op->drop : NULL};
+    st_init(&o.w);
     bool ok = true, mx = false;
     char name[200];
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
@@ -254,19 +230,7 @@ bool oss_write_hf(const synth_shape *s, const char *gguf, const char *dir, const
         }
         put(&o, name, dtype_name(t->type), t->n_dims, d, copy(t), t->nbytes);
     }
-    char *hdr = json_dumps(o.header, JSON_COMPACT);
-    json_decref(o.header);
-    const size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
-    char path[600];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = ok ? fopen(path, "wb") : NULL;
-    ok = ok && f != NULL;
-    const uint64_t hl64 = hl + pad;
-    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
-    for (int i = 0; ok && i < o.n; i++) ok = fwrite(o.data[i], 1, o.bytes[i], f) == o.bytes[i];
-    if (f && fclose(f) != 0) ok = false;
-    for (int i = 0; i < o.n; i++) free(o.data[i]);
-    free(hdr);
+    ok = st_write(&o.w, dir) && ok;
     ok = ok && write_config(s, g, dir, mx, op ? op->ed : NULL);
     kld_gguf_close(g);
     return ok;

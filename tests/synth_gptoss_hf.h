@@ -5,11 +5,10 @@
 #ifndef KLD_TEST_SYNTH_GPTOSS_HF_H
 #define KLD_TEST_SYNTH_GPTOSS_HF_H
 
+#include "st_writer.h"
 #include "test_forward_models.h"
 
-typedef struct oss_edit {
-    const char *key, *json; /* config.json edit: the new value as JSON text; json NULL deletes the key */
-} oss_edit;
+typedef hf_edit oss_edit; /* a config.json edit */
 
 typedef struct oss_hf_opts {
     const char *drop;        /* leave this HF tensor out, or NULL */

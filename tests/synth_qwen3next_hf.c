@@ -17,11 +17,7 @@
 #include <stdlib.h>
 
 typedef struct hf_out {
-    json_t *header;
-    float *data[512];
-    size_t count[512];
-    int n;
-    uint64_t off;
+    st_writer w;
     bool bf16;
 } hf_out;
 
@@ -33,12 +29,11 @@ static void put(hf_out *o, const q3n_hf_opts *opt, const char *name, int nd, con
     }
     size_t n = 1, n_in = 1;
     const bool bad = opt && opt->bad_shape && !strcmp(opt->bad_shape, name);
-    json_t *shape = json_array();
+    int64_t d[4];
     for (int i = 0; i < nd; i++) {
-        const int64_t d = bad && i == 0 ? dims[i] + 1 : dims[i]; /* one row too many */
-        n *= (size_t)d;
+        d[i] = bad && i == 0 ? dims[i] + 1 : dims[i]; /* one row too many */
+        n *= (size_t)d[i];
         n_in *= (size_t)dims[i];
-        json_array_append_new(shape, json_integer(d));
     }
     if (n != n_in) {
         float *g = calloc(n, sizeof *g);
@@ -47,17 +42,9 @@ static void put(hf_out *o, const q3n_hf_opts *opt, const char *name, int nd, con
         f = g;
     }
     const bool bf = o->bf16 && nd == 2;
-    const uint64_t bytes = n * (bf ? 2 : 4);
-    json_t *e = json_object();
-    json_object_set_new(e, "dtype", json_string(bf ? "BF16" : "F32"));
-    json_object_set_new(e, "shape", shape);
-    json_object_set_new(e, "data_offsets", json_pack("[I, I]", (json_int_t)o->off, (json_int_t)(o->off + bytes)));
-    json_object_set_new(o->header, name, e);
     if (bf)
         for (size_t i = 0; i < n; i++) ((uint16_t *)(void *)f)[i] = kld_f32_to_bf16(f[i]);
-    o->data[o->n] = f;
-    o->count[o->n++] = bf ? n * 2 : n * 4;
-    o->off += bytes;
+    st_put(&o->w, name, bf ? "BF16" : "F32", nd, d, f, n * (bf ? 2 : 4));
 }
 
 static float *floats(const kld_tensor *t) {
@@ -238,20 +225,7 @@ static bool write_config(const synth_shape *s, const char *dir, const q3n_hf_opt
         json_object_set_new(c, "mlp_only_layers", json_array());
     }
     if (opt && opt->mtp) json_object_set_new(c, "num_nextn_predict_layers", json_integer(1));
-    for (int i = 0; opt && i < 8 && opt->edits[i].key; i++) {
-        if (!opt->edits[i].json) {
-            json_object_del(c, opt->edits[i].key);
-            continue;
-        }
-        json_error_t je;
-        json_t *v = json_loads(opt->edits[i].json, JSON_DECODE_ANY, &je);
-        if (v) json_object_set_new(c, opt->edits[i].key, v);
-    }
-    char path[600];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    const bool ok = json_dump_file(c, path, JSON_INDENT(1)) == 0;
-    json_decref(c);
-    return ok;
+    return hf_config_write(c, opt ? opt->edits : NULL, dir);
 }
 
 bool q3n_write_hf(const synth_shape *s, const char *gguf_path, const char *dir, const q3n_hf_opts *opt) {
@@ -261,8 +235,9 @@ bool q3n_write_hf(const synth_shape *s, const char *gguf_path, const char *dir, 
         fprintf(stderr, "q3n_write_hf: %s\n", err.msg);
         return false;
     }
-    hf_out o = {.header = json_object(), .bf16 = opt && opt->bf16};
-    for (uint64_t i = 0; i < g->n_tensors && o.n < 480; i++) {
+    hf_out o = {.bf16 = opt && opt->bf16};
+    st_init(&o.w);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
         const kld_tensor *t = &g->tensors[i];
         int il = 0, used = 0;
         const int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
@@ -277,19 +252,7 @@ bool q3n_write_hf(const synth_shape *s, const char *gguf_path, const char *dir, 
     }
     if (opt && opt->mtp) put_mtp(&o, s);
     kld_gguf_close(g);
-    char *hdr = json_dumps(o.header, JSON_COMPACT);
-    json_decref(o.header);
-    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
-    char path[600];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = fopen(path, "wb");
-    bool ok = f != NULL;
-    uint64_t hl64 = hl + pad;
-    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
-    for (int i = 0; ok && i < o.n; i++) ok = fwrite(o.data[i], 1, o.count[i], f) == o.count[i];
-    if (f && fclose(f) != 0) ok = false;
-    for (int i = 0; i < o.n; i++) free(o.data[i]);
-    free(hdr);
+    bool ok = st_write(&o.w, dir);
     return ok && write_config(s, dir, opt);
 }
 
@@ -458,8 +421,9 @@ bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir) 
         fprintf(stderr, "q35_write_hf: %s\n", err.msg);
         return false;
     }
-    hf_out o = {.header = json_object()};
-    for (uint64_t i = 0; i < g->n_tensors && o.n < 480; i++) {
+    hf_out o = {.bf16 = false};
+    st_init(&o.w);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
         const kld_tensor *t = &g->tensors[i];
         int il = 0, used = 0;
         const int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
@@ -473,19 +437,7 @@ bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir) 
             put_q35_layer(&o, s, t, il, t->name + used);
     }
     kld_gguf_close(g);
-    char *hdr = json_dumps(o.header, JSON_COMPACT);
-    json_decref(o.header);
-    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
-    char path[600];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = fopen(path, "wb");
-    bool ok = f != NULL;
-    uint64_t hl64 = hl + pad;
-    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
-    for (int i = 0; ok && i < o.n; i++) ok = fwrite(o.data[i], 1, o.count[i], f) == o.count[i];
-    if (f && fclose(f) != 0) ok = false;
-    for (int i = 0; i < o.n; i++) free(o.data[i]);
-    free(hdr);
+    bool ok = st_write(&o.w, dir);
     json_t *c = json_object();
     const bool moe = s->n_expert > 0; /* Qwen3.5-MoE (Qwen3_5MoeTextConfig) */
     json_object_set_new(c, "architectures", json_pack("[s]", moe ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"));
@@ -519,8 +471,5 @@ bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir) 
     json_object_set_new(c, "linear_value_head_dim", json_integer(s->dn_head));
     json_object_set_new(c, "linear_num_key_heads", json_integer(s->dn_n_k_heads));
     json_object_set_new(c, "linear_num_value_heads", json_integer(s->dn_n_v_heads));
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    ok = ok && json_dump_file(c, path, JSON_INDENT(1)) == 0;
-    json_decref(c);
-    return ok;
+    return hf_config_write(c, NULL, dir) && ok;
 }

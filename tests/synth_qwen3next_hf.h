@@ -4,6 +4,7 @@
 #ifndef KLD_TEST_SYNTH_QWEN3NEXT_HF_H
 #define KLD_TEST_SYNTH_QWEN3NEXT_HF_H
 
+#include "st_writer.h"
 #include "test_forward_models.h"
 
 typedef struct q3n_hf_opts {
@@ -11,10 +12,8 @@ typedef struct q3n_hf_opts {
     bool mtp;               /* add mtp.* tensors and "num_nextn_predict_layers": 1 */
     const char *drop;       /* leave out this HF tensor (error tests), or NULL */
     const char *bad_shape;  /* give this HF tensor one row too many, or NULL */
-    struct {
-        const char *key;
-        const char *json;   /* the new value as JSON text; NULL: delete the key */
-    } edits[8];             /* config.json edits, ended by a NULL key */
+    hf_edit edits[8];       /* config.json edits (the new value as JSON text; NULL: delete the key),
+                               ended by a NULL key */
 } q3n_hf_opts;
 
 /* Writes dir/model.safetensors and dir/config.json (dir must exist). */

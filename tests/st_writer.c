@@ -1,0 +1,83 @@
+/* st_writer.c — see st_writer.h. */
+#include "st_writer.h"
+
+#include "tensor/types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void st_init(st_writer *w) {
+    memset(w, 0, sizeof *w);
+    w->header = json_object();
+}
+
+void st_put(st_writer *w, const char *name, const char *dtype, int nd, const int64_t *dims, void *p, size_t bytes) {
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 64;
+        w->data = realloc(w->data, sizeof *w->data * (size_t)w->cap);
+        w->bytes = realloc(w->bytes, sizeof *w->bytes * (size_t)w->cap);
+    }
+    json_t *shape = json_array();
+    for (int i = 0; i < nd; i++) json_array_append_new(shape, json_integer(dims[i]));
+    json_t *e = json_object();
+    json_object_set_new(e, "dtype", json_string(dtype));
+    json_object_set_new(e, "shape", shape);
+    json_object_set_new(e, "data_offsets", json_pack("[I, I]", (json_int_t)w->off, (json_int_t)(w->off + bytes)));
+    json_object_set_new(w->header, name, e);
+    w->data[w->n] = p;
+    w->bytes[w->n++] = bytes;
+    w->off += bytes;
+}
+
+void st_put_f32(st_writer *w, const char *name, int nd, const int64_t *dims, float *f) {
+    size_t n = 1;
+    for (int i = 0; i < nd; i++) n *= (size_t)dims[i];
+    st_put(w, name, "F32", nd, dims, f, n * sizeof(float));
+}
+
+bool st_write(st_writer *w, const char *dir) {
+    char *hdr = json_dumps(w->header, JSON_COMPACT);
+    json_decref(w->header);
+    const size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8; /* the data start 8-aligned */
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    bool ok = f != NULL;
+    const uint64_t hl64 = hl + pad;
+    if (ok) ok = fwrite(&hl64, 8, 1, f) == 1 && fwrite(hdr, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
+    for (int i = 0; ok && i < w->n; i++) ok = fwrite(w->data[i], 1, w->bytes[i], f) == w->bytes[i];
+    if (f && fclose(f) != 0) ok = false;
+    for (int i = 0; i < w->n; i++) free(w->data[i]);
+    free(w->data), free(w->bytes), free(hdr);
+    memset(w, 0, sizeof *w);
+    return ok;
+}
+
+float *st_floats(const kld_tensor *t, int64_t from, int64_t n) {
+    const int64_t all_n = kld_tensor_nelements(t);
+    float *all = malloc(sizeof(float) * (size_t)all_n);
+    kld_type_info_get(t->type)->to_float_ref(t->data, all, all_n);
+    if (from == 0 && n == all_n) return all;
+    float *f = malloc(sizeof(float) * (size_t)n);
+    memcpy(f, all + from, sizeof(float) * (size_t)n);
+    free(all);
+    return f;
+}
+
+bool hf_config_write(json_t *c, const hf_edit *ed, const char *dir) {
+    for (int i = 0; ed && ed[i].key; i++) {
+        if (!ed[i].json) {
+            json_object_del(c, ed[i].key);
+            continue;
+        }
+        json_error_t je;
+        json_t *v = json_loads(ed[i].json, JSON_DECODE_ANY, &je);
+        if (v) json_object_set_new(c, ed[i].key, v);
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const bool ok = json_dump_file(c, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0;
+    json_decref(c);
+    return ok;
+}

@@ -1,0 +1,41 @@
+/* st_writer.h — test-only safetensors writer shared by the Hugging Face
+ * copies of synthesized GGUFs (synth_*_hf.c): tensors added one by one
+ * (owned buffers, torch shapes), then dir/model.safetensors in one go; and
+ * the config.json edits their tests apply. */
+#ifndef KLD_TEST_ST_WRITER_H
+#define KLD_TEST_ST_WRITER_H
+
+#include "tensor/tensor.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct st_writer {
+    json_t *header;
+    void **data;   /* owned tensor bytes, in file order */
+    size_t *bytes;
+    int n, cap;
+    uint64_t off;
+} st_writer;
+
+void st_init(st_writer *w);
+/* name with torch shape dims[0..nd), safetensors dtype ("F32", "BF16", "U8" …) holding p (owned). */
+void st_put(st_writer *w, const char *name, const char *dtype, int nd, const int64_t *dims, void *p, size_t bytes);
+/* The same for float32 values f (owned). */
+void st_put_f32(st_writer *w, const char *name, int nd, const int64_t *dims, float *f);
+/* Writes dir/model.safetensors and frees everything; false when the file cannot be written. */
+bool st_write(st_writer *w, const char *dir);
+/* Elements [from, from + n) of t as float32 (malloc'd). */
+float *st_floats(const kld_tensor *t, int64_t from, int64_t n);
+
+/* A config.json edit: key set to the JSON text json, or deleted when json is NULL. */
+typedef struct hf_edit {
+    const char *key, *json;
+} hf_edit;
+/* Applies the edits ed (ended by a NULL key; ed NULL: none) to c, then writes dir/config.json
+ * (reals at 17 digits) and releases c. */
+bool hf_config_write(json_t *c, const hf_edit *ed, const char *dir);
+
+#endif
