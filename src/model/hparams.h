@@ -124,11 +124,10 @@ int64_t kld_hp_n_ff(const kld_hparams *hp, int64_t il);
 int64_t kld_hp_kv_source(const kld_hparams *hp, int64_t il);
 static inline bool kld_hp_has_own_kv(const kld_hparams *hp, int64_t il) { return kld_hp_kv_source(hp, il) == il; }
 /* The largest over the layers: q/k or v head size, rotary dims, FFN width,
- * KV heads, floats of one row of [q; k; v] and of the attention output. */
+ * floats of one row of [q; k; v] and of the attention output. */
 int64_t kld_hp_max_head_dim(const kld_hparams *hp);
 int64_t kld_hp_max_n_rot(const kld_hparams *hp);
 int64_t kld_hp_max_n_ff(const kld_hparams *hp);
-int64_t kld_hp_max_n_head_kv(const kld_hparams *hp);
 int64_t kld_hp_max_qkv(const kld_hparams *hp);
 int64_t kld_hp_max_attn_out(const kld_hparams *hp);
 /* The K and V values one position adds to the cache, all layers with a cache of their own. */

@@ -53,12 +53,6 @@ int64_t kld_hp_max_n_ff(const kld_hparams *hp) {
     return m;
 }
 
-int64_t kld_hp_max_n_head_kv(const kld_hparams *hp) {
-    int64_t m = hp->n_head_kv;
-    for (int64_t il = 0; il < hp->n_layer; il++) m = max64(m, kld_hp_n_head_kv(hp, il));
-    return m;
-}
-
 int64_t kld_hp_max_qkv(const kld_hparams *hp) {
     int64_t m = hp->n_head * hp->head_dim + hp->n_head_kv * (hp->head_dim + hp->head_dim_v);
     for (int64_t il = 0; il < hp->n_layer; il++) {
