@@ -134,6 +134,25 @@ row() { # label kld kld_spread base base_spread ratio target_op target
 
 div() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b }'; }
 
+# The memory plan of a KLD run as kldeval prints it: for each of the two
+# models, `kldeval inspect --plan` at the run's context, chunk and threads —
+# its total: weights, norms and biases, the session's arena (KV cache,
+# activations, scratch), the logits buffer of one chunk, program and
+# tokenizer. Empty when kldeval or a
+# model is missing or the plan cannot be made.
+kl_plan_bytes() { # ref arm ctx chunk threads -> bytes
+  local total=0 m b
+  [ -x "$build/kldeval" ] || return 0
+  for m in "$1" "$2"; do
+    [ -f "$m" ] || return 0
+    b=$("$build/kldeval" inspect "$m" --plan --ctx "$3" --chunk "$4" --threads "${5:-2}" --json 2>/dev/null |
+        jq -r '.plan.total_bytes') || return 0
+    [[ "$b" =~ ^[0-9]+$ ]] || return 0
+    total=$((total + b))
+  done
+  echo "$total"
+}
+
 issue_table() {
   local t k ks l ls
   echo
@@ -161,18 +180,14 @@ issue_table() {
     win=$(rec bench_kl ref_forward tok_per_s); pp=$(rec bench_forward prefill_all_logits_f16 median)
     [ -n "$win" ] && [ -n "$pp" ] &&
       row "$tokens-token window, all logits, f16 ÷ pp512 ($(cell "$pp"))" "$win" "" "" "" "$(div "$win" "$pp")" ">=" 0.90
-    local rss wbytes kv bound
+    local rss bound
     rss=$(rec bench_kl lockstep peak_rss_bytes)
-    wbytes=$(( $(stat -c %s "$(rec bench_kl lockstep models.ref)" 2>/dev/null || echo 0) +
-               $(stat -c %s "$(rec bench_kl lockstep models.arm)" 2>/dev/null || echo 0) ))
-    # f32 K and V for every layer and position, both arms
-    kv=$(jq -r -s 'map(select(.bench == "bench_kl" and .name == "lockstep")) | last | .shape |
-         2 * .n_layer * 2 * .tokens * .n_head_kv * (.n_embd / .n_head) * 4' "$records" 2>/dev/null)
-    if [ -n "$rss" ] && [ "$wbytes" -gt 0 ] && [ -n "$kv" ]; then
-      bound=$(awk -v w="$wbytes" -v kv="$kv" 'BEGIN {printf "%.0f", 1.1 * w + kv + 256 * 1048576}')
-      row "peak RSS of the KLD run MiB ÷ $(awk -v b="$bound" 'BEGIN {printf "%.0f", b / 1048576}') MiB bound" \
+    bound=$(kl_plan_bytes "$(rec bench_kl lockstep models.ref)" "$(rec bench_kl lockstep models.arm)" \
+      "$tokens" "$(rec bench_kl lockstep shape.chunk)" "$(rec bench_kl lockstep shape.threads)")
+    if [ -n "$rss" ] && [ -n "$bound" ]; then
+      row "peak RSS of the KLD run MiB ÷ plan $(awk -v b="$bound" 'BEGIN {printf "%.0f", b / 1048576}') MiB" \
         "$(awk -v r="$rss" 'BEGIN {print r / 1048576}')" "" "" "" "$(div "$rss" "$bound")" "<=" 1.0
-      echo "    bound = 1.1 × $(awk -v w="$wbytes" 'BEGIN {printf "%.0f", w / 1048576}') MiB (both GGUF files) + $(awk -v k="$kv" 'BEGIN {printf "%.0f", k / 1048576}') MiB f32 KV + 256 MiB"
+      echo "    plan = the sum of both models' \`kldeval inspect --plan --ctx $tokens --json\` (totals: weights, norms, session arena, logits per chunk, program and tokenizer)"
     fi
   fi
   local blas f32 worst wname

@@ -1,12 +1,14 @@
 /* test_cli_kl.c — `kldeval kl` as a user runs it: the JSON report carries
  * the documented keys and agrees with the pin line and the per-position
  * TSV; --pin appends; Ctrl-C (SIGINT) gives a partial report; bad flags and
- * files fail with a message; --gate passes (0) and fails (3). */
+ * files fail with a message; --gate passes (0) and fails (3); the run's peak
+ * resident size stays within the two models' memory plans. */
 #include "testlib.h"
 
 #include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -189,6 +191,52 @@ static void test_gates(void) {
     }
 }
 
+/* The plan's total (bytes) of `kldeval inspect MODEL --plan` at these sizes. */
+static double plan_total(const char *model, const char *ctx, const char *chunk, const char *threads) {
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s' --plan --ctx %s --chunk %s --threads %s --json", kldeval, model,
+             ctx, chunk, threads);
+    double total = -1;
+    if (kt_run_capture(cmd, &out) == 0) {
+        json_t *j = json_loads(out, 0, NULL);
+        const json_t *t = json_object_get(json_object_get(j, "plan"), "total_bytes");
+        if (json_is_integer(t)) total = (double)json_integer_value(t);
+        json_decref(j);
+    }
+    free(out);
+    return total;
+}
+
+/* A KL run holds two models, each within the plan inspect prints for it: the
+ * process's peak RSS is at most the sum of the two totals. (Under
+ * AddressSanitizer the shadow memory is resident too: not measured there.) */
+static void test_peak_within_plan(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    printf("test_cli_kl: peak RSS against the plan not measured under AddressSanitizer\n");
+#else
+    const char *ref = KT_SHARED "/models/rand-llama/f16.gguf", *arm = KT_SHARED "/models/rand-llama/q4_K_M.gguf";
+    const double plan = plan_total(ref, "512", "64", "2") + plan_total(arm, "512", "64", "2");
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execl(kldeval, kldeval, "kl", "--ref", ref, "--arm", arm, "--corpus", KT_SHARED "/corpus/licenses.txt",
+              "--ctx", "512", "--chunk", "64", "--threads", "2", "--no-db", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    struct rusage ru;
+    CHECK(wait4(pid, &st, 0, &ru) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "kl run (status %d)", st);
+    const double peak = (double)ru.ru_maxrss * 1024;
+    CHECK(plan > 0 && peak > 0 && peak <= plan, "peak RSS %.1f MiB within the plans' %.1f MiB", peak / 1048576,
+          plan / 1048576);
+    /* and the plan is not a blanket: the weights and logits are most of it */
+    CHECK(peak > 0.5 * plan, "peak RSS %.1f MiB is more than half the plans' %.1f MiB", peak / 1048576,
+          plan / 1048576);
+#endif
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     kldeval = argv[1];
@@ -196,5 +244,6 @@ int main(int argc, char **argv) {
     test_interrupt();
     test_errors();
     test_gates();
+    test_peak_within_plan();
     return kt_finish();
 }

@@ -315,6 +315,64 @@ static long mapped_rss_kb(const char *tail) {
     return kb;
 }
 
+typedef struct file_bytes_ctx {
+    const kld_model *m;
+    const kld_tensor *seen[512];
+    size_t n;
+    uint64_t bytes; /* the file's bytes of the matrices that were repacked */
+} file_bytes_ctx;
+
+static void add_repacked(void *ctx, const kld_tensor *t, const char *name) {
+    (void)name;
+    file_bytes_ctx *c = ctx;
+    if (!kld_model_repacked(c->m, t).data) return;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->seen[i] == t) return;
+    if (c->n < sizeof c->seen / sizeof c->seen[0]) c->seen[c->n++] = t;
+    c->bytes += t->nbytes;
+}
+
+/* The memory plan counts the weights as they are resident once a session
+ * has repacked them: for the SIMD set, the file's bytes with each repacked
+ * matrix at its repacked size (larger for q4_K: unpacked scales); for the
+ * ref set, the file's bytes. */
+static void test_plan_resident_weights(const kld_engine_kernels *ref, const kld_engine_kernels *simd) {
+    const char *files[] = {"f16", "q4_K_M"};
+    for (int f = 0; f < 2; f++) {
+        char path[512];
+        snprintf(path, sizeof path, KT_SHARED "/models/rand-llama/%s.gguf", files[f]);
+        kld_error err = {0};
+        kld_model *m = NULL;
+        CHECK_OK(kld_model_open(path, NULL, &m, &err), err);
+        if (!m) continue;
+        kld_levers lv;
+        kld_levers_default(&lv);
+        lv.kernels = KLD_KERNELS_REF;
+        kld_mem_plan p_ref, p_simd;
+        CHECK_OK(kld_mem_plan_compute_levers(m, 64, 16, 1, &lv, &p_ref, &err), err);
+        CHECK(p_ref.weights_bytes == m->weights_bytes, "%s: ref set: the file's %llu bytes, plan %llu", files[f],
+              (unsigned long long)m->weights_bytes, (unsigned long long)p_ref.weights_bytes);
+        lv.kernels = simd != ref ? KLD_KERNELS_SIMD : KLD_KERNELS_AUTO;
+        CHECK_OK(kld_mem_plan_compute_levers(m, 64, 16, 1, &lv, &p_simd, &err), err);
+        const kld_session_opts o = {.n_ctx = 64, .max_chunk = 16, .n_threads = 1, .levers = &lv};
+        kld_session *s = NULL;
+        CHECK_OK(kld_session_create_opts(m, &o, &s, &err), err);
+        file_bytes_ctx c = {.m = m};
+        kld_model_each_weight(m, add_repacked, &c);
+        const uint64_t resident = m->weights_bytes - c.bytes + kld_model_repacked_bytes(m);
+        CHECK(p_simd.weights_bytes == resident, "%s: plan %llu bytes of weights, resident after repacking %llu "
+              "(%llu of the file's bytes repacked into %llu)", files[f], (unsigned long long)p_simd.weights_bytes,
+              (unsigned long long)resident, (unsigned long long)c.bytes,
+              (unsigned long long)kld_model_repacked_bytes(m));
+        if (simd != ref && f == 1)
+            CHECK(p_simd.weights_bytes > p_ref.weights_bytes, "q4_K_M: the repacked q4_K/q6_K panels are larger "
+                  "than the file's blocks (%llu vs %llu)", (unsigned long long)p_simd.weights_bytes,
+                  (unsigned long long)p_ref.weights_bytes);
+        kld_session_free(s);
+        kld_model_close(m);
+    }
+}
+
 /* A SIMD session repacks the f16 matrices (the tied output included) and
  * gives their mapped pages back: after a whole forward pass the model
  * file is hardly resident; the ref set then reads the rows from the file
@@ -379,5 +437,6 @@ int main(void) {
     test_pool();
     test_forward_ref_equals_simd(ref, simd);
     test_repacked_pages(ref, simd);
+    test_plan_resident_weights(ref, simd);
     return kt_finish();
 }

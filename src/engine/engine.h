@@ -205,7 +205,7 @@ void kld_model_each_weight(const kld_model *m, kld_weight_fn fn, void *ctx);
 typedef struct kld_mem_plan {
     int64_t n_ctx, max_chunk;
     int n_threads;
-    uint64_t weights_bytes;   /* memory-mapped weight data (not allocated) */
+    uint64_t weights_bytes;   /* weight data as resident: repacked matrices (allocated), the rest mmapped */
     uint64_t model_bytes;     /* float32 norms/biases/RoPE tables owned by the model */
     uint64_t kv_bytes;        /* K and V cache in its lever types, all layers */
     uint64_t kv_token_bytes;  /* K and V bytes of one position, all attention layers */
@@ -214,6 +214,8 @@ typedef struct kld_mem_plan {
     uint64_t scratch_bytes;   /* per-thread GEMM panels, attention rows and dequantized K/V */
     uint64_t arena_bytes;     /* kv + recurrent + act + scratch: the one allocation of a session */
     uint64_t logits_bytes;    /* one chunk of logits, max_chunk × n_vocab float32 (caller's buffer) */
+    uint64_t runtime_bytes;   /* the program, its libraries and stacks, the tokenizer's tables */
+    uint64_t total_bytes;     /* weights + model + arena + logits + runtime: the peak RSS, at most */
     char kv_desc[512];        /* "f32" or the lever's K/V maps ("kv=q8_0") */
 } kld_mem_plan;
 

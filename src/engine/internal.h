@@ -70,6 +70,7 @@ kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kerne
 /* t's repacked copy (data NULL when there is none). */
 kld_repacked kld_model_repacked(const kld_model *m, const kld_tensor *t);
 uint64_t kld_model_repacked_bytes(const kld_model *m);
+uint64_t kld_model_resident_weight_bytes(const kld_model *m, const kld_engine_kernels *kr);
 void kld_model_repacked_free(struct kld_model_repacked *p);
 
 /* One layer's K and V cache. f32: K^T [kv head][head_dim][ldk] and V

@@ -89,9 +89,8 @@ typedef struct pack_ctx {
     const kld_engine_kernels *kr;
 } pack_ctx;
 
-static bool wanted(const pack_ctx *c, const kld_tensor *t) {
-    const kld_model *m = c->m;
-    if (!kld_repack_panel_bytes(t->type, t->ne[0]) || !c->kr->repack(t->type)) return false;
+static bool wanted(const kld_model *m, const kld_engine_kernels *kr, const kld_tensor *t) {
+    if (!kr->repack || !kld_repack_panel_bytes(t->type, t->ne[0]) || !kr->repack(t->type)) return false;
     if (t->n_dims != 2 || t->ne[1] < 2 || t->ne[0] % kld_type_info_get(t->type)->block_size) return false;
     /* token_embd is only looked up by row unless it is also the output matrix */
     return t != m->w.token_embd || m->w.output == t;
@@ -101,7 +100,7 @@ static void pack_one(void *ctx, const kld_tensor *t, const char *name) {
     (void)name;
     pack_ctx *c = ctx;
     struct kld_model_repacked *P = c->m->repacked;
-    if (P->oom || !wanted(c, t)) return;
+    if (P->oom || !wanted(c->m, c->kr, t)) return;
     for (size_t i = 0; i < P->n; i++)
         if (P->m[i].t == t) return; /* bound twice (a shared matrix) */
     if (P->n == P->cap) {
@@ -151,6 +150,45 @@ kld_repacked kld_model_repacked(const kld_model *m, const kld_tensor *t) {
     const packed_matrix key = {t, NULL, 0};
     const packed_matrix *hit = bsearch(&key, P->m, P->n, sizeof key, by_address);
     return hit ? (kld_repacked){hit->data, hit->panel_bytes} : (kld_repacked){0};
+}
+
+/* Resident bytes of the weights once kld_model_repack has run with kernel
+ * set kr: the file's bytes, with each matrix it would repack counted at its
+ * repacked size (panels of KLD_REPACK_ROWS rows, unpacked scales) instead. */
+typedef struct resident_ctx {
+    const kld_model *m;
+    const kld_engine_kernels *kr;
+    const kld_tensor **seen;
+    size_t n, cap;
+    int64_t delta;
+    bool oom;
+} resident_ctx;
+
+static void count_one(void *ctx, const kld_tensor *t, const char *name) {
+    (void)name;
+    resident_ctx *c = ctx;
+    if (c->oom || !wanted(c->m, c->kr, t)) return;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->seen[i] == t) return; /* bound twice (a shared matrix) */
+    if (c->n == c->cap) {
+        const size_t cap = c->cap ? 2 * c->cap : 64;
+        const kld_tensor **ns = realloc(c->seen, cap * sizeof *ns);
+        if (!ns) {
+            c->oom = true; /* then the file's bytes: an underestimate only by the padding */
+            return;
+        }
+        c->seen = ns;
+        c->cap = cap;
+    }
+    c->seen[c->n++] = t;
+    c->delta += (int64_t)((uint64_t)n_panels(t) * kld_repack_panel_bytes(t->type, t->ne[0])) - (int64_t)t->nbytes;
+}
+
+uint64_t kld_model_resident_weight_bytes(const kld_model *m, const kld_engine_kernels *kr) {
+    resident_ctx c = {.m = m, .kr = kr};
+    if (kr) kld_model_each_weight(m, count_one, &c);
+    free(c.seen);
+    return (uint64_t)((int64_t)m->weights_bytes + (c.oom ? 0 : c.delta));
 }
 
 uint64_t kld_model_repacked_bytes(const kld_model *m) { return m->repacked ? m->repacked->bytes : 0; }

@@ -198,14 +198,15 @@ static json_t *plan_json(const char *path, const kld_inspect_options *opt) {
                                                 &p, &err);
     kld_model_close(m);
     if (st) return json_pack("{s:s}", "error", err.msg);
-    return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
+    return json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "n_ctx", (json_int_t)p.n_ctx,
                      "max_chunk", (json_int_t)p.max_chunk, "threads", p.n_threads, "weights_bytes",
                      (json_int_t)p.weights_bytes, "model_bytes", (json_int_t)p.model_bytes,
                      "kv_bytes", (json_int_t)p.kv_bytes, "kv_token_bytes",
                      (json_int_t)p.kv_token_bytes, "kv_type", p.kv_desc, "recurrent_bytes",
                      (json_int_t)p.recurrent_bytes, "act_bytes", (json_int_t)p.act_bytes,
                      "scratch_bytes", (json_int_t)p.scratch_bytes, "arena_bytes",
-                     (json_int_t)p.arena_bytes, "logits_bytes", (json_int_t)p.logits_bytes);
+                     (json_int_t)p.arena_bytes, "logits_bytes", (json_int_t)p.logits_bytes,
+                     "runtime_bytes", (json_int_t)p.runtime_bytes, "total_bytes", (json_int_t)p.total_bytes);
 }
 
 static json_t *source_facts(const kld_source *src, const char *model_path, const kld_inspect_options *opt) {

@@ -164,14 +164,17 @@ static void print_plan(FILE *out, const json_t *p) {
                                     {"act_bytes", "activations"},
                                     {"scratch_bytes", "per-thread scratch"},
                                     {"arena_bytes", "session arena total"},
-                                    {"logits_bytes", "logits per chunk"}};
+                                    {"logits_bytes", "logits per chunk"},
+                                    {"runtime_bytes", "program, tokenizer"},
+                                    {"total_bytes", "total"}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         /* only hybrid models have a recurrent state */
         if (!strcmp(rows[i][0], "recurrent_bytes") && !json_integer_value(json_object_get(p, rows[i][0])))
             continue;
         fprintf(out, "  %-22s %12s", rows[i][1],
                 kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, rows[i][0])), b, sizeof b));
-        if (!strcmp(rows[i][0], "weights_bytes")) fprintf(out, "  (mmapped; the SIMD kernels repack " KLD_REPACKED_TYPES ")");
+        if (!strcmp(rows[i][0], "weights_bytes")) fprintf(out, "  (" KLD_REPACKED_TYPES " matrices at their repacked size, the rest mmapped)");
+        if (!strcmp(rows[i][0], "total_bytes")) fprintf(out, "  (the peak resident size, at most)");
         if (!strcmp(rows[i][0], "kv_bytes"))
             fprintf(out, "  (%s, %s per token)", json_string_value(json_object_get(p, "kv_type")),
                     kld_format_bytes((uint64_t)json_integer_value(json_object_get(p, "kv_token_bytes")),
