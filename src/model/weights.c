@@ -73,6 +73,15 @@ const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp
         snprintf(buf, cap, "%s", gguf_name);
         return buf;
     }
+    /* multimodal checkpoints of the transformers 5 layout (Gemma 4's Gemma4ForConditionalGeneration)
+     * keep the language model under model.language_model.* (the converter drops "language_model.") */
+    if (kld_source_find(src, "model.language_model.embed_tokens.weight")) {
+        char plain[256];
+        kld_weights_hf_name(src, hp, gguf_name, "", plain, sizeof plain);
+        if (!strncmp(plain, "model.", 6)) snprintf(buf, cap, "model.language_model.%s", plain + 6);
+        else snprintf(buf, cap, "%s", plain);
+        return buf;
+    }
     return kld_weights_hf_name(src, hp, gguf_name, hf_prefix(src), buf, cap);
 }
 
@@ -117,6 +126,11 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
              * DeepSeek V3), a parameter of mlp.gate without a .weight / .bias of its own */
             if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_EXP_PROBS_B)) && !strcmp(kind, "bias")) {
                 snprintf(buf, cap, "%smodel.layers.%d.mlp.gate.e_score_correction_bias", pre, il);
+                return buf;
+            }
+            /* Gemma 4's layer_scalar: a parameter (the converter appends .weight) */
+            if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_LAYER_OUT_SCALE))) {
+                snprintf(buf, cap, "%smodel.layers.%d.layer_scalar", pre, il);
                 return buf;
             }
             /* gpt-oss's sinks: the parameter self_attn.sinks (the converter appends .weight) */
@@ -526,6 +540,33 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
 }
 #undef B
 
+/* Gemma 4 from config.json: rope_freqs as llama.cpp's converter generates it (Gemma4Model
+ * generate_extra_tensors): float32 1 for the rotated pairs of the full layers' heads, 1e30 for
+ * the others (their angle vanishes). */
+static kld_status derive_rope_freqs(const kld_source *src, const kld_hparams *hp, kld_weights *w, kld_error *err) {
+    const int64_t half = hp->n_rot / 2;
+    static const char name[] = "rope_freqs.weight";
+    kld_tensor *t = calloc(1, sizeof *t);
+    float *f = malloc(sizeof(float) * (size_t)half);
+    char *nm = malloc(sizeof name);
+    if (!t || !f || !nm) {
+        free(t), free(f), free(nm);
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    }
+    for (int64_t i = 0; i < half; i++) f[i] = i < hp->rope_freqs_rot_pairs ? 1.0f : 1e30f;
+    memcpy(nm, name, sizeof name);
+    t->name = nm;
+    t->type = KLD_TYPE_F32;
+    t->n_dims = 1;
+    t->ne[0] = half;
+    t->ne[1] = t->ne[2] = t->ne[3] = 1;
+    t->data = f;
+    t->nbytes = sizeof(float) * (uint64_t)half;
+    w->rope_freqs_derived = t;
+    w->rope_freqs = t;
+    return KLD_OK;
+}
+
 kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
                             kld_error *err) {
     memset(w, 0, sizeof *w);
@@ -557,6 +598,7 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
                   (s = bind(&b, kld_tn(n, sizeof n, KLD_T_PER_LAYER_PROJ_NORM, 0, 0, "weight"), P, 0, true,
                             &w->ple_proj_norm))))
         return s;
+    if (!w->rope_freqs && hp->rope_freqs_rot_pairs > 0 && (s = derive_rope_freqs(src, hp, w, err))) return s;
     w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
     w->n_expert = hp->n_expert;
     const size_t n_slots = (size_t)(hp->n_layer * 3 * hp->n_expert);
@@ -582,6 +624,11 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
 void kld_weights_free(kld_weights *w) {
     kld_weights_dn_free(w);
     kld_weights_gptoss_free(w);
+    if (w->rope_freqs_derived) {
+        free(w->rope_freqs_derived->name);
+        free((void *)w->rope_freqs_derived->data);
+        free(w->rope_freqs_derived);
+    }
     free(w->layers);
     free(w->expert_slots);
     free(w->expert_views);
