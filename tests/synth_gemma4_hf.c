@@ -31,7 +31,17 @@ static const char *const names[][2] = {
     {"inp_gate", "per_layer_input_gate"},
     {"proj", "per_layer_projection"},
     {"post_norm", "post_per_layer_input_norm"},
+    {"ffn_gate_inp", "router.proj"},
+    {"pre_ffw_norm_2", "pre_feedforward_layernorm_2"},
+    {"post_ffw_norm_1", "post_feedforward_layernorm_1"},
+    {"post_ffw_norm_2", "post_feedforward_layernorm_2"},
 };
+
+static const kld_tensor *find(const kld_gguf *g, const char *name) {
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
+    return NULL;
+}
 
 static const char *const globals[][2] = {
     {"token_embd.weight", "embed_tokens.weight"},
@@ -66,7 +76,12 @@ static json_t *text_config(const synth_shape *s, const kld_gguf *g) {
     json_object_set_new(c, "sliding_window", json_integer(s->sliding_window));
     json_object_set_new(c, "final_logit_softcapping", s->final_softcap > 0 ? json_real(s->final_softcap) : json_null());
     json_object_set_new(c, "attn_logit_softcapping", json_null());
-    json_object_set_new(c, "enable_moe_block", json_false());
+    json_object_set_new(c, "enable_moe_block", json_boolean(s->n_expert > 0));
+    if (s->n_expert > 0) {
+        json_object_set_new(c, "num_experts", json_integer(s->n_expert));
+        json_object_set_new(c, "top_k_experts", json_integer(s->n_expert_used));
+        json_object_set_new(c, "moe_intermediate_size", json_integer(s->n_ff_exp));
+    }
     json_t *lt = json_array();
     for (int64_t il = 0; il < s->n_layer; il++)
         json_array_append_new(lt, json_string(s->pattern_flags[il] ? "sliding_attention" : "full_attention"));
@@ -119,6 +134,34 @@ bool g4_write_hf(const synth_shape *s, const char *gguf, const char *dir, bool w
             char rest[96];
             snprintf(rest, sizeof rest, "%.*s", (int)(dot - r), r);
             if (!strcmp(rest, "layer_output_scale")) snprintf(name, sizeof name, "%slayers.%d.layer_scalar", pre, il);
+            if (!strcmp(rest, "ffn_gate_inp") && !strcmp(dot, ".scale"))
+                snprintf(name, sizeof name, "%slayers.%d.router.scale", pre, il);
+            if (!strcmp(rest, "ffn_down_exps") && !strcmp(dot, ".scale"))
+                snprintf(name, sizeof name, "%slayers.%d.router.per_expert_scale", pre, il);
+            if (!strcmp(rest, "ffn_up_exps")) continue; /* in gate_up_proj */
+            if (!name[0] && t->n_dims == 3) { /* experts.down_proj [X, E, F]; gate_up_proj [X, 2F, E] */
+                const bool down = !strcmp(rest, "ffn_down_exps");
+                snprintf(name, sizeof name, "%slayers.%d.experts.%s", pre, il, down ? "down_proj" : "gate_up_proj");
+                if (drop && !strcmp(drop, name)) continue;
+                const int64_t X = t->ne[2], per = t->ne[0] * t->ne[1];
+                if (down) {
+                    int64_t d3[3] = {X, t->ne[1], t->ne[0]};
+                    st_put_f32(&o, name, 3, d3, st_floats(t, 0, n));
+                    continue;
+                }
+                char un[96];
+                snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", il);
+                const kld_tensor *up = find(g, un);
+                float *f = malloc(sizeof(float) * (size_t)(2 * n)), *gf = st_floats(t, 0, n), *uf = up ? st_floats(up, 0, n) : NULL;
+                for (int64_t e = 0; uf && e < X; e++) { /* per expert: the gate rows, then the up rows */
+                    memcpy(f + 2 * e * per, gf + e * per, sizeof(float) * (size_t)per);
+                    memcpy(f + (2 * e + 1) * per, uf + e * per, sizeof(float) * (size_t)per);
+                }
+                free(gf), free(uf);
+                int64_t d3[3] = {X, 2 * t->ne[1], t->ne[0]};
+                st_put_f32(&o, name, 3, d3, f);
+                continue;
+            }
             for (size_t k = 0; !name[0] && k < sizeof names / sizeof names[0]; k++)
                 if (!strcmp(rest, names[k][0]))
                     snprintf(name, sizeof name, "%slayers.%d.%s%s", pre, il, names[k][1], dot);

@@ -6,7 +6,9 @@
  * towers that are never read). The small uniform model and the E2B geometry
  * (per-layer embeddings, KV sharing, the double-wide FFN of the sharing
  * layers, full heads of 64 with 1 KV head beside sliding heads of 32 with 2)
- * give the hyper-parameters the GGUF gives, the converter's rope_freqs bit
+ * and the 26B-A4B's experts beside the dense FFN (router.proj / scale /
+ * per_expert_scale, experts.gate_up_proj read as llama.cpp's
+ * ffn_gate_up_exps, experts.down_proj) give the hyper-parameters the GGUF gives, the converter's rope_freqs bit
  * for bit (generated at load), the GGUF's logits bit for bit and the float64
  * reference's; malformed configs are errors naming config.json, the field
  * and the value. */
@@ -59,7 +61,8 @@ static void check_hparams(const char *label, const char *gguf, const char *hf) {
     SAME(n_vocab) SAME(n_rot) SAME(head_dim_swa) SAME(n_rot_swa) SAME(n_layer_kv) SAME(n_embd_per_layer)
     SAME(sliding_window) SAME(swa_pattern) SAME(rope_freq_base) SAME(rope_freq_base_swa) SAME(rope_freq_scale)
     SAME(rope_freq_scale_swa) SAME(attn_scale) SAME(attn_softcap) SAME(final_softcap) SAME(embd_scale)
-    SAME(tied_output) SAME(norm_weight_offset) SAME(rope_type) SAME(n_expert)
+    SAME(tied_output) SAME(norm_weight_offset) SAME(rope_type) SAME(n_expert) SAME(n_expert_used) SAME(n_ff_exp)
+    SAME(moe_norm_w) SAME(moe_gating) SAME(moe_w_scale)
 #undef SAME
     if ((float)a->norm_eps != (float)b->norm_eps) bad++, printf("%s: norm_eps differs\n", label);
     if (strcmp(a->rope_scaling, b->rope_scaling)) bad++, printf("%s: rope_scaling %s / %s\n", label, a->rope_scaling, b->rope_scaling);
@@ -170,8 +173,8 @@ static void test_errors(void) {
                  "config.json: \"sliding_window\" must be an integer, not \"512\"", NULL);
     expect_error("attn-softcap", false, E1("attn_logit_softcapping", "50.0"), NULL,
                  "config.json: \"attn_logit_softcapping\" is set", NULL);
-    expect_error("moe", false, E1("enable_moe_block", "true"), NULL, "config.json: \"enable_moe_block\"",
-                 "not read from Hugging Face checkpoints yet");
+    expect_error("moe-no-experts", false, E1("enable_moe_block", "true"), NULL,
+                 "config.json: \"enable_moe_block\" is true but \"num_experts\" is missing", NULL);
     expect_error("per-layer-128", false, E1("hidden_size_per_layer_input", "128"), NULL,
                  "config.json: \"hidden_size_per_layer_input\" = 128 is out of range [0, 64]", NULL);
     /* the tensors the config asks for */
@@ -181,6 +184,34 @@ static void test_errors(void) {
                  "model.language_model.embed_tokens_per_layer.weight", "missing");
     expect_error("ple-width", false, E1("hidden_size_per_layer_input", "16"), NULL,
                  "model.embed_tokens_per_layer.weight", "expected [128, ");
+#undef E1
+}
+
+static void moe_error(const synth_shape *m, const char *label, const hf_edit *ed, const char *drop, const char *want1,
+                      const char *want2) {
+    char gguf[600], hf[600];
+    paths(label, gguf, hf, sizeof gguf);
+    if (!synth_write_gguf(m, gguf) || !g4_write_hf(m, gguf, hf, false, drop, ed)) {
+        CHECK(false, "%s: synthesize", label);
+        return;
+    }
+    kld_error err = {0};
+    kld_model *md = NULL;
+    const kld_status st = kld_model_open(hf, NULL, &md, &err);
+    printf("error %-18s %s\n", label, err.msg);
+    CHECK(st != KLD_OK && strstr(err.msg, want1) && (!want2 || strstr(err.msg, want2)),
+          "%s: expected an error naming '%s' / '%s': %s", label, want1, want2 ? want2 : "", err.msg);
+    kld_model_close(md);
+}
+
+static void test_moe_errors(const synth_shape *m) {
+#define E1(k, v) ((const hf_edit[]){{k, v}, {NULL, NULL}})
+    moe_error(m, "moe-top-5", E1("top_k_experts", "5"), NULL, "config.json: \"top_k_experts\" = 5 is out of range [1, 4]",
+              NULL);
+    moe_error(m, "moe-ff-48", E1("moe_intermediate_size", "48"), NULL, "model.layers.0.experts.gate_up_proj",
+              "expected [64, 96, 4]");
+    moe_error(m, "moe-no-scale", NULL, "model.layers.1.router.scale", "model.layers.1.router.scale", "missing");
+    moe_error(m, "moe-no-down", NULL, "model.layers.2.experts.down_proj", "model.layers.2.experts.down_proj", "missing");
 #undef E1
 }
 
@@ -199,6 +230,19 @@ int main(void) {
     /* the same in the multimodal form (Gemma4ForConditionalGeneration: text_config, model.language_model.*) */
     e.seed = 99;
     test_same("e2b-wrapped", &e, true, NULL);
+    /* the 26B-A4B's experts beside the dense FFN: router.proj / router.scale / per_expert_scale,
+     * experts.gate_up_proj (llama.cpp's ffn_gate_up_exps) and experts.down_proj, both forms */
+    synth_shape m;
+    synth_default(&m, "gemma4");
+    m.mat_type = KLD_TYPE_F32;
+    m.qk_norm_w = 0.5;
+    m.n_expert = 4;
+    m.n_expert_used = 2;
+    m.n_ff_exp = 32;
+    test_same("moe-text", &m, false, NULL);
+    m.seed = 31;
+    test_same("moe-wrapped", &m, true, NULL);
     test_errors();
+    test_moe_errors(&m);
     return kt_finish();
 }

@@ -16,7 +16,10 @@
  *  - num_key_value_heads / num_global_key_value_heads → head_count_kv per
  *    layer, use_double_wide_mlp → feed_forward_length per layer (twice as
  *    wide on the KV-sharing layers), num_kv_shared_layers,
- *    hidden_size_per_layer_input.
+ *    hidden_size_per_layer_input;
+ *  - the 26B-A4B's experts (enable_moe_block): num_experts, top_k_experts,
+ *    moe_intermediate_size; experts.gate_up_proj is read as llama.cpp's
+ *    ffn_gate_up_exps (weights.c).
  * Norm weights are used as stored (Gemma4Model's norm_shift is 0). */
 #include "model/hparams_internal.h"
 
@@ -198,21 +201,45 @@ static kld_status sharing(const json_t *cfg, const char *path, kld_hparams *hp, 
     return KLD_OK;
 }
 
+/* The first of keys present in cfg (the converter's find_hparam), NULL when none is. */
+static const char *first_key(const json_t *cfg, const char *const *keys, int n) {
+    for (int i = 0; i < n; i++) {
+        const json_t *v = json_object_get(cfg, keys[i]);
+        if (v && !json_is_null(v)) return keys[i];
+    }
+    return NULL;
+}
+
+/* The 26B-A4B's experts beside the dense FFN (enable_moe_block): num_experts, top_k_experts,
+ * moe_intermediate_size, under any of the names the converter's find_hparam tries. The
+ * routing is llama.cpp's gemma4 graph's (softmax, renormalised), which no key changes. */
+static kld_status experts(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err) {
+    static const char *const count[] = {"num_local_experts", "num_experts", "n_routed_experts"};
+    static const char *const used[] = {"num_experts_per_tok", "num_experts_per_token", "top_k_experts"};
+    static const char *const ff[] = {"expert_intermediate_size", "moe_intermediate_size"};
+    hp->moe_norm_w = hp->sw.moe_norm_w;
+    hp->moe_gating = hp->sw.moe_gating;
+    bool moe = false;
+    kld_status st = kld_hp_json_bool(cfg, path, "enable_moe_block", &moe, err);
+    if (st || !moe) return st;
+    const char *kc = first_key(cfg, count, 3), *ku = first_key(cfg, used, 3), *kf = first_key(cfg, ff, 2);
+    if (!kc || !ku || !kf)
+        return kld_fail(err, KLD_ERR_FORMAT, "%s: \"enable_moe_block\" is true but \"%s\" is missing", path,
+                        !kc ? "num_experts" : !ku ? "top_k_experts" : "moe_intermediate_size");
+    if ((st = int_in(cfg, path, kc, true, 1, 512, &hp->n_expert, err)) ||
+        (st = int_in(cfg, path, ku, true, 1, hp->n_expert, &hp->n_expert_used, err)) ||
+        (st = int_in(cfg, path, kf, true, 1, INT64_C(1) << 24, &hp->n_ff_exp, err)))
+        return st;
+    return KLD_OK;
+}
+
 kld_status kld_hp_hf_gemma4(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err) {
     kld_status st;
     const json_t *sc = json_object_get(cfg, "attn_logit_softcapping");
     if (sc && !json_is_null(sc))
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"attn_logit_softcapping\" is set: llama.cpp's converter "
                         "refuses it for Gemma 3 / 4 (no attention soft-cap)", path);
-    int64_t n_expert = 0;
-    bool moe = false;
-    if ((st = kld_hp_json_bool(cfg, path, "enable_moe_block", &moe, err)) ||
-        (st = kld_hp_json_int(cfg, path, "num_experts", false, &n_expert, err)))
-        return st;
-    if (moe || n_expert > 0)
-        return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: \"enable_moe_block\" / \"num_experts\" = %" PRId64 ": "
-                        "Gemma 4's experts (26B-A4B) are not read from Hugging Face checkpoints yet (convert "
-                        "with llama.cpp and read the GGUF)", path, n_expert);
+    if ((st = experts(cfg, path, hp, err))) return st;
     if ((st = layers(cfg, path, hp, err)) || (st = heads(cfg, path, hp, err)) || (st = sharing(cfg, path, hp, err)) ||
         (st = rope(cfg, path, hp, err)))
         return st;

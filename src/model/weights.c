@@ -94,6 +94,22 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
     snprintf(base, sizeof base, "%.*s", (int)(base_len < 95 ? base_len : 95), gguf_name);
     int il = -1, used = 0;
     const bool in_layer = sscanf(base, "blk.%d.%n", &il, &used) == 1 && used > 0;
+    /* Gemma 4's experts and router parameters (gguf-py tensor_mapping.py "# gemma4" rows; the
+     * converter appends .weight to the parameters under experts. and renames router.scale and
+     * router.per_expert_scale to ffn_gate_inp.scale and ffn_down_exps.scale) */
+    if (in_layer && hp->sw.moe_beside_dense) {
+        const char *suffix = base + used, *hf = NULL;
+        if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_UP_EXPS)) && !strcmp(kind, "weight"))
+            hf = "experts.gate_up_proj";
+        else if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_DOWN_EXPS)))
+            hf = !strcmp(kind, "scale") ? "router.per_expert_scale" : "experts.down_proj";
+        else if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_INP)) && !strcmp(kind, "scale"))
+            hf = "router.scale";
+        if (hf) {
+            snprintf(buf, cap, "%smodel.layers.%d.%s", pre, il, hf);
+            return buf;
+        }
+    }
     /* the architecture's own names first (whole names outside the layers) */
     for (const kld_name_map *m = hp->hy.hf_names; m && m->hf; m++) {
         const bool layer_row = strncmp(kld_tensor_pattern(m->gguf), "blk.%d.", 7) == 0;
@@ -286,6 +302,36 @@ static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weig
     return KLD_OK;
 }
 
+/* Gemma 4's experts with gate and up in one tensor (llama.cpp's ffn_gate_up_exps
+ * [n_embd, 2·n_ff_exp, n_expert], what the converter makes of experts.gate_up_proj; its
+ * graph takes each expert's first n_ff_exp rows as the gate, the next as up): per-expert
+ * views of both halves, and the merged ffn_down_exps. */
+static kld_status bind_gate_up(binder *b, int il, const char *name, kld_layer_weights *L, kld_weights *w) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert;
+    const kld_tensor *gu = NULL;
+    char n[64];
+    kld_status s = bind3(b, name, E, 2 * F, X, true, &gu);
+    if (s) return s;
+    const uint64_t slice = gu->nbytes / (uint64_t)X, half = slice / 2;
+    for (int k = 0; k < 2; k++) {
+        const kld_tensor **per = w->expert_slots + ((int64_t)il * 3 + k) * X;
+        kld_tensor *views = w->expert_views + ((int64_t)il * 3 + k) * X;
+        for (int64_t e = 0; e < X; e++) {
+            views[e] = *gu;
+            views[e].n_dims = 2;
+            views[e].ne[1] = F;
+            views[e].ne[2] = 1;
+            views[e].data = (const uint8_t *)gu->data + (uint64_t)e * slice + (uint64_t)k * half;
+            views[e].nbytes = half;
+            per[e] = &views[e];
+        }
+        *(k ? &L->moe.up : &L->moe.gate) = per;
+    }
+    L->moe.down = w->expert_slots + ((int64_t)il * 3 + 2) * X; /* slices: kld_weights_moe_refresh */
+    return bind3(b, kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "weight"), F, E, X, true, &L->moe.down_exps);
+}
+
 static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
     const int64_t E = hp->n_embd;
@@ -295,10 +341,12 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     if ((s = bind(b, n, E, hp->n_expert, true, &L->moe.gate_inp))) return s;
     char sname[256];
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_UP_EXPS, il, 0, "weight");
-    if (kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)))
+    const bool gate_up = kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)) != NULL;
+    if (gate_up && !hp->sw.moe_beside_dense)
         return kld_fail(b->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': experts with gate and up fused in one "
-                        "tensor are not supported yet (separate ffn_gate_exps / ffn_up_exps are)", b->src->path, n);
-    if ((s = bind_experts(b, il, L, w))) return s;
+                        "tensor are not supported for %s (separate ffn_gate_exps / ffn_up_exps are)", b->src->path,
+                        n, hp->arch);
+    if ((s = gate_up ? bind_gate_up(b, il, n, L, w) : bind_experts(b, il, L, w))) return s;
     if (hp->sw.moe_biases) {
         const int64_t F = hp->n_ff_exp, X = hp->n_expert;
         if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "bias"), X, 0, true, &L->moe.gate_inp_b)))
