@@ -13,9 +13,11 @@
  * reference's; malformed configs are errors naming config.json, the field
  * and the value. */
 #include "engine/engine.h"
+#include "io/gguf.h"
 #include "io/source.h"
 #include "model/hparams.h"
 #include "model/weights.h"
+#include "quant/quant.h"
 #include "tensor/types.h"
 #include "synth_gemma4_hf.h"
 #include "test_forward_models.h"
@@ -86,6 +88,74 @@ done:
     kld_source_close(sb);
 }
 
+static bool same_value(const kld_gguf *a, const kld_gguf *b, const char *key) {
+    const kld_gguf_kv *x = kld_gguf_find(a, key), *y = kld_gguf_find(b, key);
+    if (!x || !y) return !x && !y;
+    int64_t i = 0, j = 0;
+    double f = 0, g = 0;
+    if (kld_gguf_get_int(a, key, &i) && kld_gguf_get_int(b, key, &j)) return i == j;
+    if (kld_gguf_get_float(a, key, &f) && kld_gguf_get_float(b, key, &g)) return f == g;
+    const kld_gguf_value *u = kld_gguf_get_arr(a, key), *v = kld_gguf_get_arr(b, key);
+    if (!u || !v || u->v.arr.n != v->v.arr.n) return false;
+    for (uint64_t n = 0; n < u->v.arr.n; n++)
+        if (!kld_gguf_arr_int(u, n, &i) || !kld_gguf_arr_int(v, n, &j) || i != j) return false;
+    return true;
+}
+
+/* `kldeval quantize HF OUT keep`: the synthesized GGUF's tensors (names and bytes, rope_freqs
+ * included) and gemma4 keys, and the checkpoint's logits bit for bit. */
+static void check_converted(const char *label, const char *gguf, const char *hf, const int32_t *ids) {
+    char out[700];
+    snprintf(out, sizeof out, "%s/../converted.gguf", hf);
+    kld_error err = {0};
+    kld_quantize_opts qo = {.n_threads = 2};
+    CHECK_OK(kld_quantize_file(hf, out, "keep", &qo, NULL, &err), err);
+    kld_gguf *a = NULL, *b = NULL;
+    CHECK_OK(kld_gguf_open(out, &a, &err), err);
+    CHECK_OK(kld_gguf_open(gguf, &b, &err), err);
+    if (!a || !b) {
+        kld_gguf_close(a);
+        kld_gguf_close(b);
+        return;
+    }
+    uint64_t same = 0;
+    for (uint64_t i = 0; i < a->n_tensors; i++)
+        for (uint64_t j = 0; j < b->n_tensors; j++)
+            if (!strcmp(a->tensors[i].name, b->tensors[j].name))
+                same += a->tensors[i].type == b->tensors[j].type && a->tensors[i].nbytes == b->tensors[j].nbytes &&
+                        a->tensors[i].n_dims == b->tensors[j].n_dims &&
+                        !memcmp(a->tensors[i].data, b->tensors[j].data, a->tensors[i].nbytes);
+    printf("%-24s converted: %" PRIu64 " of %" PRIu64 " tensors equal to the GGUF's\n", label, same, b->n_tensors);
+    CHECK(same == b->n_tensors && a->n_tensors == b->n_tensors,
+          "%s: converted tensors (%" PRIu64 ") equal the synthesized GGUF's (%" PRIu64 " of %" PRIu64 ")", label,
+          a->n_tensors, same, b->n_tensors);
+    int n_keys = 0, n_same = 0;
+    for (uint64_t i = 0; i < b->n_kv; i++) {
+        const char *key = b->kv[i].key.ptr;
+        const size_t len = (size_t)b->kv[i].key.len;
+        char kbuf[160];
+        snprintf(kbuf, sizeof kbuf, "%.*s", (int)len, key);
+        if (strncmp(kbuf, "gemma4.", 7) != 0) continue;
+        n_keys++;
+        const bool ok = same_value(a, b, kbuf);
+        n_same += ok;
+        if (!ok) printf("%s: converted key %s differs\n", label, kbuf);
+    }
+    int n_conv = 0; /* and no key of its own */
+    for (uint64_t i = 0; i < a->n_kv; i++) n_conv += a->kv[i].key.len > 7 && !strncmp(a->kv[i].key.ptr, "gemma4.", 7);
+    printf("%-24s converted: %d of %d gemma4.* keys equal to the GGUF's (%d written)\n", label, n_same, n_keys, n_conv);
+    CHECK(n_keys >= 14 && n_same == n_keys && n_conv == n_keys, "%s: converted keys equal the GGUF's (%d of %d, %d "
+          "written)", label, n_same, n_keys, n_conv);
+    kld_gguf_close(a);
+    kld_gguf_close(b);
+    int64_t nv = 0;
+    float *x = tf_engine_logits(hf, ids, N_IDS, 16, 2, &nv), *y = tf_engine_logits(out, ids, N_IDS, 16, 2, &nv);
+    CHECK(x && y && memcmp(x, y, sizeof(float) * (size_t)(N_IDS * nv)) == 0,
+          "%s: HF and its converted GGUF give the same logits bit for bit", label);
+    free(x);
+    free(y);
+}
+
 /* The HF copy of s: the GGUF's hyper-parameters and logits bit for bit, and the reference's. */
 static void test_same(const char *label, const synth_shape *s, bool wrapped, const hf_edit *ed) {
     char gguf[600], hf[600];
@@ -108,6 +178,7 @@ static void test_same(const char *label, const synth_shape *s, bool wrapped, con
     char l2[96];
     snprintf(l2, sizeof l2, "%s (HF)", label);
     free(tf_check_path(l2, hf, gguf, NULL, ids, N_IDS)); /* vs the float64 reference, chunks, decode */
+    check_converted(label, gguf, hf, ids);
 }
 
 /* The E2B geometry the converter can express: the sliding layers rotate every dim

@@ -323,6 +323,7 @@ kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tens
     list(&wt, hp, &tb);
     if (!tb.oom && hp->hy.recurrent_kind == KLD_LAYER_DELTANET) s = kld_hf_list_qwen3next(&wt, hp, out, err);
     if (!tb.oom && !s) s = kld_hf_list_gptoss(&wt, hp, out, err);
+    if (!tb.oom && !s) s = kld_hf_list_gemma4(&wt, hp, out, err);
     kld_weights_free(&wt);
     if (s) {
         kld_hf_tensors_free(out);
