@@ -118,15 +118,37 @@ static void check_converted(const char *label, const char *gguf, const char *hf,
         kld_gguf_close(b);
         return;
     }
-    uint64_t same = 0;
+    uint64_t same = 0, fused = 0;
     for (uint64_t i = 0; i < a->n_tensors; i++)
         for (uint64_t j = 0; j < b->n_tensors; j++)
             if (!strcmp(a->tensors[i].name, b->tensors[j].name))
                 same += a->tensors[i].type == b->tensors[j].type && a->tensors[i].nbytes == b->tensors[j].nbytes &&
                         a->tensors[i].n_dims == b->tensors[j].n_dims &&
                         !memcmp(a->tensors[i].data, b->tensors[j].data, a->tensors[i].nbytes);
-    printf("%-24s converted: %" PRIu64 " of %" PRIu64 " tensors equal to the GGUF's\n", label, same, b->n_tensors);
-    CHECK(same == b->n_tensors && a->n_tensors == b->n_tensors,
+    /* the experts' gate and up: one ffn_gate_up_exps as llama.cpp's converter writes it, each expert's
+     * gate rows then its up rows, against the synthesized ffn_gate_exps / ffn_up_exps */
+    for (uint64_t j = 0; j < b->n_tensors; j++) {
+        const kld_tensor *t = &b->tensors[j];
+        int il = -1, used = 0;
+        char kind[16] = "";
+        if (sscanf(t->name, "blk.%d.ffn_%15[a-z]_exps.weight%n", &il, kind, &used) != 2 || t->name[used] ||
+            (strcmp(kind, "gate") && strcmp(kind, "up")))
+            continue;
+        char fn[64];
+        snprintf(fn, sizeof fn, "blk.%d.ffn_gate_up_exps.weight", il);
+        const kld_tensor *f = kld_gguf_find_tensor(a, fn);
+        const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
+        bool eq = f && f->type == t->type && f->nbytes == 2 * t->nbytes && f->ne[0] == t->ne[0] &&
+                  f->ne[1] == 2 * t->ne[1] && f->ne[2] == t->ne[2];
+        for (int64_t e = 0; eq && e < t->ne[2]; e++)
+            eq = !memcmp((const uint8_t *)f->data + (2 * (uint64_t)e + (kind[0] == 'u')) * slice,
+                         (const uint8_t *)t->data + (uint64_t)e * slice, (size_t)slice);
+        same += eq;
+        fused += kind[0] == 'g';
+    }
+    printf("%-24s converted: %" PRIu64 " of %" PRIu64 " tensors equal to the GGUF's (%" PRIu64 " ffn_gate_up_exps)\n",
+           label, same, b->n_tensors, fused);
+    CHECK(same == b->n_tensors && a->n_tensors + fused == b->n_tensors,
           "%s: converted tensors (%" PRIu64 ") equal the synthesized GGUF's (%" PRIu64 " of %" PRIu64 ")", label,
           a->n_tensors, same, b->n_tensors);
     int n_keys = 0, n_same = 0;

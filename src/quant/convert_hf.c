@@ -365,6 +365,7 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
     if ((s = kld_hf_list(src, hp, out, err))) return s;
     note_unconverted(src, hp, out, log);
     s = kld_hf_moe_stack(out, hp, err);
+    if (!s) s = kld_hf_gemma4_fuse_gate_up(out, hp, err);
     kld_hf_shortconv_squeeze(out);
     table tb = {out, out->n, false};
     if (!s) s = add_rope_factors(src, hp, &tb, err);

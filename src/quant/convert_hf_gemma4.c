@@ -7,10 +7,9 @@
  *    layer inp_gate, proj, post_norm), layer_output_scale (layer_scalar), and
  *    the 26B-A4B's ffn_gate_inp.scale, ffn_down_exps.scale (router.scale,
  *    router.per_expert_scale) and second FFN norms; norms as stored
- *    (norm_shift 0). The experts are written as separate stacked
- *    ffn_gate_exps / ffn_up_exps (the converter writes them fused as
- *    ffn_gate_up_exps; llama.cpp's gemma4 loader takes either, the same
- *    numbers);
+ *    (norm_shift 0); the experts' gate and up in one ffn_gate_up_exps
+ *    [n_embd, 2·n_ff_exp, n_expert] (each expert's gate rows, then its up
+ *    rows: experts.gate_up_proj as stored) beside ffn_down_exps;
  *  - keys: key_length / value_length (global_head_dim) and their _swa twins
  *    (head_dim), rope.dimension_count (global_head_dim) and _swa,
  *    rope.freq_base and _swa, the window and its per-layer flags,
@@ -21,6 +20,7 @@
 #include "model/weights.h"
 #include "quant/quant_internal.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 
 static bool append(kld_hf_tensors *out, const kld_tensor *t, kld_tensor_id id, int64_t il, const char *kind) {
@@ -59,6 +59,60 @@ kld_status kld_hf_list_gemma4(const kld_weights *w, const kld_hparams *hp, kld_h
              append(out, L->moe.post_norm_2, KLD_T_FFN_POST_NORM_2, il, "weight");
     }
     return ok ? KLD_OK : kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+}
+
+static size_t find(const kld_hf_tensors *o, const char *name) {
+    for (size_t i = 0; i < o->n; i++)
+        if (o->names[i] && !strcmp(o->names[i], name)) return i;
+    return o->n;
+}
+
+kld_status kld_hf_gemma4_fuse_gate_up(kld_hf_tensors *o, const kld_hparams *hp, kld_error *err) {
+    if (strcmp(hp->arch, "gemma4") != 0 || !kld_hparams_is_moe(hp)) return KLD_OK;
+    char gn[96], un[96], fn[96];
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const size_t g = find(o, kld_tn(gn, sizeof gn, KLD_T_FFN_GATE_EXPS, il, 0, "weight"));
+        const size_t u = find(o, kld_tn(un, sizeof un, KLD_T_FFN_UP_EXPS, il, 0, "weight"));
+        if (g == o->n || u == o->n) continue;
+        kld_tensor *tg = &o->tensors[g];
+        const kld_tensor *tu = &o->tensors[u];
+        const int64_t X = tg->ne[2];
+        if (tu->type != tg->type || tu->nbytes != tg->nbytes || X < 1 || tg->nbytes % (uint64_t)X)
+            return kld_fail(err, KLD_ERR_FORMAT, "tensors '%s' / '%s' differ in type or size: cannot be fused into "
+                            "ffn_gate_up_exps", gn, un);
+        const uint64_t slice = tg->nbytes / (uint64_t)X;
+        uint8_t *buf = malloc((size_t)(2 * tg->nbytes));
+        char *name = kld_strdup(kld_tn(fn, sizeof fn, KLD_T_FFN_GATE_UP_EXPS, il, 0, "weight"));
+        if (!buf || !name) {
+            free(buf), free(name);
+            return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
+        }
+        for (int64_t e = 0; e < X; e++) {
+            memcpy(buf + 2 * (uint64_t)e * slice, (const uint8_t *)tg->data + (uint64_t)e * slice, (size_t)slice);
+            memcpy(buf + (2 * (uint64_t)e + 1) * slice, (const uint8_t *)tu->data + (uint64_t)e * slice, (size_t)slice);
+        }
+        tg->ne[1] *= 2;
+        tg->nbytes *= 2;
+        tg->data = buf;
+        free(o->owned[g]);
+        o->owned[g] = buf;
+        free(o->names[g]);
+        o->names[g] = name;
+        free(o->names[u]);
+        o->names[u] = NULL;
+        free(o->owned[u]);
+        o->owned[u] = NULL;
+    }
+    size_t j = 0; /* drop the up entries, keeping the order of the rest */
+    for (size_t i = 0; i < o->n; i++) {
+        if (!o->names[i]) continue;
+        o->tensors[j] = o->tensors[i];
+        o->names[j] = o->names[i];
+        o->owned[j] = o->owned[i];
+        j++;
+    }
+    o->n = j;
+    return KLD_OK;
 }
 
 /* An integer key per layer: one value when every layer has it, else the array. */
