@@ -178,6 +178,31 @@ static void check_converted(const char *label, const char *gguf, const char *hf,
     free(y);
 }
 
+/* q8_0 three ways: the GGUF quantized on load (@q8_0), the checkpoint quantized on load (its experts
+ * as per-expert views of experts.gate_up_proj) and `quantize HF q8_0` (fused ffn_gate_up_exps): the
+ * same logits bit for bit, near the f32 ones. */
+static void check_q8(const char *label, const char *gguf, const char *hf, const int32_t *ids) {
+    char at_g[700], at_h[700], out[700];
+    snprintf(at_g, sizeof at_g, "%s@q8_0", gguf);
+    snprintf(at_h, sizeof at_h, "%s@q8_0", hf);
+    snprintf(out, sizeof out, "%s/../converted-q8_0.gguf", hf);
+    kld_error err = {0};
+    CHECK_OK(kld_quantize_file(hf, out, "q8_0", NULL, NULL, &err), err);
+    int64_t nv = 0;
+    float *base = tf_engine_logits(gguf, ids, N_IDS, 16, 2, &nv), *a = tf_engine_logits(at_g, ids, N_IDS, 16, 2, &nv);
+    float *b = tf_engine_logits(at_h, ids, N_IDS, 16, 2, &nv), *c = tf_engine_logits(out, ids, N_IDS, 16, 2, &nv);
+    const size_t bytes = sizeof(float) * (size_t)(N_IDS * nv);
+    CHECK(a && b && c && !memcmp(a, b, bytes) && !memcmp(a, c, bytes),
+          "%s: GGUF@q8_0, HF@q8_0 and quantize HF q8_0 give the same logits bit for bit", label);
+    if (base && a) {
+        const tf_cmp k = tf_compare(base, a, N_IDS, nv);
+        printf("%-24s q8_0 (three ways, equal) vs f32: KLD %.3g, argmax %d/%d\n", label, k.mean_kld, k.same_argmax,
+               N_IDS);
+        CHECK(k.mean_kld > 0 && k.mean_kld < 2e-2, "%s: q8_0 vs f32 KLD %.3g", label, k.mean_kld);
+    }
+    free(base), free(a), free(b), free(c);
+}
+
 /* The HF copy of s: the GGUF's hyper-parameters and logits bit for bit, and the reference's. */
 static void test_same(const char *label, const synth_shape *s, bool wrapped, const hf_edit *ed) {
     char gguf[600], hf[600];
@@ -201,6 +226,7 @@ static void test_same(const char *label, const synth_shape *s, bool wrapped, con
     snprintf(l2, sizeof l2, "%s (HF)", label);
     free(tf_check_path(l2, hf, gguf, NULL, ids, N_IDS)); /* vs the float64 reference, chunks, decode */
     check_converted(label, gguf, hf, ids);
+    if (s->n_expert > 0) check_q8(label, gguf, hf, ids);
 }
 
 /* The E2B geometry the converter can express: the sliding layers rotate every dim
