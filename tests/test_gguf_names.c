@@ -12,12 +12,14 @@
  *     synthesized model (and on its legacy forms: per-expert tensors, the
  *     fused ssm_in) are tensors llama.cpp lists for that architecture;
  *  4. per architecture with a Hugging Face layout, every tensor name and
- *     key of the GGUF kldeval's converter writes. */
+ *     key of the GGUF kldeval's converter writes (Gemma 4: the E2B geometry
+ *     and the 26B-A4B's experts). */
 #include "engine/internal.h"
 #include "io/gguf.h"
 #include "model/gguf_names.h"
 #include "quant/quant.h"
 #include "synth_deepseek3_hf.h"
+#include "synth_gemma4_hf.h"
 #include "synth_glm4moe_hf.h"
 #include "synth_gptoss_hf.h"
 #include "synth_qwen3next_hf.h"
@@ -186,6 +188,8 @@ static void base_of(const char *name, char *out, size_t cap) {
     size_t n = strlen(tmp);
     if (n > 7 && !strcmp(tmp + n - 7, ".weight")) tmp[n - 7] = '\0';
     else if (n > 5 && !strcmp(tmp + n - 5, ".bias")) tmp[n - 5] = '\0';
+    /* llama.cpp's tn(id, "scale", il): Gemma 4's ffn_gate_inp.scale / ffn_down_exps.scale */
+    else if (n > 6 && !strcmp(tmp + n - 6, ".scale")) tmp[n - 6] = '\0';
     size_t o = 0;
     for (const char *p = tmp; *p && o + 3 < cap;) {
         /* a run of digits between dots (or at the end) is an index */
@@ -349,7 +353,7 @@ static void check_written(const char *label, const char *arch, const char *path)
 static void check_converted(void) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen2moe",
                                         "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe", "gpt-oss",
-                                        "deepseek2"};
+                                        "deepseek2", "gemma4"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         const char *a = archs[i];
         synth_shape s;
@@ -377,6 +381,25 @@ static void check_converted(void) {
         } else if (!strcmp(a, "deepseek2")) { /* V3's q bottleneck, YaRN with mscale_all_dim */
             s.mla_q_lora = 24;
             ok = synth_write_gguf(&s, gguf) && ds_write_hf(&s, gguf, dir, NULL, NULL);
+        } else if (!strcmp(a, "gemma4")) { /* the E2B geometry (its sliding layers rotate every dim), then the
+                                              * 26B-A4B's experts, the multimodal form */
+            synth_gemma4_e2b(&s);
+            s.g4_rot_swa = 0;
+            ok = synth_write_gguf(&s, gguf) && g4_write_hf(&s, gguf, dir, false, NULL, NULL);
+            synth_shape m;
+            shape_for(&m, a);
+            m.n_expert = 4;
+            m.n_expert_used = 2;
+            m.n_ff_exp = 32;
+            char mg[1100], md[1100], mo[1100];
+            snprintf(mg, sizeof mg, "%s/gguf_names_gemma4_moe.gguf", kt_build_dir());
+            snprintf(md, sizeof md, "%s/gguf_names_gemma4_moe_hf", kt_build_dir());
+            snprintf(mo, sizeof mo, "%s/gguf_names_gemma4_moe_converted.gguf", kt_build_dir());
+            mkdir(md, 0755);
+            kld_error err = {0};
+            CHECK(synth_write_gguf(&m, mg) && g4_write_hf(&m, mg, md, true, NULL, NULL), "gemma4 26B-A4B: HF copy");
+            CHECK_OK(kld_quantize_file(md, mo, "f16", NULL, NULL, &err), err);
+            check_written("gemma4 26B-A4B", a, mo);
         } else if (s.n_expert > 0) { /* a checkpoint keeps one tensor per expert */
             char split[1100];
             snprintf(split, sizeof split, "%s/gguf_names_%s_split.gguf", kt_build_dir(), a);

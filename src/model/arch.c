@@ -72,6 +72,23 @@ static const kld_name_map deepseek2_hf_names[] = {
     {KLD_T_NONE, NULL},
 };
 
+/* Gemma 4's names beyond Gemma 3's (gguf-py tensor_mapping.py, the "# gemma3n" and "# gemma4"
+ * rows): per-layer embeddings, the 26B-A4B's second FFN norms; layer_scalar, a parameter
+ * without .weight, is named in weights.c. */
+static const kld_name_map gemma4_hf_names[] = {
+    {KLD_T_PER_LAYER_TOKEN_EMBD, "model.embed_tokens_per_layer"},
+    {KLD_T_PER_LAYER_MODEL_PROJ, "model.per_layer_model_projection"},
+    {KLD_T_PER_LAYER_PROJ_NORM, "model.per_layer_projection_norm"},
+    {KLD_T_PER_LAYER_INP_GATE, "per_layer_input_gate"},
+    {KLD_T_PER_LAYER_PROJ, "per_layer_projection"},
+    {KLD_T_PER_LAYER_POST_NORM, "post_per_layer_input_norm"},
+    {KLD_T_FFN_PRE_NORM_2, "pre_feedforward_layernorm_2"},
+    {KLD_T_FFN_POST_NORM_1, "post_feedforward_layernorm_1"},
+    {KLD_T_FFN_POST_NORM_2, "post_feedforward_layernorm_2"},
+    {KLD_T_FFN_GATE_INP, "router.proj"},
+    {KLD_T_NONE, NULL},
+};
+
 static const kld_arch_switches arch_table[] = {
     /* name      rope           act                qkv    gate_up qk_norm post   embd   qkv_b  swa swa_base window */
     /* llama with expert_count > 0 is Mixtral: build_llama's MoE branch, norm_w true (src/llama.cpp 1591-1602) */
@@ -159,6 +176,7 @@ static const kld_arch_hybrid hybrid_table[] = {
     {"glm4moe", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, glm4moe_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
     {"gpt-oss", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, gptoss_hf_names, KLD_T_ATTN_POST_NORM, .dn_split_ba = false},
     {"deepseek2", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, deepseek2_hf_names, KLD_T_FFN_NORM, .dn_split_ba = false},
+    {"gemma4", KLD_LAYER_ATTN, KLD_T_OUTPUT_NORM, gemma4_hf_names, KLD_T_FFN_NORM, .dn_split_ba = false},
 };
 
 const kld_arch_hybrid *kld_arch_hybrid_find(const char *name) {

@@ -435,6 +435,7 @@ static const hf_arch hf_archs[] = {
     {"glm4_moe", "glm4moe", false, false},
     {"gpt_oss", "gpt-oss", false, false},
     {"deepseek_v3", "deepseek2", false, false}, {"deepseek_v2", "deepseek2", false, false},
+    {"gemma4_text", "gemma4", true, false}, {"gemma4", "gemma4", true, false},
 };
 
 static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err) {
@@ -455,12 +456,13 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
                         "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
                         "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe, lfm2, "
-                        "qwen3_next, qwen3_5_text, qwen3_5_moe_text, glm4_moe, gpt_oss, deepseek_v3, deepseek_v2)", path, model_type);
-    /* A multimodal gemma3 keeps the language model's fields in text_config. */
-    if (strcmp(model_type, "gemma3") == 0) {
+                        "qwen3_next, qwen3_5_text, qwen3_5_moe_text, glm4_moe, gpt_oss, deepseek_v3, deepseek_v2, "
+                        "gemma4_text, gemma4)", path, model_type);
+    /* A multimodal gemma3 / gemma4 keeps the language model's fields in text_config. */
+    if (strcmp(model_type, "gemma3") == 0 || strcmp(model_type, "gemma4") == 0) {
         const json_t *tc = json_object_get(r.cfg, "text_config");
         if (!json_is_object(tc))
-            return kld_fail(err, KLD_ERR_FORMAT, "%s: gemma3 config without \"text_config\"", path);
+            return kld_fail(err, KLD_ERR_FORMAT, "%s: %s config without \"text_config\"", path, model_type);
         r.cfg = tc;
     }
     kld_status st = set_arch(path, ha->arch, strlen(ha->arch), hp, err);
@@ -524,9 +526,12 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     }
     hp->embd_scale = hp->sw.embd_scale ? sqrt((double)hp->n_embd) : 1.0;
     if (hp->sw.mla && (st = kld_hp_hf_mla(r.cfg, path, hp, err))) return st;
+    if (!strcmp(hp->arch, "gemma4") && (st = kld_hp_hf_gemma4(r.cfg, path, hp, err))) return st;
     /* zero-centred RMSNorm weights: HF Gemma and Qwen3NextRMSNorm scale by 1 + w (not the gated
-     * linear_attn.norm, which the engine loads without the offset) */
-    if (strncmp(hp->arch, "gemma", 5) == 0 || strcmp(hp->arch, "qwen3next") == 0 || strncmp(hp->arch, "qwen35", 6) == 0)
+     * linear_attn.norm, which the engine loads without the offset; not Gemma 4, whose
+     * Gemma4RMSNorm scales by w: the converter's norm_shift 0) */
+    if ((strncmp(hp->arch, "gemma", 5) == 0 && strcmp(hp->arch, "gemma4") != 0) || strcmp(hp->arch, "qwen3next") == 0 ||
+        strncmp(hp->arch, "qwen35", 6) == 0)
         hp->norm_weight_offset = 1.0;
 
     const json_t *act = json_object_get(r.cfg, "hidden_activation");

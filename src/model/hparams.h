@@ -93,6 +93,9 @@ typedef struct kld_hparams {
     int64_t n_layer_kv;     /* shared_kv_layers > 0: layers from n_layer_kv on have no KV cache of their
                                own and read the last earlier layer's of their kind (0: every layer its own) */
     int64_t n_embd_per_layer; /* per-layer embedding width (Gemma 4 E2B/E4B), 0: none */
+    int64_t rope_freqs_rot_pairs; /* Gemma 4 from config.json: the full layers' rotated pairs; rope_freqs is
+                                     derived at load as the converter generates it (1 for these, 1e30 for
+                                     the others); 0: none derived */
 } kld_hparams;
 
 /* Reads and validates the hyper-parameters; unknown architecture or a

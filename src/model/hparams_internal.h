@@ -42,6 +42,10 @@ kld_status kld_hp_hf_swa(const json_t *cfg, const char *path, const char *model_
 /* Gemma 4's keys and the parts not run yet, refused by name (hparams_gemma4.c); runs
  * after the window pattern is read. */
 kld_status kld_hp_gguf_gemma4(const kld_source *src, kld_hparams *hp, kld_error *err);
+/* config.json of Gemma 4's language model (hparams_gemma4_hf.c): layer_types, the two head
+ * sizes, KV heads per layer kind, KV sharing, the double-wide FFN, per-layer embeddings and
+ * rope_parameters as llama.cpp's converter writes them; runs after the common keys. */
+kld_status kld_hp_hf_gemma4(const json_t *cfg, const char *path, kld_hparams *hp, kld_error *err);
 /* Layer kinds and recurrent sizes (hparams_recurrent.c). GGUF: the
  * per-layer "<arch>.attention.head_count_kv" (0 = recurrent layer) and
  * "<arch>.shortconv.l_cache"; replaces the plain head_count_kv read. */

@@ -73,6 +73,15 @@ const char *kld_weights_source_name(const kld_source *src, const kld_hparams *hp
         snprintf(buf, cap, "%s", gguf_name);
         return buf;
     }
+    /* multimodal checkpoints of the transformers 5 layout (Gemma 4's Gemma4ForConditionalGeneration)
+     * keep the language model under model.language_model.* (the converter drops "language_model.") */
+    if (kld_source_find(src, "model.language_model.embed_tokens.weight")) {
+        char plain[256];
+        kld_weights_hf_name(src, hp, gguf_name, "", plain, sizeof plain);
+        if (!strncmp(plain, "model.", 6)) snprintf(buf, cap, "model.language_model.%s", plain + 6);
+        else snprintf(buf, cap, "%s", plain);
+        return buf;
+    }
     return kld_weights_hf_name(src, hp, gguf_name, hf_prefix(src), buf, cap);
 }
 
@@ -85,6 +94,22 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
     snprintf(base, sizeof base, "%.*s", (int)(base_len < 95 ? base_len : 95), gguf_name);
     int il = -1, used = 0;
     const bool in_layer = sscanf(base, "blk.%d.%n", &il, &used) == 1 && used > 0;
+    /* Gemma 4's experts and router parameters (gguf-py tensor_mapping.py "# gemma4" rows; the
+     * converter appends .weight to the parameters under experts. and renames router.scale and
+     * router.per_expert_scale to ffn_gate_inp.scale and ffn_down_exps.scale) */
+    if (in_layer && hp->sw.moe_beside_dense) {
+        const char *suffix = base + used, *hf = NULL;
+        if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_UP_EXPS)) && !strcmp(kind, "weight"))
+            hf = "experts.gate_up_proj";
+        else if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_DOWN_EXPS)))
+            hf = !strcmp(kind, "scale") ? "router.per_expert_scale" : "experts.down_proj";
+        else if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_INP)) && !strcmp(kind, "scale"))
+            hf = "router.scale";
+        if (hf) {
+            snprintf(buf, cap, "%smodel.layers.%d.%s", pre, il, hf);
+            return buf;
+        }
+    }
     /* the architecture's own names first (whole names outside the layers) */
     for (const kld_name_map *m = hp->hy.hf_names; m && m->hf; m++) {
         const bool layer_row = strncmp(kld_tensor_pattern(m->gguf), "blk.%d.", 7) == 0;
@@ -117,6 +142,11 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
              * DeepSeek V3), a parameter of mlp.gate without a .weight / .bias of its own */
             if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_EXP_PROBS_B)) && !strcmp(kind, "bias")) {
                 snprintf(buf, cap, "%smodel.layers.%d.mlp.gate.e_score_correction_bias", pre, il);
+                return buf;
+            }
+            /* Gemma 4's layer_scalar: a parameter (the converter appends .weight) */
+            if (!hf && !strcmp(suffix, kld_tensor_suffix(KLD_T_LAYER_OUT_SCALE))) {
+                snprintf(buf, cap, "%smodel.layers.%d.layer_scalar", pre, il);
                 return buf;
             }
             /* gpt-oss's sinks: the parameter self_attn.sinks (the converter appends .weight) */
@@ -272,6 +302,36 @@ static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weig
     return KLD_OK;
 }
 
+/* Gemma 4's experts with gate and up in one tensor (llama.cpp's ffn_gate_up_exps
+ * [n_embd, 2·n_ff_exp, n_expert], what the converter makes of experts.gate_up_proj; its
+ * graph takes each expert's first n_ff_exp rows as the gate, the next as up): per-expert
+ * views of both halves, and the merged ffn_down_exps. */
+static kld_status bind_gate_up(binder *b, int il, const char *name, kld_layer_weights *L, kld_weights *w) {
+    const kld_hparams *hp = b->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert;
+    const kld_tensor *gu = NULL;
+    char n[64];
+    kld_status s = bind3(b, name, E, 2 * F, X, true, &gu);
+    if (s) return s;
+    const uint64_t slice = gu->nbytes / (uint64_t)X, half = slice / 2;
+    for (int k = 0; k < 2; k++) {
+        const kld_tensor **per = w->expert_slots + ((int64_t)il * 3 + k) * X;
+        kld_tensor *views = w->expert_views + ((int64_t)il * 3 + k) * X;
+        for (int64_t e = 0; e < X; e++) {
+            views[e] = *gu;
+            views[e].n_dims = 2;
+            views[e].ne[1] = F;
+            views[e].ne[2] = 1;
+            views[e].data = (const uint8_t *)gu->data + (uint64_t)e * slice + (uint64_t)k * half;
+            views[e].nbytes = half;
+            per[e] = &views[e];
+        }
+        *(k ? &L->moe.up : &L->moe.gate) = per;
+    }
+    L->moe.down = w->expert_slots + ((int64_t)il * 3 + 2) * X; /* slices: kld_weights_moe_refresh */
+    return bind3(b, kld_tn(n, sizeof n, KLD_T_FFN_DOWN_EXPS, il, 0, "weight"), F, E, X, true, &L->moe.down_exps);
+}
+
 static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
     const int64_t E = hp->n_embd;
@@ -281,10 +341,12 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     if ((s = bind(b, n, E, hp->n_expert, true, &L->moe.gate_inp))) return s;
     char sname[256];
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_UP_EXPS, il, 0, "weight");
-    if (kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)))
+    const bool gate_up = kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)) != NULL;
+    if (gate_up && !hp->sw.moe_beside_dense)
         return kld_fail(b->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': experts with gate and up fused in one "
-                        "tensor are not supported yet (separate ffn_gate_exps / ffn_up_exps are)", b->src->path, n);
-    if ((s = bind_experts(b, il, L, w))) return s;
+                        "tensor are not supported for %s (separate ffn_gate_exps / ffn_up_exps are)", b->src->path,
+                        n, hp->arch);
+    if ((s = gate_up ? bind_gate_up(b, il, n, L, w) : bind_experts(b, il, L, w))) return s;
     if (hp->sw.moe_biases) {
         const int64_t F = hp->n_ff_exp, X = hp->n_expert;
         if ((s = bind(b, kld_tn(n, sizeof n, KLD_T_FFN_GATE_INP, il, 0, "bias"), X, 0, true, &L->moe.gate_inp_b)))
@@ -526,6 +588,33 @@ static kld_status bind_layer(binder *b, int il, kld_layer_weights *L, kld_weight
 }
 #undef B
 
+/* Gemma 4 from config.json: rope_freqs as llama.cpp's converter generates it (Gemma4Model
+ * generate_extra_tensors): float32 1 for the rotated pairs of the full layers' heads, 1e30 for
+ * the others (their angle vanishes). */
+static kld_status derive_rope_freqs(const kld_source *src, const kld_hparams *hp, kld_weights *w, kld_error *err) {
+    const int64_t half = hp->n_rot / 2;
+    static const char name[] = "rope_freqs.weight";
+    kld_tensor *t = calloc(1, sizeof *t);
+    float *f = malloc(sizeof(float) * (size_t)half);
+    char *nm = malloc(sizeof name);
+    if (!t || !f || !nm) {
+        free(t), free(f), free(nm);
+        return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", src->path);
+    }
+    for (int64_t i = 0; i < half; i++) f[i] = i < hp->rope_freqs_rot_pairs ? 1.0f : 1e30f;
+    memcpy(nm, name, sizeof name);
+    t->name = nm;
+    t->type = KLD_TYPE_F32;
+    t->n_dims = 1;
+    t->ne[0] = half;
+    t->ne[1] = t->ne[2] = t->ne[3] = 1;
+    t->data = f;
+    t->nbytes = sizeof(float) * (uint64_t)half;
+    w->rope_freqs_derived = t;
+    w->rope_freqs = t;
+    return KLD_OK;
+}
+
 kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
                             kld_error *err) {
     memset(w, 0, sizeof *w);
@@ -557,6 +646,7 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
                   (s = bind(&b, kld_tn(n, sizeof n, KLD_T_PER_LAYER_PROJ_NORM, 0, 0, "weight"), P, 0, true,
                             &w->ple_proj_norm))))
         return s;
+    if (!w->rope_freqs && hp->rope_freqs_rot_pairs > 0 && (s = derive_rope_freqs(src, hp, w, err))) return s;
     w->layers = calloc((size_t)hp->n_layer, sizeof *w->layers);
     w->n_expert = hp->n_expert;
     const size_t n_slots = (size_t)(hp->n_layer * 3 * hp->n_expert);
@@ -582,6 +672,11 @@ kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_we
 void kld_weights_free(kld_weights *w) {
     kld_weights_dn_free(w);
     kld_weights_gptoss_free(w);
+    if (w->rope_freqs_derived) {
+        free(w->rope_freqs_derived->name);
+        free((void *)w->rope_freqs_derived->data);
+        free(w->rope_freqs_derived);
+    }
     free(w->layers);
     free(w->expert_slots);
     free(w->expert_views);

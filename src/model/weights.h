@@ -93,6 +93,9 @@ typedef struct kld_weights {
     void **dn_owned;               /* their buffers */
     kld_tensor *oss_derived;       /* gpt-oss experts rebuilt from a checkpoint (weights_gptoss.c), owned */
     void **oss_owned;              /* their buffers */
+    kld_tensor *rope_freqs_derived; /* rope_freqs generated as the converter does (Gemma 4 from
+                                       config.json: hp->rope_freqs_rot_pairs), owned with its name
+                                       and values; then w->rope_freqs */
 } kld_weights;
 
 /* Finds and checks every tensor. A missing tensor or a wrong shape is an

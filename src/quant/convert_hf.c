@@ -323,6 +323,7 @@ kld_status kld_hf_list(const kld_source *src, const kld_hparams *hp, kld_hf_tens
     list(&wt, hp, &tb);
     if (!tb.oom && hp->hy.recurrent_kind == KLD_LAYER_DELTANET) s = kld_hf_list_qwen3next(&wt, hp, out, err);
     if (!tb.oom && !s) s = kld_hf_list_gptoss(&wt, hp, out, err);
+    if (!tb.oom && !s) s = kld_hf_list_gemma4(&wt, hp, out, err);
     kld_weights_free(&wt);
     if (s) {
         kld_hf_tensors_free(out);
@@ -364,6 +365,7 @@ kld_status kld_hf_convert(const kld_source *src, const kld_hparams *hp, kld_gguf
     if ((s = kld_hf_list(src, hp, out, err))) return s;
     note_unconverted(src, hp, out, log);
     s = kld_hf_moe_stack(out, hp, err);
+    if (!s) s = kld_hf_gemma4_fuse_gate_up(out, hp, err);
     kld_hf_shortconv_squeeze(out);
     table tb = {out, out->n, false};
     if (!s) s = add_rope_factors(src, hp, &tb, err);

@@ -35,16 +35,18 @@ static double gguf_attn_scale(const kld_hparams *hp) {
 kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
                                         "qwen2moe", "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe",
-                                        "gpt-oss", "deepseek2"};
+                                        "gpt-oss", "deepseek2", "gemma4"};
     bool known = false;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(hp->arch, archs[i]);
     if (!known)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
                         "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, "
-                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe, gpt-oss, deepseek2 are)",
+                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe, gpt-oss, deepseek2, gemma4 are)",
                         src->path, hp->arch);
     kld_status s = kld_hf_moe_check(src, hp, err);
-    if (s) return s;
+    /* Gemma 4: hparams_gemma4_hf.c read only what its converter writes (proportional RoPE as
+     * rope_freqs, per-layer windows, attention scale 1) */
+    if (s || !strcmp(hp->arch, "gemma4")) return s;
     /* llama.cpp's converter writes Llama 3's scaling as rope_freqs and
      * Phi-3's LongRoPE as two factor tensors (convert_hf.c) */
     const bool factors = (!strcmp(hp->rope_scaling, "llama3") && !strcmp(hp->arch, "llama")) ||
@@ -116,6 +118,7 @@ static int64_t hf_orig_ctx(const kld_source *src, const kld_hparams *hp) {
 
 kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_gguf_writer *w,
                               kld_error *err) {
+    if (!strcmp(hp->arch, "gemma4")) return kld_hf_put_hparams_gemma4(hp, w, err);
     const bool gemma = !strncmp(hp->arch, "gemma", 5), phi3 = !strcmp(hp->arch, "phi3");
     const bool gemma12 = gemma && strcmp(hp->arch, "gemma3");
     char k[96];

@@ -54,4 +54,13 @@ bool kld_hf_append(kld_hf_tensors *o, const kld_tensor *t, const char *name, voi
 kld_status kld_hf_list_gptoss(kld_weights *w, const kld_hparams *hp, kld_hf_tensors *out, kld_error *err);
 kld_status kld_hf_put_hparams_gptoss(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err);
 
+/* convert_hf_gemma4.c: Gemma 4's generated rope_freqs, per-layer embeddings, layer scales and
+ * the 26B-A4B's router scales and second FFN norms appended to the listing (nothing for other
+ * architectures); its keys (the whole key set: called instead of the common writer). */
+kld_status kld_hf_list_gemma4(const kld_weights *w, const kld_hparams *hp, kld_hf_tensors *out, kld_error *err);
+kld_status kld_hf_put_hparams_gemma4(const kld_hparams *hp, kld_gguf_writer *w, kld_error *err);
+/* Gemma 4's stacked ffn_gate_exps and ffn_up_exps fused into ffn_gate_up_exps, as the converter
+ * writes experts.gate_up_proj (runs after kld_hf_moe_stack; nothing for other architectures). */
+kld_status kld_hf_gemma4_fuse_gate_up(kld_hf_tensors *o, const kld_hparams *hp, kld_error *err);
+
 #endif
