@@ -15,15 +15,21 @@
 #include "synth/synth.h"
 
 #include <errno.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define BENCH "bench_kl"
 
 typedef struct bench_opts {
     kld_synth_options shape; /* type is set per arm */
     const char *ref_type, *arm_type;
-    long long tokens, chunk, threads, reps, warmup;
+    long long tokens, window, chunk, threads, reps, warmup; /* window 0: one window of all tokens */
     const char *cache;
+    int child_fd; /* >= 0: this process is the lockstep child (see kl_once_child) */
+    int argc;
+    char **argv;
 } bench_opts;
 
 static void usage(FILE *f, const bench_opts *d) {
@@ -36,7 +42,10 @@ static void usage(FILE *f, const bench_opts *d) {
             "  --seed N            synthesis seed (default %llu)\n"
             "  --ref-type T        reference weight type (default %s)\n"
             "  --arm-type T        arm weight type (default %s)\n"
-            "  --tokens N          sequence length = context (default %lld)\n"
+            "  --tokens N          tokens of the document (default %lld)\n"
+            "  --window N          context window: the tokens are scored in windows of N, each\n"
+            "                      from an empty cache (as llama-perplexity's chunks; default:\n"
+            "                      one window of all tokens)\n"
             "  --chunk N           prefill chunk (default %lld)\n"
             "  --threads N         threads (default %lld)\n"
             "  --reps N            measured repetitions (default %lld)\n"
@@ -61,6 +70,7 @@ static void defaults(bench_opts *o) {
     o->reps = 3;
     o->warmup = 0;
     o->cache = kb_cache_dir();
+    o->child_fd = -1;
 }
 
 /* Returns 0 to run, 1 for --help, 2 on a bad flag. */
@@ -83,6 +93,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "--kv-heads")) shape_field = &o->shape.n_head_kv;
         else if (!strcmp(a, "--ff")) shape_field = &o->shape.n_ff;
         else if (!strcmp(a, "--tokens")) field = &o->tokens, lo = 2;
+        else if (!strcmp(a, "--window")) field = &o->window, lo = 2;
         else if (!strcmp(a, "--chunk")) field = &o->chunk;
         else if (!strcmp(a, "--threads")) field = &o->threads, hi = 1024;
         else if (!strcmp(a, "--reps")) field = &o->reps, hi = 1000;
@@ -99,6 +110,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             if (!kb_arg_int(argc, argv, &i, seed ? 0 : 4, seed ? INT64_MAX : 1 << 24, &v)) return 2;
             if (!seed) o->shape.n_vocab = (int32_t)v;
             else o->shape.seed = (uint64_t)v;
+            continue;
+        }
+        if (!strcmp(a, "--lockstep-child")) { /* internal: kl_once_child's fresh process */
+            if (!kb_arg_int(argc, argv, &i, 0, 1 << 20, &v)) return 2;
+            o->child_fd = (int)v;
             continue;
         }
         if (!strcmp(a, "--ref-type") || !strcmp(a, "--arm-type") || !strcmp(a, "--cache")) {
@@ -170,7 +186,8 @@ static int forward_once(const bench_opts *o, const char *path, const int32_t *id
     int rc = 1;
     double t0 = kb_now();
     if (kld_model_open(path, NULL, &m, &err) != KLD_OK) goto done;
-    if (kld_session_create(m, o->tokens, o->chunk, (int)o->threads, &s, &err) != KLD_OK) goto done;
+    const long long win = o->window ? o->window : o->tokens;
+    if (kld_session_create(m, win, o->chunk < win ? o->chunk : win, (int)o->threads, &s, &err) != KLD_OK) goto done;
     *open_s = kb_now() - t0;
     logits = malloc((size_t)o->chunk * (size_t)kld_model_hparams(m)->n_vocab * sizeof *logits);
     if (!logits) {
@@ -178,9 +195,13 @@ static int forward_once(const bench_opts *o, const char *path, const int32_t *id
         goto done;
     }
     t0 = kb_now();
-    for (long long c0 = 0; c0 < o->tokens; c0 += o->chunk) {
-        long long n = o->tokens - c0 < o->chunk ? o->tokens - c0 : o->chunk;
-        if (kld_session_eval(s, ids + c0, n, logits, &err) != KLD_OK) goto done;
+    for (long long w0 = 0; w0 < o->tokens; w0 += win) {
+        const long long w1 = w0 + win < o->tokens ? w0 + win : o->tokens;
+        kld_session_reset(s);
+        for (long long c0 = w0; c0 < w1; c0 += o->chunk) {
+            long long n = w1 - c0 < o->chunk ? w1 - c0 : o->chunk;
+            if (kld_session_eval(s, ids + c0, n, logits, &err) != KLD_OK) goto done;
+        }
     }
     *seconds = kb_now() - t0;
     rc = 0;
@@ -207,7 +228,7 @@ static int kl_once(const bench_opts *o, const char *ref, const char *arm, const 
     c.arm.kind = KLD_ARM_MODEL;
     c.arm.path = arm;
     c.ids_path = ids_path;
-    c.ctx = o->tokens;
+    c.ctx = o->window ? o->window : o->tokens;
     c.chunk = o->chunk;
     c.chunking = KLD_CHUNKING_DOC;
     c.n_threads = (int)o->threads;
@@ -230,13 +251,48 @@ static int kl_once(const bench_opts *o, const char *ref, const char *arm, const 
     return 0;
 }
 
+/* kl_once in a fresh process (this program again, --lockstep-child FD): its
+ * peak RSS is the run's own, as a user's `kldeval kl` has it. A reset peak
+ * in this process would count what the forward passes before it left in
+ * the heap, and a forked child inherits all of it. */
+static int kl_once_child(const bench_opts *o, kl_sample *out, uint64_t *peak) {
+    int fd[2];
+    if (pipe(fd) != 0) return 1;
+    char fdarg[16];
+    snprintf(fdarg, sizeof fdarg, "%d", fd[1]);
+    char **args = calloc((size_t)o->argc + 3, sizeof *args);
+    if (!args) return 1;
+    for (int i = 0; i < o->argc; i++) args[i] = o->argv[i];
+    args[o->argc] = "--lockstep-child";
+    args[o->argc + 1] = fdarg;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+        close(fd[0]);
+        execv("/proc/self/exe", args);
+        _exit(127);
+    }
+    free(args);
+    close(fd[1]);
+    ssize_t got = read(fd[0], out, sizeof *out);
+    close(fd[0]);
+    int st = 0;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || got != (ssize_t)sizeof *out)
+        return 1;
+    *peak = (uint64_t)ru.ru_maxrss * 1024;
+    return 0;
+}
+
 static json_t *shape_json(const bench_opts *o) {
     const kld_synth_options *s = &o->shape;
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:i,s:s,s:s,s:I,s:I,s:I}", "n_embd", (json_int_t)s->n_embd,
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:i,s:s,s:s,s:I,s:I,s:I,s:I}", "n_embd", (json_int_t)s->n_embd,
                      "n_layer", (json_int_t)s->n_layer, "n_head", (json_int_t)s->n_head, "n_head_kv",
                      (json_int_t)s->n_head_kv, "n_ff", (json_int_t)s->n_ff, "n_vocab", s->n_vocab,
                      "ref_type", o->ref_type, "arm_type", o->arm_type, "tokens",
-                     (json_int_t)o->tokens, "chunk", (json_int_t)o->chunk, "threads",
+                     (json_int_t)o->tokens, "window", (json_int_t)(o->window ? o->window : o->tokens),
+                     "chunk", (json_int_t)o->chunk, "threads",
                      (json_int_t)o->threads);
 }
 
@@ -265,6 +321,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (pr) return 2;
+    o.argc = argc;
+    o.argv = argv;
     if (o.tokens > o.shape.n_ctx) o.shape.n_ctx = o.tokens;
     if (!make_dirs(o.cache)) {
         fprintf(stderr, "bench_kl: cannot create %s: %s\n", o.cache, strerror(errno));
@@ -276,6 +334,13 @@ int main(int argc, char **argv) {
         kb_cached_model("bench_kl", o.cache, &o.shape, o.arm_type, arm, sizeof arm) ||
         write_ids(&o, ids_path, sizeof ids_path, &ids))
         return 1;
+    if (o.child_fd >= 0) { /* the lockstep child: one run, its sample to the parent */
+        kl_sample k = {0};
+        int rc = kl_once(&o, ref, arm, ids_path, &k);
+        if (!rc && write(o.child_fd, &k, sizeof k) != (ssize_t)sizeof k) rc = 1;
+        free(ids);
+        return rc;
+    }
 
     int reps = (int)o.reps;
     double *a = calloc((size_t)reps, sizeof *a), *b = calloc((size_t)reps, sizeof *b);
@@ -286,8 +351,8 @@ int main(int argc, char **argv) {
     uint64_t rss_a = 0, rss_b = 0, rss_c = 0;
     bool rss_exact = true;
 
-    fprintf(stderr, "bench_kl: %lld tokens, chunk %lld, %lld threads, %d reps (+%lld warm-up)\n",
-            o.tokens, o.chunk, o.threads, reps, o.warmup);
+    fprintf(stderr, "bench_kl: %lld tokens in windows of %lld, chunk %lld, %lld threads, %d reps (+%lld warm-up)\n",
+            o.tokens, o.window ? o.window : o.tokens, o.chunk, o.threads, reps, o.warmup);
     /* a, b and c interleaved per round, so drift in the machine's load hits all three alike */
     for (int r = -(int)o.warmup; r < reps; r++) {
         double oa, ob, ta, tb;
@@ -298,9 +363,8 @@ int main(int argc, char **argv) {
         rss_exact &= kb_peak_rss_reset();
         if (forward_once(&o, arm, ids, &ob, &tb)) return 1;
         uint64_t rb = kb_peak_rss_bytes();
-        rss_exact &= kb_peak_rss_reset();
-        if (kl_once(&o, ref, arm, ids_path, &kc)) return 1;
-        uint64_t rc = kb_peak_rss_bytes();
+        uint64_t rc = 0;
+        if (kl_once_child(&o, &kc, &rc)) return 1;
         fprintf(stderr, "bench_kl: round %d%s: ref %.3f s, arm %.3f s, lockstep %.3f s (wall %.3f s)\n",
                 r + 1, r < 0 ? " (warm-up)" : "", ta, tb, kc.run_s, kc.wall_s);
         if (r < 0) continue;
@@ -357,10 +421,10 @@ int main(int argc, char **argv) {
 
     /* table */
     printf("\nbench_kl: %s vs %s, n_embd %lld, %lld layers, %lld/%lld heads, ff %lld, vocab %d;\n"
-           "          %lld tokens, chunk %lld, %lld threads, %d reps\n",
+           "          %lld tokens in windows of %lld, chunk %lld, %lld threads, %d reps\n",
            o.ref_type, o.arm_type, (long long)o.shape.n_embd, (long long)o.shape.n_layer,
            (long long)o.shape.n_head, (long long)o.shape.n_head_kv, (long long)o.shape.n_ff,
-           o.shape.n_vocab, o.tokens, o.chunk, o.threads, reps);
+           o.shape.n_vocab, o.tokens, o.window ? o.window : o.tokens, o.chunk, o.threads, reps);
     printf("%-28s %10s %8s %10s %10s\n", "measurement", "median", "spread", "tok/s", "peak RSS");
     char mem[32];
     snprintf(mem, sizeof mem, "%.0f MiB", (double)rss_a / 1048576.0);

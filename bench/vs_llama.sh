@@ -20,6 +20,8 @@ llama=$logs/llama.jsonl   # llama.cpp's figures, aggregated over the rounds
 kld_round() {
   local p=$1 r=$2 out=$logs/$1.round$2.out args=(--reps 1 --cache "$cache")
   [ $quick = 1 ] && args+=(--quick)
+  # the KLD run as llama-perplexity makes it: windows of 512, each from an empty cache
+  [ "$p" = bench_kl ] && args+=(--window "$([ $quick = 1 ] && echo 128 || echo 512)")
   "$build/bench/$p" "${args[@]}" > "$out" 2>> "$logs/$p.err" ||
     { echo "bench/run: $p round $r failed (see $logs/$p.err)" >&2; return 1; }
   jq -c -R --arg p "$p" --argjson r "$r" 'fromjson? | objects | .program = $p | .round = $r' < "$out" >> "$rounds"
@@ -55,7 +57,7 @@ llama_forward_round() {
 # in windows of 512. The text is the built-in corpus (which the synthesized
 # models learned from), repeated to cover the windows.
 llama_kl_round() {
-  local r=$1 ref arm tokens thr text=$logs/llama-corpus.txt chunks t0 t1 t2
+  local r=$1 ref arm tokens thr text=$logs/llama-corpus.txt chunks win t0 t1 t2
   ref=$(round_field bench_kl lockstep models.ref "$r")
   arm=$(round_field bench_kl lockstep models.arm "$r")
   tokens=$(round_field bench_kl lockstep shape.tokens "$r")
@@ -64,18 +66,19 @@ llama_kl_round() {
   if [ ! -s "$text" ]; then
     for _ in 1 2 3 4 5 6 7 8; do cat "$repo/data/builtin_corpus.txt"; done > "$text"
   fi
-  chunks=$(( tokens / 512 )); [ "$chunks" -ge 1 ] || chunks=1
+  win=$(round_field bench_kl lockstep shape.window "$r"); win=${win:-512}
+  chunks=$(( tokens / win )); [ "$chunks" -ge 1 ] || chunks=1
   t0=$(date +%s.%N)
-  "$LLAMA_CPP_DIR/llama-perplexity" -m "$ref" -f "$text" -c 512 --chunks "$chunks" -t "${thr:-2}" \
+  "$LLAMA_CPP_DIR/llama-perplexity" -m "$ref" -f "$text" -c "$win" --chunks "$chunks" -t "${thr:-2}" \
     --kl-divergence-base "$logs/llama-base.kld" > "$logs/llama-ppl-base.round$r.log" 2>&1
   t1=$(date +%s.%N)
-  "$LLAMA_CPP_DIR/llama-perplexity" -m "$arm" -f "$text" -c 512 --chunks "$chunks" -t "${thr:-2}" \
+  "$LLAMA_CPP_DIR/llama-perplexity" -m "$arm" -f "$text" -c "$win" --chunks "$chunks" -t "${thr:-2}" \
     --kl-divergence-base "$logs/llama-base.kld" --kl-divergence > "$logs/llama-ppl-kld.round$r.log" 2>&1
   t2=$(date +%s.%N)
   llama_value perplexity_base_s s "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" "$r"
   llama_value perplexity_kld_s s "$(awk -v a="$t1" -v b="$t2" 'BEGIN {print b - a}')" "$r"
   llama_value perplexity_total_s s "$(awk -v a="$t0" -v b="$t2" 'BEGIN {print b - a}')" "$r"
-  llama_value perplexity_positions positions "$(( chunks * 255 ))" "$r" # the second half of each window
+  llama_value perplexity_positions positions "$(( chunks * (win / 2 - 1) ))" "$r" # the second half of each window
 }
 
 # Runs the rounds for the programs given ($@ among bench_forward, bench_kl)
@@ -168,26 +171,21 @@ issue_table() {
   done
   k=$(rec bench_kl lockstep_wall median); ks=$(rec bench_kl lockstep_wall spread)
   if [ -n "$k" ]; then
-    local pos lpos ref arm tokens
+    local pos lpos ref arm tokens win
     pos=$(rec bench_kl lockstep positions); lpos=$(lc perplexity_positions median)
     l=$(lc perplexity_total_s median); ls=$(lc perplexity_total_s spread)
-    tokens=$(rec bench_kl lockstep shape.tokens)
+    tokens=$(rec bench_kl lockstep shape.tokens); win=$(rec bench_kl lockstep shape.window)
     ref=$(rec bench_kl lockstep shape.ref_type); arm=$(rec bench_kl lockstep shape.arm_type)
-    row "KLD run $ref vs $arm, $tokens tokens, wall s" "$k" "$ks" "$l" "$ls" "$(div "$k" "$l")" "<=" 0.5
+    row "KLD run $ref vs $arm, $tokens tokens (windows of ${win:-$tokens}), wall s" "$k" "$ks" "$l" "$ls" "$(div "$k" "$l")" "<=" 0.5
     echo "    positions scored: kldeval ${pos:-?}, llama-perplexity ${lpos:--} (ratio = time, lower is better)"
-    # the same work per token at 2,048 and at 512: both with logits for every row
-    local win pp
-    win=$(rec bench_kl ref_forward tok_per_s); pp=$(rec bench_forward prefill_all_logits_f16 median)
-    [ -n "$win" ] && [ -n "$pp" ] &&
-      row "$tokens-token window, all logits, f16 ÷ pp512 ($(cell "$pp"))" "$win" "" "" "" "$(div "$win" "$pp")" ">=" 0.90
     local rss bound
     rss=$(rec bench_kl lockstep peak_rss_bytes)
     bound=$(kl_plan_bytes "$(rec bench_kl lockstep models.ref)" "$(rec bench_kl lockstep models.arm)" \
-      "$tokens" "$(rec bench_kl lockstep shape.chunk)" "$(rec bench_kl lockstep shape.threads)")
+      "${win:-$tokens}" "$(rec bench_kl lockstep shape.chunk)" "$(rec bench_kl lockstep shape.threads)")
     if [ -n "$rss" ] && [ -n "$bound" ]; then
       row "peak RSS of the KLD run MiB ÷ plan $(awk -v b="$bound" 'BEGIN {printf "%.0f", b / 1048576}') MiB" \
         "$(awk -v r="$rss" 'BEGIN {print r / 1048576}')" "" "" "" "$(div "$rss" "$bound")" "<=" 1.0
-      echo "    plan = the sum of both models' \`kldeval inspect --plan --ctx $tokens --json\` (totals: weights, norms, session arena, logits per chunk, program and tokenizer)"
+      echo "    plan = the sum of both models' \`kldeval inspect --plan --ctx ${win:-$tokens} --json\` (totals: weights, norms, session arena, logits per chunk, program and tokenizer)"
     fi
   fi
   local blas f32 worst wname

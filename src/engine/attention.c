@@ -7,8 +7,10 @@
  * takes the row maximum first (and beyond KLD_ATTN_TILE_KEYS keys walks them
  * in blocks as online does: the same bits); attention=online walks key
  * blocks once and rescales, exactly, by powers of two. Masked keys contribute exact zeros
- * and every sum runs over the keys in order, so rows do not depend on
- * chunk size or threads. Attention sinks (gpt-oss: one logit per head that
+ * and every sum runs over the keys in one fixed order (the softmax's sum in
+ * groups of 16 keys at multiples of 16, pairwise within a group, the groups
+ * in order: key ranges and blocks start at multiples of 16), so rows do not
+ * depend on chunk size or threads. Attention sinks (gpt-oss: one logit per head that
  * attends to nothing) join the maximum and the sum as one more weight. */
 #include "engine/gemm.h"
 #include "engine/internal.h"
@@ -73,7 +75,7 @@ static void kv_view(const attn_job *j, const kld_session *cs, int ith, int64_t k
 static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, int64_t p) {
     const kld_hparams *hp = &j->s->model->hp;
     const float scale = (float)hp->attn_scale, cap = (float)hp->attn_softcap;
-    for (int64_t c = 0; c < L; c++) row[c] *= scale;
+    j->s->kr->scale(row, L, scale);
     if (cap > 0) j->s->kr->softcap(row, L, cap);
     /* masked: keys after p, and with a sliding window keys at or before
      * p - window — as index ranges of the row, not a test per key */
@@ -91,14 +93,6 @@ static void scores_finish(const attn_job *j, float *row, int64_t L, int64_t lo, 
  * and against another K it differs by an exact power of two. This is what
  * lets the online softmax agree with the exact one to the last bit. K =
  * ceil(max x), so every weight is at most 1 and the largest above 1/2. */
-
-/* The largest of row[0..n) (-inf for none; NaNs never win): fmaxf without
- * the libm call. */
-static float row_max(const float *row, int64_t n) {
-    float mx = -INFINITY;
-    for (int64_t c = 0; c < n; c++) mx = row[c] > mx ? row[c] : mx;
-    return mx;
-}
 
 static double pow2_exponent(float max_score) {
     return max_score == -INFINITY ? -INFINITY : ceil((double)max_score * KLD_LOG2E_D);
@@ -154,7 +148,7 @@ static void online_block(const attn_job *j, int ith, const float *q, int64_t row
         for (int64_t r = 0; r < rows; r++) {
             float *row = S + r * s->ldk;
             scores_finish(j, row, nb, b0, p0 + r);
-            const double kb = pow2_exponent(row_max(row, nb));
+            const double kb = pow2_exponent(s->kr->max(row, nb));
             if (kb > k[r]) {
                 if (k[r] > -INFINITY) { /* exact rescaling of the output and sum so far */
                     const int shift = k[r] - kb < -160 ? -160 : (int)(k[r] - kb);
@@ -229,7 +223,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                 kld_act_round_vec(KLD_ACT_Q8, KLD_TYPE_F16, row, row, L);
                 continue;
             }
-            float mx = row_max(row, L);
+            float mx = kr->max(row, L);
             if (sink && *sink > mx) mx = *sink;
             const double K = pow2_exponent(mx);
             l[r] = kr->base2_weights(row, L, K, 0) + (sink ? sink_weight(kr, *sink, K) : 0);

@@ -98,13 +98,19 @@ typedef struct kld_engine_kernels {
     void (*gelu_tanh_mul)(float *g, const float *up, int64_t n);
     /* In place: x = cap * tanh(x / cap). */
     void (*softcap)(float *x, int64_t n, float cap);
+    /* In place: x = x * s (attention's score scale: one float multiply each). */
+    void (*scale)(float *x, int64_t n, float s);
+    /* The largest of x[0..n) (-inf for none; NaNs never win). */
+    float (*max)(const float *x, int64_t n);
     /* sum_i exp(x[i] - mx), each exp in float, summed in 8 double lanes. */
     double (*sum_exp)(const float *x, int64_t n, float mx);
     /* In place: x[i] = its base-2 softmax weight 2^(x[i]·log2(e) - K)
      * against the integer exponent K (kernels_ref.c: the exact arithmetic;
-     * -inf gives 0); returns sum plus the weights, added in double in index
-     * order (so a sum over key blocks can continue one running sum: the
-     * online softmax then adds exactly as the exact one does). */
+     * -inf gives 0); returns sum plus the weights, added in double: each
+     * group of 16 from x[0] pairwise (j with j + 8, then + 4, + 2, + 1), the
+     * groups in index order (so a sum over key blocks of multiples of 16
+     * can continue one running sum: the online softmax then adds exactly as
+     * the exact one does). */
     double (*base2_weights)(float *x, int64_t n, double K, double sum);
     /* The one-row product and the GEMM panel over weights repacked at load
      * (weight_pack.c, the layouts below), for the types the set has them

@@ -339,6 +339,31 @@ static void softcap_avx2(float *x, int64_t n, float cap) {
     }
 }
 
+static void scale_avx2(float *x, int64_t n, float s) {
+    const __m256 vs = _mm256_set1_ps(s);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+    for (; i < n; i++) x[i] *= s;
+}
+
+/* maxps(x, m) is x > m ? x : m, so a NaN in x never replaces m; the lanes'
+ * maxima then give the row's (max is exact in any order; a -0 against a +0
+ * may come out either way, which no caller tells apart). */
+static float max_avx2(const float *x, int64_t n) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(x + i), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(x + i + 8), m1);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, _mm256_max_ps(m0, m1));
+    float mx = -INFINITY;
+    for (int c = 0; c < 8; c++) mx = lanes[c] > mx ? lanes[c] : mx;
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
 static double sum_exp_avx2(const float *x, int64_t n, float mx) {
     const __m256 vm = _mm256_set1_ps(mx);
     __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
@@ -425,24 +450,42 @@ static inline void base2_weight16(const float *in, __m256d K, float *w) {
 #undef B2_START
 #undef B2_STEP
 
+/* The sum of w[0..16) in double as kernels_ref.c's group16_sum adds it:
+ * j with j + 8, then + 4, + 2, + 1. */
+static inline double group16_sum(const float *w) {
+    const __m256 a = _mm256_loadu_ps(w), b = _mm256_loadu_ps(w + 8);
+    const __m256d lo = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a)),
+                                     _mm256_cvtps_pd(_mm256_castps256_ps128(b)));
+    const __m256d hi = _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)),
+                                     _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1)));
+    const __m256d s4 = _mm256_add_pd(lo, hi);
+    const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+}
+
+/* Groups of 16 summed pairwise, the groups in index order: one dependent
+ * double add per 16 keys instead of 16 (rows start at multiples of 16 keys
+ * and online blocks are multiples of 16, so the groups are the same keys in
+ * every mode and the sums the same bits). */
 static double base2_weights_avx2(float *x, int64_t n, double K, double sum) {
     const __m256d vK = _mm256_set1_pd(K);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         base2_weight16(x + i, vK, x + i);
-        for (int c = 0; c < 16; c++) sum += x[i + c];
+        sum += group16_sum(x + i);
     }
-    if (i < n) { /* the tail through a buffer padded with -inf */
+    if (i < n) { /* the tail through a buffer padded with -inf (weights 0) */
         float in[16], w[16];
         for (int c = 0; c < 16; c++) in[c] = i + c < n ? x[i + c] : -INFINITY;
         base2_weight16(in, vK, w);
-        for (int c = 0; i + c < n; c++) sum += (x[i + c] = w[c]);
+        for (int c = 0; i + c < n; c++) x[i + c] = w[c];
+        sum += group16_sum(w);
     }
     return sum;
 }
 
 const kld_engine_kernels kld_engine_kernels_avx2_table = {
     "avx2", KLD_MR, KLD_NR, ukernel_avx2, pack16_avx2, pack16_avx2, gemv_f32_avx2, KLD_GEMV_ROWS, kld_avx2_gemv_direct, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
-    softcap_avx2, sum_exp_avx2, base2_weights_avx2, kld_avx2_gemv_repacked, kld_avx2_pack_repacked,
+    softcap_avx2, scale_avx2, max_avx2, sum_exp_avx2, base2_weights_avx2, kld_avx2_gemv_repacked, kld_avx2_pack_repacked,
     kld_avx2_repack,
 };

@@ -105,6 +105,16 @@ static void gelu_tanh_mul_ref(float *g, const float *up, int64_t n) {
     }
 }
 
+static void scale_ref(float *x, int64_t n, float s) {
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static float max_ref(const float *x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
 /* tanh(y) = sign(y)(1 - e)/(1 + e), e = exp(-2|y|). */
 static void softcap_ref(float *x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; i++) {
@@ -174,17 +184,27 @@ static float base2_weight(float s, double K) {
     return kld_scale_pow2((float)p, (int)j);
 }
 
+/* The sum of 16 weights in double, pairwise: j with j + 8, then + 4, + 2,
+ * + 1 (the order kernels_avx2.c's vectors add in). */
+static double group16_sum(const float *w) {
+    double s8[8], s4[4];
+    for (int j = 0; j < 8; j++) s8[j] = (double)w[j] + (double)w[j + 8];
+    for (int j = 0; j < 4; j++) s4[j] = s8[j] + s8[j + 4];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
 static double base2_weights_ref(float *x, int64_t n, double K, double sum) {
-    for (int64_t c = 0; c < n; c++) {
-        x[c] = base2_weight(x[c], K);
-        sum += x[c];
+    for (int64_t i = 0; i < n; i += 16) {
+        float w[16];
+        for (int c = 0; c < 16; c++) w[c] = i + c < n ? (x[i + c] = base2_weight(x[i + c], K)) : 0.0f;
+        sum += group16_sum(w);
     }
     return sum;
 }
 
 static const kld_engine_kernels ref_table = {
     "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, 0, NULL, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
-    sum_exp_ref, base2_weights_ref, NULL, NULL, NULL, /* reads the row-major weights */
+    scale_ref, max_ref, sum_exp_ref, base2_weights_ref, NULL, NULL, NULL, /* reads the row-major weights */
 };
 
 const kld_engine_kernels *kld_engine_kernels_ref(void) { return &ref_table; }
