@@ -7,7 +7,7 @@
  *    every qwen35*.* key (rope.dimension_sections included) and the logits bit for bit;
  *  - transformers 5's fused experts (mlp.experts.gate_up_proj / down_proj) read as views, and the
  *    multimodal wrappers (qwen3_5 / qwen3_5_moe: text_config, model.language_model.*, a vision
- *    tower skipped): the GGUF's logits bit for bit, read and converted;
+ *    tower skipped): the GGUF's logits bit for bit, read and converted, and at q8_0 three ways;
  *  - malformed configs and tensors as errors naming config.json, the key and value, or the tensor. */
 #include "engine/engine.h"
 #include "io/gguf.h"
@@ -34,7 +34,7 @@ static void shape(synth_shape *s, const char *arch) {
         s->n_expert = 4;
         s->n_expert_used = 2;
         s->n_ff_exp = 32;
-        s->n_ff_shexp = 48;
+        s->n_ff_shexp = 64; /* not n_ff_exp: a swap of the two widths shows; a multiple of q8_0's block */
     }
 }
 
@@ -180,6 +180,37 @@ static void test_views(void) {
     kld_source_close(src);
 }
 
+/* q8_0 three ways on the fused, wrapped MoE: the GGUF quantized on load (@q8_0), the checkpoint
+ * quantized on load (its experts views of gate_up_proj) and `quantize HF q8_0`: the same logits bit
+ * for bit, near the f32 ones. */
+static void test_q8(void) {
+    char gguf[512], dir[512], at_g[600], at_h[600], out[600];
+    snprintf(gguf, sizeof gguf, "%s/q35hf-qwen35moe.gguf", kt_build_dir());
+    snprintf(dir, sizeof dir, "%s/q35hf-moe-wrapped-fused", kt_build_dir());
+    snprintf(at_g, sizeof at_g, "%s@q8_0", gguf);
+    snprintf(at_h, sizeof at_h, "%s@q8_0", dir);
+    snprintf(out, sizeof out, "%s/q35hf-moe-wrapped-fused-q8_0.gguf", kt_build_dir());
+    kld_error err = {0};
+    CHECK_OK(kld_quantize_file(dir, out, "q8_0", NULL, NULL, &err), err);
+    int32_t ids[N_IDS];
+    synth_shape s;
+    shape(&s, "qwen35moe");
+    tf_make_ids(ids, N_IDS, s.n_vocab, 20261204);
+    int64_t nv = 0;
+    float *base = tf_engine_logits(gguf, ids, N_IDS, 16, 2, &nv), *a = tf_engine_logits(at_g, ids, N_IDS, 16, 2, &nv);
+    float *b = tf_engine_logits(at_h, ids, N_IDS, 16, 2, &nv), *c = tf_engine_logits(out, ids, N_IDS, 16, 2, &nv);
+    const size_t bytes = sizeof(float) * (size_t)(N_IDS * nv);
+    CHECK(a && b && c && !memcmp(a, b, bytes) && !memcmp(a, c, bytes),
+          "qwen35moe: GGUF@q8_0, fused HF@q8_0 and quantize HF q8_0 give the same logits bit for bit");
+    if (base && a) {
+        const tf_cmp k = tf_compare(base, a, N_IDS, nv);
+        printf("%-28s q8_0 (three ways, equal) vs f32: KLD %.3g, argmax %d/%d\n", "moe-wrapped-fused", k.mean_kld,
+               k.same_argmax, N_IDS);
+        CHECK(k.mean_kld > 0 && k.mean_kld < 5e-2, "qwen35moe: q8_0 vs f32 KLD %.3g", k.mean_kld);
+    }
+    free(base), free(a), free(b), free(c);
+}
+
 /* A malformed copy: opening (and for want_q, converting) fails naming want1 and want2. */
 static void expect_error(const char *label, const char *arch, const q35_hf_opts *o, bool convert, const char *want1,
                          const char *want2) {
@@ -226,6 +257,10 @@ static void test_errors(void) {
     expect_error("bad-mrope-section", "qwen35", &o, false, "config.json", "mrope_section[1]");
     o = (q35_hf_opts){.wrapped = true, .fused_experts = true, .edits = {{"norm_topk_prob", "false"}, {NULL, NULL}}};
     expect_error("convert-norm-topk-false", "qwen35moe", &o, true, "norm_topk_prob false", "qwen35moe");
+    o = (q35_hf_opts){.drop = "model.layers.1.linear_attn.in_proj_b.weight"};
+    expect_error("convert-no-in-proj-b", "qwen35", &o, true, "model.layers.1.linear_attn.in_proj_b.weight", "missing");
+    o = (q35_hf_opts){.edits = {{"rope_parameters", "{\"rope_theta\": \"1e4\"}"}, {NULL, NULL}}};
+    expect_error("convert-rope-theta-string", "qwen35moe", &o, true, "config.json", "rope_theta");
     o = (q35_hf_opts){.wrapped = true, .outer_edits = {{"tie_word_embeddings", "\"yes\""}, {NULL, NULL}}};
     expect_error("wrapped-bad-tie", "qwen35", &o, false, "config.json", "tie_word_embeddings");
 }
@@ -240,6 +275,7 @@ int main(void) {
     test_layout("dense-wrapped", "qwen35", &wrapped);
     test_layout("moe-wrapped-fused", "qwen35moe", &both);
     test_views();
+    test_q8();
     test_errors();
     return kt_finish();
 }
