@@ -317,9 +317,10 @@ static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weig
     return KLD_OK;
 }
 
-/* Gemma 4's experts with gate and up in one tensor (and Qwen3.5-MoE's transformers 5 checkpoints) (llama.cpp's ffn_gate_up_exps
+/* Gemma 4's experts with gate and up in one tensor (llama.cpp's ffn_gate_up_exps
  * [n_embd, 2·n_ff_exp, n_expert], what the converter makes of experts.gate_up_proj; its
- * graph takes each expert's first n_ff_exp rows as the gate, the next as up): per-expert
+ * graph takes each expert's first n_ff_exp rows as the gate, the next as up), and a
+ * transformers 5 Qwen3.5-MoE checkpoint's mlp.experts.gate_up_proj (the same layout): per-expert
  * views of both halves, and the merged ffn_down_exps. */
 static kld_status bind_gate_up(binder *b, int il, const char *name, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
