@@ -40,5 +40,7 @@ kld_add_test(NAME test_gptoss_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gptoss
 kld_add_test(NAME test_deepseek3_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_deepseek3_hf.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_deepseek3_hf.c ${CMAKE_CURRENT_SOURCE_DIR}/synth_glm4moe_hf.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
+kld_add_test(NAME test_qwen35_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen35_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/synth_qwen3next_hf.c ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_gemma4_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gemma4_hf.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_gemma4_hf.c ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

@@ -19,11 +19,18 @@
 typedef struct hf_out {
     st_writer w;
     bool bf16;
+    bool wrapped;     /* Qwen3.5's multimodal layout: model.* under model.language_model.* */
+    const char *drop; /* Qwen3.5: leave out this HF tensor (its final name) */
 } hf_out;
 
 /* Adds name with HF shape dims[0..nd) and the values f (owned). */
 static void put(hf_out *o, const q3n_hf_opts *opt, const char *name, int nd, const int64_t *dims, float *f) {
-    if (opt && opt->drop && !strcmp(opt->drop, name)) {
+    char wrapped[200];
+    if (o->wrapped && !strncmp(name, "model.", 6)) {
+        snprintf(wrapped, sizeof wrapped, "model.language_model.%s", name + 6);
+        name = wrapped;
+    }
+    if ((opt && opt->drop && !strcmp(opt->drop, name)) || (o->drop && !strcmp(o->drop, name))) {
         free(f);
         return;
     }
@@ -414,20 +421,73 @@ static void put_q35_layer(hf_out *o, const synth_shape *s, const kld_tensor *t, 
 #undef LA
 }
 
+/* transformers 5's fused experts of layer il: gate_up_proj [X, 2F, E] (each expert's gate rows,
+ * then its up rows) from ffn_gate_exps + ffn_up_exps, down_proj [X, E, F] from ffn_down_exps. */
+static void put_fused_experts(hf_out *o, const kld_gguf *g, const kld_tensor *t, int il, const char *rest) {
+    char name[160], other[64];
+    const int64_t per = t->ne[0] * t->ne[1], X = t->ne[2];
+    if (!strcmp(rest, "ffn_down_exps.weight")) {
+        const int64_t d[3] = {X, t->ne[1], t->ne[0]};
+        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj", il);
+        put(o, NULL, name, 3, d, floats(t));
+        return;
+    }
+    if (strcmp(rest, "ffn_gate_exps.weight")) return; /* up: written with gate */
+    snprintf(other, sizeof other, "blk.%d.ffn_up_exps.weight", il);
+    const kld_tensor *u = find(g, other);
+    float *a = floats(t), *b = u ? floats(u) : calloc((size_t)(per * X), sizeof(float));
+    float *f = malloc(sizeof(float) * (size_t)(2 * per * X));
+    for (int64_t e = 0; e < X; e++) {
+        memcpy(f + 2 * e * per, a + e * per, sizeof(float) * (size_t)per);
+        memcpy(f + (2 * e + 1) * per, b + e * per, sizeof(float) * (size_t)per);
+    }
+    free(a), free(b);
+    const int64_t d[3] = {X, 2 * t->ne[1], t->ne[0]};
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj", il);
+    put(o, NULL, name, 3, d, f);
+}
+
+/* Sets (or deletes, json NULL) the edits on c. */
+static void apply_edits(json_t *c, const hf_edit *ed) {
+    for (int i = 0; ed && ed[i].key; i++) {
+        if (!ed[i].json) {
+            json_object_del(c, ed[i].key);
+            continue;
+        }
+        json_error_t je;
+        json_t *v = json_loads(ed[i].json, JSON_DECODE_ANY, &je);
+        if (v) json_object_set_new(c, ed[i].key, v);
+    }
+}
+
 bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir) {
+    return q35_write_hf_opts(s, gguf_path, dir, NULL);
+}
+
+bool q35_write_hf_opts(const synth_shape *s, const char *gguf_path, const char *dir, const q35_hf_opts *opt) {
     kld_error err = {0};
     kld_gguf *g = NULL;
     if (kld_gguf_open(gguf_path, &g, &err) != KLD_OK) {
         fprintf(stderr, "q35_write_hf: %s\n", err.msg);
         return false;
     }
-    hf_out o = {.bf16 = false};
+    const q35_hf_opts none = {0};
+    if (!opt) opt = &none;
+    hf_out o = {.bf16 = false, .wrapped = opt->wrapped, .drop = opt->drop};
     st_init(&o.w);
+    if (opt->wrapped) { /* a vision tower tensor, skipped by the reader and the converter */
+        float *f = calloc(16, sizeof *f);
+        const int64_t d[2] = {4, 4};
+        st_put_f32(&o.w, "model.visual.patch_embed.proj.weight", 2, d, f);
+    }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const kld_tensor *t = &g->tensors[i];
         int il = 0, used = 0;
         const int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
-        if (!strcmp(t->name, "token_embd.weight")) put(&o, NULL, "model.embed_tokens.weight", 2, d2, floats(t));
+        if (opt->fused_experts && sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used &&
+            strstr(t->name + used, "_exps.weight"))
+            put_fused_experts(&o, g, t, il, t->name + used);
+        else if (!strcmp(t->name, "token_embd.weight")) put(&o, NULL, "model.embed_tokens.weight", 2, d2, floats(t));
         else if (!strcmp(t->name, "output.weight")) put(&o, NULL, "lm_head.weight", 2, d2, floats(t));
         else if (!strcmp(t->name, "output_norm.weight")) {
             float *f = floats(t);
@@ -471,5 +531,16 @@ bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir) 
     json_object_set_new(c, "linear_value_head_dim", json_integer(s->dn_head));
     json_object_set_new(c, "linear_num_key_heads", json_integer(s->dn_n_k_heads));
     json_object_set_new(c, "linear_num_value_heads", json_integer(s->dn_n_v_heads));
-    return hf_config_write(c, NULL, dir) && ok;
+    if (!opt->wrapped) return hf_config_write(c, opt->edits, dir) && ok;
+    /* Qwen3_5(Moe)ForConditionalGeneration: the text model's config in text_config */
+    apply_edits(c, opt->edits);
+    json_t *outer = json_object();
+    json_object_set_new(outer, "architectures", json_pack("[s]", moe ? "Qwen3_5MoeForConditionalGeneration"
+                                                                       : "Qwen3_5ForConditionalGeneration"));
+    json_object_set_new(outer, "model_type", json_string(moe ? "qwen3_5_moe" : "qwen3_5"));
+    json_object_set_new(outer, "text_config", c);
+    json_object_set_new(outer, "vision_config", json_pack("{s:s, s:i, s:i}", "model_type", "qwen3_5", "depth", 1,
+                                                          "hidden_size", 4));
+    json_object_set_new(outer, "tie_word_embeddings", json_boolean(s->tied));
+    return hf_config_write(outer, opt->outer_edits, dir) && ok;
 }

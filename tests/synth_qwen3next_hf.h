@@ -29,4 +29,18 @@ bool q3n_rewrite_gguf(const synth_shape *s, const char *in, const char *out, boo
  * head: the GGUF's tiled order undone), from the GGUF at gguf_path. */
 bool q35_write_hf(const synth_shape *s, const char *gguf_path, const char *dir);
 
+typedef struct q35_hf_opts {
+    bool fused_experts;  /* qwen35moe: mlp.experts.gate_up_proj [X, 2F, E] + down_proj [X, E, F]
+                            (transformers 5's Qwen3_5MoeExperts), not one tensor per expert */
+    bool wrapped;        /* Qwen3_5(Moe)ForConditionalGeneration: model_type qwen3_5 / qwen3_5_moe with
+                            the text config in "text_config", tensors under model.language_model.*,
+                            plus a vision tensor */
+    const char *drop;    /* leave out this HF tensor (its name as written), or NULL */
+    hf_edit edits[8];    /* edits of the text config (ended by a NULL key) */
+    hf_edit outer_edits[4]; /* wrapped: edits of the outer config */
+} q35_hf_opts;
+
+/* q35_write_hf with options (opt NULL: none). */
+bool q35_write_hf_opts(const synth_shape *s, const char *gguf_path, const char *dir, const q35_hf_opts *opt);
+
 #endif

@@ -13,7 +13,8 @@
  *     fused ssm_in) are tensors llama.cpp lists for that architecture;
  *  4. per architecture with a Hugging Face layout, every tensor name and
  *     key of the GGUF kldeval's converter writes (Gemma 4: the E2B geometry
- *     and the 26B-A4B's experts). */
+ *     and the 26B-A4B's experts; Qwen3.5 and Qwen3.5-MoE, the latter also from
+ *     fused experts in the multimodal wrapper). */
 #include "engine/internal.h"
 #include "io/gguf.h"
 #include "model/gguf_names.h"
@@ -353,7 +354,7 @@ static void check_written(const char *label, const char *arch, const char *path)
 static void check_converted(void) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen2moe",
                                         "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe", "gpt-oss",
-                                        "deepseek2", "gemma4"};
+                                        "deepseek2", "gemma4", "qwen35", "qwen35moe"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         const char *a = archs[i];
         synth_shape s;
@@ -372,6 +373,20 @@ static void check_converted(void) {
         if (!strcmp(a, "qwen3next")) {
             q3n_hf_opts o = {0};
             ok = q3n_write_hf(&s, gguf, dir, &o);
+        } else if (!strncmp(a, "qwen35", 6)) { /* Qwen3.5's layout; the MoE also as transformers 5's fused
+                                                   * experts in the multimodal wrapper */
+            ok = synth_write_gguf(&s, gguf) && q35_write_hf(&s, gguf, dir);
+            if (s.n_expert > 0) {
+                char fd[1100], fo[1100];
+                snprintf(fd, sizeof fd, "%s/gguf_names_%s_fused_hf", kt_build_dir(), a);
+                snprintf(fo, sizeof fo, "%s/gguf_names_%s_fused_converted.gguf", kt_build_dir(), a);
+                mkdir(fd, 0755);
+                const q35_hf_opts o = {.fused_experts = true, .wrapped = true};
+                kld_error err = {0};
+                CHECK(q35_write_hf_opts(&s, gguf, fd, &o), "%s: fused, wrapped HF copy", a);
+                CHECK_OK(kld_quantize_file(fd, fo, "f16", NULL, NULL, &err), err);
+                check_written("qwen35moe fused, wrapped", a, fo);
+            }
         } else if (!strcmp(a, "glm4moe")) {
             ok = synth_write_gguf(&s, gguf) && glm_write_hf(&s, gguf, dir, NULL, NULL);
         } else if (!strcmp(a, "gpt-oss")) { /* the released layout: MXFP4 experts */

@@ -90,6 +90,8 @@ typedef struct kld_arch_switches {
     bool rope_freqs_full_only;/* rope_freqs divides the frequencies of the full (non-sliding) layers only */
     bool moe_beside_dense;    /* the dense FFN runs beside the experts, each with its own norms; the router
                                  reads rms(x)/√n_embd · ffn_gate_inp.scale (Gemma 4 26B-A4B) */
+    bool hf_fused_experts;    /* a safetensors checkpoint may hold the experts as transformers 5's
+                                 mlp.experts.gate_up_proj / down_proj (qwen35moe) */
 } kld_arch_switches;
 
 /* The switches of the hybrid recurrent architectures, in a table of their

@@ -432,6 +432,7 @@ static const hf_arch hf_archs[] = {
     {"qwen3_moe", "qwen3moe", false, false}, {"olmoe", "olmoe", false, false},
     {"lfm2", "lfm2", true, false},      {"qwen3_next", "qwen3next", false, false},
     {"qwen3_5_text", "qwen35", false, false}, {"qwen3_5_moe_text", "qwen35moe", false, false},
+    {"qwen3_5", "qwen35", false, false}, {"qwen3_5_moe", "qwen35moe", false, false},
     {"glm4_moe", "glm4moe", false, false},
     {"gpt_oss", "gpt-oss", false, false},
     {"deepseek_v3", "deepseek2", false, false}, {"deepseek_v2", "deepseek2", false, false},
@@ -456,10 +457,12 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported "
                         "(supported: llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, "
                         "gemma3_text, mixtral, qwen2_moe, qwen3_moe, olmoe, lfm2, "
-                        "qwen3_next, qwen3_5_text, qwen3_5_moe_text, glm4_moe, gpt_oss, deepseek_v3, deepseek_v2, "
+                        "qwen3_next, qwen3_5_text, qwen3_5_moe_text, qwen3_5, qwen3_5_moe, glm4_moe, gpt_oss, deepseek_v3, deepseek_v2, "
                         "gemma4_text, gemma4)", path, model_type);
-    /* A multimodal gemma3 / gemma4 keeps the language model's fields in text_config. */
-    if (strcmp(model_type, "gemma3") == 0 || strcmp(model_type, "gemma4") == 0) {
+    /* A multimodal gemma3 / gemma4 / qwen3_5 / qwen3_5_moe keeps the language model's fields in
+     * text_config (the converter's TextModel lifts them to the top; the vision tower is skipped). */
+    if (strcmp(model_type, "gemma3") == 0 || strcmp(model_type, "gemma4") == 0 ||
+        strcmp(model_type, "qwen3_5") == 0 || strcmp(model_type, "qwen3_5_moe") == 0) {
         const json_t *tc = json_object_get(r.cfg, "text_config");
         if (!json_is_object(tc))
             return kld_fail(err, KLD_ERR_FORMAT, "%s: %s config without \"text_config\"", path, model_type);
@@ -497,6 +500,11 @@ static kld_status read_hf(const kld_source *src, kld_hparams *hp, kld_error *err
     if (partial != 1.0) hp->n_rot = (int64_t)((double)hp->head_dim * partial);
 
     bool tied = ha->tie_default;
+    /* Qwen3.5's wrappers keep tie_word_embeddings beside text_config (the converter merges the
+     * two, text_config winning) */
+    if (!strncmp(model_type, "qwen3_5", 7) && r.cfg != src->hf_config &&
+        (st = kld_hp_json_bool(src->hf_config, path, "tie_word_embeddings", &tied, err)))
+        return st;
     if ((st = j_bool(&r, "tie_word_embeddings", &tied, err))) return st;
     /* transformers ties the head to the embedding when asked, even when
      * the checkpoint also stores lm_head. */

@@ -110,6 +110,21 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
             return buf;
         }
     }
+    /* transformers 5's fused experts (Qwen3.5-MoE's Qwen3_5MoeExperts: the parameters
+     * mlp.experts.gate_up_proj [X, 2·F, E] and mlp.experts.down_proj [X, E, F], no .weight; the
+     * converter's Qwen2MoeModel splits gate_up into gate (first F rows) and up) */
+    if (in_layer && !hp->sw.moe_beside_dense && hp->sw.hf_fused_experts && src && !strcmp(kind, "weight")) {
+        const char *suffix = base + used, *hf = NULL;
+        if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_UP_EXPS))) hf = "gate_up_proj";
+        else if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_DOWN_EXPS))) hf = "down_proj";
+        char probe[160], wrapped[160];
+        snprintf(probe, sizeof probe, "%smodel.layers.%d.mlp.experts.gate_up_proj", pre, il);
+        snprintf(wrapped, sizeof wrapped, "model.language_model.layers.%d.mlp.experts.gate_up_proj", il);
+        if (hf && (kld_source_find(src, probe) || kld_source_find(src, wrapped))) {
+            snprintf(buf, cap, "%smodel.layers.%d.mlp.experts.%s", pre, il, hf);
+            return buf;
+        }
+    }
     /* the architecture's own names first (whole names outside the layers) */
     for (const kld_name_map *m = hp->hy.hf_names; m && m->hf; m++) {
         const bool layer_row = strncmp(kld_tensor_pattern(m->gguf), "blk.%d.", 7) == 0;
@@ -304,7 +319,8 @@ static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weig
 
 /* Gemma 4's experts with gate and up in one tensor (llama.cpp's ffn_gate_up_exps
  * [n_embd, 2·n_ff_exp, n_expert], what the converter makes of experts.gate_up_proj; its
- * graph takes each expert's first n_ff_exp rows as the gate, the next as up): per-expert
+ * graph takes each expert's first n_ff_exp rows as the gate, the next as up), and a
+ * transformers 5 Qwen3.5-MoE checkpoint's mlp.experts.gate_up_proj (the same layout): per-expert
  * views of both halves, and the merged ffn_down_exps. */
 static kld_status bind_gate_up(binder *b, int il, const char *name, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
@@ -342,7 +358,7 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     char sname[256];
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_UP_EXPS, il, 0, "weight");
     const bool gate_up = kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)) != NULL;
-    if (gate_up && !hp->sw.moe_beside_dense)
+    if (gate_up && !hp->sw.moe_beside_dense && !(hp->sw.hf_fused_experts && b->src->format == KLD_FORMAT_SAFETENSORS))
         return kld_fail(b->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': experts with gate and up fused in one "
                         "tensor are not supported for %s (separate ffn_gate_exps / ffn_up_exps are)", b->src->path,
                         n, hp->arch);

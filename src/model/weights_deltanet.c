@@ -199,8 +199,11 @@ static kld_status hf_q35_find(const kld_source *src, const char *base, const cha
 static kld_status hf_qwen35(const kld_source *src, const kld_hparams *hp, int il, kld_layer_weights *L,
                             kld_weights *w, kld_error *err) {
     char base[160];
-    snprintf(base, sizeof base, "%smodel.layers.%d.linear_attn.",
-             kld_source_find(src, "language_model.model.embed_tokens.weight") ? "language_model." : "", il);
+    if (kld_source_find(src, "model.language_model.embed_tokens.weight")) /* Qwen3_5ForConditionalGeneration */
+        snprintf(base, sizeof base, "model.language_model.layers.%d.linear_attn.", il);
+    else
+        snprintf(base, sizeof base, "%smodel.layers.%d.linear_attn.",
+                 kld_source_find(src, "language_model.model.embed_tokens.weight") ? "language_model." : "", il);
     const kld_tensor *qkv, *z, *b, *a, *conv, *out, *alog, *dt;
     kld_status s;
     if ((s = hf_q35_find(src, base, "in_proj_qkv.weight", &qkv, err)) ||

@@ -35,13 +35,14 @@ static double gguf_attn_scale(const kld_hparams *hp) {
 kld_status kld_hf_check_convertible(const kld_source *src, const kld_hparams *hp, kld_error *err) {
     static const char *const archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3",
                                         "qwen2moe", "qwen3moe", "olmoe", "lfm2", "qwen3next", "glm4moe",
-                                        "gpt-oss", "deepseek2", "gemma4"};
+                                        "gpt-oss", "deepseek2", "gemma4", "qwen35", "qwen35moe"};
     bool known = false;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(hp->arch, archs[i]);
     if (!known)
         return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: converting a Hugging Face %s checkpoint is "
                         "not written yet (llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, "
-                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe, gpt-oss, deepseek2, gemma4 are)",
+                        "qwen2moe, qwen3moe, olmoe, lfm2, qwen3next, glm4moe, gpt-oss, deepseek2, gemma4, "
+                        "qwen35, qwen35moe are)",
                         src->path, hp->arch);
     kld_status s = kld_hf_moe_check(src, hp, err);
     /* Gemma 4: hparams_gemma4_hf.c read only what its converter writes (proportional RoPE as
@@ -141,7 +142,8 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
      * checkpoint differs from them. */
     if (!gemma12 || hp->rope_freq_base != 10000.0) F32(KLD_K_ROPE_FREQ_BASE, hp->rope_freq_base);
     if (!gemma || hp->n_rot != hp->head_dim) U32(KLD_K_ROPE_DIMENSION_COUNT, hp->n_rot);
-    if (!gemma) U32(KLD_K_VOCAB_SIZE, hp->n_vocab);
+    /* Qwen3.5's converter (its GPT-2 vocabulary) writes no vocab_size */
+    if (!gemma && strncmp(hp->arch, "qwen35", 6)) U32(KLD_K_VOCAB_SIZE, hp->n_vocab);
     if (!hp->sw.mla && (gemma || hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim_v != hp->head_dim)) {
         U32(KLD_K_KEY_LENGTH, hp->head_dim);
         U32(KLD_K_VALUE_LENGTH, hp->head_dim_v);

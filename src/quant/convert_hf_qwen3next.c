@@ -12,7 +12,14 @@
  *  - keys: ssm.conv_kernel, ssm.state_size, ssm.group_count,
  *    ssm.time_step_rank, ssm.inner_size, full_attention_interval (or, for a
  *    layer_types list no interval gives, attention.recurrent_layers),
- *    key/value_length, rope.dimension_count. */
+ *    key/value_length, rope.dimension_count.
+ * Qwen3.5 / Qwen3.5-MoE (qwen35, qwen35moe: Qwen3_5TextModel / Qwen3_5MoeTextModel over
+ * _LinearAttentionVReorderBase, unslothai/llama.cpp d32676d conversion/qwen.py) go the same way
+ * with their own DeltaNet tensors: the v heads tiled (the loader already holds them so,
+ * model/weights_deltanet.c), ssm_beta and ssm_alpha apart (in_proj_b, in_proj_a), and the key
+ * rope.dimension_sections (mrope_section padded to four, else [11, 11, 10, 0]); no vocab_size
+ * (convert_hf_meta.c). The MTP block is left out, as the converter's --no-mtp does (its default
+ * writes it as blk.<n_layer>.nextn.* and nextn_predict_layers). */
 #include "model/weights.h"
 #include "quant/quant_internal.h"
 
@@ -74,6 +81,7 @@ kld_status kld_hf_list_qwen3next(const kld_weights *w, const kld_hparams *hp, kl
         } t[] = {{L->dn_qkv, KLD_T_ATTN_QKV, "weight"},        {L->dn_gate, KLD_T_ATTN_GATE, "weight"},
                  {L->dn_conv, KLD_T_SSM_CONV1D, "weight"},     {L->dn_dt, KLD_T_SSM_DT, "bias"},
                  {L->dn_a, KLD_T_SSM_A, NULL},                    {L->dn_ba, KLD_T_SSM_BETA_ALPHA, "weight"},
+                 {L->dn_beta, KLD_T_SSM_BETA, "weight"},        {L->dn_alpha, KLD_T_SSM_ALPHA, "weight"},
                  {L->dn_norm, KLD_T_SSM_NORM, "weight"},       {L->dn_out, KLD_T_SSM_OUT, "weight"}};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             if (!t[i].t) continue;
@@ -98,6 +106,13 @@ kld_status kld_hf_put_hparams_qwen3next(const kld_hparams *hp, kld_gguf_writer *
     U32(KLD_K_KEY_LENGTH, hp->head_dim);
     U32(KLD_K_VALUE_LENGTH, hp->head_dim_v);
     U32(KLD_K_ROPE_DIMENSION_COUNT, hp->n_rot);
+    /* Qwen3.5: rope_parameters.mrope_section padded to four, else the converter's default
+     * [11, 11, 10, 0] (_Qwen35MRopeMixin: llama.cpp requires the key); hp holds either */
+    if (hp->hy.rope_sections) {
+        const int32_t sec[4] = {(int32_t)hp->rope_sections[0], (int32_t)hp->rope_sections[1],
+                                (int32_t)hp->rope_sections[2], (int32_t)hp->rope_sections[3]};
+        ok = ok && !kld_gguf_writer_set_arr_i32(w, KEY(KLD_K_ROPE_DIMENSION_SECTIONS), sec, 4);
+    }
     /* the converter writes the interval only; a layer_types list that no
      * interval gives goes into the per-layer flags llama.cpp also reads */
     int64_t interval = 0;
