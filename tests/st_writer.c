@@ -81,3 +81,17 @@ bool hf_config_write(json_t *c, const hf_edit *ed, const char *dir) {
     json_decref(c);
     return ok;
 }
+
+bool hf_same_key(const kld_gguf *a, const kld_gguf *b, const char *key) {
+    const kld_gguf_kv *x = kld_gguf_find(a, key), *y = kld_gguf_find(b, key);
+    if (!x || !y) return !x && !y;
+    int64_t i = 0, j = 0;
+    double f = 0, g = 0;
+    if (kld_gguf_get_int(a, key, &i) && kld_gguf_get_int(b, key, &j)) return i == j;
+    if (kld_gguf_get_float(a, key, &f) && kld_gguf_get_float(b, key, &g)) return f == g;
+    const kld_gguf_value *u = kld_gguf_get_arr(a, key), *v = kld_gguf_get_arr(b, key);
+    if (!u || !v || u->v.arr.n != v->v.arr.n) return false;
+    for (uint64_t n = 0; n < u->v.arr.n; n++)
+        if (!kld_gguf_arr_int(u, n, &i) || !kld_gguf_arr_int(v, n, &j) || i != j) return false;
+    return true;
+}

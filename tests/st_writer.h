@@ -1,10 +1,12 @@
 /* st_writer.h — test-only safetensors writer shared by the Hugging Face
  * copies of synthesized GGUFs (synth_*_hf.c): tensors added one by one
  * (owned buffers, torch shapes), then dir/model.safetensors in one go; and
- * the config.json edits their tests apply. */
+ * the config.json edits their tests apply, and the key check of the GGUF a
+ * checkpoint converts back to. */
 #ifndef KLD_TEST_ST_WRITER_H
 #define KLD_TEST_ST_WRITER_H
 
+#include "io/gguf.h"
 #include "tensor/tensor.h"
 
 #include <jansson.h>
@@ -37,5 +39,8 @@ typedef struct hf_edit {
 /* Applies the edits ed (ended by a NULL key; ed NULL: none) to c, then writes dir/config.json
  * (reals at 17 digits) and releases c. */
 bool hf_config_write(json_t *c, const hf_edit *ed, const char *dir);
+
+/* Key `key` has the same value in a and b (integers, reals, integer arrays), or is in neither. */
+bool hf_same_key(const kld_gguf *a, const kld_gguf *b, const char *key);
 
 #endif

@@ -88,20 +88,6 @@ done:
     kld_source_close(sb);
 }
 
-static bool same_value(const kld_gguf *a, const kld_gguf *b, const char *key) {
-    const kld_gguf_kv *x = kld_gguf_find(a, key), *y = kld_gguf_find(b, key);
-    if (!x || !y) return !x && !y;
-    int64_t i = 0, j = 0;
-    double f = 0, g = 0;
-    if (kld_gguf_get_int(a, key, &i) && kld_gguf_get_int(b, key, &j)) return i == j;
-    if (kld_gguf_get_float(a, key, &f) && kld_gguf_get_float(b, key, &g)) return f == g;
-    const kld_gguf_value *u = kld_gguf_get_arr(a, key), *v = kld_gguf_get_arr(b, key);
-    if (!u || !v || u->v.arr.n != v->v.arr.n) return false;
-    for (uint64_t n = 0; n < u->v.arr.n; n++)
-        if (!kld_gguf_arr_int(u, n, &i) || !kld_gguf_arr_int(v, n, &j) || i != j) return false;
-    return true;
-}
-
 /* `kldeval quantize HF OUT keep`: the synthesized GGUF's tensors (names and bytes, rope_freqs
  * included) and gemma4 keys, and the checkpoint's logits bit for bit. */
 static void check_converted(const char *label, const char *gguf, const char *hf, const int32_t *ids) {
@@ -159,7 +145,7 @@ static void check_converted(const char *label, const char *gguf, const char *hf,
         snprintf(kbuf, sizeof kbuf, "%.*s", (int)len, key);
         if (strncmp(kbuf, "gemma4.", 7) != 0) continue;
         n_keys++;
-        const bool ok = same_value(a, b, kbuf);
+        const bool ok = hf_same_key(a, b, kbuf);
         n_same += ok;
         if (!ok) printf("%s: converted key %s differs\n", label, kbuf);
     }

@@ -38,20 +38,6 @@ static void shape(synth_shape *s, const char *arch) {
     }
 }
 
-static bool same_value(const kld_gguf *a, const kld_gguf *b, const char *key) {
-    const kld_gguf_kv *x = kld_gguf_find(a, key), *y = kld_gguf_find(b, key);
-    if (!x || !y) return !x && !y;
-    int64_t i = 0, j = 0;
-    double f = 0, g = 0;
-    if (kld_gguf_get_int(a, key, &i) && kld_gguf_get_int(b, key, &j)) return i == j;
-    if (kld_gguf_get_float(a, key, &f) && kld_gguf_get_float(b, key, &g)) return f == g;
-    const kld_gguf_value *u = kld_gguf_get_arr(a, key), *v = kld_gguf_get_arr(b, key);
-    if (!u || !v || u->v.arr.n != v->v.arr.n) return false;
-    for (uint64_t n = 0; n < u->v.arr.n; n++)
-        if (!kld_gguf_arr_int(u, n, &i) || !kld_gguf_arr_int(v, n, &j) || i != j) return false;
-    return true;
-}
-
 static int count_keys(const kld_gguf *g, const char *prefix) {
     int n = 0;
     const size_t lp = strlen(prefix);
@@ -100,7 +86,7 @@ static void check_converted(const char *label, const char *arch, const char *ggu
         snprintf(key, sizeof key, "%.*s", (int)b->kv[i].key.len, b->kv[i].key.ptr);
         if (strncmp(key, prefix, strlen(prefix))) continue;
         n_keys++;
-        const bool ok = same_value(a, b, key);
+        const bool ok = hf_same_key(a, b, key);
         n_same += ok;
         if (!ok) printf("%s: converted key %s differs\n", label, key);
     }
