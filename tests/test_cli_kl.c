@@ -191,6 +191,7 @@ static void test_gates(void) {
     }
 }
 
+#if !defined(__SANITIZE_ADDRESS__) /* (the peak is not measured under AddressSanitizer: below) */
 /* The plan's total (bytes) of `kldeval inspect MODEL --plan` at these sizes. */
 static double plan_total(const char *model, const char *ctx, const char *chunk, const char *threads) {
     char cmd[2048], *out = NULL;
@@ -206,6 +207,7 @@ static double plan_total(const char *model, const char *ctx, const char *chunk, 
     free(out);
     return total;
 }
+#endif
 
 /* A KL run holds two models, each within the plan inspect prints for it: the
  * process's peak RSS is at most the sum of the two totals. (Under
