@@ -80,7 +80,9 @@ static void run(const char *set, const kld_engine_kernels *kr, const shape *sh, 
     printf("%-7s %-8s %-6s %2d thr  median %7.1f GFLOP/cpu-s  best %7.1f  (%5.1f GB/cpu-s of weights at best)  spread %4.1f%%\n",
            sh->name, label, ti->name, threads, s.median, s.max, gbs, 100 * s.spread);
     char name[96];
-    snprintf(name, sizeof name, "gemm_%s_%s_%s_t%d", sh->name, repacked ? "repacked" : set, ti->name, threads);
+    /* the AVX2 set's repacked rows keep their old name ("repacked") */
+    snprintf(name, sizeof name, "gemm_%s_%s%s_%s_t%d", sh->name, repacked && !strcmp(set, "avx2") ? "repacked" : set,
+             repacked && strcmp(set, "avx2") ? "_repacked" : "", ti->name, threads);
     kb_emit("bench_gemm", name, "GFLOP/cpu-s", "higher", &s, json_pack("{s:f}", "best", s.max));
     kld_pool_free(pool);
     free((void *)rp.data), free(g), free(scratch), free(Wq), free(Wf), free(A), free(C);
@@ -144,8 +146,7 @@ int main(int argc, char **argv) {
         for (int si = sh ? 0 : 1; si < 3; si++) /* the ref set is too slow for the prefill shape */
             for (size_t t = 0; sets[si] && t < sizeof types / sizeof types[0]; t++) {
                 run(sets[si]->name, sets[si], shapes[sh], types[t], threads, si ? reps : 1, false);
-                /* the avx512 set shares the AVX2 set's repacked products */
-                if (si == 1 && sets[si]->repack && sets[si]->repack(types[t]))
+                if (si >= 1 && sets[si]->repack && sets[si]->repack(types[t]))
                     run(sets[si]->name, sets[si], shapes[sh], types[t], threads, reps, true);
             }
     return 0;

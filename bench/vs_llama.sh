@@ -194,8 +194,8 @@ issue_table() {
   if [ -n "$blas" ] && [ -n "$f32" ]; then
     row "GEMM f32 GFLOP/cpu-s ÷ OpenBLAS ($(cell "$blas"))" "$f32" "" "" "" "$(div "$f32" "$blas")" ">=" 0.85
     # the slowest block type, as the forward pass runs it (from the repacked copy where there is one)
-    read -r wname worst < <(jq -r -s '[.[] | select(.bench == "bench_gemm" and (.name | test("^gemm_prefill_(avx2|avx512|repacked)_")) and (.name | test("_f32_") | not))]
-        | group_by(.name | sub("^gemm_prefill_(avx2|avx512|repacked)_"; "")) | map(max_by(.median)) | min_by(.median) // empty
+    read -r wname worst < <(jq -r -s '[.[] | select(.bench == "bench_gemm" and (.name | test("^gemm_prefill_(avx2|avx512_repacked|avx512|repacked)_")) and (.name | test("_f32_") | not))]
+        | group_by(.name | sub("^gemm_prefill_(avx2|avx512_repacked|avx512|repacked)_"; "")) | map(max_by(.median)) | min_by(.median) // empty
         | "\(.name | sub("^gemm_prefill_"; "") | sub("_t[0-9]+$"; "")) \(.median)"' "$records" 2>/dev/null)
     [ -n "${worst:-}" ] && row "GEMM block types, slowest ($wname) ÷ OpenBLAS" "$worst" "" "" "" "$(div "$worst" "$blas")" ">=" 0.75
   fi

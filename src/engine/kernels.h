@@ -4,7 +4,8 @@
  * (kernels_ref.c), an AVX2/FMA twin (kernels_avx2.c; the one-row products
  * read straight from the blocks in gemv_direct_avx2.c, the products over
  * repacked weights, which only SIMD sets have, in repacked_avx2.c) and,
- * for the GEMM entries, an AVX-512 twin (kernels_avx512.c); all return
+ * for the GEMM entries and the repacked one-row products, an AVX-512 twin
+ * (kernels_avx512.c, repacked_avx512.c); all return
  * the same bits: they evaluate the same operations (the same fused
  * multiply-adds, and no fused ones where the reference has none) in the
  * same order. Sets differ only in their register tile (mr × nr). */
@@ -149,6 +150,9 @@ kld_repack_fn kld_avx2_repack(uint32_t type);
 void kld_avx512_ukernel(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,
                         int64_t ldb, float *C, int64_t ldc, bool load);
 void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
+/* repacked_avx512.c: the one-row product over repacked q4_K and q6_K (16
+ * rows per vector), the AVX2 one for the other types. */
+kld_gemv_repacked_fn kld_avx512_gemv_repacked(uint32_t type);
 
 /* Scalar exp with the kernels' exact arithmetic (for code outside the table). */
 float kld_expf_ref(float x);

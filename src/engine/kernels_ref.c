@@ -213,9 +213,11 @@ const kld_engine_kernels *kld_engine_kernels_avx2(void) {
     return kld_cpu_has_avx2() ? &kld_engine_kernels_avx2_table : NULL;
 }
 
-/* The AVX-512 set: its GEMM entries, the AVX2 row operations (the row
- * operations are a few percent of a forward pass) and the AVX2 one-row
- * product (bound by loads and shuffles, not by the fma width). Filled once. */
+/* The AVX-512 set: its GEMM entries and one-row products over repacked
+ * q4_K / q6_K (there the conversions and fmas bound decode, and 16 lanes
+ * halve them), the AVX2 row operations (a few percent of a forward pass)
+ * and the AVX2 one-row products read straight from the blocks (bound by
+ * loads and shuffles, not by the fma width). Filled once. */
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
 static kld_engine_kernels avx512_table;
 
@@ -226,6 +228,7 @@ static void avx512_fill(void) {
     avx512_table.nr = 32;
     avx512_table.ukernel = kld_avx512_ukernel;
     avx512_table.pack_panel = kld_avx512_pack32;
+    avx512_table.gemv_repacked = kld_avx512_gemv_repacked;
 }
 
 const kld_engine_kernels *kld_engine_kernels_avx512(void) {
