@@ -5,6 +5,8 @@
  * resident size stays within the two models' memory plans. */
 #include "testlib.h"
 
+#include "eval/corpus.h"
+
 #include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -60,7 +62,17 @@ static void test_reports(void) {
     double mean = json_number_value(json_object_get(kld, "mean"));
     CHECK(mean > 0.01 && mean < 1.0, "q4_0 mean KLD %g is plausible", mean);
     const json_t *cfg = json_object_get(j, "config");
-    CHECK(json_is_string(json_object_get(json_object_get(cfg, "ref"), "sha256")), "config has the ref hash");
+    /* the model files' hashes (computed on threads of their own while the run starts) */
+    static const char *const role[] = {"ref", "arm"}, *const file[] = {"f16", "q4_0"};
+    for (int i = 0; i < 2; i++) {
+        char path[512], want[65] = "";
+        uint8_t d[32];
+        snprintf(path, sizeof path, "%s/models/rand-llama/%s.gguf", KT_SHARED, file[i]);
+        if (kld_sha256_file(path, d, NULL) == KLD_OK) kld_hex_digest(d, want);
+        const char *got = json_string_value(json_object_get(json_object_get(cfg, role[i]), "sha256"));
+        CHECK(got && *want && !strcmp(got, want), "config.%s.sha256 %s is %s's (%s)", role[i], got ? got : "null",
+              file[i], want);
+    }
     CHECK(json_is_string(json_object_get(json_object_get(cfg, "corpus"), "sha256")), "config has the corpus hash");
     CHECK(!json_is_true(json_object_get(j, "partial")), "not partial");
     CHECK(count_lines(pin) == 2, "two runs append two pin lines (%zu)", count_lines(pin));

@@ -82,6 +82,11 @@ static void test_self_flag(void) {
         CHECK(!strcmp(json_string_value(json_object_get(cfg, "mode")), "self-flag"), "mode self-flag");
         CHECK(json_is_true(json_object_get(json_object_get(cfg, "arm"), "shares_weights")),
               "the arm shares the reference's weights");
+        /* the shared arm takes the reference's file hash once it is computed */
+        const char *rs = json_string_value(json_object_get(json_object_get(cfg, "ref"), "sha256"));
+        const char *as = json_string_value(json_object_get(json_object_get(cfg, "arm"), "sha256"));
+        CHECK(rs && as && strlen(rs) == 64 && !strcmp(rs, as), "%s: arm sha256 %s is the reference's %s", zero[i],
+              as ? as : "null", rs ? rs : "null");
         json_decref(j);
     }
     json_t *j = run_json("kl -m " M " --lever kv=q8_0 " IDS, json);

@@ -79,7 +79,9 @@ struct kld_arm {
     int64_t n_ctx_train;     /* 0: unknown */
     kld_tokenizer *tok;      /* NULL when the arm has none */
     kld_model *model;        /* model arms */
-    json_t *desc;            /* the configuration of the arm, for reports */
+    json_t *desc;            /* the configuration of the arm, for reports: read it through kld_arm_desc */
+    struct kld_sha256_job *pending_sha; /* the model file's hash, still being computed (desc's sha256) */
+    struct kld_arm *sha_from; /* a shared model arm: its sha256 is this arm's */
     kld_plan *plan;          /* saved arms: the windows they define (owned) */
     double seconds;          /* time spent producing rows */
     uint64_t tokens;         /* tokens fed */
@@ -131,6 +133,9 @@ const char *kld_arm_kind_desc(kld_arm_kind kind);
 /* A model's description in reports: {kind "model", path, format, bytes,
  * sha256 (of the file; null for a folder or MODEL@POLICY), arch, n_vocab}. */
 json_t *kld_arm_model_desc(const char *path, const kld_model *model);
+/* The arm's description (a->desc), complete: waits for the model file's
+ * hash when it is still being computed. */
+json_t *kld_arm_desc(kld_arm *a);
 /* A model path (anything kld_model_open reads). */
 kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err);
 /* A second model arm on the model an open model arm already holds (one

@@ -5,6 +5,7 @@
  * model (self-flag A/B on one weight load). With the decode path, tokens
  * past the window's prompt go through single-token decode steps. */
 #include "eval/arm.h"
+#include "eval/file_hash.h"
 
 #include "eval/corpus.h"
 #include "quant/quant.h"
@@ -110,7 +111,9 @@ static double bits_per_weight(const kld_model *m) {
     return params ? 8.0 * (double)bytes / (double)params : 0.0;
 }
 
-json_t *kld_arm_model_desc(const char *path, const kld_model *m) {
+/* pending: NULL hashes the file now; else *pending = a hashing job started
+ * (sha256 is then null until kld_arm_desc fills it in). */
+static json_t *model_desc(const char *path, const kld_model *m, kld_sha256_job **pending) {
     const kld_source *src = kld_model_source(m);
     json_t *o = json_pack("{s:s,s:s,s:s,s:I}", "kind", "model", "path", path, "format",
                           kld_format_name(src->format), "bytes", (json_int_t)src->file_bytes);
@@ -118,7 +121,10 @@ json_t *kld_arm_model_desc(const char *path, const kld_model *m) {
     uint8_t d[32];
     char hex[65];
     /* the stored file's hash, also for MODEL@POLICY */
-    if (stat(src->path, &sb) == 0 && S_ISREG(sb.st_mode) && kld_sha256_file(src->path, d, NULL) == KLD_OK) {
+    const bool regular = stat(src->path, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (regular && pending && (*pending = kld_sha256_start(src->path))) {
+        json_object_set_new(o, "sha256", json_null());
+    } else if (regular && kld_sha256_file(src->path, d, NULL) == KLD_OK) {
         kld_hex_digest(d, hex);
         json_object_set_new(o, "sha256", json_string(hex));
     } else {
@@ -146,6 +152,8 @@ json_t *kld_arm_model_desc(const char *path, const kld_model *m) {
     }
     return o;
 }
+
+json_t *kld_arm_model_desc(const char *path, const kld_model *m) { return model_desc(path, m, NULL); }
 
 /* The model's tokenizer, when it has one it can read: a model without one
  * still scores pre-tokenized ids. Running out of memory is an error. */
@@ -179,7 +187,8 @@ kld_status kld_arm_open_model(const char *path, kld_arm **out, kld_error *err) {
         kld_arm_free(a);
         return st;
     }
-    a->desc = kld_arm_model_desc(path, a->model);
+    /* hashed while the weights are repacked and the first windows run */
+    a->desc = model_desc(path, a->model, &a->pending_sha);
     *out = a;
     return KLD_OK;
 }
@@ -201,6 +210,7 @@ kld_status kld_arm_open_model_shared(kld_arm *owner, kld_arm **out, kld_error *e
         return st;
     }
     a->desc = json_deep_copy(owner->desc);
+    a->sha_from = owner->pending_sha ? owner : NULL;
     json_object_set_new(a->desc, "shares_weights", json_true());
     *out = a;
     return KLD_OK;

@@ -185,7 +185,7 @@ static kld_status shard_meta(dump_state *ds, const char *corpus_sha, kld_dump_me
     if (!ds->held) return kld_fail(err, KLD_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < ds->n_select; i++) ds->held[i] = (int64_t)ds->select[i];
     const kld_dump_meta *t = ds->teacher ? kld_dump_meta_of(kld_arm_dump(ds->teacher)) : NULL;
-    kld_dump_shard_in in = {c, ds->model->desc, t ? NULL : ds->corpus->name,
+    kld_dump_shard_in in = {c, kld_arm_desc(ds->model), t ? NULL : ds->corpus->name,
                             t ? "saved" : ds->corpus->kind == KLD_CORPUS_IDS ? "ids" : "text",
                             t ? t->corpus_sha256 : corpus_sha, t, ds->pl, ds->k, ds->format_version,
                             ds->model->n_vocab,
@@ -205,7 +205,7 @@ static kld_status open_dump_writer(dump_state *ds, size_t *first_window, kld_err
     char fp[65] = "", model_sha[65] = "", corpus_sha[65] = "";
     if (ds->model->tok) kld_tok_fingerprint(ds->model->tok, fp);
     /* the model arm hashed its file when it opened it */
-    const char *sha = json_string_value(json_object_get(ds->model->desc, "sha256"));
+    const char *sha = json_string_value(json_object_get(kld_arm_desc(ds->model), "sha256"));
     if (sha) snprintf(model_sha, sizeof model_sha, "%s", sha);
     char bos[128];
     int32_t b = pl->windows[0].first_token;
@@ -386,7 +386,7 @@ static json_t *report_json(const dump_state *ds) {
     const kld_dump_config *c = ds->c;
     const kld_dump_result *r = ds->res;
     json_t *cfg = json_object();
-    json_t *ref = json_deep_copy(ds->model->desc);
+    json_t *ref = json_deep_copy(kld_arm_desc(ds->model));
     json_object_set_new(ref, "levers", json_string(r->levers));
     json_object_set_new(cfg, "mode", json_string("dump"));
     json_object_set_new(cfg, "ref", ref);

@@ -266,8 +266,8 @@ static json_t *config_json(const run_state *rs, const kld_kl_result *out) {
     json_t *o = json_object();
     json_object_set_new(o, "version", json_string(kld_version()));
     json_object_set_new(o, "mode", json_string(out->mode));
-    json_object_set_new(o, "ref", json_deep_copy(rs->ref->desc));
-    json_object_set_new(o, "arm", json_deep_copy(rs->arm->desc));
+    json_object_set_new(o, "ref", json_deep_copy(kld_arm_desc(rs->ref)));
+    json_object_set_new(o, "arm", json_deep_copy(kld_arm_desc(rs->arm)));
     if (rs->corpus) {
         char hex[65];
         kld_hex_digest(rs->corpus->sha256, hex);
