@@ -150,6 +150,8 @@ kld_repack_fn kld_avx2_repack(uint32_t type);
 void kld_avx512_ukernel(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,
                         int64_t ldb, float *C, int64_t ldc, bool load);
 void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
+/* The AVX-512 base2_weights (kernels_avx512.c). */
+double kld_avx512_base2_weights(float *x, int64_t n, double K, double sum);
 /* repacked_avx512.c: the one-row product over repacked q4_K and q6_K (16
  * rows per vector), the AVX2 one for the other types. */
 kld_gemv_repacked_fn kld_avx512_gemv_repacked(uint32_t type);

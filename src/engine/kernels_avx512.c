@@ -164,3 +164,70 @@ void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float
     for (; k < kc; k++)
         for (int j = 0; j < NR; j++) panel[k * NR + j] = j < rows ? src[j * ld + k] : 0.0f;
 }
+
+/* ---- base-2 softmax weights (base2_weight in kernels_ref.c) ----
+ * The AVX2 kernel's lane-for-lane arithmetic (kernels_avx2.c: the double
+ * multiply, floor, the Taylor polynomial as separate multiplies and adds —
+ * ISO C mode does not contract them —, one rounding to float, the two-step
+ * power-of-two scaling) on 8 doubles per vector: at long context these
+ * weights cost as much as the two attention products. */
+#define LN2_D 0.6931471805599453
+
+/* Lanes of s as doubles: p = (float)poly, j = (int)(n - K) (INT32_MIN when
+ * n - K < -160 or not a number). */
+static inline __m256 base2_poly8(__m256 s, __m512d K, __m256i *j) {
+    const __m512d x = _mm512_mul_pd(_mm512_cvtps_pd(s), _mm512_set1_pd(KLD_LOG2E_D));
+    const __m512d n = _mm512_roundscale_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512d jd = _mm512_sub_pd(n, K);
+    const __mmask8 far = _mm512_cmp_pd_mask(jd, _mm512_set1_pd(-160), _CMP_NGE_UQ);
+    *j = _mm512_cvttpd_epi32(_mm512_mask_blend_pd(far, jd, _mm512_set1_pd(-0x1p31)));
+    const __m512d t = _mm512_mul_pd(_mm512_sub_pd(x, n), _mm512_set1_pd(LN2_D));
+    static const double c[] = {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0};
+    __m512d p = _mm512_set1_pd(1.0 / 362880);
+#pragma GCC unroll 9
+    for (int i = 0; i < 9; i++) p = _mm512_add_pd(_mm512_mul_pd(p, t), _mm512_set1_pd(c[i]));
+    return _mm512_cvtpd_ps(p);
+}
+
+/* w[0..16) = the weights of in[0..16); returns them. */
+static inline __m512 base2_weight16_512(const float *in, __m512d K) {
+    __m256i j0, j1;
+    /* two independent polynomial chains side by side */
+    const __m256 p0 = base2_poly8(_mm256_loadu_ps(in), K, &j0), p1 = base2_poly8(_mm256_loadu_ps(in + 8), K, &j1);
+    const __m512 p = _mm512_insertf32x8(_mm512_castps256_ps512(p0), p1, 1);
+    __m512i j = _mm512_inserti32x8(_mm512_castsi256_si512(j0), j1, 1);
+    /* p · 2^j as kld_scale_pow2: j < -126 in two steps (2^(j+64), then 2^-64); INT32_MIN gives 0 */
+    const __mmask16 zero = _mm512_cmpeq_epi32_mask(j, _mm512_set1_epi32(INT32_MIN));
+    const __mmask16 two = _mm512_cmplt_epi32_mask(j, _mm512_set1_epi32(-126));
+    const __m512 b = _mm512_mask_blend_ps(two, _mm512_set1_ps(1.0f), _mm512_set1_ps(0x1p-64f));
+    j = _mm512_mask_add_epi32(j, two, j, _mm512_set1_epi32(64));
+    const __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(j, _mm512_set1_epi32(127)), 23));
+    return _mm512_maskz_mul_ps((__mmask16)~zero, _mm512_mul_ps(p, a), b);
+}
+
+/* The 16 weights' sum in double as group16_sum adds it: j with j + 8, + 4, + 2, + 1. */
+static inline double group16_sum_512(__m512 w) {
+    const __m512d s8 = _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(w)),
+                                     _mm512_cvtps_pd(_mm512_extractf32x8_ps(w, 1)));
+    const __m256d s4 = _mm256_add_pd(_mm512_castpd512_pd256(s8), _mm512_extractf64x4_pd(s8, 1));
+    const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s4), _mm256_extractf128_pd(s4, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+}
+
+double kld_avx512_base2_weights(float *x, int64_t n, double K, double sum) {
+    const __m512d vK = _mm512_set1_pd(K);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 w = base2_weight16_512(x + i, vK);
+        _mm512_storeu_ps(x + i, w);
+        sum += group16_sum_512(w);
+    }
+    if (i < n) { /* the tail through a buffer padded with -inf (weights 0) */
+        float in[16];
+        for (int c = 0; c < 16; c++) in[c] = i + c < n ? x[i + c] : -INFINITY;
+        const __m512 w = base2_weight16_512(in, vK);
+        _mm512_mask_storeu_ps(x + i, (__mmask16)((1u << (n - i)) - 1), w);
+        sum += group16_sum_512(w);
+    }
+    return sum;
+}

@@ -215,7 +215,9 @@ const kld_engine_kernels *kld_engine_kernels_avx2(void) {
 
 /* The AVX-512 set: its GEMM entries and one-row products over repacked
  * q4_K / q6_K (there the conversions and fmas bound decode, and 16 lanes
- * halve them), the AVX2 row operations (a few percent of a forward pass)
+ * halve them), the softmax weights of attention (base2_weights: at long
+ * context as costly as its products), the other AVX2 row operations (a few
+ * percent of a forward pass)
  * and the AVX2 one-row products read straight from the blocks (bound by
  * loads and shuffles, not by the fma width). Filled once. */
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
@@ -229,6 +231,7 @@ static void avx512_fill(void) {
     avx512_table.ukernel = kld_avx512_ukernel;
     avx512_table.pack_panel = kld_avx512_pack32;
     avx512_table.gemv_repacked = kld_avx512_gemv_repacked;
+    avx512_table.base2_weights = kld_avx512_base2_weights;
 }
 
 const kld_engine_kernels *kld_engine_kernels_avx512(void) {
