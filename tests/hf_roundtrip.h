@@ -1,0 +1,44 @@
+/* hf_roundtrip.h — the check every Hugging Face round-trip test (test_*_hf.c) makes of a
+ * checkpoint converted back to GGUF (`kldeval quantize HF OUT keep`): the converted file
+ * against the synthesized GGUF the checkpoint was copied from (every tensor, the family's keys)
+ * and the checkpoint's logits against the converted file's. Where families really differ (how
+ * the converter writes a tensor, which keys it adds or leaves out) a hook says so. */
+#ifndef KLD_TEST_HF_ROUNDTRIP_H
+#define KLD_TEST_HF_ROUNDTRIP_H
+
+#include "io/gguf.h"
+#include "tensor/tensor.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* True when the converted GGUF a holds y (a tensor of the synthesized GGUF) as the family's
+ * converter writes it; *merged counts the synthesized tensors it writes inside another one (a
+ * holds that many tensors fewer). */
+typedef bool (*hf_rt_tensor_fn)(const kld_gguf *a, const kld_tensor *y, uint64_t *merged, void *ctx);
+/* The family's own key checks of a (converted) against b (synthesized). */
+typedef void (*hf_rt_keys_fn)(const char *label, const kld_gguf *a, const kld_gguf *b, void *ctx);
+
+typedef struct hf_rt_family {
+    hf_rt_tensor_fn tensor_equal; /* NULL: hf_rt_same_tensor */
+    const char *key_prefix;       /* every b key with this prefix equal in a, and no other of a's:
+                                     "gemma4." ...; NULL: only the hook's keys */
+    int min_keys;                 /* with key_prefix: at least this many such keys */
+    hf_rt_keys_fn keys;           /* NULL: none */
+    void *ctx;                    /* passed to the hooks */
+} hf_rt_family;
+
+/* The tensor of y's name in a with y's type, dims, shape and bytes. */
+bool hf_rt_same_tensor(const kld_gguf *a, const kld_tensor *y);
+
+/* Converts the checkpoint hf to out ("keep"), then checks out against the synthesized GGUF
+ * gguf as f says and, with ids (n_ids of them), that hf and out give the same logits bit for
+ * bit. */
+void hf_rt_check(const hf_rt_family *f, const char *label, const char *gguf, const char *hf, const char *out,
+                 const int32_t *ids, int n_ids);
+
+/* Integer / real key of g, or absent. */
+int64_t hf_rt_key_int(const kld_gguf *g, const char *key, int64_t absent);
+double hf_rt_key_num(const kld_gguf *g, const char *key, double absent);
+
+#endif
