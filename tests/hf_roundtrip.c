@@ -1,8 +1,10 @@
 /* hf_roundtrip.c — see hf_roundtrip.h. */
 #include "hf_roundtrip.h"
 
+#include "io/gguf_writer.h"
 #include "quant/quant.h"
 #include "st_writer.h"
+#include "tensor/types.h"
 #include "test_forward_models.h"
 #include "testlib.h"
 
@@ -100,4 +102,112 @@ void hf_rt_check(const hf_rt_family *f, const char *label, const char *gguf, con
           "%s: HF and its converted GGUF give the same logits bit for bit", label);
     free(x);
     free(y);
+}
+
+bool gguf_fuse_gate_up_exps(const char *in, const char *out) {
+    kld_error err = {0};
+    kld_gguf *g = NULL;
+    if (kld_gguf_open(in, &g, &err) != KLD_OK) return false;
+    kld_gguf_writer *w = kld_gguf_writer_create();
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)g->kv[i].key.len, g->kv[i].key.ptr);
+        kld_gguf_writer_copy_value(w, key, &g->kv[i].value);
+    }
+    void *bufs[64];
+    int nb = 0, n_fused = 0;
+    bool ok = true;
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
+        const kld_tensor *t = &g->tensors[i];
+        int il = 0, used = 0;
+        const bool in_layer = sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used;
+        if (in_layer && !strcmp(t->name + used, "ffn_up_exps.weight")) continue; /* written with gate */
+        if (in_layer && !strcmp(t->name + used, "ffn_gate_exps.weight") && nb < 64) {
+            char un[96], name[96];
+            snprintf(un, sizeof un, "blk.%d.ffn_up_exps.weight", il);
+            const kld_tensor *u = kld_gguf_find_tensor(g, un);
+            if (!u || u->type != t->type || u->nbytes != t->nbytes) {
+                ok = false;
+                break;
+            }
+            const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
+            uint8_t *f = malloc((size_t)(2 * t->nbytes));
+            for (int64_t e = 0; e < t->ne[2]; e++) { /* each expert's gate rows, then its up rows */
+                memcpy(f + 2 * (uint64_t)e * slice, (const uint8_t *)t->data + (uint64_t)e * slice, (size_t)slice);
+                memcpy(f + (2 * (uint64_t)e + 1) * slice, (const uint8_t *)u->data + (uint64_t)e * slice,
+                       (size_t)slice);
+            }
+            bufs[nb++] = f;
+            const int64_t ne[3] = {t->ne[0], 2 * t->ne[1], t->ne[2]};
+            snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", il);
+            ok = kld_gguf_writer_add_tensor(w, name, t->type, 3, ne, f, 2 * t->nbytes, &err) == KLD_OK;
+            n_fused++;
+            continue;
+        }
+        ok = kld_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes, &err) == KLD_OK;
+    }
+    if (ok) ok = n_fused > 0 && kld_gguf_writer_write(w, out, &err) == KLD_OK;
+    if (!ok) fprintf(stderr, "gguf_fuse_gate_up_exps: %s (%d fused)\n", err.msg, n_fused);
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+    kld_gguf_writer_free(w);
+    kld_gguf_close(g);
+    return ok;
+}
+
+void hf_rt_fused_gguf(const char *label, const synth_shape *shape) {
+    static const uint32_t types[] = {KLD_TYPE_F32, KLD_TYPE_Q8_0};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        synth_shape s = *shape;
+        s.mat_type = types[k];
+        char plain[512], fused[512];
+        snprintf(plain, sizeof plain, "%s/fused-exps-%s-%zu.gguf", kt_build_dir(), label, k);
+        snprintf(fused, sizeof fused, "%s/fused-exps-%s-%zu-fused.gguf", kt_build_dir(), label, k);
+        if (!synth_write_gguf(&s, plain) || !gguf_fuse_gate_up_exps(plain, fused)) {
+            CHECK(false, "%s: synthesize the fused-experts GGUF", label);
+            continue;
+        }
+        kld_error err = {0};
+        kld_gguf *g = NULL;
+        CHECK_OK(kld_gguf_open(fused, &g, &err), err);
+        CHECK(g && kld_gguf_find_tensor(g, "blk.0.ffn_gate_up_exps.weight") &&
+                  !kld_gguf_find_tensor(g, "blk.0.ffn_gate_exps.weight") &&
+                  !kld_gguf_find_tensor(g, "blk.0.ffn_up_exps.weight"),
+              "%s: the rewritten GGUF holds ffn_gate_up_exps instead of ffn_gate_exps / ffn_up_exps", label);
+        kld_gguf_close(g);
+        int32_t ids[40];
+        tf_make_ids(ids, 40, s.n_vocab, 20261205);
+        int64_t nv = 0, nv2 = 0;
+        float *a = tf_engine_logits(plain, ids, 40, 16, 2, &nv), *b = tf_engine_logits(fused, ids, 40, 7, 2, &nv2);
+        const bool same = a && b && nv == nv2 && !memcmp(a, b, sizeof(float) * (size_t)(40 * nv));
+        printf("%-28s ffn_gate_up_exps GGUF (%s) vs ffn_gate_exps + ffn_up_exps: %s\n", label,
+               kld_type_info_get(s.mat_type)->name, same ? "logits bit for bit" : "DIFFERENT");
+        CHECK(same, "%s (%s): the fused-experts GGUF's logits equal the unfused one's bit for bit", label,
+              kld_type_info_get(s.mat_type)->name);
+        free(a);
+        free(b);
+    }
+}
+
+void hf_rt_fused_gguf_refused(const char *arch) {
+    synth_shape s;
+    synth_default(&s, arch);
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    s.n_ff_exp = 64;
+    s.mat_type = KLD_TYPE_F32;
+    char plain[512], fused[512];
+    snprintf(plain, sizeof plain, "%s/fused-exps-%s.gguf", kt_build_dir(), arch);
+    snprintf(fused, sizeof fused, "%s/fused-exps-%s-fused.gguf", kt_build_dir(), arch);
+    if (!synth_write_gguf(&s, plain) || !gguf_fuse_gate_up_exps(plain, fused)) {
+        CHECK(false, "%s: synthesize the fused-experts GGUF", arch);
+        return;
+    }
+    kld_error err = {0};
+    kld_model *m = NULL;
+    const kld_status st = kld_model_open(fused, NULL, &m, &err);
+    printf("error %-16s %s\n", arch, err.msg);
+    CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, fused) && strstr(err.msg, "blk.0.ffn_gate_up_exps.weight") &&
+              strstr(err.msg, "not supported for"),
+          "%s: a GGUF with ffn_gate_up_exps is refused naming the file and the tensor: %s", arch, err.msg);
+    kld_model_close(m);
 }

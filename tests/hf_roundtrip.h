@@ -8,6 +8,7 @@
 
 #include "io/gguf.h"
 #include "tensor/tensor.h"
+#include "test_forward_models.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +37,17 @@ bool hf_rt_same_tensor(const kld_gguf *a, const kld_tensor *y);
  * bit. */
 void hf_rt_check(const hf_rt_family *f, const char *label, const char *gguf, const char *hf, const char *out,
                  const int32_t *ids, int n_ids);
+
+/* Copies the GGUF in to out with each layer's ffn_gate_exps + ffn_up_exps as one
+ * ffn_gate_up_exps [n_embd, 2·n_ff_exp, n_expert] (each expert's gate rows, then its up rows:
+ * llama.cpp's converter with --fuse-gate-up-exps); false when it holds no experts. */
+bool gguf_fuse_gate_up_exps(const char *in, const char *out);
+/* The MoE shape synthesized (float32 and q8_0 weights) and rewritten by gguf_fuse_gate_up_exps:
+ * the fused file's logits equal the unfused one's bit for bit. */
+void hf_rt_fused_gguf(const char *label, const synth_shape *shape);
+/* The same rewrite of a MoE arch whose llama.cpp graph has no ffn_gate_up_exps (qwen3moe): refused
+ * with an error naming the file and the tensor. */
+void hf_rt_fused_gguf_refused(const char *arch);
 
 /* Integer / real key of g, or absent. */
 int64_t hf_rt_key_int(const kld_gguf *g, const char *key, int64_t absent);

@@ -232,6 +232,9 @@ int main(void) {
     test_layout("dense-wrapped", "qwen35", &wrapped);
     test_layout("moe-wrapped-fused", "qwen35moe", &both);
     test_views();
+    synth_shape moe;
+    shape(&moe, "qwen35moe");
+    hf_rt_fused_gguf("qwen35moe", &moe); /* the converter's --fuse-gate-up-exps */
     test_q8();
     test_errors();
     return kt_finish();

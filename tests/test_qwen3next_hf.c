@@ -352,6 +352,8 @@ int main(void) {
     x.seed = 17;
     test_hf("moe", &x);
     test_legacy_mtp(&x, x.n_vocab);
+    hf_rt_fused_gguf("qwen3next", &x); /* the converter's --fuse-gate-up-exps */
+    hf_rt_fused_gguf_refused("qwen3moe");  /* llama.cpp's qwen3moe.cpp reads no ffn_gate_up_exps */
     test_config_variants(&s);
     test_errors(&s);
     return kt_finish();

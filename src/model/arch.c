@@ -123,7 +123,7 @@ static const kld_arch_switches arch_table[] = {
      * plus the sigmoid-gated shared expert; a dense FFN without expert_count. */
     {"qwen3next", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_OPTIONAL, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
-     .attn_out_gate = true},
+     .attn_out_gate = true, .gguf_fused_experts = true},
     /* gpt-oss (src/models/openai-moe.cpp): q/k/v/o biases, attention sinks, NeoX
      * RoPE (YaRN in the released files), even layers slide (set_swa_pattern(2)),
      * pre-FFN norm post_attention_norm, every layer a MoE: biased router,
@@ -136,7 +136,7 @@ static const kld_arch_switches arch_table[] = {
      .moe = KLD_MOE_NONE, .attn_out_gate = true},
     {"qwen35moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
-     .attn_out_gate = true, .hf_fused_experts = true},
+     .attn_out_gate = true, .hf_fused_experts = true, .gguf_fused_experts = true},
     /* glm4moe (src/models/glm4-moe.cpp): q/k/v biases, optional q/k norms, partial NeoX RoPE,
      * pre-FFN norm post_attention_norm, leading_dense_block_count dense layers, then MoE layers:
      * sigmoid gating with the exp_probs_b selection bias (expert_gating_func, default sigmoid),

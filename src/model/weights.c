@@ -320,7 +320,8 @@ static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weig
 /* Gemma 4's experts with gate and up in one tensor (llama.cpp's ffn_gate_up_exps
  * [n_embd, 2·n_ff_exp, n_expert], what the converter makes of experts.gate_up_proj; its
  * graph takes each expert's first n_ff_exp rows as the gate, the next as up), and a
- * transformers 5 Qwen3.5-MoE checkpoint's mlp.experts.gate_up_proj (the same layout): per-expert
+ * transformers 5 Qwen3.5-MoE checkpoint's mlp.experts.gate_up_proj (the same layout), and the
+ * ffn_gate_up_exps of a qwen35moe / qwen3next GGUF converted with --fuse-gate-up-exps: per-expert
  * views of both halves, and the merged ffn_down_exps. */
 static kld_status bind_gate_up(binder *b, int il, const char *name, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
@@ -358,7 +359,8 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     char sname[256];
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_UP_EXPS, il, 0, "weight");
     const bool gate_up = kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)) != NULL;
-    if (gate_up && !hp->sw.moe_beside_dense && !(hp->sw.hf_fused_experts && b->src->format == KLD_FORMAT_SAFETENSORS))
+    const bool safetensors = b->src->format == KLD_FORMAT_SAFETENSORS;
+    if (gate_up && !hp->sw.moe_beside_dense && !(safetensors ? hp->sw.hf_fused_experts : hp->sw.gguf_fused_experts))
         return kld_fail(b->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': experts with gate and up fused in one "
                         "tensor are not supported for %s (separate ffn_gate_exps / ffn_up_exps are)", b->src->path,
                         n, hp->arch);
