@@ -2,6 +2,7 @@
 #include "hf_roundtrip.h"
 
 #include "io/gguf_writer.h"
+#include "io/safetensors.h"
 #include "quant/quant.h"
 #include "st_writer.h"
 #include "tensor/types.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int64_t hf_rt_key_int(const kld_gguf *g, const char *key, int64_t absent) {
     int64_t v = absent;
@@ -210,4 +212,158 @@ void hf_rt_fused_gguf_refused(const char *arch) {
               strstr(err.msg, "not supported for"),
           "%s: a GGUF with ffn_gate_up_exps is refused naming the file and the tensor: %s", arch, err.msg);
     kld_model_close(m);
+}
+
+/* Bytes of tensor name of st, or NULL. */
+static const kld_tensor *st_tensor(const kld_safetensors *st, const char *fmt, int il, int e, const char *kind) {
+    char name[160];
+    snprintf(name, sizeof name, fmt, il, e, kind);
+    return kld_safetensors_find(st, name);
+}
+
+bool hf_rt_fuse_experts(const char *in, const char *out) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/model.safetensors", in);
+    kld_error err = {0};
+    kld_safetensors *st = NULL;
+    if (kld_safetensors_open(path, &st, &err) != KLD_OK) {
+        fprintf(stderr, "hf_rt_fuse_experts: %s\n", err.msg);
+        return false;
+    }
+    static const char per[] = "model.layers.%d.mlp.experts.%d.%s_proj.weight";
+    st_writer w;
+    st_init(&w);
+    int n_fused = 0;
+    for (size_t i = 0; i < st->n_tensors; i++) {
+        const kld_tensor *t = &st->tensors[i];
+        int il = -1, e = -1, used = 0;
+        char kind[8] = "";
+        if (sscanf(t->name, "model.layers.%d.mlp.experts.%d.%7[a-z]_proj.weight%n", &il, &e, kind, &used) == 3 &&
+            !t->name[used]) {
+            if (e != 0 || strcmp(kind, "gate")) continue; /* the layer's experts: written at expert 0's gate */
+            int X = 0;
+            while (st_tensor(st, per, il, X, "gate")) X++;
+            const kld_tensor *g0 = t, *d0 = st_tensor(st, per, il, 0, "down");
+            if (!d0) break;
+            const uint64_t gb = g0->nbytes, db = d0->nbytes;
+            uint8_t *gu = malloc((size_t)(2 * gb * (uint64_t)X)), *dn = malloc((size_t)(db * (uint64_t)X));
+            bool ok = true;
+            for (int x = 0; x < X; x++) { /* each expert's gate rows, then its up rows */
+                const kld_tensor *g = st_tensor(st, per, il, x, "gate"), *u = st_tensor(st, per, il, x, "up"),
+                                 *d = st_tensor(st, per, il, x, "down");
+                ok = ok && g && u && d && g->nbytes == gb && u->nbytes == gb && d->nbytes == db;
+                if (!ok) break;
+                memcpy(gu + 2 * (uint64_t)x * gb, g->data, (size_t)gb);
+                memcpy(gu + (2 * (uint64_t)x + 1) * gb, u->data, (size_t)gb);
+                memcpy(dn + (uint64_t)x * db, d->data, (size_t)db);
+            }
+            if (!ok) {
+                free(gu), free(dn);
+                break;
+            }
+            char name[160];
+            const int64_t dg[3] = {X, 2 * g0->ne[1], g0->ne[0]}, dd[3] = {X, d0->ne[1], d0->ne[0]};
+            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj", il);
+            st_put(&w, name, st->tensor_dtype[i], 3, dg, gu, (size_t)(2 * gb * (uint64_t)X));
+            snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj", il);
+            st_put(&w, name, st->tensor_dtype[i], 3, dd, dn, (size_t)(db * (uint64_t)X));
+            n_fused++;
+            continue;
+        }
+        int64_t dims[4] = {0};
+        for (int k = 0; k < (int)t->n_dims; k++) dims[k] = t->ne[(int)t->n_dims - 1 - k];
+        void *copy = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+        memcpy(copy, t->data, (size_t)t->nbytes);
+        st_put(&w, t->name, st->tensor_dtype[i], (int)t->n_dims, dims, copy, (size_t)t->nbytes);
+    }
+    kld_safetensors_close(st);
+    bool ok = n_fused > 0 && st_write(&w, out);
+    snprintf(path, sizeof path, "%s/config.json", in);
+    size_t n = 0;
+    char *cfg = kt_read_file(path, &n);
+    snprintf(path, sizeof path, "%s/config.json", out);
+    kt_write_file(path, cfg, n);
+    free(cfg);
+    if (!ok) fprintf(stderr, "hf_rt_fuse_experts: %d layers fused\n", n_fused);
+    return ok;
+}
+
+static bool same_str(const kld_str *x, const kld_str *y) {
+    return x->len == y->len && !memcmp(x->ptr, y->ptr, (size_t)x->len);
+}
+
+/* x holds y's value: scalars, strings, arrays of numbers (bytes) or strings. */
+static bool same_value(const kld_gguf_kv *x, const kld_gguf_kv *y) {
+    if (!x || x->value.type != y->value.type) return false;
+    const kld_gguf_value *u = &x->value, *v = &y->value;
+    if (u->type == KLD_GGUF_STRING) return same_str(&u->v.s, &v->v.s);
+    if (u->type == KLD_GGUF_BOOL) return u->v.b == v->v.b;
+    if (u->type != KLD_GGUF_ARRAY) return u->v.u == v->v.u; /* the 8 bytes of the number as read */
+    if (u->v.arr.elem_type != v->v.arr.elem_type || u->v.arr.n != v->v.arr.n) return false;
+    for (uint64_t k = 0; u->v.arr.elem_type == KLD_GGUF_STRING && k < u->v.arr.n; k++)
+        if (!same_str(&u->v.arr.strs[k], &v->v.arr.strs[k])) return false;
+    if (u->v.arr.elem_type == KLD_GGUF_STRING || u->v.arr.elem_type == KLD_GGUF_ARRAY) return true;
+    int64_t i = 0, j = 0;
+    double f = 0, g = 0;
+    for (uint64_t k = 0; k < u->v.arr.n; k++)
+        if (kld_gguf_arr_int(u, k, &i) && kld_gguf_arr_int(v, k, &j) ? i != j
+            : !(kld_gguf_arr_float(u, k, &f) && kld_gguf_arr_float(v, k, &g) && f == g))
+            return false;
+    return true;
+}
+
+/* Every tensor of b in a with the same bytes, every key of b in a with the same value, and no more. */
+static void same_files(const char *label, const char *pa, const char *pb) {
+    kld_error err = {0};
+    kld_gguf *a = NULL, *b = NULL;
+    CHECK_OK(kld_gguf_open(pa, &a, &err), err);
+    CHECK_OK(kld_gguf_open(pb, &b, &err), err);
+    if (a && b) {
+        uint64_t same = 0;
+        for (uint64_t j = 0; j < b->n_tensors; j++) same += hf_rt_same_tensor(a, &b->tensors[j]);
+        int keys = 0;
+        for (uint64_t i = 0; i < b->n_kv; i++) {
+            char key[160];
+            snprintf(key, sizeof key, "%.*s", (int)b->kv[i].key.len, b->kv[i].key.ptr);
+            const bool ok = same_value(kld_gguf_find(a, key), &b->kv[i]);
+            if (!ok) printf("%s: key %s differs\n", label, key);
+            keys += ok;
+        }
+        printf("%-28s converted fused vs per-expert checkpoint: %" PRIu64 " of %" PRIu64 " tensors, %d of %" PRIu64
+               " keys\n", label, same, b->n_tensors, keys, b->n_kv);
+        CHECK(same == b->n_tensors && a->n_tensors == b->n_tensors && keys == (int)b->n_kv && a->n_kv == b->n_kv,
+              "%s: the fused checkpoint converts to the per-expert one's tensors (%" PRIu64 " of %" PRIu64
+              ") and keys (%d of %" PRIu64 ")", label, same, b->n_tensors, keys, b->n_kv);
+    }
+    kld_gguf_close(a);
+    kld_gguf_close(b);
+}
+
+void hf_rt_fused_hf(const char *label, const char *hf, const int32_t *ids, int n_ids) {
+    /* under the same folder name (general.name is the converter's, from the folder's) */
+    char fused[1400], parent[700], out_a[720], out_b[720];
+    const char *base = strrchr(hf, '/');
+    snprintf(parent, sizeof parent, "%s-fused-experts", hf);
+    snprintf(fused, sizeof fused, "%s/%s", parent, base ? base + 1 : hf);
+    snprintf(out_a, sizeof out_a, "%s-fused-experts.gguf", hf);
+    snprintf(out_b, sizeof out_b, "%s-per-expert.gguf", hf);
+    mkdir(parent, 0755);
+    mkdir(fused, 0755);
+    if (!hf_rt_fuse_experts(hf, fused)) {
+        CHECK(false, "%s: write the fused-experts checkpoint", label);
+        return;
+    }
+    int64_t nv = 0, nv2 = 0;
+    float *x = tf_engine_logits(hf, ids, n_ids, 16, 2, &nv), *y = tf_engine_logits(fused, ids, n_ids, 7, 2, &nv2);
+    const bool same = x && y && nv == nv2 && !memcmp(x, y, sizeof(float) * (size_t)((int64_t)n_ids * nv));
+    printf("%-28s transformers 5 fused experts vs one tensor per expert: %s\n", label,
+           same ? "logits bit for bit" : "DIFFERENT");
+    CHECK(same, "%s: the fused-experts checkpoint's logits equal the per-expert one's bit for bit", label);
+    free(x);
+    free(y);
+    kld_error err = {0};
+    kld_quantize_opts qo = {.n_threads = 2};
+    CHECK_OK(kld_quantize_file(fused, out_a, "keep", &qo, NULL, &err), err);
+    CHECK_OK(kld_quantize_file(hf, out_b, "keep", &qo, NULL, &err), err);
+    same_files(label, out_a, out_b);
 }

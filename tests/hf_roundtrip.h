@@ -49,6 +49,16 @@ void hf_rt_fused_gguf(const char *label, const synth_shape *shape);
  * with an error naming the file and the tensor. */
 void hf_rt_fused_gguf_refused(const char *arch);
 
+/* Copies the Hugging Face folder in (model.safetensors, config.json) to out with each layer's
+ * per-expert mlp.experts.E.{gate,up,down}_proj.weight as transformers 5 saves them:
+ * mlp.experts.gate_up_proj [X, 2·F, E] (each expert's gate rows, then its up rows) and
+ * mlp.experts.down_proj [X, E, F], no .weight; false when it holds no experts. */
+bool hf_rt_fuse_experts(const char *in, const char *out);
+
+/* hf_rt_fuse_experts of the checkpoint hf into hf-fused-experts: its logits over ids equal hf's bit
+ * for bit, and both convert (keep) to the same tensors and keys. */
+void hf_rt_fused_hf(const char *label, const char *hf, const int32_t *ids, int n_ids);
+
 /* Integer / real key of g, or absent. */
 int64_t hf_rt_key_int(const kld_gguf *g, const char *key, int64_t absent);
 double hf_rt_key_num(const kld_gguf *g, const char *key, double absent);

@@ -12,6 +12,7 @@
  * cannot carry is refused. */
 #include "testlib.h"
 #include "test_forward_models.h"
+#include "hf_roundtrip.h"
 
 #include "engine/engine.h"
 #include "io/gguf.h"
@@ -199,6 +200,8 @@ static void run_family(const family *f) {
         }
     }
     free(lh), free(lo), free(ls);
+    /* transformers 5's fused experts (the converter's Qwen2MoeModel splits gate_up_proj) */
+    if (!strcmp(f->arch, "qwen2moe") || !strcmp(f->arch, "qwen3moe")) hf_rt_fused_hf(f->label, dir, ids, N_IDS);
 
     /* quantized: the converted file's tensors are quantize(source GGUF)'s
      * (q4_K_M: the recipe's per-layer ffn_down choice applies to ffn_down_exps) */

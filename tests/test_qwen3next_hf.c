@@ -154,6 +154,7 @@ static void test_hf(const char *name, const synth_shape *s) {
     same_logits(hf, out, s->n_vocab, label);
     snprintf(label, sizeof label, "%s (converted)", name);
     free(tf_check_path(label, out, out, NULL, ids, N_IDS)); /* the reference of the written file */
+    if (s->n_expert > 0) hf_rt_fused_hf(name, hf, ids, N_IDS); /* transformers 5's gate_up_proj / down_proj */
     check_tensor_equal(out, gguf, "blk.0.attn_qkv.weight");
     check_tensor_equal(out, gguf, "blk.1.attn_gate.weight");
     check_tensor_equal(out, gguf, "blk.2.ssm_conv1d.weight");

@@ -110,9 +110,10 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
             return buf;
         }
     }
-    /* transformers 5's fused experts (Qwen3.5-MoE's Qwen3_5MoeExperts: the parameters
-     * mlp.experts.gate_up_proj [X, 2·F, E] and mlp.experts.down_proj [X, E, F], no .weight; the
-     * converter's Qwen2MoeModel splits gate_up into gate (first F rows) and up) */
+    /* transformers 5's fused experts (Qwen3.5-MoE's Qwen3_5MoeExperts, and Qwen2-MoE's, Qwen3-MoE's,
+     * Qwen3-Next's: the parameters mlp.experts.gate_up_proj [X, 2·F, E] and mlp.experts.down_proj
+     * [X, E, F], no .weight; the converter's Qwen2MoeModel, base of all four, splits gate_up into
+     * gate (first F rows) and up) */
     if (in_layer && !hp->sw.moe_beside_dense && hp->sw.hf_fused_experts && src && !strcmp(kind, "weight")) {
         const char *suffix = base + used, *hf = NULL;
         if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_UP_EXPS))) hf = "gate_up_proj";
