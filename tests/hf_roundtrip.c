@@ -221,7 +221,9 @@ static const kld_tensor *st_tensor(const kld_safetensors *st, const char *fmt, i
     return kld_safetensors_find(st, name);
 }
 
-bool hf_rt_fuse_experts(const char *in, const char *out) {
+/* Copies the checkpoint in to out: the experts fused (fuse), plus an F32 [1, 1] tensor extra (not
+ * NULL). */
+static bool copy_checkpoint(const char *in, const char *out, bool fuse, const char *extra) {
     char path[700];
     snprintf(path, sizeof path, "%s/model.safetensors", in);
     kld_error err = {0};
@@ -238,7 +240,7 @@ bool hf_rt_fuse_experts(const char *in, const char *out) {
         const kld_tensor *t = &st->tensors[i];
         int il = -1, e = -1, used = 0;
         char kind[8] = "";
-        if (sscanf(t->name, "model.layers.%d.mlp.experts.%d.%7[a-z]_proj.weight%n", &il, &e, kind, &used) == 3 &&
+        if (fuse && sscanf(t->name, "model.layers.%d.mlp.experts.%d.%7[a-z]_proj.weight%n", &il, &e, kind, &used) == 3 &&
             !t->name[used]) {
             if (e != 0 || strcmp(kind, "gate")) continue; /* the layer's experts: written at expert 0's gate */
             int X = 0;
@@ -277,15 +279,50 @@ bool hf_rt_fuse_experts(const char *in, const char *out) {
         st_put(&w, t->name, st->tensor_dtype[i], (int)t->n_dims, dims, copy, (size_t)t->nbytes);
     }
     kld_safetensors_close(st);
-    bool ok = n_fused > 0 && st_write(&w, out);
+    if (extra) {
+        const int64_t d[2] = {1, 1};
+        float *one = malloc(sizeof *one);
+        *one = 1.0f;
+        st_put_f32(&w, extra, 2, d, one);
+    }
+    bool ok = (n_fused > 0 || !fuse) && st_write(&w, out);
     snprintf(path, sizeof path, "%s/config.json", in);
     size_t n = 0;
     char *cfg = kt_read_file(path, &n);
     snprintf(path, sizeof path, "%s/config.json", out);
     kt_write_file(path, cfg, n);
     free(cfg);
-    if (!ok) fprintf(stderr, "hf_rt_fuse_experts: %d layers fused\n", n_fused);
+    if (!ok) fprintf(stderr, "copy_checkpoint: %d layers fused\n", n_fused);
     return ok;
+}
+
+bool hf_rt_fuse_experts(const char *in, const char *out) {
+    return copy_checkpoint(in, out, true, NULL);
+}
+
+void hf_rt_scale_refused(const char *label, const char *hf, const char *tensor, const char *why) {
+    char dir[700], out[720], file[760];
+    snprintf(dir, sizeof dir, "%s-scale", hf);
+    snprintf(out, sizeof out, "%s-scale.gguf", hf);
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    mkdir(dir, 0755);
+    if (!copy_checkpoint(hf, dir, false, tensor)) {
+        CHECK(false, "%s: write the checkpoint with %s", label, tensor);
+        return;
+    }
+    kld_error err = {0};
+    kld_model *m = NULL;
+    kld_status st = kld_model_open(dir, NULL, &m, &err);
+    printf("error %-16s %s\n", label, err.msg);
+    CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, file) && strstr(err.msg, tensor) && strstr(err.msg, why) &&
+              strstr(err.msg, "does not apply"),
+          "%s: a checkpoint with %s is refused naming the file, the tensor and '%s': %s", label, tensor, why, err.msg);
+    kld_model_close(m);
+    err = (kld_error){0};
+    kld_quantize_opts qo = {.n_threads = 2};
+    st = kld_quantize_file(dir, out, "keep", &qo, NULL, &err);
+    CHECK(st == KLD_ERR_UNSUPPORTED && strstr(err.msg, file) && strstr(err.msg, tensor),
+          "%s: quantize refuses it too, naming the file and the tensor: %s", label, err.msg);
 }
 
 static bool same_str(const kld_str *x, const kld_str *y) {

@@ -59,6 +59,11 @@ bool hf_rt_fuse_experts(const char *in, const char *out);
  * for bit, and both convert (keep) to the same tensors and keys. */
 void hf_rt_fused_hf(const char *label, const char *hf, const int32_t *ids, int n_ids);
 
+/* The checkpoint hf copied with one more F32 tensor named tensor (a quantization scale): opening and
+ * converting it are refused with errors naming its model.safetensors and the tensor (and why
+ * for the open). */
+void hf_rt_scale_refused(const char *label, const char *hf, const char *tensor, const char *why);
+
 /* Integer / real key of g, or absent. */
 int64_t hf_rt_key_int(const kld_gguf *g, const char *key, int64_t absent);
 double hf_rt_key_num(const kld_gguf *g, const char *key, double absent);

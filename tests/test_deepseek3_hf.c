@@ -192,5 +192,12 @@ int main(void) {
     v2.seed = 5;
     test_same("v2-softmax-no-yarn", &v2, ((const glm_edit[]){{"model_type", "\"deepseek_v2\""}, {NULL, NULL}}));
     test_errors();
+    /* an FP8 checkpoint's block scales (DeepSeek V3's released weights): refused, not dropped */
+    char gguf[600], hf[600];
+    paths("q-lora-groups", gguf, hf, sizeof gguf);
+    hf_rt_scale_refused("fp8-scale-inv", hf, "model.layers.1.self_attn.q_a_proj.weight_scale_inv", "FP8 block scales");
+    hf_rt_scale_refused("weight-scale", hf, "model.layers.2.mlp.experts.0.up_proj.weight_scale",
+                        "per-channel or block weight scales");
+    hf_rt_scale_refused("input-scale", hf, "model.layers.0.mlp.down_proj.input_scale", "activation scales");
     return kt_finish();
 }

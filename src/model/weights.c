@@ -634,9 +634,53 @@ static kld_status derive_rope_freqs(const kld_source *src, const kld_hparams *hp
     return KLD_OK;
 }
 
+/* Quantization scales a checkpoint may carry beside its weights (FP8 block scales, per-channel
+ * or per-tensor weight and activation scales of fp8 / compressed-tensors / modelopt / Mistral
+ * checkpoints, KV-cache scales), with what they are. */
+static const struct {
+    const char *suffix, *what;
+} scale_suffixes[] = {
+    {"_scale_inv", "FP8 block scales (quantization_config \"fp8\", e.g. DeepSeek V3's weight_scale_inv)"},
+    {".weight_scale", "per-channel or block weight scales (fp8 / compressed-tensors / modelopt)"},
+    {".weight_scale_2", "second-level weight scales (modelopt NVFP4)"},
+    {".weight_global_scale", "global weight scales (compressed-tensors NVFP4)"},
+    {".input_scale", "activation scales of a quantized checkpoint"},
+    {".input_global_scale", "activation scales of a quantized checkpoint"},
+    {"activation_scale", "activation scales of a quantized checkpoint"},
+    {".qscale_weight", "weight scales (Mistral's fp8 format)"},
+    {".qscale_act", "activation scales (Mistral's fp8 format)"},
+    {".k_scale", "KV-cache scales of a quantized checkpoint"},
+    {".v_scale", "KV-cache scales of a quantized checkpoint"},
+};
+
+/* A checkpoint whose weights need scales kldeval does not apply is refused, naming the file, the
+ * tensor and why, rather than read with its scales silently dropped (llama.cpp's converter
+ * multiplies each weight by them: conversion/base.py dequant_model). */
+static kld_status refuse_scales(const kld_source *src, kld_error *err) {
+    for (size_t i = 0; i < src->n_tensors; i++) {
+        const char *name = src->tensors[i].name;
+        const size_t len = strlen(name);
+        for (size_t k = 0; k < sizeof scale_suffixes / sizeof scale_suffixes[0]; k++) {
+            const size_t ls = strlen(scale_suffixes[k].suffix);
+            if (len <= ls || strcmp(name + len - ls, scale_suffixes[k].suffix)) continue;
+            const char *file = src->path;
+            if (src->st && src->st->tensor_file && src->st->n_files > src->st->tensor_file[i])
+                file = src->st->files[src->st->tensor_file[i]].path;
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s' holds %s, which kldeval does not apply: "
+                            "its weights would be read without them; dequantize the checkpoint to bf16 / f32 "
+                            "first (as llama.cpp's converter does)", file, name, scale_suffixes[k].what);
+        }
+    }
+    return KLD_OK;
+}
+
 kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
                             kld_error *err) {
     memset(w, 0, sizeof *w);
+    if (src->format == KLD_FORMAT_SAFETENSORS) {
+        const kld_status q = refuse_scales(src, err);
+        if (q) return q;
+    }
     binder b = {src, hp, err, false};
     kld_status s;
     char onorm[64], n[64];
