@@ -123,6 +123,7 @@ static void q3n_layout(const char *label, const kld_gguf *g, const kld_gguf *b, 
         if (!strcmp(n, "blk.0.ffn_gate_exps.weight")) exps = &g->tensors[i];
     }
     CHECK(!mtp && !per_expert && !ffn_norm, "%s: converted: no mtp/nextn, per-expert or ffn_norm tensors", label);
+    CHECK(!kld_gguf_find(g, "qwen3next.vocab_size"), "%s: converted: no vocab_size (the converter writes none)", label);
     CHECK(conv && conv->n_dims == 2 && conv->ne[0] == s->dn_conv, "%s: converted: ssm_conv1d squeezed to [K, C]",
           label);
     CHECK(s->n_expert == 0 || (exps && exps->n_dims == 3 && exps->ne[2] == s->n_expert),
