@@ -110,12 +110,7 @@ bool gguf_fuse_gate_up_exps(const char *in, const char *out) {
     kld_error err = {0};
     kld_gguf *g = NULL;
     if (kld_gguf_open(in, &g, &err) != KLD_OK) return false;
-    kld_gguf_writer *w = kld_gguf_writer_create();
-    for (uint64_t i = 0; i < g->n_kv; i++) {
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)g->kv[i].key.len, g->kv[i].key.ptr);
-        kld_gguf_writer_copy_value(w, key, &g->kv[i].value);
-    }
+    kld_gguf_writer *w = gguf_writer_with_keys(g);
     void *bufs[64];
     int nb = 0, n_fused = 0;
     bool ok = true;
