@@ -16,6 +16,7 @@ kld_add_test(NAME test_forward_moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forw
              ${KLD_TEST_FORWARD_SOURCES})
 kld_add_test(NAME test_engine_batch SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_engine_batch.c)
 kld_add_test(NAME test_qwen3next_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen3next_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/hf_roundtrip.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_qwen3next_hf.c ${KLD_TEST_FORWARD_SOURCES})
 kld_add_test(NAME test_forward_gptoss SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_forward_gptoss.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
@@ -32,15 +33,20 @@ kld_add_test(NAME test_forward_deepseek2 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tes
 kld_add_test(NAME test_attention_long SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_attention_long.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 300)
 kld_add_test(NAME test_glm4moe_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_glm4moe_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/hf_roundtrip.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_glm4moe_hf.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_gptoss_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gptoss_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/hf_roundtrip.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_gptoss_hf.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_deepseek3_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_deepseek3_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/hf_roundtrip.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_deepseek3_hf.c ${CMAKE_CURRENT_SOURCE_DIR}/synth_glm4moe_hf.c
              ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_qwen35_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_qwen35_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/hf_roundtrip.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_qwen3next_hf.c ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)
 kld_add_test(NAME test_gemma4_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_gemma4_hf.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/hf_roundtrip.c
              ${CMAKE_CURRENT_SOURCE_DIR}/synth_gemma4_hf.c ${KLD_TEST_FORWARD_SOURCES} TIMEOUT 120)

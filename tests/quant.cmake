@@ -17,5 +17,6 @@ kld_add_test(NAME test_quant_hf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_h
 # Hugging Face Mixtral / Qwen2-MoE / Qwen3-MoE / OLMoE / LFM2 → GGUF: stacked
 # experts, keys, logits; q8_0 conversion = quantizing the equivalent GGUF
 kld_add_test(NAME test_quant_hf_moe SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_quant_hf_moe.c
+             ${CMAKE_CURRENT_SOURCE_DIR}/hf_roundtrip.c
              ${KLD_TEST_FORWARD_SOURCES}
              LABELS quant TIMEOUT 300)

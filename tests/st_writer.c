@@ -95,3 +95,13 @@ bool hf_same_key(const kld_gguf *a, const kld_gguf *b, const char *key) {
         if (!kld_gguf_arr_int(u, n, &i) || !kld_gguf_arr_int(v, n, &j) || i != j) return false;
     return true;
 }
+
+kld_gguf_writer *gguf_writer_with_keys(const kld_gguf *g) {
+    kld_gguf_writer *w = kld_gguf_writer_create();
+    for (uint64_t i = 0; w && i < g->n_kv; i++) {
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)g->kv[i].key.len, g->kv[i].key.ptr);
+        kld_gguf_writer_copy_value(w, key, &g->kv[i].value);
+    }
+    return w;
+}

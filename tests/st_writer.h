@@ -7,6 +7,7 @@
 #define KLD_TEST_ST_WRITER_H
 
 #include "io/gguf.h"
+#include "io/gguf_writer.h"
 #include "tensor/tensor.h"
 
 #include <jansson.h>
@@ -42,5 +43,8 @@ bool hf_config_write(json_t *c, const hf_edit *ed, const char *dir);
 
 /* Key `key` has the same value in a and b (integers, reals, integer arrays), or is in neither. */
 bool hf_same_key(const kld_gguf *a, const kld_gguf *b, const char *key);
+
+/* A GGUF writer holding every key of g (NULL when out of memory): g rewritten tensor by tensor. */
+kld_gguf_writer *gguf_writer_with_keys(const kld_gguf *g);
 
 #endif

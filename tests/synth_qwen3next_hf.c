@@ -288,12 +288,7 @@ bool q3n_rewrite_gguf(const synth_shape *s, const char *in, const char *out, boo
     kld_error err = {0};
     kld_gguf *g = NULL;
     if (kld_gguf_open(in, &g, &err) != KLD_OK) return false;
-    kld_gguf_writer *w = kld_gguf_writer_create();
-    for (uint64_t i = 0; i < g->n_kv; i++) {
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)g->kv[i].key.len, g->kv[i].key.ptr);
-        kld_gguf_writer_copy_value(w, key, &g->kv[i].value);
-    }
+    kld_gguf_writer *w = gguf_writer_with_keys(g);
     if (mtp) {
         kld_gguf_writer_set_u32(w, "qwen3next.block_count", (uint32_t)(s->n_layer + 1));
         kld_gguf_writer_set_u32(w, "qwen3next.nextn_predict_layers", 1);

@@ -13,6 +13,7 @@
  * reference's; malformed configs are errors naming config.json, the field
  * and the value. */
 #include "engine/engine.h"
+#include "hf_roundtrip.h"
 #include "io/gguf.h"
 #include "io/source.h"
 #include "model/hparams.h"
@@ -88,80 +89,36 @@ done:
     kld_source_close(sb);
 }
 
+/* The experts' gate and up: one ffn_gate_up_exps as llama.cpp's converter writes it, each expert's
+ * gate rows then its up rows, against the synthesized ffn_gate_exps / ffn_up_exps; the rest as
+ * stored. */
+static bool gemma4_tensor(const kld_gguf *a, const kld_tensor *t, uint64_t *merged, void *ctx) {
+    (void)ctx;
+    int il = -1, used = 0;
+    char kind[16] = "";
+    if (sscanf(t->name, "blk.%d.ffn_%15[a-z]_exps.weight%n", &il, kind, &used) != 2 || t->name[used] ||
+        (strcmp(kind, "gate") && strcmp(kind, "up")))
+        return hf_rt_same_tensor(a, t);
+    char fn[64];
+    snprintf(fn, sizeof fn, "blk.%d.ffn_gate_up_exps.weight", il);
+    const kld_tensor *f = kld_gguf_find_tensor(a, fn);
+    const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
+    bool eq = f && f->type == t->type && f->nbytes == 2 * t->nbytes && f->ne[0] == t->ne[0] &&
+              f->ne[1] == 2 * t->ne[1] && f->ne[2] == t->ne[2];
+    for (int64_t e = 0; eq && e < t->ne[2]; e++)
+        eq = !memcmp((const uint8_t *)f->data + (2 * (uint64_t)e + (kind[0] == 'u')) * slice,
+                     (const uint8_t *)t->data + (uint64_t)e * slice, (size_t)slice);
+    *merged += kind[0] == 'g';
+    return eq;
+}
+
 /* `kldeval quantize HF OUT keep`: the synthesized GGUF's tensors (names and bytes, rope_freqs
  * included) and gemma4 keys, and the checkpoint's logits bit for bit. */
 static void check_converted(const char *label, const char *gguf, const char *hf, const int32_t *ids) {
     char out[700];
     snprintf(out, sizeof out, "%s/../converted.gguf", hf);
-    kld_error err = {0};
-    kld_quantize_opts qo = {.n_threads = 2};
-    CHECK_OK(kld_quantize_file(hf, out, "keep", &qo, NULL, &err), err);
-    kld_gguf *a = NULL, *b = NULL;
-    CHECK_OK(kld_gguf_open(out, &a, &err), err);
-    CHECK_OK(kld_gguf_open(gguf, &b, &err), err);
-    if (!a || !b) {
-        kld_gguf_close(a);
-        kld_gguf_close(b);
-        return;
-    }
-    uint64_t same = 0, fused = 0;
-    for (uint64_t i = 0; i < a->n_tensors; i++)
-        for (uint64_t j = 0; j < b->n_tensors; j++)
-            if (!strcmp(a->tensors[i].name, b->tensors[j].name))
-                same += a->tensors[i].type == b->tensors[j].type && a->tensors[i].nbytes == b->tensors[j].nbytes &&
-                        a->tensors[i].n_dims == b->tensors[j].n_dims &&
-                        !memcmp(a->tensors[i].data, b->tensors[j].data, a->tensors[i].nbytes);
-    /* the experts' gate and up: one ffn_gate_up_exps as llama.cpp's converter writes it, each expert's
-     * gate rows then its up rows, against the synthesized ffn_gate_exps / ffn_up_exps */
-    for (uint64_t j = 0; j < b->n_tensors; j++) {
-        const kld_tensor *t = &b->tensors[j];
-        int il = -1, used = 0;
-        char kind[16] = "";
-        if (sscanf(t->name, "blk.%d.ffn_%15[a-z]_exps.weight%n", &il, kind, &used) != 2 || t->name[used] ||
-            (strcmp(kind, "gate") && strcmp(kind, "up")))
-            continue;
-        char fn[64];
-        snprintf(fn, sizeof fn, "blk.%d.ffn_gate_up_exps.weight", il);
-        const kld_tensor *f = kld_gguf_find_tensor(a, fn);
-        const uint64_t slice = t->nbytes / (uint64_t)t->ne[2];
-        bool eq = f && f->type == t->type && f->nbytes == 2 * t->nbytes && f->ne[0] == t->ne[0] &&
-                  f->ne[1] == 2 * t->ne[1] && f->ne[2] == t->ne[2];
-        for (int64_t e = 0; eq && e < t->ne[2]; e++)
-            eq = !memcmp((const uint8_t *)f->data + (2 * (uint64_t)e + (kind[0] == 'u')) * slice,
-                         (const uint8_t *)t->data + (uint64_t)e * slice, (size_t)slice);
-        same += eq;
-        fused += kind[0] == 'g';
-    }
-    printf("%-24s converted: %" PRIu64 " of %" PRIu64 " tensors equal to the GGUF's (%" PRIu64 " ffn_gate_up_exps)\n",
-           label, same, b->n_tensors, fused);
-    CHECK(same == b->n_tensors && a->n_tensors + fused == b->n_tensors,
-          "%s: converted tensors (%" PRIu64 ") equal the synthesized GGUF's (%" PRIu64 " of %" PRIu64 ")", label,
-          a->n_tensors, same, b->n_tensors);
-    int n_keys = 0, n_same = 0;
-    for (uint64_t i = 0; i < b->n_kv; i++) {
-        const char *key = b->kv[i].key.ptr;
-        const size_t len = (size_t)b->kv[i].key.len;
-        char kbuf[160];
-        snprintf(kbuf, sizeof kbuf, "%.*s", (int)len, key);
-        if (strncmp(kbuf, "gemma4.", 7) != 0) continue;
-        n_keys++;
-        const bool ok = hf_same_key(a, b, kbuf);
-        n_same += ok;
-        if (!ok) printf("%s: converted key %s differs\n", label, kbuf);
-    }
-    int n_conv = 0; /* and no key of its own */
-    for (uint64_t i = 0; i < a->n_kv; i++) n_conv += a->kv[i].key.len > 7 && !strncmp(a->kv[i].key.ptr, "gemma4.", 7);
-    printf("%-24s converted: %d of %d gemma4.* keys equal to the GGUF's (%d written)\n", label, n_same, n_keys, n_conv);
-    CHECK(n_keys >= 14 && n_same == n_keys && n_conv == n_keys, "%s: converted keys equal the GGUF's (%d of %d, %d "
-          "written)", label, n_same, n_keys, n_conv);
-    kld_gguf_close(a);
-    kld_gguf_close(b);
-    int64_t nv = 0;
-    float *x = tf_engine_logits(hf, ids, N_IDS, 16, 2, &nv), *y = tf_engine_logits(out, ids, N_IDS, 16, 2, &nv);
-    CHECK(x && y && memcmp(x, y, sizeof(float) * (size_t)(N_IDS * nv)) == 0,
-          "%s: HF and its converted GGUF give the same logits bit for bit", label);
-    free(x);
-    free(y);
+    const hf_rt_family f = {.tensor_equal = gemma4_tensor, .key_prefix = "gemma4.", .min_keys = 14};
+    hf_rt_check(&f, label, gguf, hf, out, ids, N_IDS);
 }
 
 /* q8_0 three ways: the GGUF quantized on load (@q8_0), the checkpoint quantized on load (its experts

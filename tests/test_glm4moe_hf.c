@@ -9,6 +9,7 @@
  * GGUF's logits bit for bit and the float64 reference's; malformed configs
  * are errors naming config.json, the field and the value. */
 #include "engine/engine.h"
+#include "hf_roundtrip.h"
 #include "io/gguf.h"
 #include "quant/quant.h"
 #include "tensor/types.h"
@@ -32,10 +33,20 @@ static void paths(const char *label, char *gguf, char *hf, size_t cap) {
     mkdir(hf, 0755);
 }
 
-static int64_t key_int(const kld_gguf *g, const char *key) {
-    int64_t v = -1;
-    if (!kld_gguf_get_int(g, key, &v)) v = -1;
-    return v;
+/* glm4moe's routing keys as the GGUF's, and the synthesized expert_weights_scale. */
+static void glm_keys(const char *label, const kld_gguf *a, const kld_gguf *b, void *ctx) {
+    const synth_shape *s = ctx;
+    static const char *const keys[] = {"glm4moe.block_count", "glm4moe.expert_count", "glm4moe.expert_used_count",
+                                       "glm4moe.expert_feed_forward_length", "glm4moe.expert_shared_count",
+                                       "glm4moe.leading_dense_block_count", "glm4moe.expert_gating_func",
+                                       "glm4moe.rope.dimension_count", "glm4moe.attention.head_count_kv"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const int64_t ka = hf_rt_key_int(a, keys[i], -1), kb = hf_rt_key_int(b, keys[i], -1);
+        CHECK(ka == kb && ka >= 0, "%s: converted %s = %" PRId64 ", the GGUF's %" PRId64, label, keys[i], ka, kb);
+    }
+    const double sa = hf_rt_key_num(a, "glm4moe.expert_weights_scale", 0),
+                 sb = hf_rt_key_num(b, "glm4moe.expert_weights_scale", 0);
+    CHECK(sa == sb && sa == s->w_scale, "%s: converted expert_weights_scale %g", label, sa);
 }
 
 /* `kldeval quantize HF OUT keep`: the same tensors (names and bytes) and routing keys as the
@@ -44,48 +55,8 @@ static void check_converted(const char *label, const synth_shape *s, const char 
                             const int32_t *ids) {
     char out[700];
     snprintf(out, sizeof out, "%s/../converted.gguf", hf);
-    kld_error err = {0};
-    kld_quantize_opts qo = {.n_threads = 2};
-    CHECK_OK(kld_quantize_file(hf, out, "keep", &qo, NULL, &err), err);
-    kld_gguf *a = NULL, *b = NULL;
-    CHECK_OK(kld_gguf_open(out, &a, &err), err);
-    CHECK_OK(kld_gguf_open(gguf, &b, &err), err);
-    if (!a || !b) {
-        kld_gguf_close(a);
-        kld_gguf_close(b);
-        return;
-    }
-    uint64_t same = 0;
-    for (uint64_t i = 0; i < a->n_tensors; i++)
-        for (uint64_t j = 0; j < b->n_tensors; j++)
-            if (!strcmp(a->tensors[i].name, b->tensors[j].name))
-                same += a->tensors[i].type == b->tensors[j].type && a->tensors[i].nbytes == b->tensors[j].nbytes &&
-                        a->tensors[i].n_dims == b->tensors[j].n_dims &&
-                        !memcmp(a->tensors[i].data, b->tensors[j].data, a->tensors[i].nbytes);
-    printf("%-36s converted: %" PRIu64 " of %" PRIu64 " tensors equal to the GGUF's\n", label, same, b->n_tensors);
-    CHECK(same == b->n_tensors && a->n_tensors == b->n_tensors,
-          "%s: converted tensors (%" PRIu64 ") equal the synthesized GGUF's (%" PRIu64 " of %" PRIu64 ")", label,
-          a->n_tensors, same, b->n_tensors);
-    static const char *const keys[] = {"glm4moe.block_count", "glm4moe.expert_count", "glm4moe.expert_used_count",
-                                       "glm4moe.expert_feed_forward_length", "glm4moe.expert_shared_count",
-                                       "glm4moe.leading_dense_block_count", "glm4moe.expert_gating_func",
-                                       "glm4moe.rope.dimension_count", "glm4moe.attention.head_count_kv"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        CHECK(key_int(a, keys[i]) == key_int(b, keys[i]) && key_int(a, keys[i]) >= 0,
-              "%s: converted %s = %" PRId64 ", the GGUF's %" PRId64, label, keys[i], key_int(a, keys[i]),
-              key_int(b, keys[i]));
-    double sa = 0, sb = 0;
-    kld_gguf_get_float(a, "glm4moe.expert_weights_scale", &sa);
-    kld_gguf_get_float(b, "glm4moe.expert_weights_scale", &sb);
-    CHECK(sa == sb && sa == s->w_scale, "%s: converted expert_weights_scale %g", label, sa);
-    kld_gguf_close(a);
-    kld_gguf_close(b);
-    int64_t nv = 0;
-    float *x = tf_engine_logits(hf, ids, N_IDS, 16, 2, &nv), *y = tf_engine_logits(out, ids, N_IDS, 16, 2, &nv);
-    CHECK(x && y && memcmp(x, y, sizeof(float) * (size_t)(N_IDS * nv)) == 0,
-          "%s: HF and its converted GGUF give the same logits bit for bit", label);
-    free(x);
-    free(y);
+    const hf_rt_family f = {.keys = glm_keys, .ctx = (void *)s};
+    hf_rt_check(&f, label, gguf, hf, out, ids, N_IDS);
 }
 
 /* The HF copy of s: logits equal to its GGUF's bit for bit, and to the reference. */

@@ -9,6 +9,7 @@
  * OpenAI's rule) to the GGUF's values; malformed checkpoints are refused by
  * name. */
 #include "engine/engine.h"
+#include "hf_roundtrip.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "quant/quant.h"
@@ -45,88 +46,65 @@ static void shape(synth_shape *s, uint32_t exp_type) {
     }
 }
 
-static int64_t key_int(const kld_gguf *g, const char *key) {
-    int64_t v = -1;
-    if (!kld_gguf_get_int(g, key, &v)) v = -1;
-    return v;
+/* llama.cpp's converter writes gpt-oss's biases and routers in float32: the same values widened. */
+typedef struct widen_count {
+    uint64_t widened, to_widen;
+} widen_count;
+
+static bool gptoss_tensor(const kld_gguf *a, const kld_tensor *y, uint64_t *merged, void *ctx) {
+    (void)merged;
+    widen_count *c = ctx;
+    const kld_tensor *x = kld_gguf_find_tensor(a, y->name);
+    bool eq = hf_rt_same_tensor(a, y);
+    const size_t len = strlen(y->name);
+    const bool f32_class = (len > 5 && !strcmp(y->name + len - 5, ".bias")) || strstr(y->name, "ffn_gate_inp.weight");
+    c->to_widen += f32_class && y->type != KLD_TYPE_F32;
+    if (x && !eq && f32_class && y->type != KLD_TYPE_F32 && x->type == KLD_TYPE_F32 &&
+        !memcmp(x->ne, y->ne, sizeof x->ne)) {
+        const int64_t n = kld_tensor_nelements(y);
+        float *v = malloc(sizeof(float) * (size_t)n);
+        kld_type_info_get(y->type)->to_float_ref(y->data, v, n);
+        eq = !memcmp(v, x->data, sizeof(float) * (size_t)n);
+        c->widened += eq;
+        free(v);
+    }
+    return eq;
 }
 
-static double key_num(const kld_gguf *g, const char *key) {
-    double v = -1;
-    if (!kld_gguf_get_float(g, key, &v)) v = -1;
-    return v;
-}
-
-/* `kldeval quantize HF OUT keep`: the synthesized GGUF's tensors (names, types, bytes) and keys. */
-static void check_converted(const char *label, const char *gguf, const char *hf, const int32_t *ids) {
-    char out[700];
-    snprintf(out, sizeof out, "%s/../converted.gguf", hf);
-    kld_error err = {0};
-    kld_quantize_opts qo = {.n_threads = 2};
-    CHECK_OK(kld_quantize_file(hf, out, "keep", &qo, NULL, &err), err);
-    kld_gguf *a = NULL, *b = NULL;
-    CHECK_OK(kld_gguf_open(out, &a, &err), err);
-    CHECK_OK(kld_gguf_open(gguf, &b, &err), err);
-    if (!a || !b) {
-        kld_gguf_close(a);
-        kld_gguf_close(b);
-        return;
-    }
-    uint64_t same = 0, widened = 0, to_widen = 0;
-    for (uint64_t j = 0; j < b->n_tensors; j++) {
-        const kld_tensor *y = &b->tensors[j], *x = kld_gguf_find_tensor(a, y->name);
-        bool eq = x && x->type == y->type && x->nbytes == y->nbytes && x->n_dims == y->n_dims &&
-                  !memcmp(x->ne, y->ne, sizeof x->ne) && !memcmp(x->data, y->data, y->nbytes);
-        /* llama.cpp's converter writes biases and routers in float32: the same values widened */
-        const size_t len = strlen(y->name);
-        const bool f32_class = (len > 5 && !strcmp(y->name + len - 5, ".bias")) || strstr(y->name, "ffn_gate_inp.weight");
-        to_widen += f32_class && y->type != KLD_TYPE_F32;
-        if (x && !eq && f32_class && y->type != KLD_TYPE_F32 && x->type == KLD_TYPE_F32 &&
-            !memcmp(x->ne, y->ne, sizeof x->ne)) {
-            const int64_t n = kld_tensor_nelements(y);
-            float *v = malloc(sizeof(float) * (size_t)n);
-            kld_type_info_get(y->type)->to_float_ref(y->data, v, n);
-            eq = !memcmp(v, x->data, sizeof(float) * (size_t)n);
-            widened += eq;
-            free(v);
-        }
-        if (!eq) printf("  %s: %s differs or is missing\n", label, y->name);
-        same += eq;
-    }
-    printf("%-28s converted: %" PRIu64 " of %" PRIu64 " tensors equal to the GGUF's (%" PRIu64 " written; %" PRIu64
-           " of them widened to f32)\n", label, same, b->n_tensors, a->n_tensors, widened);
-    CHECK(same == b->n_tensors && a->n_tensors == b->n_tensors,
-          "%s: converted tensors (%" PRIu64 ") equal the synthesized GGUF's (%" PRIu64 " of %" PRIu64 ")", label,
-          a->n_tensors, same, b->n_tensors);
-    CHECK(widened == to_widen, "%s: %" PRIu64 " of the %" PRIu64 " non-f32 biases and routers written in f32", label,
-          widened, to_widen);
+static void gptoss_keys(const char *label, const kld_gguf *a, const kld_gguf *b, void *ctx) {
+    const widen_count *c = ctx;
+    printf("%-28s converted: %" PRIu64 " non-f32 biases and routers widened to f32\n", label, c->widened);
+    CHECK(c->widened == c->to_widen, "%s: %" PRIu64 " of the %" PRIu64 " non-f32 biases and routers written in f32",
+          label, c->widened, c->to_widen);
     static const char *const ints[] = {"gpt-oss.block_count", "gpt-oss.context_length", "gpt-oss.embedding_length",
                                        "gpt-oss.feed_forward_length", "gpt-oss.attention.head_count",
                                        "gpt-oss.attention.head_count_kv", "gpt-oss.attention.key_length",
                                        "gpt-oss.attention.value_length", "gpt-oss.expert_count",
                                        "gpt-oss.expert_used_count", "gpt-oss.expert_feed_forward_length",
                                        "gpt-oss.attention.sliding_window", "gpt-oss.rope.scaling.original_context_length"};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        CHECK(key_int(a, ints[i]) == key_int(b, ints[i]) && key_int(a, ints[i]) > 0,
-              "%s: converted %s = %" PRId64 ", the GGUF's %" PRId64, label, ints[i], key_int(a, ints[i]),
-              key_int(b, ints[i]));
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        const int64_t ka = hf_rt_key_int(a, ints[i], -1), kb = hf_rt_key_int(b, ints[i], -1);
+        CHECK(ka == kb && ka > 0, "%s: converted %s = %" PRId64 ", the GGUF's %" PRId64, label, ints[i], ka, kb);
+    }
     static const char *const nums[] = {"gpt-oss.rope.freq_base", "gpt-oss.rope.scaling.factor",
                                        "gpt-oss.attention.layer_norm_rms_epsilon"};
-    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
-        CHECK(key_num(a, nums[i]) == key_num(b, nums[i]) && key_num(a, nums[i]) > 0, "%s: converted %s = %g, the "
-              "GGUF's %g", label, nums[i], key_num(a, nums[i]), key_num(b, nums[i]));
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const double na = hf_rt_key_num(a, nums[i], -1), nb = hf_rt_key_num(b, nums[i], -1);
+        CHECK(na == nb && na > 0, "%s: converted %s = %g, the GGUF's %g", label, nums[i], na, nb);
+    }
     kld_str ta = {0}, tb = {0};
     CHECK(kld_gguf_get_str(a, "gpt-oss.rope.scaling.type", &ta) && kld_gguf_get_str(b, "gpt-oss.rope.scaling.type", &tb) &&
               ta.len == tb.len && !memcmp(ta.ptr, tb.ptr, (size_t)ta.len),
           "%s: converted rope.scaling.type is the GGUF's", label);
-    kld_gguf_close(a);
-    kld_gguf_close(b);
-    int64_t nv = 0;
-    float *x = tf_engine_logits(hf, ids, N_IDS, 16, 2, &nv), *y = tf_engine_logits(out, ids, N_IDS, 16, 2, &nv);
-    CHECK(x && y && memcmp(x, y, sizeof(float) * (size_t)(N_IDS * nv)) == 0,
-          "%s: HF and its converted GGUF give the same logits bit for bit", label);
-    free(x);
-    free(y);
+}
+
+/* `kldeval quantize HF OUT keep`: the synthesized GGUF's tensors (names, types, bytes) and keys. */
+static void check_converted(const char *label, const char *gguf, const char *hf, const int32_t *ids) {
+    char out[700];
+    snprintf(out, sizeof out, "%s/../converted.gguf", hf);
+    widen_count c = {0};
+    const hf_rt_family f = {.tensor_equal = gptoss_tensor, .keys = gptoss_keys, .ctx = &c};
+    hf_rt_check(&f, label, gguf, hf, out, ids, N_IDS);
 }
 
 /* The HF MXFP4 codes as OpenAI defines them (low nibble the even value, scale 2^(e − 127))

@@ -12,6 +12,7 @@
  * cannot carry is refused. */
 #include "testlib.h"
 #include "test_forward_models.h"
+#include "hf_roundtrip.h"
 
 #include "engine/engine.h"
 #include "io/gguf.h"
@@ -173,6 +174,15 @@ static void run_family(const family *f) {
     CHECK_OK(kld_quantize_file(dir, out, "f32", &o, NULL, &err), err);
     same_tensors(out, src, f->label);
     same_keys(out, src, f);
+    if (!strcmp(f->arch, "llama") || !strcmp(f->arch, "lfm2")) { /* LlamaModel, LFM2Model: vocab_size written */
+        kld_gguf *g = NULL;
+        CHECK_OK(kld_gguf_open(out, &g, &err), err);
+        char key[64];
+        snprintf(key, sizeof key, "%s.vocab_size", f->arch);
+        CHECK(g && hf_rt_key_int(g, key, -1) == s.n_vocab, "%s: %s = %" PRId64 " (the checkpoint's %" PRId64 ")",
+              f->label, key, g ? hf_rt_key_int(g, key, -1) : -1, s.n_vocab);
+        kld_gguf_close(g);
+    }
 
     int32_t ids[N_IDS];
     tf_make_ids(ids, N_IDS, s.n_vocab, 17);
@@ -199,6 +209,8 @@ static void run_family(const family *f) {
         }
     }
     free(lh), free(lo), free(ls);
+    /* transformers 5's fused experts (the converter's Qwen2MoeModel splits gate_up_proj) */
+    if (!strcmp(f->arch, "qwen2moe") || !strcmp(f->arch, "qwen3moe")) hf_rt_fused_hf(f->label, dir, ids, N_IDS);
 
     /* quantized: the converted file's tensors are quantize(source GGUF)'s
      * (q4_K_M: the recipe's per-layer ffn_down choice applies to ffn_down_exps) */
@@ -339,16 +351,20 @@ int main(void) {
                                          "attention.layer_norm_rms_epsilon",
                                        "attention.head_count", "attention.head_count_kv",
                                        "rope.freq_base", "shortconv.l_cache", NULL};
+    /* vocab_size: written by the converter's LlamaModel (Mixtral) and LFM2Model, not by the others */
     static const char *const no_widths[] = {"expert_feed_forward_length",
                                             "expert_shared_feed_forward_length", NULL};
-    static const char *const no_shared[] = {"expert_shared_feed_forward_length", NULL};
+    static const char *const olmoe_absent[] = {"expert_feed_forward_length",
+                                               "expert_shared_feed_forward_length", "vocab_size", NULL};
+    static const char *const no_vocab[] = {"vocab_size", NULL};
+    static const char *const no_shared[] = {"expert_shared_feed_forward_length", "vocab_size", NULL};
     static const char *const no_moe[] = {"expert_count", "attention.sliding_window", NULL};
     /* Mixtral's q/k rows go back to interleaved pairs: q·k sums in another order than the HF copy's */
     const family fams[] = {
         {"mixtral", "llama", common, no_widths, 1e-4},
-        {"qwen2moe", "qwen2moe", qwen2moe, NULL, 0},
+        {"qwen2moe", "qwen2moe", qwen2moe, no_vocab, 0},
         {"qwen3moe", "qwen3moe", qwen3moe, no_shared, 0},
-        {"olmoe", "olmoe", common, no_widths, 0},
+        {"olmoe", "olmoe", common, olmoe_absent, 0},
         {"lfm2", "lfm2", lfm2, no_moe, 0},
     };
     for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) run_family(&fams[i]);

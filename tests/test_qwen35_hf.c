@@ -10,6 +10,7 @@
  *    tower skipped): the GGUF's logits bit for bit, read and converted, and at q8_0 three ways;
  *  - malformed configs and tensors as errors naming config.json, the key and value, or the tensor. */
 #include "engine/engine.h"
+#include "hf_roundtrip.h"
 #include "io/gguf.h"
 #include "io/source.h"
 #include "model/hparams.h"
@@ -38,73 +39,46 @@ static void shape(synth_shape *s, const char *arch) {
     }
 }
 
-static int count_keys(const kld_gguf *g, const char *prefix) {
-    int n = 0;
-    const size_t lp = strlen(prefix);
-    for (uint64_t i = 0; i < g->n_kv; i++) n += g->kv[i].key.len > lp && !strncmp(g->kv[i].key.ptr, prefix, lp);
-    return n;
+/* The shared expert's gate as the converter writes mlp.shared_expert_gate.weight [1, n_embd]:
+ * unsqueezed, [n_embd, 1] (llama.cpp reads it as {n_embd}); the synthesized GGUF's is 1-D. */
+typedef struct q35_ctx {
+    const char *arch;
+    uint64_t gate_2d;
+} q35_ctx;
+
+static bool q35_tensor(const kld_gguf *a, const kld_tensor *y, uint64_t *merged, void *ctx) {
+    (void)merged;
+    q35_ctx *c = ctx;
+    const kld_tensor *x = kld_gguf_find_tensor(a, y->name);
+    const bool unsqueezed = x && strstr(y->name, "ffn_gate_inp_shexp") && x->n_dims == 2 && y->n_dims == 1;
+    c->gate_2d += unsqueezed;
+    const bool eq = x && x->type == y->type && x->nbytes == y->nbytes && (x->n_dims == y->n_dims || unsqueezed) &&
+                    !memcmp(x->ne, y->ne, sizeof x->ne) && !memcmp(x->data, y->data, (size_t)y->nbytes);
+    if (!eq && x)
+        printf("converted tensor %s (type %u, %u dims [%" PRId64 ", %" PRId64 "]) differs from the GGUF's "
+               "(type %u, %u dims [%" PRId64 ", %" PRId64 "])\n", y->name, x->type, x->n_dims, x->ne[0],
+               x->ne[1], y->type, y->n_dims, y->ne[0], y->ne[1]);
+    return eq;
 }
 
-/* The converted file against the synthesized GGUF: tensors and arch keys equal. */
-static void check_converted(const char *label, const char *arch, const char *gguf, const char *out) {
-    kld_error err = {0};
-    kld_gguf *a = NULL, *b = NULL;
-    CHECK_OK(kld_gguf_open(out, &a, &err), err);
-    CHECK_OK(kld_gguf_open(gguf, &b, &err), err);
-    if (!a || !b) {
-        kld_gguf_close(a);
-        kld_gguf_close(b);
-        return;
-    }
-    uint64_t same = 0, gate_2d = 0;
-    for (uint64_t j = 0; j < b->n_tensors; j++) {
-        const kld_tensor *y = &b->tensors[j], *x = kld_gguf_find_tensor(a, y->name);
-        /* the shared expert's gate as the converter writes mlp.shared_expert_gate.weight [1, n_embd]:
-         * unsqueezed, [n_embd, 1] (llama.cpp reads it as {n_embd}); the synthesized GGUF's is 1-D */
-        const bool unsqueezed = x && strstr(y->name, "ffn_gate_inp_shexp") && x->n_dims == 2 && y->n_dims == 1;
-        gate_2d += unsqueezed;
-        const bool eq = x && x->type == y->type && x->nbytes == y->nbytes && (x->n_dims == y->n_dims || unsqueezed) &&
-                        !memcmp(x->ne, y->ne, sizeof x->ne) && !memcmp(x->data, y->data, (size_t)y->nbytes);
-        if (!eq && x)
-            printf("%s: converted tensor %s (type %u, %u dims [%" PRId64 ", %" PRId64 "]) differs from the GGUF's "
-                   "(type %u, %u dims [%" PRId64 ", %" PRId64 "])\n", label, y->name, x->type, x->n_dims, x->ne[0],
-                   x->ne[1], y->type, y->n_dims, y->ne[0], y->ne[1]);
-        else if (!eq)
-            printf("%s: converted tensor %s is missing\n", label, y->name);
-        same += eq;
-    }
-    printf("%-28s converted: %" PRIu64 " of %" PRIu64 " tensors equal to the GGUF's bytes (%" PRIu64 " written, %"
-           PRIu64 " shared-expert gates [n_embd, 1])\n", label, same, b->n_tensors, a->n_tensors, gate_2d);
-    CHECK(same == b->n_tensors && a->n_tensors == b->n_tensors,
-          "%s: converted tensors (%" PRIu64 ") equal the synthesized GGUF's (%" PRIu64 " of %" PRIu64 ")", label,
-          a->n_tensors, same, b->n_tensors);
+static void q35_keys(const char *label, const kld_gguf *a, const kld_gguf *b, void *ctx) {
+    (void)b;
+    const q35_ctx *c = ctx;
+    printf("%-28s converted: %" PRIu64 " shared-expert gates [n_embd, 1]\n", label, c->gate_2d);
+    CHECK(kld_gguf_get_arr(a, strcmp(c->arch, "qwen35") ? "qwen35moe.rope.dimension_sections"
+                                                        : "qwen35.rope.dimension_sections") != NULL,
+          "%s: rope.dimension_sections written", label);
+}
+
+/* The checkpoint dir converted to out against the synthesized GGUF: tensors and arch keys equal. */
+static void check_converted(const char *label, const char *arch, const char *gguf, const char *dir,
+                            const char *out) {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "%s.", arch);
-    int n_keys = 0, n_same = 0;
-    for (uint64_t i = 0; i < b->n_kv; i++) {
-        char key[160];
-        snprintf(key, sizeof key, "%.*s", (int)b->kv[i].key.len, b->kv[i].key.ptr);
-        if (strncmp(key, prefix, strlen(prefix))) continue;
-        n_keys++;
-        const bool ok = hf_same_key(a, b, key);
-        n_same += ok;
-        if (!ok) printf("%s: converted key %s differs\n", label, key);
-    }
-    for (uint64_t i = 0; i < a->n_kv; i++) { /* and none of its own */
-        char key[160];
-        snprintf(key, sizeof key, "%.*s", (int)a->kv[i].key.len, a->kv[i].key.ptr);
-        if (!strncmp(key, prefix, strlen(prefix)) && !kld_gguf_find(b, key)) printf("%s: extra key %s\n", label, key);
-    }
-    const int n_conv = count_keys(a, prefix);
-    printf("%-28s converted: %d of %d %s* keys equal to the GGUF's (%d written)\n", label, n_same, n_keys, prefix,
-           n_conv);
-    CHECK(n_keys >= 16 && n_same == n_keys && n_conv == n_keys, "%s: converted keys equal the GGUF's (%d of %d, %d "
-          "written)", label, n_same, n_keys, n_conv);
-    CHECK(kld_gguf_get_arr(a, strcmp(arch, "qwen35") ? "qwen35moe.rope.dimension_sections"
-                                                     : "qwen35.rope.dimension_sections") != NULL,
-          "%s: rope.dimension_sections written", label);
-    kld_gguf_close(a);
-    kld_gguf_close(b);
+    q35_ctx c = {.arch = arch};
+    const hf_rt_family f = {.tensor_equal = q35_tensor, .key_prefix = prefix, .min_keys = 16, .keys = q35_keys,
+                            .ctx = &c};
+    hf_rt_check(&f, label, gguf, dir, out, NULL, 0);
 }
 
 /* One HF layout of arch: read (the GGUF's logits bit for bit) and converted (the GGUF back). */
@@ -126,10 +100,7 @@ static void test_layout(const char *label, const char *arch, const q35_hf_opts *
     float *a = tf_engine_logits(gguf, ids, N_IDS, N_IDS, 2, &nv), *b = tf_engine_logits(dir, ids, N_IDS, 7, 2, &nv2);
     CHECK(a && b && nv == nv2 && !memcmp(a, b, sizeof(float) * (size_t)(N_IDS * nv)),
           "%s: the checkpoint's logits equal the GGUF's bit for bit", label);
-    kld_error err = {0};
-    kld_quantize_opts qo = {.n_threads = 2};
-    CHECK_OK(kld_quantize_file(dir, out, "keep", &qo, NULL, &err), err);
-    check_converted(label, arch, gguf, out);
+    check_converted(label, arch, gguf, dir, out);
     float *c = tf_engine_logits(out, ids, N_IDS, 16, 2, &nv3);
     CHECK(a && c && nv == nv3 && !memcmp(a, c, sizeof(float) * (size_t)(N_IDS * nv)),
           "%s: the converted GGUF's logits equal the GGUF's bit for bit", label);
@@ -261,6 +232,9 @@ int main(void) {
     test_layout("dense-wrapped", "qwen35", &wrapped);
     test_layout("moe-wrapped-fused", "qwen35moe", &both);
     test_views();
+    synth_shape moe;
+    shape(&moe, "qwen35moe");
+    hf_rt_fused_gguf("qwen35moe", &moe); /* the converter's --fuse-gate-up-exps */
     test_q8();
     test_errors();
     return kt_finish();

@@ -8,6 +8,7 @@
  * block / mtp.* tensors giving the logits of the file without them; and
  * malformed configs or tensors as errors naming the key or tensor. */
 #include "engine/engine.h"
+#include "hf_roundtrip.h"
 #include "io/gguf.h"
 #include "quant/quant_internal.h"
 #include "synth_qwen3next_hf.h"
@@ -73,18 +74,31 @@ static void check_tensor_equal(const char *path, const char *ref, const char *na
     kld_gguf_close(b);
 }
 
-static int64_t key_int(const kld_gguf *g, const char *key) {
-    int64_t v = -1;
-    if (!kld_gguf_get_int(g, key, &v)) v = -1;
-    return v;
+/* The converted tensor of y's name: y's dims (the shared expert's gate unsqueezed to [n_embd, 1]
+ * as the converter writes it) and shape, its values within 1e-6 relative (A_log and the norms
+ * pass through the checkpoint's float form). */
+static bool q3n_tensor(const kld_gguf *a, const kld_tensor *y, uint64_t *merged, void *ctx) {
+    (void)merged, (void)ctx;
+    const kld_tensor *x = kld_gguf_find_tensor(a, y->name);
+    const bool unsqueezed = x && strstr(y->name, "ffn_gate_inp_shexp") && x->n_dims == 2 && y->n_dims == 1;
+    if (!x || (x->n_dims != y->n_dims && !unsqueezed) || memcmp(x->ne, y->ne, sizeof x->ne)) return false;
+    if (x->type == y->type && !memcmp(x->data, y->data, (size_t)y->nbytes)) return true;
+    const int64_t n = kld_tensor_nelements(y);
+    float *fa = malloc(sizeof(float) * (size_t)n), *fb = malloc(sizeof(float) * (size_t)n);
+    kld_type_info_get(x->type)->to_float_ref(x->data, fa, n);
+    kld_type_info_get(y->type)->to_float_ref(y->data, fb, n);
+    double max_d = 0;
+    for (int64_t i = 0; i < n; i++)
+        max_d = fmax(max_d, fabs((double)fa[i] - (double)fb[i]) / fmax(1e-30, fabs((double)fb[i])));
+    free(fa);
+    free(fb);
+    return max_d <= 1e-6;
 }
 
 /* The converted file's keys and names as llama.cpp's converter writes them. */
-static void check_converted_layout(const char *out, const synth_shape *s) {
-    kld_error err = {0};
-    kld_gguf *g = NULL;
-    CHECK_OK(kld_gguf_open(out, &g, &err), err);
-    if (!g) return;
+static void q3n_layout(const char *label, const kld_gguf *g, const kld_gguf *b, void *ctx) {
+    (void)b;
+    const synth_shape *s = ctx;
     struct { const char *key; int64_t want; } keys[] = {
         {"qwen3next.ssm.conv_kernel", s->dn_conv}, {"qwen3next.ssm.state_size", s->dn_head},
         {"qwen3next.ssm.group_count", s->dn_n_k_heads}, {"qwen3next.ssm.time_step_rank", s->dn_n_v_heads},
@@ -96,8 +110,8 @@ static void check_converted_layout(const char *out, const synth_shape *s) {
         {"qwen3next.expert_feed_forward_length", s->n_expert > 0 ? s->n_ff_exp : -1},
         {"qwen3next.expert_shared_feed_forward_length", s->n_expert > 0 ? s->n_ff_shexp : -1}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        CHECK(key_int(g, keys[i].key) == keys[i].want, "converted: %s = %" PRId64 ", want %" PRId64,
-              keys[i].key, key_int(g, keys[i].key), keys[i].want);
+        CHECK(hf_rt_key_int(g, keys[i].key, -1) == keys[i].want, "%s: converted %s = %" PRId64 ", want %" PRId64,
+              label, keys[i].key, hf_rt_key_int(g, keys[i].key, -1), keys[i].want);
     bool mtp = false, per_expert = false, ffn_norm = false;
     const kld_tensor *conv = NULL, *exps = NULL;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
@@ -108,11 +122,12 @@ static void check_converted_layout(const char *out, const synth_shape *s) {
         if (!strcmp(n, "blk.0.ssm_conv1d.weight")) conv = &g->tensors[i];
         if (!strcmp(n, "blk.0.ffn_gate_exps.weight")) exps = &g->tensors[i];
     }
-    CHECK(!mtp && !per_expert && !ffn_norm, "converted: no mtp/nextn, per-expert or ffn_norm tensors");
-    CHECK(conv && conv->n_dims == 2 && conv->ne[0] == s->dn_conv, "converted: ssm_conv1d squeezed to [K, C]");
+    CHECK(!mtp && !per_expert && !ffn_norm, "%s: converted: no mtp/nextn, per-expert or ffn_norm tensors", label);
+    CHECK(!kld_gguf_find(g, "qwen3next.vocab_size"), "%s: converted: no vocab_size (the converter writes none)", label);
+    CHECK(conv && conv->n_dims == 2 && conv->ne[0] == s->dn_conv, "%s: converted: ssm_conv1d squeezed to [K, C]",
+          label);
     CHECK(s->n_expert == 0 || (exps && exps->n_dims == 3 && exps->ne[2] == s->n_expert),
-          "converted: experts stacked into ffn_gate_exps [E, F, X]");
-    kld_gguf_close(g);
+          "%s: converted: experts stacked into ffn_gate_exps [E, F, X]", label);
 }
 
 /* HF copy vs reference, chunking, decode; converted GGUF == HF bit for bit. */
@@ -132,14 +147,15 @@ static void test_hf(const char *name, const synth_shape *s) {
     snprintf(label, sizeof label, "%s-hf", name);
     tf_check_reset(label, hf, s->n_vocab);
     snprintf(out, sizeof out, "%s/converted.gguf", dir);
+    const hf_rt_family f = {.tensor_equal = q3n_tensor, .keys = q3n_layout, .ctx = (void *)s};
+    hf_rt_check(&f, name, gguf, hf, out, NULL, 0);
     kld_error err = {0};
     kld_quantize_opts qo = {.n_threads = 2};
-    CHECK_OK(kld_quantize_file(hf, out, "keep", &qo, NULL, &err), err);
     snprintf(label, sizeof label, "%s: HF vs its converted GGUF", name);
     same_logits(hf, out, s->n_vocab, label);
     snprintf(label, sizeof label, "%s (converted)", name);
     free(tf_check_path(label, out, out, NULL, ids, N_IDS)); /* the reference of the written file */
-    check_converted_layout(out, s);
+    if (s->n_expert > 0) hf_rt_fused_hf(name, hf, ids, N_IDS); /* transformers 5's gate_up_proj / down_proj */
     check_tensor_equal(out, gguf, "blk.0.attn_qkv.weight");
     check_tensor_equal(out, gguf, "blk.1.attn_gate.weight");
     check_tensor_equal(out, gguf, "blk.2.ssm_conv1d.weight");
@@ -338,6 +354,8 @@ int main(void) {
     x.seed = 17;
     test_hf("moe", &x);
     test_legacy_mtp(&x, x.n_vocab);
+    hf_rt_fused_gguf("qwen3next", &x); /* the converter's --fuse-gate-up-exps */
+    hf_rt_fused_gguf_refused("qwen3moe");  /* llama.cpp's qwen3moe.cpp reads no ffn_gate_up_exps */
     test_config_variants(&s);
     test_errors(&s);
     return kt_finish();

@@ -105,13 +105,13 @@ static const kld_arch_switches arch_table[] = {
     /* qwen2moe: q/k/v biases required (llama-model.cpp 2119-2121), routed experts with
      * norm_w false (src/llama.cpp 3637-3648) plus the sigmoid-gated shared expert (3650-3672) */
     {"qwen2moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, true, -1, 0, 0,
-     .moe = KLD_MOE_ALWAYS, .moe_shared_expert = true, .moe_ff_per_used = true},
+     .moe = KLD_MOE_ALWAYS, .moe_shared_expert = true, .moe_ff_per_used = true, .hf_fused_experts = true},
     /* olmoe: q/k RMSNorm over the full q and k rows (src/llama.cpp 5735-5741), norm_w false (5782-5792) */
     {"olmoe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, false, false, false, false, -1, 0, 0,
      .qk_norm_full = true, .moe = KLD_MOE_ALWAYS},
     /* qwen3moe (after c392e50, src/models/qwen3moe.cpp): qwen3 attention, norm_w true */
     {"qwen3moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
-     .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_ff_per_used = true},
+     .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_ff_per_used = true, .hf_fused_experts = true},
     /* lfm2 (after c392e50; src/models/lfm2.cpp): layers with head_count_kv 0
      * are short convolutions, the others GQA with q/k norms; NeoX RoPE; a
      * sliding window (every attention layer) only when the key is given. */
@@ -123,7 +123,7 @@ static const kld_arch_switches arch_table[] = {
      * plus the sigmoid-gated shared expert; a dense FFN without expert_count. */
     {"qwen3next", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_OPTIONAL, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
-     .attn_out_gate = true},
+     .attn_out_gate = true, .hf_fused_experts = true, .gguf_fused_experts = true},
     /* gpt-oss (src/models/openai-moe.cpp): q/k/v/o biases, attention sinks, NeoX
      * RoPE (YaRN in the released files), even layers slide (set_swa_pattern(2)),
      * pre-FFN norm post_attention_norm, every layer a MoE: biased router,
@@ -136,7 +136,7 @@ static const kld_arch_switches arch_table[] = {
      .moe = KLD_MOE_NONE, .attn_out_gate = true},
     {"qwen35moe", KLD_ROPE_NEOX, KLD_ACT_SILU, false, false, true, false, false, false, -1, 0, 0,
      .moe = KLD_MOE_ALWAYS, .moe_norm_w = true, .moe_shared_expert = true, .moe_ff_per_used = true,
-     .attn_out_gate = true, .hf_fused_experts = true},
+     .attn_out_gate = true, .hf_fused_experts = true, .gguf_fused_experts = true},
     /* glm4moe (src/models/glm4-moe.cpp): q/k/v biases, optional q/k norms, partial NeoX RoPE,
      * pre-FFN norm post_attention_norm, leading_dense_block_count dense layers, then MoE layers:
      * sigmoid gating with the exp_probs_b selection bias (expert_gating_func, default sigmoid),

@@ -91,7 +91,11 @@ typedef struct kld_arch_switches {
     bool moe_beside_dense;    /* the dense FFN runs beside the experts, each with its own norms; the router
                                  reads rms(x)/√n_embd · ffn_gate_inp.scale (Gemma 4 26B-A4B) */
     bool hf_fused_experts;    /* a safetensors checkpoint may hold the experts as transformers 5's
-                                 mlp.experts.gate_up_proj / down_proj (qwen35moe) */
+                                 mlp.experts.gate_up_proj / down_proj (the converter's Qwen2MoeModel
+                                 and its subclasses: qwen2moe, qwen3moe, qwen3next, qwen35moe) */
+    bool gguf_fused_experts;  /* a GGUF may hold each layer's experts' gate and up in one
+                                 ffn_gate_up_exps (llama.cpp's create_tensor_gate_up_exps, written by
+                                 the converter's --fuse-gate-up-exps): qwen35moe, qwen3next */
 } kld_arch_switches;
 
 /* The switches of the hybrid recurrent architectures, in a table of their

@@ -110,9 +110,10 @@ const char *kld_weights_hf_name(const kld_source *src, const kld_hparams *hp, co
             return buf;
         }
     }
-    /* transformers 5's fused experts (Qwen3.5-MoE's Qwen3_5MoeExperts: the parameters
-     * mlp.experts.gate_up_proj [X, 2·F, E] and mlp.experts.down_proj [X, E, F], no .weight; the
-     * converter's Qwen2MoeModel splits gate_up into gate (first F rows) and up) */
+    /* transformers 5's fused experts (Qwen3.5-MoE's Qwen3_5MoeExperts, and Qwen2-MoE's, Qwen3-MoE's,
+     * Qwen3-Next's: the parameters mlp.experts.gate_up_proj [X, 2·F, E] and mlp.experts.down_proj
+     * [X, E, F], no .weight; the converter's Qwen2MoeModel, base of all four, splits gate_up into
+     * gate (first F rows) and up) */
     if (in_layer && !hp->sw.moe_beside_dense && hp->sw.hf_fused_experts && src && !strcmp(kind, "weight")) {
         const char *suffix = base + used, *hf = NULL;
         if (!strcmp(suffix, kld_tensor_suffix(KLD_T_FFN_GATE_UP_EXPS))) hf = "gate_up_proj";
@@ -320,7 +321,8 @@ static kld_status bind_experts(binder *b, int il, kld_layer_weights *L, kld_weig
 /* Gemma 4's experts with gate and up in one tensor (llama.cpp's ffn_gate_up_exps
  * [n_embd, 2·n_ff_exp, n_expert], what the converter makes of experts.gate_up_proj; its
  * graph takes each expert's first n_ff_exp rows as the gate, the next as up), and a
- * transformers 5 Qwen3.5-MoE checkpoint's mlp.experts.gate_up_proj (the same layout): per-expert
+ * transformers 5 Qwen3.5-MoE checkpoint's mlp.experts.gate_up_proj (the same layout), and the
+ * ffn_gate_up_exps of a qwen35moe / qwen3next GGUF converted with --fuse-gate-up-exps: per-expert
  * views of both halves, and the merged ffn_down_exps. */
 static kld_status bind_gate_up(binder *b, int il, const char *name, kld_layer_weights *L, kld_weights *w) {
     const kld_hparams *hp = b->hp;
@@ -358,7 +360,8 @@ static kld_status bind_moe(binder *b, int il, kld_layer_weights *L, kld_weights 
     char sname[256];
     kld_tn(n, sizeof n, KLD_T_FFN_GATE_UP_EXPS, il, 0, "weight");
     const bool gate_up = kld_source_find(b->src, kld_weights_source_name(b->src, hp, n, sname, sizeof sname)) != NULL;
-    if (gate_up && !hp->sw.moe_beside_dense && !(hp->sw.hf_fused_experts && b->src->format == KLD_FORMAT_SAFETENSORS))
+    const bool safetensors = b->src->format == KLD_FORMAT_SAFETENSORS;
+    if (gate_up && !hp->sw.moe_beside_dense && !(safetensors ? hp->sw.hf_fused_experts : hp->sw.gguf_fused_experts))
         return kld_fail(b->err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s': experts with gate and up fused in one "
                         "tensor are not supported for %s (separate ffn_gate_exps / ffn_up_exps are)", b->src->path,
                         n, hp->arch);
@@ -631,9 +634,53 @@ static kld_status derive_rope_freqs(const kld_source *src, const kld_hparams *hp
     return KLD_OK;
 }
 
+/* Quantization scales a checkpoint may carry beside its weights (FP8 block scales, per-channel
+ * or per-tensor weight and activation scales of fp8 / compressed-tensors / modelopt / Mistral
+ * checkpoints, KV-cache scales), with what they are. */
+static const struct {
+    const char *suffix, *what;
+} scale_suffixes[] = {
+    {"_scale_inv", "FP8 block scales (quantization_config \"fp8\", e.g. DeepSeek V3's weight_scale_inv)"},
+    {".weight_scale", "per-channel or block weight scales (fp8 / compressed-tensors / modelopt)"},
+    {".weight_scale_2", "second-level weight scales (modelopt NVFP4)"},
+    {".weight_global_scale", "global weight scales (compressed-tensors NVFP4)"},
+    {".input_scale", "activation scales of a quantized checkpoint"},
+    {".input_global_scale", "activation scales of a quantized checkpoint"},
+    {"activation_scale", "activation scales of a quantized checkpoint"},
+    {".qscale_weight", "weight scales (Mistral's fp8 format)"},
+    {".qscale_act", "activation scales (Mistral's fp8 format)"},
+    {".k_scale", "KV-cache scales of a quantized checkpoint"},
+    {".v_scale", "KV-cache scales of a quantized checkpoint"},
+};
+
+/* A checkpoint whose weights need scales kldeval does not apply is refused, naming the file, the
+ * tensor and why, rather than read with its scales silently dropped (llama.cpp's converter
+ * multiplies each weight by them: conversion/base.py dequant_model). */
+static kld_status refuse_scales(const kld_source *src, kld_error *err) {
+    for (size_t i = 0; i < src->n_tensors; i++) {
+        const char *name = src->tensors[i].name;
+        const size_t len = strlen(name);
+        for (size_t k = 0; k < sizeof scale_suffixes / sizeof scale_suffixes[0]; k++) {
+            const size_t ls = strlen(scale_suffixes[k].suffix);
+            if (len <= ls || strcmp(name + len - ls, scale_suffixes[k].suffix)) continue;
+            const char *file = src->path;
+            if (src->st && src->st->tensor_file && src->st->n_files > src->st->tensor_file[i])
+                file = src->st->files[src->st->tensor_file[i]].path;
+            return kld_fail(err, KLD_ERR_UNSUPPORTED, "%s: tensor '%s' holds %s, which kldeval does not apply: "
+                            "its weights would be read without them; dequantize the checkpoint to bf16 / f32 "
+                            "first (as llama.cpp's converter does)", file, name, scale_suffixes[k].what);
+        }
+    }
+    return KLD_OK;
+}
+
 kld_status kld_weights_bind(const kld_source *src, const kld_hparams *hp, kld_weights *w,
                             kld_error *err) {
     memset(w, 0, sizeof *w);
+    if (src->format == KLD_FORMAT_SAFETENSORS) {
+        const kld_status q = refuse_scales(src, err);
+        if (q) return q;
+    }
     binder b = {src, hp, err, false};
     kld_status s;
     char onorm[64], n[64];

@@ -142,8 +142,12 @@ kld_status kld_hf_put_hparams(const kld_source *src, const kld_hparams *hp, kld_
      * checkpoint differs from them. */
     if (!gemma12 || hp->rope_freq_base != 10000.0) F32(KLD_K_ROPE_FREQ_BASE, hp->rope_freq_base);
     if (!gemma || hp->n_rot != hp->head_dim) U32(KLD_K_ROPE_DIMENSION_COUNT, hp->n_rot);
-    /* Qwen3.5's converter (its GPT-2 vocabulary) writes no vocab_size */
-    if (!gemma && strncmp(hp->arch, "qwen35", 6)) U32(KLD_K_VOCAB_SIZE, hp->n_vocab);
+    /* vocab_size: only the converter classes that add it (conversion/llama.py LlamaModel, also
+     * Mistral's and Mixtral's; lfm2.py LFM2Model; deepseek.py DeepseekV2Model); TextModel itself
+     * writes none (Qwen2 / Qwen3 / their MoE / Qwen3-Next / Qwen3.5, Phi-3, OLMoE, GLM-4.5,
+     * gpt-oss, Gemma) */
+    if (!strcmp(hp->arch, "llama") || !strcmp(hp->arch, "lfm2") || !strcmp(hp->arch, "deepseek2"))
+        U32(KLD_K_VOCAB_SIZE, hp->n_vocab);
     if (!hp->sw.mla && (gemma || hp->head_dim * hp->n_head != hp->n_embd || hp->head_dim_v != hp->head_dim)) {
         U32(KLD_K_KEY_LENGTH, hp->head_dim);
         U32(KLD_K_VALUE_LENGTH, hp->head_dim_v);
