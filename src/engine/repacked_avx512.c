@@ -18,6 +18,11 @@
 /* Lanes i < n of 16 (none for n <= 0). */
 static inline __mmask16 lanes16(int n) { return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
 
+/* The chains of 16 rows start from y (its lanes in m) or from 0. */
+static inline __m512 chain_start(const float *y, __mmask16 m, bool load) {
+    return load ? _mm512_maskz_loadu_ps(m, y) : _mm512_setzero_ps();
+}
+
 /* 8 bytes at p then 8 at q as one 16-byte vector (rows 8g.. then 8g+8..). */
 static inline __m128i join8(const uint8_t *p, const uint8_t *q) {
     const __m128i lo = _mm_loadl_epi64((const __m128i *)(const void *)p);
@@ -69,8 +74,7 @@ static inline __m512 q4_pair16(const uint8_t *r0, const uint8_t *r1, int c, cons
 
 static void gemv_q4_k(const uint8_t *panel, int rows, int64_t K, const float *a, float *y, bool load) {
     const __mmask16 m0 = lanes16(rows), m1 = lanes16(rows - 16);
-    __m512 acc0 = load ? _mm512_maskz_loadu_ps(m0, y) : _mm512_setzero_ps();
-    __m512 acc1 = load ? _mm512_maskz_loadu_ps(m1, y + 16) : _mm512_setzero_ps();
+    __m512 acc0 = chain_start(y, m0, load), acc1 = chain_start(y + 16, m1, load);
     for (int64_t sb = 0; sb < K / 256; sb++) {
         const uint8_t *r0 = panel + sb * Q4_SUPER, *r1 = r0 + KLD_Q4KX8_BYTES, *r2 = r1 + KLD_Q4KX8_BYTES,
                       *r3 = r2 + KLD_Q4KX8_BYTES;
@@ -106,8 +110,7 @@ static inline __m512 q6_col16(const uint8_t *r0, const uint8_t *r1, int k, __m51
 
 static void gemv_q6_k(const uint8_t *panel, int rows, int64_t K, const float *a, float *y, bool load) {
     const __mmask16 m0 = lanes16(rows), m1 = lanes16(rows - 16);
-    __m512 acc0 = load ? _mm512_maskz_loadu_ps(m0, y) : _mm512_setzero_ps();
-    __m512 acc1 = load ? _mm512_maskz_loadu_ps(m1, y + 16) : _mm512_setzero_ps();
+    __m512 acc0 = chain_start(y, m0, load), acc1 = chain_start(y + 16, m1, load);
     for (int64_t sb = 0; sb < K / 256; sb++) {
         const uint8_t *r0 = panel + sb * Q6_SUPER, *r1 = r0 + KLD_Q6KX8_BYTES, *r2 = r1 + KLD_Q6KX8_BYTES,
                       *r3 = r2 + KLD_Q6KX8_BYTES;
