@@ -1,6 +1,6 @@
 # bench/long_ctx.sh — sourced by bench/run for --long CTX[,CTX...] (uses its
 # variables: repo, build, cache, logs, records, reps, llama, cpu, cores,
-# simd). One KLD run per context length of a TinyLlama-shaped f16
+# simd, long_shape, long_llama_max). One KLD run per context length of a TinyLlama-shaped f16
 # reference against its q4_K_M, synthesized with a training context as
 # long as the longest window (at least 32,768), through the CLI as a user runs it:
 #   kldeval kl --chunking llamacpp --ctx N --chunks 1 (llama-perplexity's
@@ -86,6 +86,10 @@ run_long() { # comma-separated context lengths
       long_record kl_s s "$t" "$ctx" "$r" "$rss"
       [ -n "$plan" ] && long_record plan_bytes bytes "$plan" "$ctx" "$r"
       have_llama || continue
+      if [ "$ctx" -gt "$long_llama_max" ]; then
+        echo "bench/run: llama-perplexity not run at ctx $ctx (--long-llama-max $long_llama_max): its window's logits alone would need $((ctx * 32000 * 4 / 1073741824)) GiB"
+        continue
+      fi
       local tb rb tk rk
       read -r tb rb < <(timed "$logs/long-ppl-base-$ctx.round$r.log" "$LLAMA_CPP_DIR/llama-perplexity" -m "$ref" \
         -f "$text" -c "$ctx" --chunks 1 -t 2 --kl-divergence-base "$logs/long-base-$ctx.kld") ||
