@@ -154,7 +154,9 @@ kld_repacked kld_model_repacked(const kld_model *m, const kld_tensor *t) {
 
 /* Resident bytes of the weights once kld_model_repack has run with kernel
  * set kr: the file's bytes, with each matrix it would repack counted at its
- * repacked size (panels of KLD_REPACK_ROWS rows, unpacked scales) instead. */
+ * repacked size (panels of KLD_REPACK_ROWS rows, unpacked scales) instead —
+ * besides the file's bytes for a tied output, whose rows the token lookups
+ * keep reading from the file. */
 typedef struct resident_ctx {
     const kld_model *m;
     const kld_engine_kernels *kr;
@@ -181,7 +183,11 @@ static void count_one(void *ctx, const kld_tensor *t, const char *name) {
         c->cap = cap;
     }
     c->seen[c->n++] = t;
-    c->delta += (int64_t)((uint64_t)n_panels(t) * kld_repack_panel_bytes(t->type, t->ne[0])) - (int64_t)t->nbytes;
+    /* a tied output's file rows stay mapped: the token lookups read them (and fault around
+     * them), so as a run's text touches more tokens they join the repacked copy */
+    const bool rows_read = t == c->m->w.token_embd;
+    c->delta += (int64_t)((uint64_t)n_panels(t) * kld_repack_panel_bytes(t->type, t->ne[0])) -
+                (rows_read ? 0 : (int64_t)t->nbytes);
 }
 
 uint64_t kld_model_resident_weight_bytes(const kld_model *m, const kld_engine_kernels *kr) {
