@@ -7,6 +7,7 @@
  * q6_K (d·sc)·q, and every output is one fma chain over k in order — the
  * reference's bits. */
 #include "engine/kernels.h"
+#include "engine/repacked_layout.h"
 #include "engine/lanes_avx2.h"
 #include "tensor/kernels.h"
 #include "tensor/types.h"
@@ -71,18 +72,7 @@ static void pack_f16(const uint8_t *panel, int64_t K, int col0, int nr, int64_t 
         for (int j = 0; j < nr; j += 8) _mm256_storeu_ps(out + k * nr + j, widen8(w + k * KLD_REPACK_ROWS + j));
 }
 
-/* Part `part` of `parts` of the super-block after the one at rec: its four
- * records are read as four streams side by side, which the hardware
- * prefetcher does not follow well. */
-static inline void prefetch_next(const uint8_t *rec, int super_bytes, int part, int parts) {
-    const uint8_t *p = rec + super_bytes + part * (super_bytes / parts);
-    for (int l = 0; l < super_bytes / parts; l += 64) _mm_prefetch((const char *)(p + l), _MM_HINT_T0);
-}
-
 /* ---- q4_K: records of 8 rows per super-block ---- */
-
-enum { Q4_D = 0, Q4_DMIN = 16, Q4_SC = 32, Q4_M = 96, Q4_Q = 160 };
-#define Q4_SUPER (4 * KLD_Q4KX8_BYTES) /* one super-block of the 32-row panel */
 
 /* The 8 rows' multipliers d·sc and mins dmin·m of group s (to_float's
  * products), and mul/16 for the high nibbles read in place (16·q). */
@@ -163,9 +153,6 @@ static void pack_q4_k(const uint8_t *panel, int64_t K, int col0, int nr, int64_t
 }
 
 /* ---- q6_K: records of 8 rows per super-block ---- */
-
-enum { Q6_D = 0, Q6_SC = 16, Q6_Q = 144 };
-#define Q6_SUPER (4 * KLD_Q6KX8_BYTES)
 
 /* The 8 rows' multipliers d·sc of the 16 columns from 16j (to_float's product). */
 static inline __m256 q6_scale(const uint8_t *rec, __m256 d, int j) {

@@ -11,6 +11,7 @@
  * reference's. f16 keeps the AVX2 kernel: two conversions and two fmas per
  * column either way, bound by memory. */
 #include "engine/kernels.h"
+#include "engine/repacked_layout.h"
 #include "tensor/types.h"
 
 #include <immintrin.h>
@@ -36,17 +37,7 @@ static inline __m512 widen16(const uint8_t *p, const uint8_t *q) {
     return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
 }
 
-/* The next super-block's part `part` of `parts` (as repacked_avx2.c: the
- * four records are four streams the hardware prefetcher follows poorly). */
-static inline void prefetch_next(const uint8_t *rec, int super_bytes, int part, int parts) {
-    const uint8_t *p = rec + super_bytes + part * (super_bytes / parts);
-    for (int l = 0; l < super_bytes / parts; l += 64) _mm_prefetch((const char *)(p + l), _MM_HINT_T0);
-}
-
 /* ---- q4_K ---- */
-
-enum { Q4_D = 0, Q4_DMIN = 16, Q4_SC = 32, Q4_M = 96, Q4_Q = 160 };
-#define Q4_SUPER (4 * KLD_Q4KX8_BYTES)
 
 typedef struct q4_group16 { __m512 mul, mul16, min; } q4_group16;
 
@@ -94,9 +85,6 @@ static void gemv_q4_k(const uint8_t *panel, int rows, int64_t K, const float *a,
 }
 
 /* ---- q6_K ---- */
-
-enum { Q6_D = 0, Q6_SC = 16, Q6_Q = 144 };
-#define Q6_SUPER (4 * KLD_Q6KX8_BYTES)
 
 /* d·sc of the 16 rows of records r0, r1 for columns 16j.. (to_float's product). */
 static inline __m512 q6_scale16(const uint8_t *r0, const uint8_t *r1, __m512 d, int j) {
