@@ -48,6 +48,19 @@ const lcpp_family lcpp_families[LCPP_N_FAMILIES] = {
                    "pre_ffw_norm_2 / post_ffw_norm_1 / post_ffw_norm_2", LCPP_2026},
 };
 
+const lcpp_converted_model lcpp_converted[LCPP_N_CONVERTED] = {
+    {"qwen3next", "Qwen3NextForCausalLM"},         {"qwen35", "Qwen3_5ForCausalLM"},
+    {"qwen35moe", "Qwen3_5MoeForCausalLM"},        {"gemma4", "Gemma4ForCausalLM"},
+    {"deepseek2-q-lora", "DeepseekV3ForCausalLM"}, {"glm4moe", "Glm4MoeForCausalLM"},
+    {"gpt-oss-mxfp4", "GptOssForCausalLM"},
+};
+
+const lcpp_family *lcpp_family_named(const char *name) {
+    for (int i = 0; i < LCPP_N_FAMILIES; i++)
+        if (!strcmp(lcpp_families[i].name, name)) return &lcpp_families[i];
+    return NULL;
+}
+
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s) {
     const char *n = f->name;
     const char *arch = !strcmp(n, "mixtral") || !strcmp(n, "llama-bf16") ? "llama"

@@ -24,5 +24,19 @@ extern const lcpp_family lcpp_families[LCPP_N_FAMILIES];
 
 /* The synthesizer's shape of family f. */
 void lcpp_family_shape(const lcpp_family *f, synth_shape *s);
+/* The family of that name, or NULL. */
+const lcpp_family *lcpp_family_named(const char *name);
+
+/* GGUFs written by llama.cpp's own converter (convert_hf_to_gguf.py of
+ * LCPP_2026) from the Hugging Face copy of an oracle family's model
+ * (lcpp_converter_gen.c): tests/data/lcpp-oracle/converter/<family>.gguf
+ * and llama.cpp's logits of it, <family>.lcpp.f32. */
+typedef struct lcpp_converted_model {
+    const char *family;   /* the oracle family whose model was converted */
+    const char *hf_arch;  /* the checkpoint's "architectures" entry the converter dispatched on */
+} lcpp_converted_model;
+
+#define LCPP_N_CONVERTED 7
+extern const lcpp_converted_model lcpp_converted[LCPP_N_CONVERTED];
 
 #endif

@@ -77,11 +77,10 @@ static json_t *text_config(const synth_shape *s, const kld_gguf *g) {
     json_object_set_new(c, "final_logit_softcapping", s->final_softcap > 0 ? json_real(s->final_softcap) : json_null());
     json_object_set_new(c, "attn_logit_softcapping", json_null());
     json_object_set_new(c, "enable_moe_block", json_boolean(s->n_expert > 0));
-    if (s->n_expert > 0) {
-        json_object_set_new(c, "num_experts", json_integer(s->n_expert));
-        json_object_set_new(c, "top_k_experts", json_integer(s->n_expert_used));
-        json_object_set_new(c, "moe_intermediate_size", json_integer(s->n_ff_exp));
-    }
+    /* transformers saves every attribute of the config: null ones on a dense model */
+    json_object_set_new(c, "num_experts", s->n_expert > 0 ? json_integer(s->n_expert) : json_null());
+    json_object_set_new(c, "top_k_experts", s->n_expert > 0 ? json_integer(s->n_expert_used) : json_null());
+    json_object_set_new(c, "moe_intermediate_size", s->n_expert > 0 ? json_integer(s->n_ff_exp) : json_null());
     json_t *lt = json_array();
     for (int64_t il = 0; il < s->n_layer; il++)
         json_array_append_new(lt, json_string(s->pattern_flags[il] ? "sliding_attention" : "full_attention"));

@@ -364,7 +364,8 @@ float *ref_forward_opts(const char *gguf_path, const ref_opts *opt, const int32_
         return NULL;
     }
     r.E = key_int(&r, "embedding_length", 0);
-    r.L = key_int(&r, "block_count", 0);
+    /* the appended NextN (MTP) layers llama.cpp's converter keeps are not run */
+    r.L = key_int(&r, "block_count", 0) - key_int(&r, "nextn_predict_layers", 0);
     r.H = key_int(&r, "attention.head_count", 0);
     r.KV = key_int(&r, "attention.head_count_kv", r.H);
     r.HD = key_int(&r, "attention.key_length", r.E / r.H);

@@ -89,11 +89,11 @@ static agreement compare(const float *lcpp, const float *ours, int64_t n, int64_
     return a;
 }
 
-/* ours against DIR/<name><suffix>: prints and asserts the agreement. */
-static agreement check_against(const lcpp_family *f, const char *suffix, const float *ours,
+/* ours against dir/<name><suffix>: prints and asserts the agreement. */
+static agreement check_against(const lcpp_family *f, const char *dir, const char *suffix, const float *ours,
                                const char *note, double bound) {
     char path[512];
-    snprintf(path, sizeof path, DIR "%s%s", f->name, suffix);
+    snprintf(path, sizeof path, "%s%s%s", dir, f->name, suffix);
     agreement a = {.max_abs = NAN};
     float *lcpp = read_floats(path, (size_t)(LCPP_N_IDS * LCPP_N_VOCAB));
     if (!lcpp) return a;
@@ -114,12 +114,12 @@ static agreement check_against(const lcpp_family *f, const char *suffix, const f
  * too: the two readings of the architecture must agree. One notch off (a
  * window one wider: the ids reach past the windows; YaRN factor 2 for 4),
  * it must not. */
-static void check_reference(const lcpp_family *f, const char *gguf, const char *suffix,
+static void check_reference(const lcpp_family *f, const char *dir, const char *gguf, const char *suffix,
                             const int32_t *ids) {
     int64_t nv = 0;
     float *ref = ref_forward(gguf, ids, LCPP_N_IDS, &nv);
     CHECK(ref && nv == LCPP_N_VOCAB, "%s: float64 reference runs", f->name);
-    if (ref && nv == LCPP_N_VOCAB) check_against(f, suffix, ref, "ref-f64", REL_BOUND_F32);
+    if (ref && nv == LCPP_N_VOCAB) check_against(f, dir, suffix, ref, "ref-f64", REL_BOUND_F32);
     free(ref);
     const int64_t window = !strcmp(f->name, "phi3")      ? 24
                            : !strcmp(f->name, "gemma2")  ? 16
@@ -135,7 +135,7 @@ static void check_reference(const lcpp_family *f, const char *gguf, const char *
                           .yarn_attn = 1 + 0.1 * log(2.0)};
     ref = ref_forward_opts(gguf, &off, ids, LCPP_N_IDS, &nv);
     if (ref && nv == LCPP_N_VOCAB) {
-        agreement a = check_against(f, suffix, ref, yarn ? "yarn x2" : "window+1", 0);
+        agreement a = check_against(f, dir, suffix, ref, yarn ? "yarn x2" : "window+1", 0);
         CHECK(a.rel > 100 * REL_BOUND_F32, "%s: the reference one notch off must be detected "
               "(max|d|/range %g)", f->name, a.rel);
     }
@@ -155,7 +155,7 @@ static void check_rope_freqs_matter(const lcpp_family *f, const int32_t *ids) {
     int64_t nv = 0;
     float *plain = engine_logits(path, ids, LCPP_N_IDS, NULL, &nv);
     if (plain && nv == LCPP_N_VOCAB) {
-        agreement a = check_against(f, ".lcpp.f32", plain, "no-freqs", 0);
+        agreement a = check_against(f, DIR, ".lcpp.f32", plain, "no-freqs", 0);
         CHECK(a.rel > 100 * REL_BOUND_F32, "%s: the file without rope_freqs must be detected "
               "(max|d|/range %g)", f->name, a.rel);
     }
@@ -178,7 +178,7 @@ static void check_mscale_matters(const lcpp_family *f, const int32_t *ids, bool 
     int64_t nv = 0;
     float *plain = engine_logits(path, ids, LCPP_N_IDS, NULL, &nv);
     if (plain && nv == LCPP_N_VOCAB) {
-        agreement a = check_against(f, ".lcpp.f32", plain, groups ? "no-groups" : "no-mscale", 0);
+        agreement a = check_against(f, DIR, ".lcpp.f32", plain, groups ? "no-groups" : "no-mscale", 0);
         CHECK(a.rel > 100 * REL_BOUND_F32, "%s: the file without %s must be detected (max|d|/range %g)",
               f->name, groups ? "expert groups" : "yarn_log_multiplier", a.rel);
     }
@@ -186,9 +186,12 @@ static void check_mscale_matters(const lcpp_family *f, const int32_t *ids, bool 
     remove(path);
 }
 
-static void run_family(const lcpp_family *f, const int32_t *ids) {
+/* The engine on dir/<name>.gguf against llama.cpp's logits of that file (and our float64
+ * reference against them); dir is DIR, or DIR "converter/" for the file llama.cpp's converter
+ * wrote from the family's Hugging Face copy. */
+static void run_family(const lcpp_family *f, const char *dir, const int32_t *ids) {
     char gguf[512];
-    snprintf(gguf, sizeof gguf, DIR "%s.gguf", f->name);
+    snprintf(gguf, sizeof gguf, "%s%s.gguf", dir, f->name);
     /* bf16 and mxfp4 weights see rounded activations (bf16; q8_0, mxfp4's vec_dot type) */
     const bool bf16 = strstr(f->name, "bf16") != NULL || strstr(f->name, "mxfp4") != NULL,
                gelu = !strncmp(f->name, "gemma", 5);
@@ -198,18 +201,18 @@ static void run_family(const lcpp_family *f, const int32_t *ids) {
     CHECK(nv == LCPP_N_VOCAB, "%s: n_vocab %" PRId64, f->name, nv);
     if (ours && nv == LCPP_N_VOCAB) {
         if (gelu) {
-            agreement exact = check_against(f, ".lcpp-exact-gelu.f32", ours, "", REL_BOUND_F32);
-            agreement stock = check_against(f, ".lcpp.f32", ours, "", REL_BOUND_GELU_TABLE);
+            agreement exact = check_against(f, dir, ".lcpp-exact-gelu.f32", ours, "", REL_BOUND_F32);
+            agreement stock = check_against(f, dir, ".lcpp.f32", ours, "", REL_BOUND_GELU_TABLE);
             /* the stock residual is the table's: exact GELU must be much closer */
             CHECK(exact.max_abs * 10 < stock.max_abs,
                   "%s: exact-GELU llama.cpp (%g) 10x closer than stock (%g)", f->name, exact.max_abs,
                   stock.max_abs);
         } else {
-            agreement a = check_against(f, ".lcpp.f32", ours, bf16 ? "act=q8" : "",
+            agreement a = check_against(f, dir, ".lcpp.f32", ours, bf16 ? "act=q8" : "",
                                         bf16 ? REL_BOUND_BF16 : REL_BOUND_F32);
             float *exact = bf16 ? engine_logits(gguf, ids, LCPP_N_IDS, NULL, &nv) : NULL;
             if (exact) { /* for the record: exact arithmetic against llama.cpp's rounding */
-                agreement e = check_against(f, ".lcpp.f32", exact, "act=f32", 0);
+                agreement e = check_against(f, dir, ".lcpp.f32", exact, "act=f32", 0);
                 /* act=q8 must be the closer model, or it models nothing */
                 CHECK(a.mean_abs * 10 < e.mean_abs, "%s: act=q8 (mean %g) 10x closer than act=f32 (%g)",
                       f->name, a.mean_abs, e.mean_abs);
@@ -218,10 +221,11 @@ static void run_family(const lcpp_family *f, const int32_t *ids) {
         }
         /* the reference knows every family here but gemma (v1); bf16 and mxfp4 need act=q8 */
         if (!bf16 && strcmp(f->name, "gemma"))
-            check_reference(f, gguf, gelu ? ".lcpp-exact-gelu.f32" : ".lcpp.f32", ids);
-        if (!strcmp(f->name, "llama")) check_rope_freqs_matter(f, ids);
-        if (!strcmp(f->name, "deepseek2")) check_mscale_matters(f, ids, false);
-        if (!strcmp(f->name, "deepseek2-groups")) check_mscale_matters(f, ids, true);
+            check_reference(f, dir, gguf, gelu ? ".lcpp-exact-gelu.f32" : ".lcpp.f32", ids);
+        const bool own = !strcmp(dir, DIR); /* the notch-off variants are of our files */
+        if (own && !strcmp(f->name, "llama")) check_rope_freqs_matter(f, ids);
+        if (own && !strcmp(f->name, "deepseek2")) check_mscale_matters(f, ids, false);
+        if (own && !strcmp(f->name, "deepseek2-groups")) check_mscale_matters(f, ids, true);
     }
     free(ours);
 }
@@ -237,6 +241,15 @@ int main(void) {
     /* the committed ids are the generator's */
     tf_make_ids(want, LCPP_N_IDS, LCPP_N_VOCAB, LCPP_IDS_SEED);
     CHECK(memcmp(ids, want, sizeof ids) == 0, "ids.i32 equals tf_make_ids(seed %d)", LCPP_IDS_SEED);
-    for (int i = 0; i < LCPP_N_FAMILIES; i++) run_family(&lcpp_families[i], ids);
+    for (int i = 0; i < LCPP_N_FAMILIES; i++) run_family(&lcpp_families[i], DIR, ids);
+    /* the same models as llama.cpp's converter writes them from their Hugging Face copies */
+    for (int i = 0; i < LCPP_N_CONVERTED; i++) {
+        const lcpp_family *f = lcpp_family_named(lcpp_converted[i].family);
+        CHECK(f != NULL, "converted model %s: an oracle family", lcpp_converted[i].family);
+        if (!f) continue;
+        printf("converter/%s: %s written by llama.cpp's convert_hf_to_gguf.py (%.7s)\n", f->name,
+               lcpp_converted[i].hf_arch, LCPP_2026);
+        run_family(f, DIR "converter/", ids);
+    }
     return kt_finish();
 }
