@@ -43,8 +43,7 @@ static bool write_tokenizer_json(const char *dir, int64_t n_vocab) {
     return fclose(f) == 0;
 }
 
-bool lcpp_converted_write(const lcpp_family *f, const char *gguf, const char *dir) {
-    synth_shape s;
-    lcpp_family_shape(f, &s);
-    return synth_write_gguf(&s, gguf) && write_hf(f->name, &s, gguf, dir) && write_tokenizer_json(dir, s.n_vocab);
+bool lcpp_converted_write(const lcpp_family *f, const char *gguf, const char *dir, synth_shape *s) {
+    lcpp_family_shape(f, s);
+    return synth_write_gguf(s, gguf) && write_hf(f->name, s, gguf, dir) && write_tokenizer_json(dir, s->n_vocab);
 }

@@ -9,8 +9,8 @@
 
 #include <stdbool.h>
 
-/* Writes the family's GGUF (synth_write_gguf of its shape) to gguf, and its HF copy
- * (model.safetensors, config.json, tokenizer.json) into the existing directory dir. */
-bool lcpp_converted_write(const lcpp_family *f, const char *gguf, const char *dir);
+/* Writes the family's GGUF (synth_write_gguf of its shape, also left in *s) to gguf, and its
+ * HF copy (model.safetensors, config.json, tokenizer.json) into the existing directory dir. */
+bool lcpp_converted_write(const lcpp_family *f, const char *gguf, const char *dir, synth_shape *s);
 
 #endif

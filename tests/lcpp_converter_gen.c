@@ -31,7 +31,8 @@ int main(int argc, char **argv) {
             perror(dir);
             return 1;
         }
-        if (!lcpp_converted_write(f, gguf, dir)) return 1;
+        synth_shape s;
+        if (!lcpp_converted_write(f, gguf, dir, &s)) return 1;
         printf("%s\n", dir);
     }
     return 0;

@@ -65,6 +65,43 @@ float *st_floats(const kld_tensor *t, int64_t from, int64_t n) {
     return f;
 }
 
+bool st_put_moe_tensor(st_writer *w, const kld_tensor *t, int layer, const st_moe_names *names, const char *drop) {
+    char name[200] = "";
+    int il = -1, used = 0;
+    if (!strcmp(t->name, "token_embd.weight")) snprintf(name, sizeof name, "model.embed_tokens.weight");
+    else if (!strcmp(t->name, "output_norm.weight")) snprintf(name, sizeof name, "model.norm.weight");
+    else if (!strcmp(t->name, "output.weight")) snprintf(name, sizeof name, "lm_head.weight");
+    else if (sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used) {
+        const char *r = t->name + used, *dot = strrchr(r, '.');
+        char rest[96];
+        snprintf(rest, sizeof rest, "%.*s", (int)(dot - r), r);
+        if (layer >= 0) il = layer;
+        if (!strcmp(rest, "exp_probs_b"))
+            snprintf(name, sizeof name, "model.layers.%d.mlp.gate.e_score_correction_bias", il);
+        for (size_t k = 0; !name[0] && k < names->n; k++)
+            if (!strcmp(rest, names->map[k][0]))
+                snprintf(name, sizeof name, "model.layers.%d.%s%s", il, names->map[k][1], dot);
+        if (!name[0] && t->n_dims == 3) { /* ffn_{gate,up,down}_exps: one tensor per expert */
+            const char *proj = !strcmp(rest, "ffn_gate_exps") ? "gate_proj"
+                               : !strcmp(rest, "ffn_up_exps") ? "up_proj" : "down_proj";
+            const int64_t per = t->ne[0] * t->ne[1], d2[2] = {t->ne[1], t->ne[0]};
+            for (int64_t e = 0; e < t->ne[2]; e++) {
+                snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", il, (int)e, proj);
+                if (!drop || strcmp(drop, name)) st_put_f32(w, name, 2, d2, st_floats(t, e * per, per));
+            }
+            return true;
+        }
+    }
+    if (!name[0]) {
+        fprintf(stderr, "%s HF copy: no HF name for %s\n", names->family, t->name);
+        return false;
+    }
+    if (drop && !strcmp(drop, name)) return true;
+    const int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
+    st_put_f32(w, name, t->n_dims == 1 ? 1 : 2, t->n_dims == 1 ? d1 : d2, st_floats(t, 0, kld_tensor_nelements(t)));
+    return true;
+}
+
 bool hf_config_write(json_t *c, const hf_edit *ed, const char *dir) {
     for (int i = 0; ed && ed[i].key; i++) {
         if (!ed[i].json) {

@@ -33,6 +33,21 @@ bool st_write(st_writer *w, const char *dir);
 /* Elements [from, from + n) of t as float32 (malloc'd). */
 float *st_floats(const kld_tensor *t, int64_t from, int64_t n);
 
+/* The Hugging Face names of a DeepSeek-style MoE decoder (DeepSeek V2 / V3, GLM-4.5):
+ * `map` pairs each GGUF per-layer suffix with its HF suffix (gguf-py's tensor_mapping.py);
+ * `family` names the copy in messages. */
+typedef struct st_moe_names {
+    const char *const (*map)[2];
+    size_t n;
+    const char *family;
+} st_moe_names;
+/* Puts GGUF tensor t under its HF name: token_embd, output_norm and output as
+ * model.embed_tokens, model.norm and lm_head; blk.N.<suffix> as model.layers.<layer>.<HF suffix>
+ * (layer = N, or `layer` when it is >= 0), exp_probs_b as mlp.gate.e_score_correction_bias, and
+ * the 3-D ffn_{gate,up,down}_exps one tensor per expert. Leaves out the HF tensor drop (or
+ * NULL). False, with a message, when t has no HF name. */
+bool st_put_moe_tensor(st_writer *w, const kld_tensor *t, int layer, const st_moe_names *names, const char *drop);
+
 /* A config.json edit: key set to the JSON text json, or deleted when json is NULL. */
 typedef struct hf_edit {
     const char *key, *json;

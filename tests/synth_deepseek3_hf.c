@@ -13,11 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* name with torch shape dims[0..nd) holding f (owned). */
-static void put(st_writer *o, const char *name, int nd, const int64_t *dims, float *f) { st_put_f32(o, name, nd, dims, f); }
-
-static float *floats(const kld_tensor *t, int64_t from, int64_t n) { return st_floats(t, from, n); }
-
 /* GGUF per-layer suffix → HF suffix (gguf-py tensor_mapping.py's deepseek2 rows). */
 static const char *const names[][2] = {
     {"attn_norm", "input_layernorm"},
@@ -38,6 +33,7 @@ static const char *const names[][2] = {
     {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
     {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
 };
+static const st_moe_names ds_names = {names, sizeof names / sizeof names[0], "deepseek2"};
 
 static bool write_config(const synth_shape *s, const kld_gguf *g, const char *dir, const glm_edit *ed) {
     double eps = 0, log_mul = 0;
@@ -106,53 +102,19 @@ bool ds_write_hf(const synth_shape *s, const char *gguf, const char *dir, const 
     }
     st_writer o;
     st_init(&o);
-    char name[200];
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const kld_tensor *t = &g->tensors[i];
-        const int64_t n = kld_tensor_nelements(t);
-        int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
-        const int nd = t->n_dims == 1 ? 1 : 2;
-        int il = -1, used = 0;
-        char rest[96] = "", kind[16] = "";
-        name[0] = '\0';
-        if (!strcmp(t->name, "token_embd.weight")) snprintf(name, sizeof name, "model.embed_tokens.weight");
-        else if (!strcmp(t->name, "output_norm.weight")) snprintf(name, sizeof name, "model.norm.weight");
-        else if (!strcmp(t->name, "output.weight")) snprintf(name, sizeof name, "lm_head.weight");
-        else if (sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used) {
-            const char *r = t->name + used, *dot = strrchr(r, '.');
-            snprintf(rest, sizeof rest, "%.*s", (int)(dot - r), r);
-            snprintf(kind, sizeof kind, "%s", dot + 1);
-            if (!strcmp(rest, "exp_probs_b"))
-                snprintf(name, sizeof name, "model.layers.%d.mlp.gate.e_score_correction_bias", il);
-            for (size_t k = 0; !name[0] && k < sizeof names / sizeof names[0]; k++)
-                if (!strcmp(rest, names[k][0]))
-                    snprintf(name, sizeof name, "model.layers.%d.%s.%s", il, names[k][1], kind);
-            if (!name[0] && t->n_dims == 3) { /* ffn_{gate,up,down}_exps: one tensor per expert */
-                const char *w = !strcmp(rest, "ffn_gate_exps") ? "gate_proj"
-                                : !strcmp(rest, "ffn_up_exps") ? "up_proj" : "down_proj";
-                const int64_t per = t->ne[0] * t->ne[1];
-                for (int64_t e = 0; e < t->ne[2]; e++) {
-                    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", il, (int)e, w);
-                    if (!drop || strcmp(drop, name)) put(&o, name, 2, d2, floats(t, e * per, per));
-                }
-                continue;
-            }
-        }
-        if (!name[0]) {
-            fprintf(stderr, "deepseek2 HF copy: no HF name for %s\n", t->name);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (!st_put_moe_tensor(&o, &g->tensors[i], -1, &ds_names, drop)) {
             kld_gguf_close(g);
             return false;
         }
-        if (drop && !strcmp(drop, name)) continue;
-        put(&o, name, nd, nd == 1 ? d1 : d2, floats(t, 0, n));
-    }
+    char name[200];
     /* the MTP layer DeepSeek V3's checkpoints append (never read: num_hidden_layers ends before it) */
     {
         int64_t d2[2] = {s->n_embd, 2 * s->n_embd}, d1[1] = {s->n_embd};
         snprintf(name, sizeof name, "model.layers.%d.eh_proj.weight", (int)s->n_layer);
-        put(&o, name, 2, d2, calloc((size_t)(2 * s->n_embd * s->n_embd), sizeof(float)));
+        st_put_f32(&o, name, 2, d2, calloc((size_t)(2 * s->n_embd * s->n_embd), sizeof(float)));
         snprintf(name, sizeof name, "model.layers.%d.enorm.weight", (int)s->n_layer);
-        put(&o, name, 1, d1, calloc((size_t)s->n_embd, sizeof(float)));
+        st_put_f32(&o, name, 1, d1, calloc((size_t)s->n_embd, sizeof(float)));
     }
     bool ok = st_write(&o, dir);
     ok = ok && write_config(s, g, dir, ed);

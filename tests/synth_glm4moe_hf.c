@@ -11,11 +11,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* name with torch shape dims[0..nd) holding f (owned). */
-static void put(st_writer *o, const char *name, int nd, const int64_t *dims, float *f) { st_put_f32(o, name, nd, dims, f); }
-
-static float *floats(const kld_tensor *t, int64_t from, int64_t n) { return st_floats(t, from, n); }
+#include <string.h>
 
 /* GGUF per-layer suffix → HF suffix (gguf-py tensor_mapping.py's glm4moe rows). */
 static const char *const names[][2] = {
@@ -28,6 +24,7 @@ static const char *const names[][2] = {
     {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"}, {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
     {"ffn_down_shexp", "mlp.shared_experts.down_proj"},
 };
+static const st_moe_names glm_names = {names, sizeof names / sizeof names[0], "glm4moe"};
 
 static bool write_config(const synth_shape *s, const kld_gguf *g, const char *dir, bool qk_norm, const glm_edit *ed) {
     double eps = 0;
@@ -74,64 +71,31 @@ bool glm_write_hf(const synth_shape *s, const char *gguf, const char *dir, const
     }
     st_writer o;
     st_init(&o);
-    bool qk_norm = false;
-    char name[200];
-    /* pass 1 writes the last layer again as the MTP layer transformers' checkpoints append: a
-     * whole decoder layer (llama.cpp's converter keeps it and its loader requires it) */
-    const int last = (int)s->n_layer - 1;
-    for (int pass = 0; pass < 2; pass++)
-        for (uint64_t i = 0; i < g->n_tensors; i++) {
-            const kld_tensor *t = &g->tensors[i];
-            const int64_t n = kld_tensor_nelements(t);
-            int64_t d2[2] = {t->ne[1], t->ne[0]}, d1[1] = {t->ne[0]};
-            const int nd = t->n_dims == 1 ? 1 : 2;
-            int il = -1, used = 0;
-            char rest[96] = "", kind[16] = "";
-            name[0] = '\0';
-            const bool in_layer = sscanf(t->name, "blk.%d.%n", &il, &used) == 1 && used;
-            if (pass == 1 && (!in_layer || il != last)) continue;
-            if (pass == 1) il = last + 1;
-            if (!strcmp(t->name, "token_embd.weight")) snprintf(name, sizeof name, "model.embed_tokens.weight");
-            else if (!strcmp(t->name, "output_norm.weight")) snprintf(name, sizeof name, "model.norm.weight");
-            else if (!strcmp(t->name, "output.weight")) snprintf(name, sizeof name, "lm_head.weight");
-            else if (in_layer) {
-                const char *r = t->name + used, *dot = strrchr(r, '.');
-                snprintf(rest, sizeof rest, "%.*s", (int)(dot - r), r);
-                snprintf(kind, sizeof kind, "%s", dot + 1);
-                qk_norm |= !strcmp(rest, "attn_q_norm");
-                if (!strcmp(rest, "exp_probs_b"))
-                    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.e_score_correction_bias", il);
-                for (size_t k = 0; !name[0] && k < sizeof names / sizeof names[0]; k++)
-                    if (!strcmp(rest, names[k][0]))
-                        snprintf(name, sizeof name, "model.layers.%d.%s.%s", il, names[k][1], kind);
-                if (!name[0] && t->n_dims == 3) { /* ffn_{gate,up,down}_exps: one tensor per expert */
-                    const char *w = !strcmp(rest, "ffn_gate_exps") ? "gate_proj"
-                                    : !strcmp(rest, "ffn_up_exps") ? "up_proj" : "down_proj";
-                    const int64_t per = t->ne[0] * t->ne[1];
-                    for (int64_t e = 0; e < t->ne[2]; e++) {
-                        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", il, (int)e, w);
-                        if (!drop || strcmp(drop, name)) put(&o, name, 2, d2, floats(t, e * per, per));
-                    }
-                    continue;
-                }
-            }
-            if (!name[0]) {
-                fprintf(stderr, "glm4moe HF copy: no HF name for %s\n", t->name);
-                kld_gguf_close(g);
-                return false;
-            }
-            if (drop && !strcmp(drop, name)) continue;
-            put(&o, name, nd, nd == 1 ? d1 : d2, floats(t, 0, n));
-        }
+    bool qk_norm = false, named = true;
+    for (uint64_t i = 0; named && i < g->n_tensors; i++) {
+        qk_norm |= strstr(g->tensors[i].name, ".attn_q_norm.") != NULL;
+        named = st_put_moe_tensor(&o, &g->tensors[i], -1, &glm_names, drop);
+    }
+    /* the last layer again as the MTP layer transformers' checkpoints append: a whole decoder
+     * layer (llama.cpp's converter keeps it and its loader requires it) */
+    char name[200], last[32];
+    snprintf(last, sizeof last, "blk.%d.", (int)s->n_layer - 1);
+    for (uint64_t i = 0; named && i < g->n_tensors; i++)
+        if (!strncmp(g->tensors[i].name, last, strlen(last)))
+            named = st_put_moe_tensor(&o, &g->tensors[i], (int)s->n_layer, &glm_names, drop);
+    if (!named) {
+        kld_gguf_close(g);
+        return false;
+    }
     /* the MTP layer's own tensors (never read: num_hidden_layers ends before it) */
     {
         static const char *const own[] = {"enorm", "hnorm", "shared_head.norm"};
         int64_t d2[2] = {s->n_embd, 2 * s->n_embd}, d1[1] = {s->n_embd};
         snprintf(name, sizeof name, "model.layers.%d.eh_proj.weight", (int)s->n_layer);
-        put(&o, name, 2, d2, calloc((size_t)(2 * s->n_embd * s->n_embd), sizeof(float)));
+        st_put_f32(&o, name, 2, d2, calloc((size_t)(2 * s->n_embd * s->n_embd), sizeof(float)));
         for (size_t k = 0; k < sizeof own / sizeof own[0]; k++) {
             snprintf(name, sizeof name, "model.layers.%d.%s.weight", (int)s->n_layer, own[k]);
-            put(&o, name, 1, d1, calloc((size_t)s->n_embd, sizeof(float)));
+            st_put_f32(&o, name, 1, d1, calloc((size_t)s->n_embd, sizeof(float)));
         }
     }
     bool ok = st_write(&o, dir);

@@ -26,6 +26,7 @@
 #include "testlib.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,17 +46,30 @@ static bool other_form(const char *family, const char *name, bool theirs, int64_
     return false;
 }
 
-static void check_family(const lcpp_family *f, const int32_t *ids) {
+/* The "architectures" entry of dir/config.json the converter dispatches on is want. */
+static void check_architecture(const char *name, const char *dir, const char *want) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t je;
+    json_t *c = json_load_file(path, 0, &je);
+    const char *got = json_string_value(json_array_get(json_object_get(c, "architectures"), 0));
+    CHECK(got && !strcmp(got, want), "%s: config.json names the architecture %s (%s)", name, want, got ? got : je.text);
+    json_decref(c);
+}
+
+static void check_family(const lcpp_family *f, const char *hf_arch, const int32_t *ids) {
     char gguf[600], hf[600], ours[600], theirs[600];
     snprintf(gguf, sizeof gguf, "%s/lcpp-converter-%s.synth.gguf", kt_build_dir(), f->name);
     snprintf(hf, sizeof hf, "%s/lcpp-converter-%s", kt_build_dir(), f->name);
     snprintf(ours, sizeof ours, "%s/lcpp-converter-%s.kldeval.gguf", kt_build_dir(), f->name);
     snprintf(theirs, sizeof theirs, DIR "%s.gguf", f->name);
     mkdir(hf, 0755);
-    if (!lcpp_converted_write(f, gguf, hf)) {
+    synth_shape s;
+    if (!lcpp_converted_write(f, gguf, hf, &s)) {
         CHECK(false, "%s: write the Hugging Face copy", f->name);
         return;
     }
+    check_architecture(f->name, hf, hf_arch);
     kld_error err = {0};
     CHECK_OK(kld_quantize_file(hf, ours, "keep", NULL, NULL, &err), err);
     kld_gguf *a = NULL, *b = NULL;
@@ -65,8 +79,6 @@ static void check_family(const lcpp_family *f, const int32_t *ids) {
         kld_gguf_close(a), kld_gguf_close(b);
         return;
     }
-    synth_shape s;
-    lcpp_family_shape(f, &s);
     uint64_t same = 0, form_theirs = 0, form_ours = 0, extra = 0;
     for (uint64_t j = 0; j < b->n_tensors; j++) {
         const kld_tensor *y = &b->tensors[j];
@@ -115,7 +127,7 @@ int main(void) {
     for (int i = 0; i < LCPP_N_CONVERTED; i++) {
         const lcpp_family *f = lcpp_family_named(lcpp_converted[i].family);
         CHECK(f != NULL, "converted model %s: an oracle family", lcpp_converted[i].family);
-        if (f) check_family(f, ids);
+        if (f) check_family(f, lcpp_converted[i].hf_arch, ids);
     }
     return kt_finish();
 }
