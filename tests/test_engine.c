@@ -424,6 +424,48 @@ static void test_repacked_pages(const kld_engine_kernels *ref, const kld_engine_
     kld_model_close(m);
 }
 
+/* A session that declares a few prefill passes leaves the f16 matrices row-major (the GEMM
+ * packs their rows as it reads them); a later session without that declaration repacks them
+ * on the same model; the logits of the two are the same bits. 40 tokens: the GEMM path of
+ * large M (its prefetch of the next block), not the small-M one. */
+static void test_f16_rows_for_few_passes(const kld_engine_kernels *ref, const kld_engine_kernels *simd) {
+    if (simd == ref) {
+        printf("no SIMD set: the f16 row-major GEMM path is the only one (not compared)\n");
+        return;
+    }
+    const char *path = KT_SHARED "/models/rand-llama/f16.gguf";
+    kld_error err = {0};
+    kld_model *m = NULL;
+    CHECK_OK(kld_model_open(path, NULL, &m, &err), err);
+    if (!m) return;
+    enum { N = 40 };
+    const int64_t nv = kld_model_hparams(m)->n_vocab;
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = i == 0 ? 1 : (int32_t)(53 * i + 11) % 32000;
+    float *out[2] = {calloc((size_t)(N * nv), sizeof(float)), calloc((size_t)(N * nv), sizeof(float))};
+    bool packed[2] = {false, false};
+    for (int k = 0; k < 2; k++) {
+        kld_levers lv;
+        kld_levers_default(&lv);
+        lv.kernels = KLD_KERNELS_SIMD;
+        const kld_session_opts o = {.n_ctx = N, .max_chunk = N, .n_threads = 2, .levers = &lv,
+                                    .prefill_passes = k == 0 ? 1 : 0};
+        kld_session *s = NULL;
+        CHECK_OK(kld_session_create_opts(m, &o, &s, &err), err);
+        if (!s) continue;
+        packed[k] = kld_model_repacked(m, m->w.layers[0].attn_q).data != NULL &&
+                    kld_model_repacked(m, m->w.output).data != NULL;
+        CHECK_OK(kld_session_eval(s, ids, N, out[k], &err), err);
+        kld_session_free(s);
+    }
+    CHECK(!packed[0], "one declared prefill pass: the f16 matrices stay row-major");
+    CHECK(packed[1], "a session without a declared pass count repacks them on the same model");
+    CHECK(memcmp(out[0], out[1], sizeof(float) * (size_t)(N * nv)) == 0,
+          "%s: row-major and repacked f16 matrices give the same logits bit for bit", path);
+    free(out[0]), free(out[1]);
+    kld_model_close(m);
+}
+
 int main(void) {
     const kld_engine_kernels *ref = kld_engine_kernels_ref(), *simd = kld_engine_kernels_avx2();
     if (!simd) {
@@ -439,6 +481,7 @@ int main(void) {
     test_pool();
     test_forward_ref_equals_simd(ref, simd);
     test_repacked_pages(ref, simd);
+    test_f16_rows_for_few_passes(ref, simd);
     test_plan_resident_weights(ref, simd);
     return kt_finish();
 }

@@ -25,7 +25,7 @@ static float *run(kld_model *m, const char *levers, int64_t chunk, int64_t decod
     kld_error err = {0};
     if (levers) CHECK_OK(kld_levers_parse(levers, &l, &err), err);
     kld_session *s = NULL;
-    kld_session_opts o = {N_TOK, chunk, 2, NULL, &l, false};
+    kld_session_opts o = {N_TOK, chunk, 2, NULL, &l, false, 0};
     CHECK_OK(kld_session_create_opts(m, &o, &s, &err), err);
     if (!s) return NULL;
     const int64_t nv = kld_model_hparams(m)->n_vocab;

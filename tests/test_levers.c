@@ -44,7 +44,7 @@ static float *run(kld_model *m, const int32_t *ids, int64_t n, int64_t chunk, co
     kld_error err = {0};
     if (levers) CHECK_OK(kld_levers_parse(levers, &l, &err), err);
     kld_session *s = NULL;
-    kld_session_opts o = {n, chunk, 2, NULL, &l, false};
+    kld_session_opts o = {n, chunk, 2, NULL, &l, false, 0};
     kld_status st = kld_session_create_opts(m, &o, &s, &err);
     CHECK_OK(st, err);
     if (st) return NULL;
@@ -531,7 +531,7 @@ static void test_plan(void) {
     kld_levers_default(&l);
     CHECK_OK(kld_levers_parse("kv_v=q8_0", &l, &err), err);
     kld_session *s = NULL;
-    kld_session_opts o = {64, 16, 1, NULL, &l, false};
+    kld_session_opts o = {64, 16, 1, NULL, &l, false, 0};
     st = kld_session_create_opts(m, &o, &s, &err);
     CHECK(st == KLD_ERR_ARG && !s && strstr(err.msg, "kv_v=q8_0") && strstr(err.msg, "f16"),
           "head size 8 with q8_0: %s", err.msg);

@@ -40,7 +40,7 @@ static float *logits_of(const char *path, const char *levers, int64_t chunk, int
     kld_levers lv;
     kld_levers_default(&lv);
     kld_session *s = NULL;
-    kld_session_opts so = {N_IDS, chunk, threads, NULL, &lv, false};
+    kld_session_opts so = {N_IDS, chunk, threads, NULL, &lv, false, 0};
     float *out = malloc(sizeof(float) * (size_t)(N_IDS * *nv));
     kld_status st = levers ? kld_levers_parse(levers, &lv, err) : KLD_OK;
     if (!st) st = kld_levers_check(&lv, m, err);

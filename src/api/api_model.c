@@ -70,7 +70,7 @@ kld_status kld_model_logits(kld_model *m, const char *levers, const int32_t *ids
     if ((st = kld_levers_check(&lv, m, err))) return st;
     /* the chunk the CLI's `logits` uses: results do not depend on it */
     int64_t chunk = n < 512 ? n : 512;
-    kld_session_opts so = {n, chunk, n_threads, NULL, &lv, false};
+    kld_session_opts so = {n, chunk, n_threads, NULL, &lv, false, 0};
     kld_session *s = NULL;
     if ((st = kld_session_create_opts(m, &so, &s, err))) return st;
     for (int64_t i = 0; i < n && !st; i += chunk) {

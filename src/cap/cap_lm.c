@@ -12,7 +12,7 @@
 static kld_status new_session(kld_cap_lm *lm, const kld_levers *levers, int threads, kld_error *err) {
     kld_status st = levers ? kld_levers_check(levers, lm->model, err) : KLD_OK;
     if (st) return st;
-    kld_session_opts so = {lm->n_ctx, lm->chunk, threads, NULL, levers, false};
+    kld_session_opts so = {lm->n_ctx, lm->chunk, threads, NULL, levers, false, 0};
     return kld_session_create_opts(lm->model, &so, &lm->s, err);
 }
 

@@ -123,7 +123,7 @@ int kld_cmd_generate(int argc, char **argv) {
                     ids.ids[i], i, nv, model_path);
             goto done;
         }
-    kld_session_opts so = {n_ctx, chunk, (int)threads, NULL, &spec.levers, false};
+    kld_session_opts so = {n_ctx, chunk, (int)threads, NULL, &spec.levers, false, 0};
     st = kld_session_create_opts(model, &so, &s, &err);
     if (st != KLD_OK) goto done;
     logits = malloc((size_t)nv * sizeof(float));

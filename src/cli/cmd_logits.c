@@ -156,7 +156,7 @@ int kld_cmd_logits(int argc, char **argv) {
     FILE *out = NULL;
     int rc = 1;
     kld_status st = kld_arm_spec_open_model(&spec, &model, &err);
-    kld_session_opts so = {n, chunk, (int)threads, NULL, &spec.levers, false};
+    kld_session_opts so = {n, chunk, (int)threads, NULL, &spec.levers, false, 0};
     if (st == KLD_OK) st = kld_session_create_opts(model, &so, &s, &err);
     if (st != KLD_OK) goto done;
     const int64_t nv = kld_model_hparams(model)->n_vocab;

@@ -249,6 +249,10 @@ typedef struct kld_session_opts {
     kld_pool *pool;
     const kld_levers *levers;
     bool head_only;      /* only kld_session_head: no matrix repacked, nothing but the head read */
+    /* The prefill passes (eval calls) the session will make when that is known and it never
+     * decodes, else 0. A few passes do not repay repacking the f16 matrices (the GEMM packs
+     * their rows as it reads them: the same bits). */
+    int64_t prefill_passes;
 } kld_session_opts;
 kld_status kld_session_create_opts(kld_model *model, const kld_session_opts *opts,
                                    kld_session **out, kld_error *err);

@@ -34,6 +34,11 @@ static void pack_panel(const gemm_job *j, int64_t n0, int rows, int64_t kb, int6
         return;
     }
     const uint8_t *base = (const uint8_t *)j->W->data;
+    if (j->W->type == KLD_TYPE_F16 && j->kr->pack_panel_f16) {
+        j->kr->pack_panel_f16((const uint16_t *)(const void *)(base + (uint64_t)n0 * j->row_bytes) + kb, j->K, rows,
+                              kc, panel);
+        return;
+    }
     if (j->W->type == KLD_TYPE_F32) {
         const float *src = (const float *)(const void *)(base + (uint64_t)n0 * j->row_bytes) + kb;
         j->kr->pack_panel(src, j->K, rows, kc, panel);
@@ -46,6 +51,25 @@ static void pack_panel(const gemm_job *j, int64_t n0, int rows, int64_t kb, int6
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The file rows W's next block packs — columns [n0, n1) × k-range [kb, kb+kc) — in cache
+ * lines numbered 0..: part `part` of `parts` of them is asked for (row-major W only: a
+ * repacked copy is read as one sequential stream the prefetchers follow). Why: each row
+ * contributes only kc values, too short a stream for the hardware to pick up, and the
+ * microkernel's time over the current block hides the memory latency. */
+static void prefetch_rows(const gemm_job *j, int64_t n0, int64_t n1, int64_t kb, int64_t kc, int64_t part,
+                          int64_t parts) {
+    if (j->rp.data || n1 <= n0) return;
+    const uint64_t off = (uint64_t)(kb / j->ti->block_size) * (uint64_t)j->ti->type_size;
+    const uint64_t bytes = (uint64_t)(kc / j->ti->block_size) * (uint64_t)j->ti->type_size;
+    const int64_t lines = (int64_t)((bytes + 63) / 64), total = (n1 - n0) * lines;
+    const uint8_t *base = (const uint8_t *)j->W->data + off;
+    int64_t i = total * part / parts, r = n0 + i / lines, l = i % lines;
+    for (const int64_t end = total * (part + 1) / parts; i < end; i++) {
+        __builtin_prefetch(base + (uint64_t)r * j->row_bytes + (uint64_t)l * 64, 0, 2);
+        if (++l == lines) l = 0, r++;
+    }
+}
 
 /* Large M: per group of NC columns and k-block, pack the group's panels
  * (they stay in L2), then for each mr-row tile of activations copy it to a
@@ -67,7 +91,14 @@ static void gemm_task(void *ctx, int ith, int nth) {
             for (int64_t p = g0; p < g1; p++)
                 pack_panel(j, p * nr, (int)min64(j->N - p * nr, nr), kb, kc, tmp,
                            packed + (p - g0) * KLD_GEMM_KC * nr);
+            /* the block packed next: this group's next k-block, or the next group's first
+             * (none after the thread's last group: then n1 <= n0) */
+            const bool last_kb = kb + KLD_GEMM_KC >= j->K;
+            const int64_t nb0 = (last_kb ? g1 : g0) * nr, nb1 = min64((last_kb ? min64(g1 + group, pe) : g1) * nr, j->N);
+            const int64_t nkb = last_kb ? 0 : kb + KLD_GEMM_KC, nkc = min64(j->K - nkb, KLD_GEMM_KC);
+            const int64_t tiles = (j->M + mr - 1) / mr;
             for (int64_t m0 = 0; m0 < j->M; m0 += mr) {
+                prefetch_rows(j, nb0, nb1, nkb, nkc, m0 / mr, tiles);
                 const int rows = (int)min64(j->M - m0, mr);
                 for (int r = 0; r < rows; r++)
                     memcpy(atile + r * KLD_GEMM_LDA, j->A + (m0 + r) * j->lda + kb, sizeof(float) * (size_t)kc);

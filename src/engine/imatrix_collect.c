@@ -90,7 +90,7 @@ kld_status kld_imatrix_collect(kld_model *model, const int32_t *ids, int64_t n_i
     int64_t max_chunks = n_ids / n_ctx;
     if (n_chunks <= 0 || n_chunks > max_chunks) n_chunks = max_chunks;
     kld_session *s = NULL;
-    kld_session_opts so = {n_ctx, n_ctx, n_threads, NULL, levers, false};
+    kld_session_opts so = {n_ctx, n_ctx, n_threads, NULL, levers, false, 0};
     kld_status st = kld_session_create_opts(model, &so, &s, err);
     if (st) return st;
     collector c = {.m = model};

@@ -63,11 +63,12 @@ struct kld_model {
     void (*attached_free)(void *);
 };
 
-/* Repacks m's f16, q4_K and q6_K matrices in the layouts of kernels.h (once;
- * later calls return at once), releasing the mapped pages of those read
- * from the file. An allocation failure leaves the rest row-major (the
- * product reads either). */
-kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kernels *kr,
+/* Repacks m's q4_K and q6_K matrices, and its f16 ones when with_f16, in the
+ * layouts of kernels.h (each once; a later call only adds the f16 ones if
+ * they are now wanted), releasing the mapped pages of those read from the
+ * file. An allocation failure leaves the rest row-major (the product reads
+ * either). */
+kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kernels *kr, bool with_f16,
                             kld_error *err);
 /* t's repacked copy (data NULL when there is none). */
 kld_repacked kld_model_repacked(const kld_model *m, const kld_tensor *t);

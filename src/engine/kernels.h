@@ -119,6 +119,9 @@ typedef struct kld_engine_kernels {
     kld_gemv_repacked_fn (*gemv_repacked)(uint32_t type);
     kld_pack_repacked_fn (*pack_repacked)(uint32_t type);
     kld_repack_fn (*repack)(uint32_t type); /* writes the layout (NULL where the two above are) */
+    /* pack_panel from f16 values (widened exactly: the same panel as pack_panel of their
+     * float32 values), or NULL (then rows are converted first). */
+    void (*pack_panel_f16)(const uint16_t *src, int64_t ld, int rows, int64_t kc, float *panel);
 } kld_engine_kernels;
 
 _Static_assert(KLD_REPACK_ROWS == KLD_GEMV_ROWS && KLD_REPACK_ROWS % KLD_NR_MAX == 0,
@@ -150,6 +153,7 @@ kld_repack_fn kld_avx2_repack(uint32_t type);
 void kld_avx512_ukernel(int mr, int nr, int64_t kc, const float *A, int64_t lda, const float *B,
                         int64_t ldb, float *C, int64_t ldc, bool load);
 void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float *panel);
+void kld_avx512_pack32_f16(const uint16_t *src, int64_t ld, int rows, int64_t kc, float *panel);
 /* The AVX-512 base2_weights (kernels_avx512.c). */
 double kld_avx512_base2_weights(float *x, int64_t n, double K, double sum);
 /* repacked_avx512.c: the one-row product over repacked q4_K and q6_K (16

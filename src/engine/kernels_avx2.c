@@ -6,6 +6,7 @@
 #include "engine/kernels.h"
 
 #include "engine/lanes_avx2.h"
+#include "tensor/types.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -153,20 +154,27 @@ static void ukernel_avx2(int mr, int nr, int64_t kc, const float *A, int64_t lda
         r7 = _mm256_permute2f128_ps(u3, u7, 0x31);                                  \
     } while (0)
 
-/* Rows [half*8, half*8+8) × k-block [k, k+8) into the panel (missing rows 0). */
-static inline void pack_8x8(const float *src, int64_t ld, int rows, int64_t k, int half,
-                            float *panel) {
-    const float *p = src + (int64_t)half * 8 * ld + k;
+/* Eight values of a row: float32, or f16 widened exactly. */
+static inline __attribute__((always_inline)) __m256 load8(const void *p, bool f16) {
+    return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_ps((const float *)p);
+}
+
+/* Rows [half*8, half*8+8) × k-block [k, k+8) of src (float32, or f16 when f16; rows ld
+ * elements apart) into the panel (missing rows 0). */
+static inline __attribute__((always_inline)) void pack_8x8(const void *src, int64_t ld, int rows, int64_t k,
+                                                            int half, float *panel, bool f16) {
+    const size_t es = f16 ? 2 : 4, row = (size_t)ld * es;
+    const char *p = (const char *)src + ((size_t)half * 8 * (size_t)ld + (size_t)k) * es;
     const int base = half * 8;
     const __m256 z = _mm256_setzero_ps();
-    __m256 r0 = base + 0 < rows ? _mm256_loadu_ps(p) : z;
-    __m256 r1 = base + 1 < rows ? _mm256_loadu_ps(p + ld) : z;
-    __m256 r2 = base + 2 < rows ? _mm256_loadu_ps(p + 2 * ld) : z;
-    __m256 r3 = base + 3 < rows ? _mm256_loadu_ps(p + 3 * ld) : z;
-    __m256 r4 = base + 4 < rows ? _mm256_loadu_ps(p + 4 * ld) : z;
-    __m256 r5 = base + 5 < rows ? _mm256_loadu_ps(p + 5 * ld) : z;
-    __m256 r6 = base + 6 < rows ? _mm256_loadu_ps(p + 6 * ld) : z;
-    __m256 r7 = base + 7 < rows ? _mm256_loadu_ps(p + 7 * ld) : z;
+    __m256 r0 = base + 0 < rows ? load8(p, f16) : z;
+    __m256 r1 = base + 1 < rows ? load8(p + row, f16) : z;
+    __m256 r2 = base + 2 < rows ? load8(p + 2 * row, f16) : z;
+    __m256 r3 = base + 3 < rows ? load8(p + 3 * row, f16) : z;
+    __m256 r4 = base + 4 < rows ? load8(p + 4 * row, f16) : z;
+    __m256 r5 = base + 5 < rows ? load8(p + 5 * row, f16) : z;
+    __m256 r6 = base + 6 < rows ? load8(p + 6 * row, f16) : z;
+    __m256 r7 = base + 7 < rows ? load8(p + 7 * row, f16) : z;
     TRANSPOSE8(r0, r1, r2, r3, r4, r5, r6, r7);
     float *o = panel + k * KLD_NR + base;
     _mm256_storeu_ps(o, r0);
@@ -182,11 +190,21 @@ static inline void pack_8x8(const float *src, int64_t ld, int rows, int64_t k, i
 static void pack16_avx2(const float *src, int64_t ld, int rows, int64_t kc, float *panel) {
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {
-        pack_8x8(src, ld, rows, k, 0, panel);
-        pack_8x8(src, ld, rows, k, 1, panel);
+        pack_8x8(src, ld, rows, k, 0, panel, false);
+        pack_8x8(src, ld, rows, k, 1, panel, false);
     }
     for (; k < kc; k++)
         for (int j = 0; j < KLD_NR; j++) panel[k * KLD_NR + j] = j < rows ? src[j * ld + k] : 0.0f;
+}
+
+static void pack16_f16_avx2(const uint16_t *src, int64_t ld, int rows, int64_t kc, float *panel) {
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        pack_8x8(src, ld, rows, k, 0, panel, true);
+        pack_8x8(src, ld, rows, k, 1, panel, true);
+    }
+    for (; k < kc; k++)
+        for (int j = 0; j < KLD_NR; j++) panel[k * KLD_NR + j] = j < rows ? kld_f16_to_f32(src[j * ld + k]) : 0.0f;
 }
 
 /* ---- one activation row (decode) ---- */
@@ -487,5 +505,5 @@ static double base2_weights_avx2(float *x, int64_t n, double K, double sum) {
 const kld_engine_kernels kld_engine_kernels_avx2_table = {
     "avx2", KLD_MR, KLD_NR, ukernel_avx2, pack16_avx2, pack16_avx2, gemv_f32_avx2, KLD_GEMV_ROWS, kld_avx2_gemv_direct, softmax_avx2, silu_mul_avx2, gelu_tanh_mul_avx2,
     softcap_avx2, scale_avx2, max_avx2, sum_exp_avx2, base2_weights_avx2, kld_avx2_gemv_repacked, kld_avx2_pack_repacked,
-    kld_avx2_repack,
+    kld_avx2_repack, pack16_f16_avx2,
 };

@@ -165,6 +165,27 @@ void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float
         for (int j = 0; j < NR; j++) panel[k * NR + j] = j < rows ? src[j * ld + k] : 0.0f;
 }
 
+/* kld_avx512_pack32 of the f16 values src (widened exactly). Each row gives only kc values
+ * here; gemm.c prefetches the next block's rows. */
+void kld_avx512_pack32_f16(const uint16_t *src, int64_t ld, int rows, int64_t kc, float *panel) {
+    int64_t k = 0;
+    for (; k + 16 <= kc; k += 16) {
+        for (int half = 0; half < 2; half++) {
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                r[i] = half * 16 + i < rows
+                           ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + (int64_t)(half * 16 + i) * ld + k)))
+                           : _mm512_setzero_ps();
+            transpose16(r);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) _mm512_storeu_ps(panel + (k + i) * NR + half * 16, r[i]);
+        }
+    }
+    for (; k < kc; k++)
+        for (int j = 0; j < NR; j++) panel[k * NR + j] = j < rows ? kld_f16_to_f32(src[j * ld + k]) : 0.0f;
+}
+
 /* ---- base-2 softmax weights (base2_weight in kernels_ref.c) ----
  * The AVX2 kernel's lane-for-lane arithmetic (kernels_avx2.c: the double
  * multiply, floor, the Taylor polynomial as separate multiplies and adds —

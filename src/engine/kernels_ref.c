@@ -204,7 +204,7 @@ static double base2_weights_ref(float *x, int64_t n, double K, double sum) {
 
 static const kld_engine_kernels ref_table = {
     "ref", KLD_MR, KLD_NR, ukernel_ref, pack16_ref, pack16_ref, NULL, 0, NULL, softmax_ref, silu_mul_ref, gelu_tanh_mul_ref, softcap_ref,
-    scale_ref, max_ref, sum_exp_ref, base2_weights_ref, NULL, NULL, NULL, /* reads the row-major weights */
+    scale_ref, max_ref, sum_exp_ref, base2_weights_ref, NULL, NULL, NULL, NULL, /* reads the row-major weights */
 };
 
 const kld_engine_kernels *kld_engine_kernels_ref(void) { return &ref_table; }
@@ -230,6 +230,7 @@ static void avx512_fill(void) {
     avx512_table.nr = 32;
     avx512_table.ukernel = kld_avx512_ukernel;
     avx512_table.pack_panel = kld_avx512_pack32;
+    avx512_table.pack_panel_f16 = kld_avx512_pack32_f16;
     avx512_table.gemv_repacked = kld_avx512_gemv_repacked;
     avx512_table.base2_weights = kld_avx512_base2_weights;
 }

@@ -6,7 +6,9 @@
  * same bits.
  *
  * The copy is made once per model, when its first SIMD session is created
- * (sessions of one model are created from one thread). A matrix read from
+ * (sessions of one model are created from one thread); the f16 matrices
+ * only for a session that makes enough passes over them to repay it
+ * (session.c), else the GEMM packs their rows as it reads them. A matrix read from
  * the model file gives its mapped pages back afterwards (MADV_DONTNEED on a
  * private read-only file mapping: pages touched again, e.g. by the ref
  * kernel set, are read from the file), so the resident size stays about
@@ -28,6 +30,7 @@ struct kld_model_repacked {
     size_t n, cap;
     uint64_t bytes;
     bool oom;         /* an allocation failed: the rest stay row-major */
+    bool with_f16;    /* the f16 matrices are in (or were tried) */
 };
 
 static int64_t n_panels(const kld_tensor *t) { return (t->ne[1] + KLD_REPACK_ROWS - 1) / KLD_REPACK_ROWS; }
@@ -87,6 +90,7 @@ typedef struct pack_ctx {
     kld_model *m;
     kld_pool *pool;
     const kld_engine_kernels *kr;
+    bool with_f16;
 } pack_ctx;
 
 static bool wanted(const kld_model *m, const kld_engine_kernels *kr, const kld_tensor *t) {
@@ -100,7 +104,7 @@ static void pack_one(void *ctx, const kld_tensor *t, const char *name) {
     (void)name;
     pack_ctx *c = ctx;
     struct kld_model_repacked *P = c->m->repacked;
-    if (P->oom || !wanted(c->m, c->kr, t)) return;
+    if (P->oom || !wanted(c->m, c->kr, t) || (t->type == KLD_TYPE_F16 && !c->with_f16)) return;
     for (size_t i = 0; i < P->n; i++)
         if (P->m[i].t == t) return; /* bound twice (a shared matrix) */
     if (P->n == P->cap) {
@@ -134,12 +138,14 @@ static int by_address(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kernels *kr, kld_error *err) {
-    if (m->repacked) return KLD_OK;
-    if (!(m->repacked = calloc(1, sizeof *m->repacked)))
+kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kernels *kr, bool with_f16,
+                            kld_error *err) {
+    if (m->repacked && (m->repacked->with_f16 || !with_f16)) return KLD_OK;
+    if (!m->repacked && !(m->repacked = calloc(1, sizeof *m->repacked)))
         return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", m->src->path);
-    pack_ctx c = {m, pool, kr};
+    pack_ctx c = {m, pool, kr, with_f16};
     kld_model_each_weight(m, pack_one, &c);
+    m->repacked->with_f16 = with_f16;
     if (m->repacked->n) qsort(m->repacked->m, m->repacked->n, sizeof *m->repacked->m, by_address);
     return KLD_OK;
 }

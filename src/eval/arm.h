@@ -59,8 +59,9 @@ typedef struct kld_rows {
 typedef struct kld_arm kld_arm;
 
 typedef struct kld_arm_ops {
-    /* Sizes sessions for windows of up to max_len tokens fed in chunks. */
-    kld_status (*prepare)(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
+    /* Sizes sessions for windows of up to max_len tokens fed in chunks, `passes` eval calls
+     * in all (kld_plan_passes; 0: not known). */
+    kld_status (*prepare)(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk, int64_t passes,
                           kld_error *err);
     /* A new window (index wi of the plan) starts from an empty state. */
     kld_status (*begin)(kld_arm *a, const kld_window *w, size_t wi, kld_error *err);

@@ -30,7 +30,7 @@ typedef struct dump_arm {
 static kld_status prepare_hidden(kld_arm *a, dump_arm *u, kld_pool *pool, int64_t chunk,
                                  kld_error *err) {
     size_t c = (size_t)chunk;
-    kld_session_opts so = {chunk, chunk, 0, pool, &u->levers, true};
+    kld_session_opts so = {chunk, chunk, 0, pool, &u->levers, true, 0};
     kld_status st = kld_session_create_opts(u->head_model, &so, &u->head, err);
     if (st) return st;
     u->hidden = malloc(c * (size_t)u->m->n_embd * sizeof(float));
@@ -41,9 +41,9 @@ static kld_status prepare_hidden(kld_arm *a, dump_arm *u, kld_pool *pool, int64_
     return KLD_OK;
 }
 
-static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
+static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk, int64_t passes,
                           kld_error *err) {
-    (void)max_len;
+    (void)max_len, (void)passes;
     dump_arm *u = a->impl;
     size_t k = (size_t)u->m->top_k, c = (size_t)chunk;
     u->chunk = chunk;

@@ -161,9 +161,9 @@ static int64_t token_id_of(const char *s) {
     return end != s + 9 && !*end && v >= 0 ? v : -1;
 }
 
-static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
+static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk, int64_t passes,
                           kld_error *err) {
-    (void)pool;
+    (void)pool, (void)passes;
     ep_arm *u = a->impl;
     size_t cells = (size_t)chunk * (size_t)u->k;
     u->max_len = max_len;

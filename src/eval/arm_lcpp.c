@@ -15,9 +15,9 @@ typedef struct lcpp_arm {
     uint16_t *codes;
 } lcpp_arm;
 
-static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
+static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk, int64_t passes,
                           kld_error *err) {
-    (void)pool, (void)max_len;
+    (void)pool, (void)max_len, (void)passes;
     lcpp_arm *u = a->impl;
     size_t cells = (size_t)chunk * (size_t)u->info->n_vocab;
     u->logp = malloc(cells * sizeof *u->logp);

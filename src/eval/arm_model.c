@@ -26,11 +26,12 @@ typedef struct model_arm {
     float *hidden;          /* [chunk][n_embd] when want_hidden */
 } model_arm;
 
-static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk,
+static kld_status prepare(kld_arm *a, kld_pool *pool, int64_t max_len, int64_t chunk, int64_t passes,
                           kld_error *err) {
     model_arm *m = a->impl;
     m->chunk = chunk;
-    kld_session_opts so = {max_len, chunk, 0, pool, &m->levers, false};
+    /* the decode path reads the weights once per token: passes unknown */
+    kld_session_opts so = {max_len, chunk, 0, pool, &m->levers, false, m->decode ? 0 : passes};
     kld_status st = kld_session_create_opts(a->model, &so, &m->s, err);
     if (st) return st;
     m->logits = malloc((size_t)chunk * (size_t)a->n_vocab * sizeof(float));

@@ -310,8 +310,9 @@ static kld_status prepare(dump_state *ds, size_t *first_window, kld_error *err) 
     int64_t max_len = ds->pl->max_len;
     ds->chunk = c->chunk < max_len ? c->chunk : max_len;
     if (c->hidden && (st = kld_arm_model_want_hidden(ds->model, err))) return st;
-    if ((st = ds->model->ops->prepare(ds->model, ds->pool, max_len, ds->chunk, err))) return st;
-    if (ds->teacher && (st = ds->teacher->ops->prepare(ds->teacher, ds->pool, max_len, ds->chunk, err)))
+    const int64_t passes = kld_plan_passes(ds->pl, ds->chunk);
+    if ((st = ds->model->ops->prepare(ds->model, ds->pool, max_len, ds->chunk, passes, err))) return st;
+    if (ds->teacher && (st = ds->teacher->ops->prepare(ds->teacher, ds->pool, max_len, ds->chunk, passes, err)))
         return st;
     snprintf(ds->res->windows, sizeof ds->res->windows, "%s", ds->pl->note);
     if (c->llamacpp) {

@@ -367,8 +367,10 @@ static kld_status prepare(run_state *rs, kld_kl_result *out, kld_error *err) {
     if (!rs->pool) return kld_fail(err, KLD_ERR_NOMEM, "cannot start %d threads", c->n_threads);
     /* The caches need only the longest window; a chunk never exceeds it. */
     rs->chunk = c->chunk < rs->pl->max_len ? c->chunk : rs->pl->max_len;
-    if ((st = rs->ref->ops->prepare(rs->ref, rs->pool, rs->pl->max_len, rs->chunk, err))) return st;
-    if ((st = rs->arm->ops->prepare(rs->arm, rs->pool, rs->pl->max_len, rs->chunk, err))) return st;
+    /* the whole plan's passes, also in a shard of it: an upper bound */
+    const int64_t passes = kld_plan_passes(rs->pl, rs->chunk);
+    if ((st = rs->ref->ops->prepare(rs->ref, rs->pool, rs->pl->max_len, rs->chunk, passes, err))) return st;
+    if ((st = rs->arm->ops->prepare(rs->arm, rs->pool, rs->pl->max_len, rs->chunk, passes, err))) return st;
     int topk = c->topk;
     const kld_dump *d = kld_arm_dump(rs->ref);
     int32_t ref_nv = rs->n_vocab;

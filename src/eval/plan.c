@@ -38,6 +38,12 @@ kld_status kld_plan_own(kld_plan *pl, void *p, kld_error *err) {
     return KLD_OK;
 }
 
+int64_t kld_plan_passes(const kld_plan *pl, int64_t chunk) {
+    int64_t n = 0;
+    for (size_t i = 0; chunk > 0 && i < pl->n_windows; i++) n += (pl->windows[i].len + chunk - 1) / chunk;
+    return n;
+}
+
 void kld_plan_free(kld_plan *pl) {
     if (!pl) return;
     for (size_t i = 0; i < pl->n_owned; i++) free(pl->owned[i]);

@@ -100,6 +100,9 @@ kld_status kld_plan_push(kld_plan *plan, const kld_window *w, kld_error *err);
 /* The plan frees p with itself. */
 kld_status kld_plan_own(kld_plan *plan, void *p, kld_error *err);
 void kld_plan_free(kld_plan *plan);
+/* The eval calls the plan's windows take in chunks of up to chunk tokens (each window's
+ * ceil(len / chunk)): how often each arm reads its weights. */
+int64_t kld_plan_passes(const kld_plan *plan, int64_t chunk);
 
 /* Scale-out: shard k of n takes the windows i with i mod n = k (mod) or the
  * k-th of n contiguous ranges [k W / n, (k+1) W / n) of the W windows

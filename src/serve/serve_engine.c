@@ -71,7 +71,7 @@ kld_status kld_serve_engine_open(const kld_arm_parsed *arm, int threads, int64_t
                       (long long)e->n_vocab);
         goto fail;
     }
-    kld_session_opts so = {e->n_ctx, e->chunk, 0, e->pool, &arm->levers, false};
+    kld_session_opts so = {e->n_ctx, e->chunk, 0, e->pool, &arm->levers, false, 0};
     for (int i = 0; i < parallel; i++) {
         if ((st = kld_session_create_opts(e->model, &so, &e->slots[i].s, err)) != KLD_OK) goto fail;
         if (!(e->slots[i].row = malloc((size_t)e->n_vocab * sizeof(float)))) {
