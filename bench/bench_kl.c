@@ -186,8 +186,13 @@ static int forward_once(const bench_opts *o, const char *path, const int32_t *id
     int rc = 1;
     double t0 = kb_now();
     if (kld_model_open(path, NULL, &m, &err) != KLD_OK) goto done;
-    const long long win = o->window ? o->window : o->tokens;
-    if (kld_session_create(m, win, o->chunk < win ? o->chunk : win, (int)o->threads, &s, &err) != KLD_OK) goto done;
+    const long long win = o->window ? o->window : o->tokens, chunk = o->chunk < win ? o->chunk : win;
+    /* the eval calls below, declared as the lockstep driver declares them (kld_plan_passes):
+     * the same weight layouts, so the same engine path */
+    long long passes = 0;
+    for (long long w0 = 0; w0 < o->tokens; w0 += win) passes += ((w0 + win < o->tokens ? win : o->tokens - w0) + chunk - 1) / chunk;
+    const kld_session_opts so = {.n_ctx = win, .max_chunk = chunk, .n_threads = (int)o->threads, .prefill_passes = passes};
+    if (kld_session_create_opts(m, &so, &s, &err) != KLD_OK) goto done;
     *open_s = kb_now() - t0;
     logits = malloc((size_t)o->chunk * (size_t)kld_model_hparams(m)->n_vocab * sizeof *logits);
     if (!logits) {
