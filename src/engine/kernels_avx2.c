@@ -187,24 +187,27 @@ static inline __attribute__((always_inline)) void pack_8x8(const void *src, int6
     _mm256_storeu_ps(o + 7 * KLD_NR, r7);
 }
 
-static void pack16_avx2(const float *src, int64_t ld, int rows, int64_t kc, float *panel) {
+/* panel[k*16 + j] = src[j*ld + k] (float32, or f16 widened exactly) for j < rows, else 0. */
+static inline __attribute__((always_inline)) void pack16(const void *src, int64_t ld, int rows, int64_t kc,
+                                                          float *panel, bool f16) {
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {
-        pack_8x8(src, ld, rows, k, 0, panel, false);
-        pack_8x8(src, ld, rows, k, 1, panel, false);
+        pack_8x8(src, ld, rows, k, 0, panel, f16);
+        pack_8x8(src, ld, rows, k, 1, panel, f16);
     }
     for (; k < kc; k++)
-        for (int j = 0; j < KLD_NR; j++) panel[k * KLD_NR + j] = j < rows ? src[j * ld + k] : 0.0f;
+        for (int j = 0; j < KLD_NR; j++)
+            panel[k * KLD_NR + j] = j >= rows ? 0.0f
+                                    : f16     ? kld_f16_to_f32(((const uint16_t *)src)[j * ld + k])
+                                              : ((const float *)src)[j * ld + k];
+}
+
+static void pack16_avx2(const float *src, int64_t ld, int rows, int64_t kc, float *panel) {
+    pack16(src, ld, rows, kc, panel, false);
 }
 
 static void pack16_f16_avx2(const uint16_t *src, int64_t ld, int rows, int64_t kc, float *panel) {
-    int64_t k = 0;
-    for (; k + 8 <= kc; k += 8) {
-        pack_8x8(src, ld, rows, k, 0, panel, true);
-        pack_8x8(src, ld, rows, k, 1, panel, true);
-    }
-    for (; k < kc; k++)
-        for (int j = 0; j < KLD_NR; j++) panel[k * KLD_NR + j] = j < rows ? kld_f16_to_f32(src[j * ld + k]) : 0.0f;
+    pack16(src, ld, rows, kc, panel, true);
 }
 
 /* ---- one activation row (decode) ---- */

@@ -146,44 +146,42 @@ static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
     for (int i = 0; i < 16; i++) r[i] = t[i];
 }
 
-/* panel[k*32 + j] = src[j*ld + k] for j < rows (<= 32), 0 for rows <= j < 32. */
-void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float *panel) {
-    int64_t k = 0;
-    for (; k + 16 <= kc; k += 16) {
-        for (int half = 0; half < 2; half++) {
-            __m512 r[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                r[i] = half * 16 + i < rows ? _mm512_loadu_ps(src + (int64_t)(half * 16 + i) * ld + k)
-                                            : _mm512_setzero_ps();
-            transpose16(r);
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) _mm512_storeu_ps(panel + (k + i) * NR + half * 16, r[i]);
-        }
-    }
-    for (; k < kc; k++)
-        for (int j = 0; j < NR; j++) panel[k * NR + j] = j < rows ? src[j * ld + k] : 0.0f;
+/* Element e of row r of src (float32, or f16 widened exactly when f16): 16 of them, or one. */
+static inline __attribute__((always_inline)) __m512 load16(const void *src, int64_t ld, int64_t r, int64_t e, bool f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)src + r * ld + e)))
+               : _mm512_loadu_ps((const float *)src + r * ld + e);
+}
+static inline __attribute__((always_inline)) float load1(const void *src, int64_t ld, int64_t r, int64_t e, bool f16) {
+    return f16 ? kld_f16_to_f32(((const uint16_t *)src)[r * ld + e]) : ((const float *)src)[r * ld + e];
 }
 
-/* kld_avx512_pack32 of the f16 values src (widened exactly). Each row gives only kc values
- * here; gemm.c prefetches the next block's rows. */
-void kld_avx512_pack32_f16(const uint16_t *src, int64_t ld, int rows, int64_t kc, float *panel) {
+/* panel[k*32 + j] = src[j*ld + k] for j < rows (<= 32), 0 for rows <= j < 32. */
+static inline __attribute__((always_inline)) void pack32(const void *src, int64_t ld, int rows, int64_t kc,
+                                                          float *panel, bool f16) {
     int64_t k = 0;
     for (; k + 16 <= kc; k += 16) {
         for (int half = 0; half < 2; half++) {
             __m512 r[16];
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++)
-                r[i] = half * 16 + i < rows
-                           ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + (int64_t)(half * 16 + i) * ld + k)))
-                           : _mm512_setzero_ps();
+                r[i] = half * 16 + i < rows ? load16(src, ld, half * 16 + i, k, f16) : _mm512_setzero_ps();
             transpose16(r);
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++) _mm512_storeu_ps(panel + (k + i) * NR + half * 16, r[i]);
         }
     }
     for (; k < kc; k++)
-        for (int j = 0; j < NR; j++) panel[k * NR + j] = j < rows ? kld_f16_to_f32(src[j * ld + k]) : 0.0f;
+        for (int j = 0; j < NR; j++) panel[k * NR + j] = j < rows ? load1(src, ld, j, k, f16) : 0.0f;
+}
+
+void kld_avx512_pack32(const float *src, int64_t ld, int rows, int64_t kc, float *panel) {
+    pack32(src, ld, rows, kc, panel, false);
+}
+
+/* The same from f16 values. Each row gives only kc values here; gemm.c prefetches the next
+ * block's rows. */
+void kld_avx512_pack32_f16(const uint16_t *src, int64_t ld, int rows, int64_t kc, float *panel) {
+    pack32(src, ld, rows, kc, panel, true);
 }
 
 /* ---- base-2 softmax weights (base2_weight in kernels_ref.c) ----

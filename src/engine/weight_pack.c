@@ -90,7 +90,6 @@ typedef struct pack_ctx {
     kld_model *m;
     kld_pool *pool;
     const kld_engine_kernels *kr;
-    bool with_f16;
 } pack_ctx;
 
 static bool wanted(const kld_model *m, const kld_engine_kernels *kr, const kld_tensor *t) {
@@ -104,7 +103,7 @@ static void pack_one(void *ctx, const kld_tensor *t, const char *name) {
     (void)name;
     pack_ctx *c = ctx;
     struct kld_model_repacked *P = c->m->repacked;
-    if (P->oom || !wanted(c->m, c->kr, t) || (t->type == KLD_TYPE_F16 && !c->with_f16)) return;
+    if (P->oom || !wanted(c->m, c->kr, t) || (t->type == KLD_TYPE_F16 && !P->with_f16)) return;
     for (size_t i = 0; i < P->n; i++)
         if (P->m[i].t == t) return; /* bound twice (a shared matrix) */
     if (P->n == P->cap) {
@@ -143,9 +142,9 @@ kld_status kld_model_repack(kld_model *m, kld_pool *pool, const kld_engine_kerne
     if (m->repacked && (m->repacked->with_f16 || !with_f16)) return KLD_OK;
     if (!m->repacked && !(m->repacked = calloc(1, sizeof *m->repacked)))
         return kld_fail(err, KLD_ERR_NOMEM, "%s: out of memory", m->src->path);
-    pack_ctx c = {m, pool, kr, with_f16};
-    kld_model_each_weight(m, pack_one, &c);
     m->repacked->with_f16 = with_f16;
+    pack_ctx c = {m, pool, kr};
+    kld_model_each_weight(m, pack_one, &c);
     if (m->repacked->n) qsort(m->repacked->m, m->repacked->n, sizeof *m->repacked->m, by_address);
     return KLD_OK;
 }
