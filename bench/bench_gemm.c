@@ -137,8 +137,8 @@ int main(int argc, char **argv) {
     const shape dec_l2 = {"decodeL2", 1, 2048, 128};
     const kld_engine_kernels *sets[3] = {kld_engine_kernels_ref(), kld_engine_kernels_avx2(),
                                          kld_engine_kernels_avx512()};
-    static const uint32_t types[] = {KLD_TYPE_F32, KLD_TYPE_F16, KLD_TYPE_Q8_0, KLD_TYPE_Q4_0,
-                                     KLD_TYPE_Q4_K, KLD_TYPE_Q6_K};
+    static const uint32_t types[] = {KLD_TYPE_F32,  KLD_TYPE_F16,  KLD_TYPE_BF16, KLD_TYPE_Q8_0,
+                                     KLD_TYPE_Q4_0, KLD_TYPE_Q4_K, KLD_TYPE_Q5_K, KLD_TYPE_Q6_K};
     printf("bench_gemm: %d thread(s), %d reps, dequantizers: %s\n", threads, reps, kld_kernels_name());
     openblas(&pre, reps);
     const shape *shapes[3] = {&pre, &dec, &dec_l2};
